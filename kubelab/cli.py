@@ -1,0 +1,94 @@
+"""The ``kubelab`` command: one subcommand per component, like the Kubernetes binaries.
+
+``kubelab server`` runs every control-plane component in one process (as ``k3s server``
+does); the others run one component each.  A component registers itself in ``COMPONENTS`` with
+a function that adds its flags and returns the coroutine-running entry point; a component that
+is not built yet says so, names the issue that tracks it, and exits with status 2, so no
+command ever pretends to work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from controlplane.apiserver import command as apiserver_command
+from kubelab import KUBERNETES_VERSION, __version__
+
+
+@dataclass(frozen=True)
+class Component:
+    """A subcommand: its help line and either its runner or the issue that will build it."""
+
+    help: str
+    configure: Callable[[argparse.ArgumentParser], Callable[[argparse.Namespace], int]] | None = (
+        None
+    )
+    issue: int | None = None
+
+
+COMPONENTS: dict[str, Component] = {
+    "server": Component(
+        "every control-plane component in one process (like k3s server)",
+        configure=apiserver_command.configure,
+    ),
+    "apiserver": Component(
+        "the Kubernetes API server over SQLite or etcd", configure=apiserver_command.configure
+    ),
+    "scheduler": Component("the scheduler: framework and default plugins", issue=4),
+    "controller-manager": Component("the controllers that drive the cluster", issue=5),
+    "cloud-controller-manager": Component(
+        "node, route and service controllers over a cloud provider", issue=9
+    ),
+    "kubelet": Component("the node agent: pods on containerd over CRI", issue=6),
+    "proxy": Component("kube-proxy: Service VIPs in iptables", issue=7),
+    "lab": Component("a multi-node cluster in network namespaces", issue=8),
+}
+
+
+def _not_built(name: str, issue: int) -> Callable[[argparse.Namespace], int]:
+    def run(_: argparse.Namespace) -> int:
+        print(
+            f"kubelab {name}: not built yet; it is tracked in issue {issue}.",
+            file=sys.stderr,
+        )
+        return 2
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubelab",
+        description="Kubernetes' core in Python, running for real on Linux.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"kubelab {__version__} (Kubernetes {KUBERNETES_VERSION})",
+    )
+    commands = parser.add_subparsers(title="components", dest="component", metavar="COMPONENT")
+    for name, component in COMPONENTS.items():
+        sub = commands.add_parser(name, help=component.help, description=component.help)
+        if component.configure is not None:
+            sub.set_defaults(run=component.configure(sub))
+        else:
+            assert component.issue is not None
+            sub.set_defaults(run=_not_built(name, component.issue))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.component is None:
+        parser.print_help()
+        return 2
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
