@@ -1,0 +1,1 @@
+"""core/v1: the original API group, split by concern"""

@@ -1,0 +1,459 @@
+"""meta.k8s.io/v1: what every object carries, and the kinds the API speaks about objects.
+
+``Resource`` is the base of every top-level kind (TypeMeta + ObjectMeta); ``ResourceList[T]``
+is the list of any of them, so ``PodList`` needs no declaration of its own.  Status, DeleteOptions,
+WatchEvent, Table, PartialObjectMetadata and the discovery documents are declared here once for
+the API server and every client.
+
+ObjectMeta rules that depend on the kind (name format, namespace or not) are checked by
+``validate_object_meta`` with the kind's registration; the walker calls it for top-level objects.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar
+
+import msgspec
+
+from kubelab.api import names
+from kubelab.api.errors import ErrorList, Path
+from kubelab.api.scheme import PATH_SEGMENT, KindInfo
+from kubelab.api.struct import (
+    QUALIFIED_NAME,
+    RawJSON,
+    Struct,
+    Time,
+    atomic,
+    merge_set,
+    meta,
+)
+
+FINALIZER_ORPHAN = "orphan"
+FINALIZER_FOREGROUND = "foregroundDeletion"
+
+
+class TypeMeta(Struct, kw_only=True):
+    """apiVersion and kind; ``typed()`` fills them in from the class."""
+
+    API_VERSION: ClassVar[str]
+    KIND: ClassVar[str]
+
+    api_version: str | None = None
+    kind: str | None = None
+
+    def typed(self) -> Self:
+        """This object with its apiVersion and kind set (as sent and stored)."""
+        if self.api_version is None:
+            self.api_version = self.API_VERSION
+        if self.kind is None:
+            self.kind = self.KIND
+        return self
+
+
+class ServerKind(TypeMeta, kw_only=True):
+    """A kind the server builds (Status, Table, ...): typed as soon as it is constructed.
+
+    Resources are not, so that decoding them stays faithful to the input; defaulting types
+    them (kubelab.api.walk.set_defaults).
+    """
+
+    def __post_init__(self) -> None:
+        self.typed()
+
+
+class OwnerReference(Struct, kw_only=True):
+    """Points at the object that owns this one; the garbage collector follows these."""
+
+    api_version: Annotated[str | None, meta(required=True)] = None
+    kind: Annotated[str | None, meta(required=True)] = None
+    name: Annotated[str | None, meta(required=True)] = None
+    uid: Annotated[str | None, meta(required=True)] = None
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ManagedFieldsEntry(Struct, kw_only=True):
+    """Which manager owns which fields, as recorded by server-side apply."""
+
+    manager: str | None = None
+    operation: Annotated[str | None, meta(enum=("Apply", "Update"))] = None
+    api_version: str | None = None
+    time: Time | None = None
+    fields_type: str | None = None
+    fields_v1: RawJSON = msgspec.field(default=None, name="fieldsV1")
+    subresource: str | None = None
+
+
+class ObjectMeta(Struct, kw_only=True):
+    """Name, namespace, labels and the bookkeeping every stored object carries."""
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    self_link: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: Time | None = None
+    deletion_timestamp: Time | None = None
+    deletion_grace_period_seconds: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: Annotated[list[OwnerReference] | None, meta(merge_key="uid")] = None
+    finalizers: Annotated[list[str] | None, merge_set()] = None
+    managed_fields: Annotated[list[ManagedFieldsEntry] | None, atomic()] = None
+
+
+def validate_object_meta(
+    metadata: ObjectMeta, info: KindInfo, path: Path, errors: ErrorList
+) -> None:
+    """Check the metadata of a top-level object against its kind's rules."""
+    name_path = path.child("name")
+    if metadata.name:
+        errors.extend_checked(name_path, metadata.name, _check_name(info, metadata.name))
+    elif metadata.generate_name:
+        prefix = metadata.generate_name.rstrip("-") or metadata.generate_name
+        errors.extend_checked(
+            path.child("generateName"), metadata.generate_name, _check_name(info, prefix)
+        )
+    else:
+        errors.required(name_path, "name or generateName is required")
+    ns_path = path.child("namespace")
+    if info.namespaced:
+        if not metadata.namespace:
+            errors.required(ns_path)
+        else:
+            errors.extend_checked(
+                ns_path, metadata.namespace, names.is_dns1123_label(metadata.namespace)
+            )
+    elif metadata.namespace:
+        errors.forbidden(ns_path, "not allowed on this type")
+    names.validate_labels(metadata.labels, path.child("labels"), errors)
+    names.validate_annotations(metadata.annotations, path.child("annotations"), errors)
+    if metadata.generation is not None and metadata.generation < 0:
+        errors.invalid(path.child("generation"), metadata.generation, "must be >= 0")
+    for i, finalizer in enumerate(metadata.finalizers or ()):
+        fin_path = path.child("finalizers").index(i)
+        errors.extend_checked(fin_path, finalizer, names.is_qualified_name(finalizer))
+    if metadata.finalizers and {FINALIZER_ORPHAN, FINALIZER_FOREGROUND} <= set(metadata.finalizers):
+        errors.invalid(
+            path.child("finalizers"),
+            metadata.finalizers,
+            "finalizer orphan and foregroundDeletion cannot be both set",
+        )
+    _validate_owner_references(metadata.owner_references, path.child("ownerReferences"), errors)
+
+
+def _check_name(info: KindInfo, name: str) -> list[str]:
+    if info.name_format == PATH_SEGMENT:
+        return names.is_path_segment_name(name)
+    return names.check_format(info.name_format, name)
+
+
+def _validate_owner_references(
+    refs: list[OwnerReference] | None, path: Path, errors: ErrorList
+) -> None:
+    controllers = 0
+    for i, ref in enumerate(refs or ()):
+        if ref.controller:
+            controllers += 1
+        if ref.api_version and "/" in ref.api_version:
+            group = ref.api_version.split("/", 1)[0]
+            if not group:
+                errors.invalid(path.index(i).child("apiVersion"), ref.api_version, "bad group")
+    if controllers > 1:
+        errors.invalid(path, refs, "Only one reference can have Controller set to true")
+
+
+def validate_object_meta_update(
+    new: ObjectMeta, old: ObjectMeta, path: Path, errors: ErrorList
+) -> None:
+    """Fields of metadata that never change once an object exists."""
+    for attr, json_name in (
+        ("name", "name"),
+        ("namespace", "namespace"),
+        ("uid", "uid"),
+        ("creation_timestamp", "creationTimestamp"),
+    ):
+        if getattr(new, attr) != getattr(old, attr):
+            errors.immutable(path.child(json_name), getattr(new, attr))
+
+
+class ListMeta(Struct, kw_only=True):
+    """The resourceVersion a list was read at, and the token to read the next page."""
+
+    self_link: str | None = None
+    resource_version: str | None = None
+    continue_: str | None = msgspec.field(default=None, name="continue")
+    remaining_item_count: int | None = None
+
+
+class LabelSelectorRequirement(Struct, kw_only=True):
+    """One set-based requirement: ``key In (a, b)``, ``key Exists``, ..."""
+
+    key: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
+    operator: Annotated[
+        str | None, meta(required=True, enum=("In", "NotIn", "Exists", "DoesNotExist"))
+    ] = None
+    values: Annotated[list[str] | None, atomic()] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.operator in ("In", "NotIn") and not self.values:
+            errors.required(
+                path.child("values"), "must be specified when `operator` is 'In' or 'NotIn'"
+            )
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            errors.forbidden(
+                path.child("values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )
+
+
+class LabelSelector(Struct, kw_only=True):
+    """matchLabels and matchExpressions, all of which must hold."""
+
+    match_labels: dict[str, str] | None = None
+    match_expressions: Annotated[list[LabelSelectorRequirement] | None, atomic()] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        names.validate_labels(self.match_labels, path.child("matchLabels"), errors)
+
+
+class Condition(Struct, kw_only=True):
+    """The standard condition shape (``type``, ``status``, ``reason``, ...)."""
+
+    type: Annotated[str | None, meta(required=True)] = None
+    status: Annotated[str | None, meta(required=True, enum=("True", "False", "Unknown"))] = None
+    observed_generation: int | None = None
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class Resource(TypeMeta, kw_only=True):
+    """A top-level object: TypeMeta + ObjectMeta.  Every registered kind derives from it."""
+
+    kind_info: ClassVar[KindInfo]
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        """Append the problems of replacing ``old`` by this object beyond those every update
+        has (immutable metadata, fields declared ``immutable``); never raise."""
+
+
+T = TypeVar("T", bound=Resource)
+
+
+class ResourceList(Struct, Generic[T], kw_only=True):
+    """A list of any kind (``PodList`` is ``ResourceList[Pod]``)."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+    items: list[T]
+
+
+class StatusCause(Struct, kw_only=True):
+    reason: str | None = None
+    message: str | None = None
+    field: str | None = None
+
+
+class StatusDetails(Struct, kw_only=True):
+    name: str | None = None
+    group: str | None = None
+    kind: str | None = None
+    uid: str | None = None
+    causes: list[StatusCause] | None = None
+    retry_after_seconds: int | None = None
+
+
+class Status(ServerKind, kw_only=True):
+    """The answer to a failed request (and to some successful deletes)."""
+
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "Status"
+
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+    status: str | None = None
+    message: str | None = None
+    reason: str | None = None
+    details: StatusDetails | None = None
+    code: int | None = None
+
+
+class Preconditions(Struct, kw_only=True):
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+class DeleteOptions(ServerKind, kw_only=True):
+    """How a delete should proceed: grace period, preconditions, propagation policy."""
+
+    API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
+    KIND: ClassVar[str] = "DeleteOptions"
+
+    grace_period_seconds: int | None = None
+    preconditions: Preconditions | None = None
+    orphan_dependents: bool | None = None
+    propagation_policy: Annotated[str | None, meta(enum=("Orphan", "Background", "Foreground"))] = (
+        None
+    )
+    dry_run: list[str] | None = None
+    ignore_store_read_error_with_cluster_breaking_potential: bool | None = None
+
+
+class WatchEvent(Struct, kw_only=True):
+    """One line of a watch stream."""
+
+    type: str
+    object: RawJSON
+
+
+class TableColumnDefinition(Struct, kw_only=True):
+    name: str
+    type: str
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+
+class PartialObjectMetadata(ServerKind, kw_only=True):
+    """An object reduced to its metadata (``as=PartialObjectMetadata``, Table rows)."""
+
+    API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
+    KIND: ClassVar[str] = "PartialObjectMetadata"
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class PartialObjectMetadataList(ServerKind, kw_only=True):
+    API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
+    KIND: ClassVar[str] = "PartialObjectMetadataList"
+
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+    items: list[PartialObjectMetadata]
+
+
+class TableRow(Struct, kw_only=True):
+    cells: list[Any]
+    object: RawJSON = None
+    conditions: list[RawJSON] | None = None
+
+
+class Table(ServerKind, kw_only=True):
+    """Rows of server-rendered cells: what ``kubectl get`` prints."""
+
+    API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
+    KIND: ClassVar[str] = "Table"
+
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+    column_definitions: list[TableColumnDefinition]
+    rows: list[TableRow]
+
+
+# Discovery, legacy form: /api, /apis, /api/v1, /apis/G/V.
+
+
+class GroupVersionForDiscovery(Struct, kw_only=True):
+    group_version: str
+    version: str
+
+
+class ServerAddressByClientCIDR(Struct, kw_only=True):
+    client_cidr: str = msgspec.field(name="clientCIDR")
+    server_address: str
+
+
+class APIVersions(ServerKind, kw_only=True):
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "APIVersions"
+
+    versions: list[str]
+    server_address_by_client_cidrs: list[ServerAddressByClientCIDR] = msgspec.field(
+        name="serverAddressByClientCIDRs"
+    )
+
+
+class APIGroup(ServerKind, kw_only=True):
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "APIGroup"
+
+    name: str
+    versions: list[GroupVersionForDiscovery]
+    preferred_version: GroupVersionForDiscovery | None = None
+
+
+class APIGroupList(ServerKind, kw_only=True):
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "APIGroupList"
+
+    groups: list[APIGroup]
+
+
+class APIResource(Struct, kw_only=True):
+    name: str
+    singular_name: str
+    namespaced: bool
+    kind: str
+    verbs: list[str]
+    group: str | None = None
+    version: str | None = None
+    short_names: list[str] | None = None
+    categories: list[str] | None = None
+    storage_version_hash: str | None = None
+
+
+class APIResourceList(ServerKind, kw_only=True):
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "APIResourceList"
+
+    group_version: str
+    resources: list[APIResource]
+
+
+# Discovery, aggregated form (apidiscovery.k8s.io/v2), which kubectl prefers.
+
+
+class GroupVersionKind(Struct, kw_only=True):
+    group: str
+    version: str
+    kind: str
+
+
+class APISubresourceDiscovery(Struct, kw_only=True):
+    subresource: str
+    response_kind: GroupVersionKind | None = None
+    accepted_types: list[GroupVersionKind] | None = None
+    verbs: list[str] = msgspec.field(default_factory=list)
+
+
+class APIResourceDiscovery(Struct, kw_only=True):
+    resource: str
+    response_kind: GroupVersionKind
+    scope: str
+    singular_resource: str
+    verbs: list[str]
+    short_names: list[str] | None = None
+    categories: list[str] | None = None
+    subresources: list[APISubresourceDiscovery] | None = None
+
+
+class APIVersionDiscovery(Struct, kw_only=True):
+    version: str
+    resources: list[APIResourceDiscovery]
+    freshness: str
+
+
+class APIGroupDiscovery(Struct, kw_only=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    versions: list[APIVersionDiscovery]
+
+
+class APIGroupDiscoveryList(ServerKind, kw_only=True):
+    API_VERSION: ClassVar[str] = "apidiscovery.k8s.io/v2"
+    KIND: ClassVar[str] = "APIGroupDiscoveryList"
+
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+    items: list[APIGroupDiscovery]
