@@ -1,0 +1,1 @@
+"""Client machinery shared by every component: kubeconfig, REST client, informers, workqueues."""
