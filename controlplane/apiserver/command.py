@@ -1,0 +1,176 @@
+"""``kubelab apiserver`` and ``kubelab server``: flags, store selection, and the serve loop.
+
+``--store`` picks the backend: ``sqlite`` (the default, ``<data-dir>/state.db``),
+``sqlite:///path/to/file.db``, or ``etcd://host:port[,host:port...]``.  The process serves
+until SIGINT or SIGTERM, then stops accepting requests, ends open watches and closes the store.
+Heavy imports happen only when the command runs, so ``kubelab --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import re
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controlplane.storage.interface import Store
+
+
+def default_data_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/var/lib/kubelab/server")
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "kubelab" / "server"
+
+
+def _port_range(text: str) -> tuple[int, int]:
+    low, sep, high = text.partition("-")
+    try:
+        first, last = int(low), int(high)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOW-HIGH, got {text!r}") from None
+    if not sep or not 0 < first <= last < 65536:
+        raise argparse.ArgumentTypeError(f"expected LOW-HIGH within 1-65535, got {text!r}")
+    return first, last
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def duration(text: str) -> float:
+    """A Go-style duration (``5m``, ``1m30s``, ``250ms``) in seconds."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 5m or 30s, got {text!r}")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where state and PKI live (default: /var/lib/kubelab/server as "
+        "root, else under the user's data directory)",
+    )
+    parser.add_argument(
+        "--bind-address", default="127.0.0.1", help="address to serve HTTPS on (default: 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--secure-port",
+        type=int,
+        default=6443,
+        help="port to serve HTTPS on (default: 6443; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--advertise-address",
+        default=None,
+        help="address clients and the kubernetes Service use to reach this "
+        "server (default: the bind address)",
+    )
+    parser.add_argument(
+        "--store",
+        default="sqlite",
+        help="sqlite, sqlite:///FILE or etcd://HOST:PORT[,HOST:PORT] (default: sqlite)",
+    )
+    parser.add_argument(
+        "--service-cluster-ip-range",
+        default="10.96.0.0/12",
+        help="CIDR Services' ClusterIPs come from (default: 10.96.0.0/12)",
+    )
+    parser.add_argument(
+        "--service-node-port-range",
+        type=_port_range,
+        default=(30000, 32767),
+        help="ports NodePorts come from (default: 30000-32767)",
+    )
+    parser.add_argument(
+        "--etcd-compaction-interval",
+        type=duration,
+        default=300.0,
+        help="how often history is compacted; watches may resume from revisions of the last "
+        "interval or two (default: 5m)",
+    )
+    parser.add_argument(
+        "--tls-san",
+        action="append",
+        default=[],
+        help="another name or address for the serving certificate (repeatable)",
+    )
+
+
+def sqlite_path(url: str, data_dir: Path) -> Path:
+    """The database file a ``sqlite`` or ``sqlite:///FILE`` store value names."""
+    return Path(url.removeprefix("sqlite://")) if url != "sqlite" else data_dir / "state.db"
+
+
+async def open_store(url: str, data_dir: Path) -> Store:
+    """The store a ``--store`` value names."""
+    if url == "sqlite" or url.startswith("sqlite://"):
+        from controlplane.storage.sqlite import SQLiteStore
+
+        return await SQLiteStore.open(sqlite_path(url, data_dir))
+    if url.startswith("etcd://"):
+        from controlplane.storage.etcd import EtcdStore
+
+        endpoints = [e for e in url.removeprefix("etcd://").split(",") if e]
+        return await EtcdStore.open(endpoints)
+    raise SystemExit(f"--store: unknown store {url!r} (sqlite, sqlite:///FILE or etcd://...)")
+
+
+async def serve_until_stopped(args: argparse.Namespace, data_dir: Path) -> int:
+    from controlplane.apiserver.server import APIServer, ServerConfig, serve
+
+    config = ServerConfig(
+        data_dir=data_dir,
+        bind_address=args.bind_address,
+        secure_port=args.secure_port,
+        advertise_address=args.advertise_address,
+        service_cluster_ip_range=args.service_cluster_ip_range,
+        service_node_port_range=args.service_node_port_range,
+        extra_sans=args.tls_san,
+        compaction_interval=args.etcd_compaction_interval,
+    )
+    store = await open_store(args.store, data_dir)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        running = await serve(APIServer(store, config))
+        logging.getLogger("kubelab.apiserver").info(
+            "serving on https://%s:%d; admin kubeconfig: %s",
+            config.bind_address,
+            running.port,
+            data_dir / "admin.kubeconfig",
+        )
+        print(
+            f"kubelab apiserver: serving on https://{config.bind_address}:{running.port}",
+            flush=True,
+        )
+        await stop.wait()
+        await running.stop()
+    finally:
+        await store.close()
+    return 0
+
+
+def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    add_flags(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        data_dir: Path = args.data_dir or default_data_dir()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if args.store.startswith("sqlite"):
+            sqlite_path(args.store, data_dir).parent.mkdir(parents=True, exist_ok=True)
+        return asyncio.run(serve_until_stopped(args, data_dir))
+
+    return run

@@ -1,0 +1,510 @@
+"""The API server process: HTTPS, the request pipeline, and the non-resource endpoints.
+
+Every request passes the same stages, in upstream's order: limits (body size, in-flight
+requests) → authentication → authorization → (for writes, inside the registry) admission →
+validation → storage.  Authentication and authorization are pluggable stages; today they are
+client certificates (CN = user, O = groups) with anonymous requests as ``system:anonymous``,
+and an authorizer that lets authenticated users do everything and anonymous ones reach only
+health, version and discovery (what upstream's default RBAC grants them).  The security issue
+replaces both stages without touching the rest.
+
+On first start the server creates its PKI under ``<data-dir>/pki`` (a cluster CA, a serving
+certificate naming every address clients use, an admin client certificate in the
+``system:masters`` group) and writes ``<data-dir>/admin.kubeconfig``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import platform
+import socket
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from cryptography import x509
+
+from controlplane.apiserver import auth, bootstrap, discovery, errors, negotiation, reviews
+from controlplane.apiserver.handlers import Request, ResourceHandler, json_response
+from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
+from controlplane.apiserver.requestinfo import RequestInfo, parse
+from controlplane.storage.interface import Store
+from kubelab import KUBERNETES_VERSION, __version__
+from kubelab.api import openapi
+from kubelab.api.scheme import SCHEME, KindInfo
+from kubelab.client import kubeconfig
+from kubelab.clock import Clock, RealClock
+from kubelab.metrics import CONTENT_TYPE, Registry
+from kubelab.pki import CertificateAuthority, KeyPair
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 3 * 1024 * 1024
+
+
+@dataclass
+class ServerConfig:
+    """What ``kubelab apiserver`` is started with."""
+
+    data_dir: Path
+    bind_address: str = "127.0.0.1"
+    secure_port: int = 6443
+    advertise_address: str | None = None
+    service_cluster_ip_range: str = "10.96.0.0/12"
+    service_node_port_range: tuple[int, int] = (30000, 32767)
+    extra_sans: Sequence[str] = ()
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    bookmark_interval: float = 60.0
+    compaction_interval: float = 300.0
+
+    @property
+    def advertise(self) -> str:
+        if self.advertise_address:
+            return self.advertise_address
+        if self.bind_address not in ("0.0.0.0", "::"):
+            return self.bind_address
+        return "127.0.0.1"
+
+    @property
+    def kubernetes_service_ip(self) -> str:
+        return str(ipaddress.ip_network(self.service_cluster_ip_range)[1])
+
+
+@dataclass
+class PKI:
+    """The files the server keeps under ``<data-dir>/pki``."""
+
+    ca: CertificateAuthority
+    serving: KeyPair
+    serving_cert: Path
+    serving_key: Path
+    ca_cert: Path
+
+
+def ensure_pki(config: ServerConfig) -> PKI:
+    """Create (once) the CA, the serving certificate and the admin kubeconfig."""
+    pki_dir = config.data_dir / "pki"
+    ca = CertificateAuthority.load_or_create(pki_dir)
+    ips = sorted(
+        {
+            "127.0.0.1",
+            config.advertise,
+            config.kubernetes_service_ip,
+            *(s for s in config.extra_sans if _is_ip(s)),
+            *([config.bind_address] if config.bind_address not in ("0.0.0.0", "::") else []),
+        }
+    )
+    dns = sorted(
+        {
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            socket.gethostname(),
+            *(s for s in config.extra_sans if not _is_ip(s)),
+        }
+    )
+    serving_cert, serving_key = pki_dir / "apiserver.crt", pki_dir / "apiserver.key"
+    serving = (
+        KeyPair.read(pki_dir, "apiserver")
+        if serving_cert.exists() and _names(KeyPair.read(pki_dir, "apiserver")) == (dns, ips)
+        else None
+    )
+    if serving is None:
+        serving = ca.issue("kube-apiserver", server=True, dns_names=dns, ip_addresses=ips)
+        serving.write(pki_dir, "apiserver")
+    if not (pki_dir / "admin.crt").exists():
+        ca.issue("kubernetes-admin", organizations=["system:masters"], client=True).write(
+            pki_dir, "admin"
+        )
+    return PKI(ca, serving, serving_cert, serving_key, pki_dir / "ca.crt")
+
+
+def write_admin_kubeconfig(config: ServerConfig, pki: PKI, port: int) -> Path:
+    """``<data-dir>/admin.kubeconfig`` for the port actually served (port 0 picks one)."""
+    path = config.data_dir / "admin.kubeconfig"
+    admin = KeyPair.read(config.data_dir / "pki", "admin")
+    server = f"https://{_host(config.advertise)}:{port}"
+    kubeconfig.write(path, kubeconfig.render(server, pki.ca.cert_pem, "admin", admin))
+    return path
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def _names(pair: KeyPair) -> tuple[list[str], list[str]]:
+    try:
+        sans = pair.certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return [], []
+    dns = sorted(sans.value.get_values_for_type(x509.DNSName))
+    ips = sorted(str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress))
+    return dns, ips
+
+
+class APIServer:
+    """The registry of kinds over one store, served over HTTPS."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: ServerConfig,
+        clock: Clock | None = None,
+        authenticators: Sequence[auth.Authenticator] = (auth.certificate_authenticator,),
+        authorizer: auth.Authorizer = auth.default_authorizer,
+        admission: Sequence[Admission] = (),
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock or RealClock()
+        self.authenticators = list(authenticators)
+        self.authorizer = authorizer
+        self.stores: dict[tuple[str, str, str], ResourceStore] = {}
+        self.allocation = bootstrap.ServiceAllocation(config)
+        hooks = {("", "v1", "services"): [self.allocation]}
+        stages = [bootstrap.namespace_lifecycle(self), *admission]
+        for info in SCHEME.served():
+            key = (info.group, info.version, info.plural)
+            self.stores[key] = ResourceStore(
+                info, store, self.clock, stages, hooks=hooks.get(key, ())
+            )
+        self.handler = ResourceHandler(
+            self.lookup, self.clock, reviews.reviewers(authorizer), config.bookmark_interval
+        )
+        self.metrics = Registry()
+        self._requests = self.metrics.counter(
+            "apiserver_request_total",
+            "Counter of apiserver requests broken out by verb, resource and response code.",
+            ["verb", "group", "version", "resource", "subresource", "code"],
+        )
+        self._latency = self.metrics.histogram(
+            "apiserver_request_duration_seconds",
+            "Response latency distribution in seconds for each verb and resource.",
+            ["verb", "group", "version", "resource", "subresource"],
+        )
+        self._watchers = self.metrics.gauge(
+            "apiserver_longrunning_requests", "Number of watch requests in flight.", ["resource"]
+        )
+        self._inflight = {"readOnly": 0, "mutating": 0}
+        self.port = config.secure_port
+        self._ready = False
+        self._openapi_cache: dict[tuple[str, str], bytes] = {}
+
+    async def compact_forever(self) -> None:
+        """Every interval, forget history older than the revision seen one interval ago.
+
+        As upstream's compactor: watches and lists can resume from any revision of the last
+        interval or two; older ones get 410 Expired and clients re-list.
+        """
+        previous = await self.store.current_revision()
+        while True:
+            await self.clock.sleep(self.config.compaction_interval)
+            current = await self.store.current_revision()
+            try:
+                await self.store.compact(previous)
+            except Exception:
+                log.exception("compaction to revision %d failed", previous)
+            previous = current
+
+    def lookup(self, group: str, version: str, plural: str) -> ResourceStore | None:
+        return self.stores.get((group, version, plural))
+
+    def kinds(self) -> list[KindInfo]:
+        return [s.info for s in self.stores.values()]
+
+    async def start(self, port: int) -> None:
+        """Create the cluster's bootstrap objects for the port served; ready once they exist."""
+        self.port = port
+        await bootstrap.repair(self, self.allocation)
+        await bootstrap.ensure_objects(self)
+        self._ready = True
+
+    # The pipeline.
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY, middlewares=[self._middleware])
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        return app
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        info = parse(request.method, request.path, request.query)
+        started = time.perf_counter()
+        code = 500
+        try:
+            response = await self._guarded(request, info, handler)
+            code = response.status
+            return response
+        except errors.ApiError as error:
+            code = error.code
+            return _status_response(error)
+        except web.HTTPException as error:
+            code = error.status
+            return _status_response(
+                errors.ApiError(error.status, error.reason, error.text or error.reason)
+            )
+        except Exception:
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return _status_response(errors.internal("the server could not handle the request"))
+        finally:
+            labels = (info.verb, info.group, info.version, info.resource, info.subresource)
+            self._requests.inc(*labels, str(code))
+            if info.verb != "watch":
+                self._latency.observe(time.perf_counter() - started, *labels)
+
+    async def _guarded(
+        self,
+        request: web.Request,
+        info: RequestInfo,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        if request.content_length is not None and request.content_length > MAX_BODY:
+            raise errors.too_large()
+        user = self._authenticate(request)
+        if not self.authorizer(user, info):
+            raise errors.forbidden(None, info.name, auth.denial_message(user, info))
+        request["user"] = user
+        if info.verb == "watch":
+            self._watchers.inc(info.resource)
+            try:
+                return await handler(request)
+            finally:
+                self._watchers.inc(info.resource, amount=-1)
+        kind = "readOnly" if info.verb in ("get", "list") else "mutating"
+        limit = (
+            self.config.max_requests_inflight
+            if kind == "readOnly"
+            else self.config.max_mutating_requests_inflight
+        )
+        if self._inflight[kind] >= limit:
+            raise errors.too_many_requests()
+        self._inflight[kind] += 1
+        try:
+            return await handler(request)
+        finally:
+            self._inflight[kind] -= 1
+
+    def _authenticate(self, request: web.Request) -> auth.User:
+        for authenticate in self.authenticators:
+            user = authenticate(request)
+            if user is not None:
+                return user
+        return auth.ANONYMOUS_USER
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        info = parse(request.method, request.path, request.query)
+        if info.is_resource_request:
+            user: auth.User = request["user"]
+            ctx = RequestContext(
+                user=user.name,
+                groups=user.groups,
+                dry_run=bool(request.query.get("dryRun")),
+                field_manager=request.query.get("fieldManager"),
+            )
+            return await self.handler.handle(Request(request, info, ctx, user))
+        if request.method not in ("GET", "HEAD"):
+            raise errors.method_not_allowed(f"{request.method} is not supported on {info.path}")
+        return await self._non_resource(request, info)
+
+    # Non-resource endpoints.
+
+    async def _non_resource(self, request: web.Request, info: RequestInfo) -> web.Response:
+        path = request.path.rstrip("/") or "/"
+        accept = request.headers.get("Accept")
+        if path == "/version":
+            return json_response(self.version())
+        if path in ("/healthz", "/livez", "/readyz") or path.startswith(
+            ("/healthz/", "/livez/", "/readyz/")
+        ):
+            return await self._health(request, path)
+        if path == "/metrics":
+            return web.Response(text=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+        if path == "/api":
+            output = negotiation.choose(accept, discovery=True)
+            if output.as_ == negotiation.DISCOVERY:
+                return _discovery_response(discovery.aggregated(self.kinds(), core=True))
+            return json_response(
+                discovery.api_versions(f"{_host(self.config.advertise)}:{self.port}")
+            )
+        if path == "/apis":
+            output = negotiation.choose(accept, discovery=True)
+            if output.as_ == negotiation.DISCOVERY:
+                return _discovery_response(discovery.aggregated(self.kinds(), core=False))
+            return json_response(discovery.api_group_list(self.kinds()))
+        if path.startswith("/openapi/"):
+            return self._openapi(request, path)
+        if info.api_prefix == "apis" and not info.version:
+            group = path.split("/")[2] if path.count("/") == 2 else ""
+            found = discovery.api_group(self.kinds(), group)
+            if found is not None:
+                return json_response(found)
+        if info.api_prefix and info.version:
+            resources = discovery.api_resource_list(self.kinds(), info.group, info.version)
+            if resources.resources:
+                return json_response(resources)
+        if path == "/":
+            return json_response(
+                {
+                    "paths": sorted(
+                        {
+                            "/api",
+                            "/apis",
+                            "/healthz",
+                            "/livez",
+                            "/metrics",
+                            "/openapi/v2",
+                            "/openapi/v3",
+                            "/readyz",
+                            "/version",
+                        }
+                    )
+                }
+            )
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def version(self) -> dict[str, str]:
+        major, minor, _ = KUBERNETES_VERSION.split(".")
+        return {
+            "major": major,
+            "minor": minor,
+            "gitVersion": f"v{KUBERNETES_VERSION}+kubelab-{__version__}",
+            "gitCommit": "",
+            "gitTreeState": "clean",
+            "buildDate": "",
+            "goVersion": f"python{platform.python_version()}",
+            "compiler": platform.python_implementation().lower(),
+            "platform": f"linux/{_arch()}",
+        }
+
+    async def _health(self, request: web.Request, path: str) -> web.Response:
+        endpoint, _, only = path.lstrip("/").partition("/")
+        checks: list[tuple[str, bool]] = [("ping", True), ("log", True)]
+        checks.append(("etcd", await self._storage_reachable()))
+        if endpoint == "readyz":
+            checks.append(("bootstrap-objects", self._ready))
+        if only:
+            checks = [c for c in checks if c[0] == only]
+            if not checks:
+                raise errors.ApiError(404, "NotFound", f"no check named {only!r}")
+        healthy = all(ok for _, ok in checks)
+        if "verbose" in request.query or not healthy:
+            lines = [
+                f"[{'+' if ok else '-'}]{name} {'ok' if ok else 'failed'}" for name, ok in checks
+            ]
+            lines.append(f"{endpoint} check {'passed' if healthy else 'failed'}")
+            text = "\n".join(lines) + "\n"
+        else:
+            text = "ok"
+        return web.Response(text=text, status=200 if healthy else 500, content_type="text/plain")
+
+    async def _storage_reachable(self) -> bool:
+        try:
+            async with asyncio.timeout(2):
+                await self.store.list("/registry/health-check/", limit=1)
+        except Exception:
+            return False
+        return True
+
+    def _openapi(self, request: web.Request, path: str) -> web.Response:
+        if path == "/openapi/v3":
+            return json_response(openapi.root())
+        if path == "/openapi/v2":
+            return json_response(openapi.swagger_v2())
+        rest = path.removeprefix("/openapi/v3/")
+        for group, version in {(k.group, k.version) for k in self.kinds()}:
+            if openapi.group_version_path(group, version) == rest:
+                key = (group, version)
+                if key not in self._openapi_cache:
+                    self._openapi_cache[key] = msgspec.json.encode(openapi.document(group, version))
+                return web.Response(body=self._openapi_cache[key], content_type="application/json")
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    # Serving.
+
+    def ssl_context(self, pki: PKI) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki.serving_cert, pki.serving_key)
+        context.load_verify_locations(cafile=str(pki.ca_cert))
+        context.verify_mode = ssl.CERT_OPTIONAL
+        return context
+
+
+@dataclass
+class Running:
+    """A started server: stop it with ``await running.stop()``."""
+
+    server: APIServer
+    runner: web.AppRunner
+    port: int
+    pki: PKI
+    compactor: asyncio.Task[None]
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def stop(self) -> None:
+        self.compactor.cancel()
+        await self.runner.cleanup()
+        self.stopped.set()
+
+
+async def serve(server: APIServer) -> Running:
+    """Start serving HTTPS on the configured address (port 0: any free port)."""
+    config = server.config
+    pki = ensure_pki(config)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(
+        runner,
+        config.bind_address,
+        config.secure_port,
+        ssl_context=server.ssl_context(pki),
+        reuse_address=True,
+    )
+    await site.start()
+    port = int(runner.addresses[0][1])
+    try:
+        await server.start(port)
+    except BaseException:
+        await runner.cleanup()
+        raise
+    write_admin_kubeconfig(config, pki, port)
+    compactor = asyncio.create_task(server.compact_forever(), name="compactor")
+    return Running(server, runner, port, pki, compactor)
+
+
+def _status_response(error: errors.ApiError) -> web.Response:
+    response = json_response(error.status(), error.code)
+    if error.retry_after is not None:
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def _discovery_response(document: Any) -> web.Response:
+    response = json_response(document)
+    response.headers["Content-Type"] = discovery.AGGREGATED_CONTENT_TYPE
+    response.headers["Vary"] = "Accept"
+    return response
+
+
+def _arch() -> str:
+    machine = platform.machine()
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)

@@ -1,0 +1,147 @@
+"""Per-kind write rules: what the generic registry does differently for each kind.
+
+Upstream keeps a strategy object per resource (``pkg/registry/<group>/<resource>/strategy.go``).
+Most kinds share one behaviour, derived from their declaration: a kind with a ``status``
+subresource keeps spec and status apart (writes to the object leave status alone, writes to
+``/status`` leave spec and most metadata alone); a kind with a ``spec`` has a generation.  The
+few that differ (pods' graceful deletion, kinds created by update, kinds that keep status on
+create) say so in a subclass, registered in ``STRATEGIES``.
+"""
+
+from __future__ import annotations
+
+from kubelab.api.kinds.core_v1.cluster import Namespace, NamespaceStatus
+from kubelab.api.kinds.core_v1.pod import Pod, PodStatus, qos_class
+from kubelab.api.meta_v1 import DeleteOptions, Resource
+from kubelab.api.scheme import KindInfo
+
+_STATUS_METADATA = (
+    "deletion_timestamp",
+    "generation",
+    "self_link",
+    "labels",
+    "annotations",
+    "finalizers",
+    "owner_references",
+)
+
+
+class Strategy:
+    """The default behaviour of a kind, derived from its registration and declaration."""
+
+    allow_create_on_update = False
+    keep_status_on_create = False
+    default_propagation = "Background"
+
+    def __init__(self, info: KindInfo) -> None:
+        self.info = info
+        fields = info.cls.__struct_fields__
+        self.has_status = "status" in info.subresources and "status" in fields
+        self.has_spec = "spec" in fields
+
+    def prepare_for_create(self, obj: Resource) -> None:
+        """Clear what a client may not set on create (status, when it has a subresource)."""
+        if self.has_status and not self.keep_status_on_create:
+            setattr(obj, "status", None)  # noqa: B010
+
+    def prepare_for_update(self, new: Resource, old: Resource) -> None:
+        """Writes to the object itself leave its status as it was."""
+        if self.has_status:
+            setattr(new, "status", getattr(old, "status"))  # noqa: B009, B010
+
+    def prepare_for_status_update(self, new: Resource, old: Resource) -> None:
+        """Writes to ``/status`` change status only (and managedFields)."""
+        if self.has_spec:
+            setattr(new, "spec", getattr(old, "spec"))  # noqa: B009, B010
+        for attr in _STATUS_METADATA:
+            setattr(new.metadata, attr, getattr(old.metadata, attr))
+
+    def grace_period(self, obj: Resource, options: DeleteOptions) -> int | None:
+        """Seconds the object lives on, marked, after a delete (None or 0: none)."""
+        return None
+
+    def finalizers_pending(self, obj: Resource) -> bool:
+        """Whether something must still finish before the object may go."""
+        return bool(obj.metadata.finalizers)
+
+    def mark_deleting(self, obj: Resource) -> None:
+        """Record on the object that its deletion has begun."""
+
+
+class PodStrategy(Strategy):
+    """Pods bound to a node are deleted gracefully: the kubelet confirms the deletion."""
+
+    def prepare_for_create(self, obj: Resource) -> None:
+        assert isinstance(obj, Pod)
+        obj.status = PodStatus(phase="Pending", qos_class=qos_class(obj.spec) if obj.spec else None)
+
+    def grace_period(self, obj: Resource, options: DeleteOptions) -> int | None:
+        assert isinstance(obj, Pod)
+        spec, status = obj.spec, obj.status
+        if spec is None or not spec.node_name:
+            return 0
+        if status is not None and status.phase in ("Succeeded", "Failed"):
+            return 0
+        grace = options.grace_period_seconds
+        if grace is None:
+            grace = spec.termination_grace_period_seconds
+            if grace is None:
+                grace = 30
+        if grace < 0:
+            grace = 1
+        if obj.metadata.deletion_grace_period_seconds is not None:
+            grace = min(grace, obj.metadata.deletion_grace_period_seconds)
+        return grace
+
+
+class NamespaceStrategy(Strategy):
+    """A namespace stays Terminating until the namespace controller has emptied it and
+    removed its ``kubernetes`` finalizer through ``/finalize``, the only way to change it."""
+
+    def prepare_for_update(self, new: Resource, old: Resource) -> None:
+        super().prepare_for_update(new, old)
+        assert isinstance(new, Namespace) and isinstance(old, Namespace)
+        new.spec = old.spec
+
+    def finalizers_pending(self, obj: Resource) -> bool:
+        assert isinstance(obj, Namespace)
+        return super().finalizers_pending(obj) or bool(obj.spec and obj.spec.finalizers)
+
+    def mark_deleting(self, obj: Resource) -> None:
+        assert isinstance(obj, Namespace)
+        obj.status = obj.status or NamespaceStatus()
+        obj.status.phase = "Terminating"
+
+
+class CreateOnUpdate(Strategy):
+    """Kinds a PUT may create (upstream's AllowCreateOnUpdate)."""
+
+    allow_create_on_update = True
+
+
+class KeepStatusOnCreate(Strategy):
+    """Kinds whose creator also reports their status (a kubelet registering its Node)."""
+
+    keep_status_on_create = True
+
+
+class LegacyOrphan(Strategy):
+    """ReplicationControllers orphan their pods unless asked otherwise (core/v1 history)."""
+
+    default_propagation = "Orphan"
+
+
+STRATEGIES: dict[tuple[str, str], type[Strategy]] = {
+    ("", "Pod"): PodStrategy,
+    ("", "Namespace"): NamespaceStrategy,
+    ("", "Endpoints"): CreateOnUpdate,
+    ("", "Event"): CreateOnUpdate,
+    ("", "Node"): KeepStatusOnCreate,
+    ("", "ReplicationController"): LegacyOrphan,
+    ("coordination.k8s.io", "Lease"): CreateOnUpdate,
+    ("discovery.k8s.io", "EndpointSlice"): CreateOnUpdate,
+}
+
+
+def strategy_for(info: KindInfo) -> Strategy:
+    return STRATEGIES.get((info.group, info.kind), Strategy)(info)

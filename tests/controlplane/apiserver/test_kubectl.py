@@ -1,0 +1,310 @@
+"""The pinned kubectl against a real ``kubelab apiserver``: every command's output checked."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from tests.controlplane.apiserver.conftest import KUBECTL, Kubectl, ServerProcess
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web, tier: frontend}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+        ports:
+        - containerPort: 80
+"""
+
+SERVICE = """
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: 8080
+"""
+
+
+def _rows(text: str) -> list[list[str]]:
+    return [re.split(r"\s{2,}", line.strip()) for line in text.strip().splitlines()]
+
+
+def test_version(kubectl: Kubectl) -> None:
+    out = kubectl.run("version", "-o", "json", namespaced=False).stdout
+    server = json.loads(out)["serverVersion"]
+    assert (server["major"], server["minor"]) == ("1", "36")
+    assert server["gitVersion"].startswith("v1.36.0+kubelab")
+
+
+def test_api_resources(kubectl: Kubectl) -> None:
+    rows = _rows(kubectl.run("api-resources", namespaced=False).stdout)
+    assert rows[0] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
+    by_name = {r[0]: r for r in rows[1:]}
+    assert by_name["pods"] == ["pods", "po", "v1", "true", "Pod"]
+    assert by_name["deployments"] == ["deployments", "deploy", "apps/v1", "true", "Deployment"]
+    assert by_name["nodes"] == ["nodes", "no", "v1", "false", "Node"]
+    assert "leases" in by_name and "customresourcedefinitions" in by_name
+
+
+def test_create_get_and_output_formats(kubectl: Kubectl) -> None:
+    out = kubectl.run("create", "-f", "-", input=DEPLOYMENT).stdout
+    assert out.strip() == "deployment.apps/web created"
+    rows = _rows(kubectl.run("get", "deployments").stdout)
+    assert rows[0] == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    assert rows[1][:4] == ["web", "0/2", "0", "0"]
+    wide = _rows(kubectl.run("get", "deploy", "-o", "wide").stdout)
+    assert wide[0] == [
+        "NAME",
+        "READY",
+        "UP-TO-DATE",
+        "AVAILABLE",
+        "AGE",
+        "CONTAINERS",
+        "IMAGES",
+        "SELECTOR",
+    ]
+    assert wide[1][5:] == ["nginx", "nginx:1.27", "app=web"]
+    obj = kubectl.json("get", "deployment", "web")
+    assert obj["spec"]["strategy"] == {  # type: ignore[index]
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+    }
+    as_yaml = yaml.safe_load(kubectl.run("get", "deployment", "web", "-o", "yaml").stdout)
+    assert as_yaml["metadata"]["generation"] == 1
+    labels = _rows(kubectl.run("get", "deploy", "--show-labels").stdout)
+    assert labels[0][-1] == "LABELS"
+    assert labels[1][-1] == "app=web,tier=frontend"
+    selected = kubectl.run("get", "deploy", "-l", "tier=backend").stdout
+    assert selected == ""
+
+
+def test_get_all_namespaces(kubectl: Kubectl) -> None:
+    kubectl.run("create", "-f", "-", input=DEPLOYMENT)
+    rows = _rows(kubectl.run("get", "deployments", "-A", namespaced=False).stdout)
+    assert rows[0][:2] == ["NAMESPACE", "NAME"]
+    assert [kubectl.namespace, "web"] in [r[:2] for r in rows[1:]]
+
+
+def test_describe(kubectl: Kubectl) -> None:
+    kubectl.run("create", "-f", "-", input=SERVICE)
+    out = kubectl.run("describe", "service", "web").stdout
+    assert re.search(r"^Name:\s+web$", out, re.M)
+    assert re.search(r"^Type:\s+NodePort$", out, re.M)
+    assert re.search(r"^TargetPort:\s+8080/TCP$", out, re.M)
+    assert re.search(r"^NodePort:\s+<unset>\s+3\d{4}/TCP$", out, re.M)
+
+
+def test_apply_twice_with_changes(kubectl: Kubectl) -> None:
+    first = kubectl.run("apply", "-f", "-", input=DEPLOYMENT).stdout
+    assert first.strip() == "deployment.apps/web created"
+    again = kubectl.run("apply", "-f", "-", input=DEPLOYMENT).stdout
+    assert again.strip() == "deployment.apps/web unchanged"
+    changed = DEPLOYMENT.replace("replicas: 2", "replicas: 3").replace("nginx:1.27", "nginx:1.28")
+    third = kubectl.run("apply", "-f", "-", input=changed).stdout
+    assert third.strip() == "deployment.apps/web configured"
+    obj = kubectl.json("get", "deployment", "web")
+    spec = obj["spec"]
+    assert spec["replicas"] == 3  # type: ignore[index]
+    assert spec["template"]["spec"]["containers"][0]["image"] == "nginx:1.28"  # type: ignore[index]
+    assert obj["metadata"]["generation"] == 2  # type: ignore[index]
+
+
+def test_apply_server_side(kubectl: Kubectl) -> None:
+    out = kubectl.run("apply", "--server-side", "-f", "-", input=DEPLOYMENT).stdout
+    assert out.strip() == "deployment.apps/web serverside-applied"
+    obj = kubectl.json("get", "deployment", "web")
+    managers = {m["manager"] for m in obj["metadata"]["managedFields"]}  # type: ignore[index]
+    assert "kubectl" in managers
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "kind", "name"),
+    [
+        (
+            ["create", "configmap", "cfg", "--from-literal=a=b"],
+            "configmap/cfg created",
+            "configmap",
+            "cfg",
+        ),
+        (
+            ["create", "secret", "generic", "s", "--from-literal=p=q"],
+            "secret/s created",
+            "secret",
+            "s",
+        ),
+        (
+            ["create", "deployment", "gen", "--image=nginx", "--replicas=2"],
+            "deployment.apps/gen created",
+            "deployment",
+            "gen",
+        ),
+        (
+            ["create", "service", "clusterip", "svc", "--tcp=80:8080"],
+            "service/svc created",
+            "service",
+            "svc",
+        ),
+    ],
+    ids=["configmap", "secret", "deployment", "service"],
+)
+def test_generator_commands(
+    kubectl: Kubectl, args: list[str], expected: str, kind: str, name: str
+) -> None:
+    assert kubectl.run(*args).stdout.strip() == expected
+    assert kubectl.json("get", kind, name)["metadata"]["name"] == name  # type: ignore[index]
+
+
+def test_create_namespace_generator(kubectl: Kubectl) -> None:
+    name = kubectl.namespace + "-gen"
+    out = kubectl.run("create", "namespace", name, namespaced=False).stdout
+    assert out.strip() == f"namespace/{name} created"
+    phase = kubectl.json("get", "namespace", name)["status"]["phase"]  # type: ignore[index]
+    assert phase == "Active"
+
+
+def test_patch_types_label_annotate_scale(kubectl: Kubectl) -> None:
+    kubectl.run("create", "-f", "-", input=DEPLOYMENT)
+    assert kubectl.run(
+        "patch", "deployment", "web", "--type=merge", "-p", '{"spec":{"minReadySeconds":5}}'
+    ).stdout.strip() == ("deployment.apps/web patched")
+    kubectl.run(
+        "patch",
+        "deployment",
+        "web",
+        "--type=json",
+        "-p",
+        '[{"op":"replace","path":"/spec/replicas","value":4}]',
+    )
+    kubectl.run(
+        "patch",
+        "deployment",
+        "web",
+        "-p",
+        '{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:2"}]}}}}',
+    )
+    out = kubectl.run("label", "deployment", "web", "team=blue").stdout
+    assert out.strip() == "deployment.apps/web labeled"
+    out = kubectl.run("annotate", "deployment", "web", "note=hello").stdout
+    assert out.strip() == "deployment.apps/web annotated"
+    out = kubectl.run("scale", "deployment", "web", "--replicas=6").stdout
+    assert out.strip() == "deployment.apps/web scaled"
+    obj = kubectl.json("get", "deployment", "web")
+    meta, spec = obj["metadata"], obj["spec"]
+    assert spec["minReadySeconds"] == 5  # type: ignore[index]
+    assert spec["replicas"] == 6  # type: ignore[index]
+    container = spec["template"]["spec"]["containers"][0]  # type: ignore[index]
+    assert (container["name"], container["image"], container["ports"]) == (
+        "nginx",
+        "nginx:2",
+        [{"containerPort": 80, "protocol": "TCP"}],
+    )
+    assert meta["labels"]["team"] == "blue"  # type: ignore[index]
+    assert meta["annotations"]["note"] == "hello"  # type: ignore[index]
+
+
+def test_errors_read_like_kubernetes(kubectl: Kubectl) -> None:
+    missing = kubectl.run("get", "deployment", "nope", check=False)
+    assert missing.returncode == 1
+    assert 'Error from server (NotFound): deployments.apps "nope" not found' in missing.stderr
+    kubectl.run("create", "-f", "-", input=DEPLOYMENT)
+    again = kubectl.run("create", "-f", "-", input=DEPLOYMENT, check=False)
+    assert (
+        'Error from server (AlreadyExists): error when creating "STDIN": deployments.apps '
+        '"web" already exists' in again.stderr
+    )
+    bad = kubectl.run(
+        "create",
+        "-f",
+        "-",
+        check=False,
+        input=DEPLOYMENT.replace("name: web\n  labels", "name: Web_1\n  labels"),
+    )
+    assert 'The Deployment "Web_1" is invalid: metadata.name: Invalid value: "Web_1"' in bad.stderr
+
+
+def test_delete_with_cascade_and_wait(kubectl: Kubectl) -> None:
+    kubectl.run("create", "-f", "-", input=DEPLOYMENT)
+    kubectl.run("create", "-f", "-", input=SERVICE)
+    ns = kubectl.namespace
+    out = kubectl.run("delete", "deployment", "web", "--wait=true").stdout
+    assert out.strip() == f'deployment.apps "web" deleted from {ns} namespace'
+    out = kubectl.run("delete", "service", "web", "--cascade=background").stdout
+    assert out.strip() == f'service "web" deleted from {ns} namespace'
+    assert kubectl.run("get", "deploy,svc", "-o", "name").stdout == ""
+
+
+def test_delete_foreground_waits_for_finalizer_removal(kubectl: Kubectl) -> None:
+    kubectl.run("create", "-f", "-", input=DEPLOYMENT)
+    result = kubectl.run("delete", "deployment", "web", "--cascade=foreground", "--wait=false")
+    assert result.stdout.strip() == (
+        f'deployment.apps "web" deleted from {kubectl.namespace} namespace'
+    )
+    obj = kubectl.json("get", "deployment", "web")
+    assert obj["metadata"]["finalizers"] == ["foregroundDeletion"]  # type: ignore[index]
+    assert obj["metadata"]["deletionTimestamp"]  # type: ignore[index]
+    kubectl.run(
+        "patch", "deployment", "web", "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
+    )
+    gone = kubectl.run("get", "deployment", "web", check=False)
+    assert "NotFound" in gone.stderr
+
+
+def test_get_watch_streams_changes(kubectl: Kubectl, apiserver: ServerProcess) -> None:
+    kubectl.run("create", "configmap", "watched", "--from-literal=a=1")
+    command = [
+        str(KUBECTL),
+        "--kubeconfig",
+        str(apiserver.kubeconfig),
+        "--cache-dir",
+        str(kubectl.cache_dir),
+        "-n",
+        kubectl.namespace,
+        "get",
+        "configmaps",
+        "-w",
+        "--request-timeout=20s",
+    ]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as watcher:
+        try:
+            assert watcher.stdout is not None
+            header = watcher.stdout.readline()
+            assert header.split() == ["NAME", "DATA", "AGE"]
+            first = watcher.stdout.readline()
+            assert first.split()[:2] == ["watched", "1"]
+            time.sleep(0.3)
+            kubectl.run("patch", "configmap", "watched", "--type=merge", "-p", '{"data":{"b":"2"}}')
+            changed = watcher.stdout.readline()
+            assert changed.split()[:2] == ["watched", "2"]
+        finally:
+            watcher.terminate()
+
+
+def test_explain(kubectl: Kubectl) -> None:
+    out = kubectl.run("explain", "deployment.spec.strategy", namespaced=False).stdout
+    assert "GROUP:      apps" in out
+    assert "KIND:       Deployment" in out
+    assert "rollingUpdate\t<RollingUpdateDeployment>" in out
+    pods = kubectl.run("explain", "pods.spec.containers", namespaced=False).stdout
+    assert "image\t<string>" in pods

@@ -1,0 +1,872 @@
+"""Protobuf request bodies: real bytes from the pinned kubectl, and malformed ones.
+
+The capture server below is just enough of an API server for kubectl's generator commands:
+aggregated discovery for the resources they name, and a JSON echo for every POST, which it
+records.  Each case runs the real command against it and checks the decoded body twice: against
+the object written out here, and against what the same command prints with
+``--dry-run=client -o json`` (kubectl's own JSON of the object it would send).  The server runs
+in a thread of the test process on 127.0.0.1, every kubectl call has a timeout, and the server
+is shut down at the end of the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.apiserver.protobuf import (
+    KINDS,
+    MESSAGES,
+    SCALARS,
+    SPECIALS,
+    ProtobufError,
+    decode_body,
+)
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+DISCOVERY_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+# (group, version, resource, kind, namespaced, subresources)
+RESOURCES = [
+    ("", "v1", "namespaces", "Namespace", False, ()),
+    ("", "v1", "configmaps", "ConfigMap", True, ()),
+    ("", "v1", "secrets", "Secret", True, ()),
+    ("", "v1", "serviceaccounts", "ServiceAccount", True, ("token",)),
+    ("", "v1", "services", "Service", True, ()),
+    ("", "v1", "resourcequotas", "ResourceQuota", True, ()),
+    ("", "v1", "pods", "Pod", True, ()),
+    ("apps", "v1", "deployments", "Deployment", True, ()),
+    ("batch", "v1", "jobs", "Job", True, ()),
+    ("batch", "v1", "cronjobs", "CronJob", True, ()),
+    ("rbac.authorization.k8s.io", "v1", "roles", "Role", True, ()),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, ()),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, ()),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False, ()),
+    ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ()),
+    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ()),
+    ("networking.k8s.io", "v1", "ingresses", "Ingress", True, ()),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        (),
+    ),
+    ("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False, ()),
+    ("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, ()),
+]
+
+
+def _discovery(core: bool) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for group, version, resource, kind, namespaced, subresources in RESOURCES:
+        if (group == "") != core:
+            continue
+        groups.setdefault(group, []).append(
+            {
+                "resource": resource,
+                "responseKind": {"group": group, "version": version, "kind": kind},
+                "scope": "Namespaced" if namespaced else "Cluster",
+                "singularResource": kind.lower(),
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                "subresources": [
+                    {
+                        "subresource": name,
+                        "responseKind": {
+                            "group": "authentication.k8s.io",
+                            "version": "v1",
+                            "kind": "TokenRequest",
+                        },
+                        "verbs": ["create"],
+                    }
+                    for name in subresources
+                ],
+            }
+        )
+    return {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": [
+            {
+                "metadata": {"name": group},
+                "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}],
+            }
+            for group, resources in groups.items()
+        ],
+    }
+
+
+@dataclass
+class Post:
+    path: str
+    content_type: str
+    body: bytes
+
+
+@dataclass
+class Capture:
+    url: str
+    cache_dir: Path
+    posts: list[Post] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def kubectl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [
+            str(KUBECTL),
+            "--server",
+            self.url,
+            "--cache-dir",
+            str(self.cache_dir),
+            "-n",
+            "default",
+            *args,
+        ]
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "KUBECONFIG": os.devnull},
+        )
+
+    def posts_of(self, *args: str) -> list[Post]:
+        """The POSTs one kubectl command makes; it must succeed."""
+        with self.lock:
+            self.posts.clear()
+        result = self.kubectl(*args)
+        assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+        with self.lock:
+            return list(self.posts)
+
+
+def _echo(path: str, content_type: str, body: bytes) -> dict[str, Any]:
+    """A plausible reply: the object sent back, with the status kubectl looks for."""
+    try:
+        sent = decode_body(body) if content_type == PROTOBUF else json.loads(body)
+    except (ProtobufError, ValueError):
+        sent = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+    reply = {
+        "kind": sent.get("kind"),
+        "apiVersion": sent.get("apiVersion"),
+        "metadata": sent.get("metadata", {}),
+        "spec": sent.get("spec", {}),
+    }
+    if path.endswith("/token"):
+        reply["status"] = {"token": "captured-token", "expirationTimestamp": "2030-01-01T00:00:00Z"}
+    elif "selfsubjectaccessreviews" in path:
+        reply["status"] = {"allowed": True}
+    elif "selfsubjectrulesreviews" in path:
+        reply["status"] = {"resourceRules": [], "nonResourceRules": [], "incomplete": False}
+    elif "selfsubjectreviews" in path:
+        reply["status"] = {"userInfo": {"username": "captured"}}
+    return reply
+
+
+def _handler(capture: Capture) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        timeout = 30
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _send(self, code: int, body: dict[str, Any], content_type: str) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            if path in ("/api", "/apis"):
+                self._send(200, _discovery(path == "/api"), DISCOVERY_TYPE)
+                return
+            self._send(
+                404,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "reason": "NotFound",
+                    "code": 404,
+                    "message": f"{path} not found",
+                },
+                "application/json",
+            )
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            content_type = self.headers.get("Content-Type") or ""
+            path = self.path.split("?")[0]
+            with capture.lock:
+                capture.posts.append(Post(path, content_type, body))
+            self._send(201, _echo(path, content_type, body), "application/json")
+
+    return Handler
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    server.daemon_threads = True
+    capture = Capture(
+        f"http://127.0.0.1:{server.server_address[1]}", tmp_path_factory.mktemp("kube-cache")
+    )
+    server.RequestHandlerClass = _handler(capture)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    try:
+        yield capture
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _labels(name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": "default", "labels": {"app": name}}
+
+
+# (id, command, POST path, decoded body; None: only compared with kubectl's own JSON)
+CASES: list[tuple[str, list[str], str, dict[str, Any] | None]] = [
+    (
+        "namespace",
+        ["create", "namespace", "demo"],
+        "/api/v1/namespaces",
+        {
+            "kind": "Namespace",
+            "apiVersion": "v1",
+            "metadata": {"name": "demo"},
+            "spec": {},
+            "status": {},
+        },
+    ),
+    (
+        "configmap",
+        ["create", "configmap", "c", "--from-literal=a=b"],
+        "/api/v1/namespaces/default/configmaps",
+        {
+            "kind": "ConfigMap",
+            "apiVersion": "v1",
+            "metadata": {"name": "c", "namespace": "default"},
+            "data": {"a": "b"},
+        },
+    ),
+    (
+        "secret-generic",
+        ["create", "secret", "generic", "s", "--from-literal=p=q"],
+        "/api/v1/namespaces/default/secrets",
+        {
+            "kind": "Secret",
+            "apiVersion": "v1",
+            "metadata": {"name": "s", "namespace": "default"},
+            "data": {"p": "cQ=="},
+        },
+    ),
+    (
+        "deployment",
+        ["create", "deployment", "web", "--image=nginx", "--replicas=2", "--port=80"],
+        "/apis/apps/v1/namespaces/default/deployments",
+        {
+            "kind": "Deployment",
+            "apiVersion": "apps/v1",
+            "metadata": _labels("web"),
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "nginx",
+                                "image": "nginx",
+                                "ports": [{"containerPort": 80}],
+                                "resources": {},
+                            }
+                        ]
+                    },
+                },
+                "strategy": {},
+            },
+            "status": {},
+        },
+    ),
+    (
+        "service-clusterip",
+        ["create", "service", "clusterip", "web", "--tcp=80:8080"],
+        "/api/v1/namespaces/default/services",
+        {
+            "kind": "Service",
+            "apiVersion": "v1",
+            "metadata": _labels("web"),
+            "spec": {
+                "ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}],
+                "selector": {"app": "web"},
+                "type": "ClusterIP",
+            },
+            "status": {"loadBalancer": {}},
+        },
+    ),
+    (
+        "job",
+        ["create", "job", "j", "--image=busybox"],
+        "/apis/batch/v1/namespaces/default/jobs",
+        {
+            "kind": "Job",
+            "apiVersion": "batch/v1",
+            "metadata": {"name": "j", "namespace": "default"},
+            "spec": {
+                "template": {
+                    "metadata": {},
+                    "spec": {
+                        "containers": [{"name": "j", "image": "busybox", "resources": {}}],
+                        "restartPolicy": "Never",
+                    },
+                }
+            },
+            "status": {},
+        },
+    ),
+    (
+        "role",
+        ["create", "role", "r", "--verb=get", "--resource=pods"],
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+        {
+            "kind": "Role",
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "metadata": {"name": "r", "namespace": "default"},
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}],
+        },
+    ),
+    (
+        "token",
+        ["create", "token", "default"],
+        "/api/v1/namespaces/default/serviceaccounts/default/token",
+        {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {},
+            "spec": {},
+            "status": {"token": "", "expirationTimestamp": None},
+        },
+    ),
+    (
+        "can-i",
+        ["auth", "can-i", "get", "pods"],
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {},
+            "spec": {
+                "resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}
+            },
+            "status": {"allowed": False},
+        },
+    ),
+    (
+        "can-i-list",
+        ["auth", "can-i", "--list"],
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        {
+            "kind": "SelfSubjectRulesReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {},
+            "spec": {"namespace": "default"},
+            "status": {"incomplete": False},
+        },
+    ),
+    (
+        "whoami",
+        ["auth", "whoami"],
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        {
+            "kind": "SelfSubjectReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {},
+            "status": {"userInfo": {}},
+        },
+    ),
+    (
+        "cronjob",
+        [
+            "create",
+            "cronjob",
+            "cj",
+            "--image=busybox",
+            "--schedule=*/5 * * * *",
+            "--restart=OnFailure",
+            "--",
+            "date",
+        ],
+        "/apis/batch/v1/namespaces/default/cronjobs",
+        None,
+    ),
+    (
+        "serviceaccount",
+        ["create", "serviceaccount", "sa"],
+        "/api/v1/namespaces/default/serviceaccounts",
+        None,
+    ),
+    (
+        "service-nodeport",
+        ["create", "service", "nodeport", "np", "--tcp=80:http", "--node-port=30080"],
+        "/api/v1/namespaces/default/services",
+        None,
+    ),
+    (
+        "service-loadbalancer",
+        ["create", "service", "loadbalancer", "lb", "--tcp=443"],
+        "/api/v1/namespaces/default/services",
+        None,
+    ),
+    (
+        "service-externalname",
+        ["create", "service", "externalname", "ex", "--external-name=example.com"],
+        "/api/v1/namespaces/default/services",
+        None,
+    ),
+    (
+        "secret-docker-registry",
+        [
+            "create",
+            "secret",
+            "docker-registry",
+            "dr",
+            "--docker-server=s",
+            "--docker-username=u",
+            "--docker-password=p",
+        ],
+        "/api/v1/namespaces/default/secrets",
+        None,
+    ),
+    (
+        "clusterrole",
+        [
+            "create",
+            "clusterrole",
+            "cr",
+            "--verb=get",
+            "--resource=deployments.apps,pods/log",
+            "--resource-name=a",
+            "--non-resource-url=/healthz",
+        ],
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        None,
+    ),
+    (
+        "clusterrole-aggregated",
+        ["create", "clusterrole", "agg", "--aggregation-rule=a=b"],
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        None,
+    ),
+    (
+        "rolebinding",
+        [
+            "create",
+            "rolebinding",
+            "rb",
+            "--role=r",
+            "--user=u",
+            "--group=g",
+            "--serviceaccount=default:sa",
+        ],
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        None,
+    ),
+    (
+        "clusterrolebinding",
+        ["create", "clusterrolebinding", "crb", "--clusterrole=cr", "--user=u"],
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        None,
+    ),
+    (
+        "quota",
+        ["create", "quota", "q", "--hard=cpu=1500m,memory=1Gi,pods=2", "--scopes=BestEffort"],
+        "/api/v1/namespaces/default/resourcequotas",
+        None,
+    ),
+    (
+        "priorityclass",
+        [
+            "create",
+            "priorityclass",
+            "low",
+            "--value=-5",
+            "--preemption-policy=Never",
+            "--description=d",
+        ],
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        None,
+    ),
+    (
+        "poddisruptionbudget",
+        ["create", "poddisruptionbudget", "pdb", "--selector=app=web", "--max-unavailable=50%"],
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        None,
+    ),
+    (
+        "ingress",
+        [
+            "create",
+            "ingress",
+            "ing",
+            "--class=nginx",
+            "--rule=foo.com/bar*=svc1:8080,tls=cert",
+            "--default-backend=svc2:http",
+        ],
+        "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+        None,
+    ),
+]
+
+
+def _dry_run_json(capture: Capture, command: list[str]) -> dict[str, Any]:
+    """kubectl's own JSON of the object, with the nulls of empty lists left out.
+
+    An empty repeated field is simply absent on the wire, so the decoder cannot tell Go's
+    ``"rules": null`` from no field at all.
+    """
+    at = command.index("--") if "--" in command else len(command)
+    result = capture.kubectl(*command[:at], "--dry-run=client", "-o", "json", *command[at:])
+    assert result.returncode == 0, result.stderr
+
+    def without_nulls(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: without_nulls(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list):
+            return [without_nulls(v) for v in value]
+        return value
+
+    loaded: dict[str, Any] = without_nulls(json.loads(result.stdout))
+    return loaded
+
+
+@pytest.mark.parametrize(
+    ("command", "path", "expected"), [case[1:] for case in CASES], ids=[case[0] for case in CASES]
+)
+def test_kubectl_generator_bodies(
+    capture: Capture, command: list[str], path: str, expected: dict[str, Any] | None
+) -> None:
+    posts = capture.posts_of(*command)
+    assert [(post.path, post.content_type) for post in posts] == [(path, PROTOBUF)]
+    decoded = decode_body(posts[0].body)
+    if expected is not None:
+        assert decoded == expected
+    if command[0] == "create" and command[1] != "token":
+        assert decoded == _dry_run_json(capture, command)
+
+
+def test_kubectl_run_posts_json(capture: Capture) -> None:
+    """Not every creating command is a generator: ``run`` sends JSON."""
+    posts = capture.posts_of("run", "p", "--image=nginx")
+    assert [(post.path, post.content_type) for post in posts] == [
+        ("/api/v1/namespaces/default/pods", "application/json")
+    ]
+    assert json.loads(posts[0].body)["kind"] == "Pod"
+
+
+# --- hand-built bodies -------------------------------------------------------------------------
+
+
+def varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def tag(number: int, wire: int) -> bytes:
+    return varint(number << 3 | wire)
+
+
+def vint(number: int, value: int) -> bytes:
+    return tag(number, 0) + varint(value)
+
+
+def ld(number: int, payload: bytes | str) -> bytes:
+    data = payload.encode() if isinstance(payload, str) else payload
+    return tag(number, 2) + varint(len(data)) + data
+
+
+def entry(number: int, key: str, value: bytes | str) -> bytes:
+    return ld(number, ld(1, key) + ld(2, value))
+
+
+def body(api_version: str, kind: str, raw: bytes, *extra: bytes) -> bytes:
+    return b"k8s\x00" + ld(1, ld(1, api_version) + ld(2, kind)) + ld(2, raw) + b"".join(extra)
+
+
+def meta(name: str, *more: bytes) -> bytes:
+    return ld(1, ld(1, name) + b"".join(more))
+
+
+def pod_spec(*fields: bytes) -> bytes:
+    """A Deployment whose pod template spec has ``fields``."""
+    return body("apps/v1", "Deployment", meta("d") + ld(2, ld(3, ld(2, b"".join(fields)))))
+
+
+def template_spec(decoded: dict[str, Any]) -> Any:
+    return decoded["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            body("v1", "Namespace", meta("n", ld(8, b""), ld(9, b""))),
+            {"metadata": {"name": "n", "deletionTimestamp": None}},
+        ),
+        (
+            body("v1", "Namespace", meta("n", ld(8, vint(1, 1704067200)))),
+            {"metadata": {"name": "n", "creationTimestamp": "2024-01-01T00:00:00Z"}},
+        ),
+        (
+            body("v1", "Namespace", meta("n", ld(9, vint(1, 0) + vint(2, 5)))),
+            {"metadata": {"name": "n", "deletionTimestamp": "1970-01-01T00:00:00Z"}},
+        ),
+        (
+            body("v1", "Namespace", meta("n", vint(7, 0), ld(2, ""), vint(10, 0))),
+            {"metadata": {"name": "n", "deletionGracePeriodSeconds": 0}},
+        ),
+        (
+            body(
+                "v1",
+                "Namespace",
+                meta("n") + ld(1, entry(11, "a", "b")) + ld(2, ld(1, "kubernetes") + ld(1, "x")),
+            ),
+            {
+                "metadata": {"name": "n", "labels": {"a": "b"}},
+                "spec": {"finalizers": ["kubernetes", "x"]},
+            },
+        ),
+        (
+            body(
+                "v1",
+                "Secret",
+                meta("s")
+                + entry(2, "bin", b"\x00\xff")
+                + entry(2, "empty", b"")
+                + ld(2, ld(1, "nokey")),
+            ),
+            {"metadata": {"name": "s"}, "data": {"bin": "AP8=", "empty": "", "nokey": ""}},
+        ),
+        (
+            body("scheduling.k8s.io/v1", "PriorityClass", meta("p") + vint(2, -5) + vint(3, 1)),
+            {"metadata": {"name": "p"}, "value": -5, "globalDefault": True},
+        ),
+        (
+            body(
+                "v1",
+                "ResourceQuota",
+                meta("q") + ld(2, entry(1, "cpu", ld(1, "1500m")) + entry(1, "pods", b"")),
+            ),
+            {"metadata": {"name": "q"}, "spec": {"hard": {"cpu": "1500m", "pods": "0"}}},
+        ),
+        (
+            body(
+                "policy/v1",
+                "PodDisruptionBudget",
+                meta("b") + ld(2, ld(1, vint(1, 1) + ld(3, "50%")) + ld(3, vint(2, 0))),
+            ),
+            {"metadata": {"name": "b"}, "spec": {"minAvailable": "50%", "maxUnavailable": 0}},
+        ),
+        (
+            body(
+                "v1",
+                "ConfigMap",
+                meta("c", ld(17, ld(1, "m") + ld(7, ld(1, b'{"f:data":{}}')) + ld(4, b""))),
+            ),
+            {
+                "metadata": {
+                    "name": "c",
+                    "managedFields": [{"manager": "m", "fieldsV1": {"f:data": {}}, "time": None}],
+                }
+            },
+        ),
+        (
+            body(
+                "authentication.k8s.io/v1",
+                "SelfSubjectReview",
+                meta("") + ld(2, ld(1, entry(4, "scopes", ld(1, "a") + ld(1, "b")))),
+            ),
+            {"metadata": {}, "status": {"userInfo": {"extra": {"scopes": ["a", "b"]}}}},
+        ),
+    ],
+    ids=[
+        "zero-times",
+        "creation-time",
+        "epoch-time-nanos-ignored",
+        "omitempty-vs-pointer",
+        "merged-metadata-and-lists",
+        "bytes-map-and-missing-value",
+        "negative-int32-and-bool",
+        "quantities",
+        "int-or-string",
+        "managed-fields",
+        "extra-values",
+    ],
+)
+def test_hand_built(data: bytes, expected: dict[str, Any]) -> None:
+    decoded = decode_body(data)
+    assert {k: v for k, v in decoded.items() if k not in ("kind", "apiVersion")} == expected
+
+
+def test_inline_fields_and_packed_repeated() -> None:
+    volume = ld(1, ld(1, "v") + ld(2, ld(19, ld(1, ld(1, "cm")) + vint(3, 0o644))))
+    probe = ld(10, ld(1, ld(2, ld(2, vint(1, 0) + vint(2, 8080)) + ld(1, "/healthz"))) + vint(2, 3))
+    container = ld(2, ld(1, "c") + probe)
+    groups = ld(14, ld(4, varint(1) + varint(2)) + vint(4, 3))
+    decoded = decode_body(pod_spec(volume, container, groups))
+    assert template_spec(decoded) == {
+        "volumes": [{"name": "v", "configMap": {"name": "cm", "defaultMode": 0o644}}],
+        "containers": [
+            {
+                "name": "c",
+                "livenessProbe": {
+                    "httpGet": {"port": 8080, "path": "/healthz"},
+                    "initialDelaySeconds": 3,
+                },
+            }
+        ],
+        "securityContext": {"supplementalGroups": [1, 2, 3]},
+    }
+
+
+def test_ephemeral_containers_inline_the_container() -> None:
+    ephemeral = ld(34, ld(1, ld(1, "debug") + ld(2, "busybox")) + ld(2, "app"))
+    assert template_spec(decode_body(pod_spec(ephemeral))) == {
+        "ephemeralContainers": [{"name": "debug", "image": "busybox", "targetContainerName": "app"}]
+    }
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "does not start with"),
+        (b'{"kind":"Namespace"}', "does not start with"),
+        (b"k8s\x01" + ld(2, b""), "does not start with"),
+        (b"k8s\x00\x0a", "Unknown field 1: truncated varint"),
+        (b"k8s\x00\x80", "Unknown: truncated varint"),
+        (b"k8s\x00" + b"\xff" * 11, "longer than 10 bytes"),
+        (b"k8s\x00\x0a\x05ab", "length 5 runs past the end"),
+        (b"k8s\x00\x11\x00\x00", "truncated 64-bit value"),
+        (b"k8s\x00\x0b", "groups are not supported"),
+        (b"k8s\x00\x0e", "invalid wire type 6"),
+        (b"k8s\x00\x00", "field number 0"),
+        (b"k8s\x00" + vint(1, 1), "Unknown field 1: wire type 0"),
+        (b"k8s\x00" + ld(9, b""), "Unknown: unknown field number 9"),
+        (body("v1", "Namespace", b"", ld(3, "gzip")), "contentEncoding b'gzip'"),
+        (body("v1", "Pod", b""), "no protobuf schema for kind 'Pod' in apiVersion 'v1'"),
+        (body("example.com/v1", "Namespace", b""), "apiVersion 'example.com/v1'"),
+        (body("v1", "Namespace", meta("n", ld(99, "x"))), "ObjectMeta: unknown field number 99"),
+        (
+            body("v1", "Namespace", meta("n", vint(1, 3))),
+            "ObjectMeta.name: wire type 0 cannot carry string",
+        ),
+        (
+            body("v1", "Namespace", vint(1, 3)),
+            "Namespace.metadata: wire type 0 cannot carry ObjectMeta",
+        ),
+        (body("v1", "Namespace", meta("n", ld(11, vint(1, 1)))), "ObjectMeta.labels key"),
+        (body("v1", "Namespace", meta("n", ld(11, ld(3, "")))), "field number 3 in a map entry"),
+        (body("v1", "Namespace", ld(1, ld(1, b"\xff"))), "ObjectMeta.name: string is not UTF-8"),
+        (body("v1", "Namespace", meta("n", ld(8, ld(1, "x")))), "wire type 2 cannot carry int64"),
+        (body("v1", "Namespace", meta("n", ld(8, vint(3, 1)))), "field number 3 in Time"),
+        (body("v1", "Namespace", meta("n", ld(8, vint(1, 1 << 62)))), "out of range"),
+        (body("scheduling.k8s.io/v1", "PriorityClass", vint(2, 1 << 40)), "out of range for int32"),
+        (body("policy/v1", "PodDisruptionBudget", ld(2, ld(1, vint(1, 2)))), "IntOrString type 2"),
+        (body("v1", "ConfigMap", meta("c", ld(17, ld(7, ld(1, b"{"))))), "FieldsV1 is not JSON"),
+        (pod_spec(ld(14, ld(4, b"\x80"))), "truncated varint"),
+    ],
+    ids=[
+        "empty",
+        "json",
+        "bad-magic",
+        "truncated-length",
+        "truncated-key",
+        "overlong-varint",
+        "length-past-end",
+        "truncated-fixed64",
+        "group",
+        "wire-type-6",
+        "field-zero",
+        "envelope-wire-type",
+        "envelope-unknown-field",
+        "content-encoding",
+        "unknown-kind",
+        "unknown-api-version",
+        "unknown-field",
+        "scalar-wire-type",
+        "message-wire-type",
+        "map-key-wire-type",
+        "map-entry-field",
+        "bad-utf8",
+        "time-wire-type",
+        "time-field",
+        "time-range",
+        "int32-range",
+        "int-or-string-type",
+        "fields-v1",
+        "packed-truncated",
+    ],
+)
+def test_malformed(data: bytes, message: str) -> None:
+    with pytest.raises(ProtobufError) as raised:
+        decode_body(data)
+    assert message in str(raised.value)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_tables_are_closed_and_acyclic() -> None:
+    """Every type named exists, every kind has a table, and no message contains itself."""
+    assert all(name in MESSAGES for name in KINDS.values())
+
+    def referenced(kind: str) -> str | None:
+        if kind.startswith("map<"):
+            assert kind.startswith("map<string,") and kind.endswith(">")
+            kind = kind[len("map<string,") : -1]
+        return None if kind in SCALARS or kind in SPECIALS else kind
+
+    visiting: set[str] = set()
+    done: set[str] = set()
+
+    def visit(name: str) -> None:
+        assert name in MESSAGES, name
+        assert name not in visiting, f"{name} contains itself"
+        if name in done:
+            return
+        visiting.add(name)
+        for json_name, kind, presence in MESSAGES[name].values():
+            assert presence in ("omit", "keep", "list")
+            assert json_name or (presence == "keep" and referenced(kind)), (name, kind)
+            child = referenced(kind)
+            if child is not None:
+                visit(child)
+        visiting.discard(name)
+        done.add(name)
+
+    for name in KINDS.values():
+        visit(name)
+    assert done == set(MESSAGES), "messages no kind reaches"
