@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from controlplane.apiserver import errors
-from controlplane.apiserver.registry import Admission, RequestContext
+from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
 from kubelab.api.errors import ROOT, ErrorList
 from kubelab.api.kinds.core_v1.cluster import Namespace
 from kubelab.api.kinds.core_v1.service import (
@@ -321,9 +321,7 @@ async def ensure_objects(server: APIServer) -> None:
     namespaces = server.lookup("", "v1", "namespaces")
     assert namespaces is not None
     for name in SYSTEM_NAMESPACES:
-        await _create_missing(
-            namespaces.create("", Namespace(metadata=ObjectMeta(name=name)), system)
-        )
+        await _create_missing(namespaces, "", Namespace(metadata=ObjectMeta(name=name)), system)
     config = server.config
     services = server.lookup("", "v1", "services")
     assert services is not None
@@ -340,7 +338,7 @@ async def ensure_objects(server: APIServer) -> None:
             session_affinity="None",
         ),
     )
-    await _create_missing(services.create("default", service, system))
+    await _create_missing(services, "default", service, system)
     address, port = config.advertise, server.port
     if ipaddress.ip_address(address).is_loopback:
         return  # nothing outside this machine could use a loopback endpoint (nor may it exist)
@@ -378,9 +376,13 @@ async def ensure_objects(server: APIServer) -> None:
     await slices.update("default", "kubernetes", slice_, system)
 
 
-async def _create_missing(creation: Awaitable[Resource]) -> None:
+async def _create_missing(
+    store: ResourceStore, namespace: str, obj: Resource, ctx: RequestContext
+) -> None:
+    """Create ``obj`` unless an object of its name exists (whatever its content)."""
     try:
-        await creation
+        await store.get(namespace, obj.metadata.name or "")
     except errors.ApiError as error:
-        if error.code != 409:
+        if error.code != 404:
             raise
+        await store.create(namespace, obj, ctx)
