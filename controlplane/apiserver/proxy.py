@@ -1,0 +1,202 @@
+"""Streams the API server passes through to a node's kubelet.
+
+``kubectl logs``, ``exec``, ``attach`` and ``port-forward`` talk to the API server, which
+finds the pod's node, connects to that node's kubelet over HTTPS (presenting its own client
+certificate and checking the kubelet's against the cluster CA) and relays the stream:
+
+- ``pods/log`` → ``GET /containerLogs/<ns>/<pod>/<container>`` with the same query, the body
+  relayed chunk by chunk so ``-f`` follows;
+- ``pods/exec``, ``pods/attach``, ``pods/portforward`` → the kubelet's ``/exec``, ``/attach``
+  and ``/portForward`` endpoints as WebSockets, offering the client's subprotocols
+  (``v5.channel.k8s.io``, ``v4.channel.k8s.io``, ``portforward.k8s.io``) and relaying frames
+  both ways until either side closes;
+- ``nodes/proxy/<path>`` → ``<path>`` on the kubelet.
+
+The kubelet's address is the Node's InternalIP (else ExternalIP, else Hostname) and the port
+its ``status.daemonEndpoints.kubeletEndpoint.port`` (10250 when unset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from controlplane.apiserver import errors
+from kubelab.api.kinds.core_v1.node import Node
+from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.pki import KeyPair
+
+DEFAULT_KUBELET_PORT = 10250
+ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")
+STREAM_PROTOCOLS = (
+    "v5.channel.k8s.io",
+    "v4.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+    "portforward.k8s.io",
+    "SPDY/3.1+portforward.k8s.io",
+)
+_KUBELET_PATHS = {"exec": "exec", "attach": "attach", "portforward": "portForward"}
+
+
+def kubelet_address(node: Node) -> tuple[str, int]:
+    """Host and port of a node's kubelet; 503 when the Node does not say."""
+    status = node.status
+    addresses = (
+        {a.type: a.address for a in (status.addresses or []) if a.type and a.address}
+        if status is not None
+        else {}
+    )
+    host = next((addresses[t] for t in ADDRESS_PREFERENCE if t in addresses), None)
+    if host is None:
+        raise errors.unavailable(f'node "{node.metadata.name}" reports no address')
+    endpoint = (
+        status.daemon_endpoints.kubelet_endpoint
+        if status is not None and status.daemon_endpoints is not None
+        else None
+    )
+    port = endpoint.port if endpoint is not None and endpoint.port else DEFAULT_KUBELET_PORT
+    return host, port
+
+
+def pod_stream_path(pod: Pod, subresource: str, query: Mapping[str, str]) -> str:
+    """The kubelet path serving a pod's ``log``, ``exec``, ``attach`` or ``portforward``."""
+    namespace, name = pod.metadata.namespace, pod.metadata.name
+    if subresource == "portforward":
+        return f"/portForward/{namespace}/{name}"
+    container = query.get("container") or _only_container(pod)
+    if subresource == "log":
+        return f"/containerLogs/{namespace}/{name}/{container}"
+    return f"/{_KUBELET_PATHS[subresource]}/{namespace}/{name}/{container}"
+
+
+def _only_container(pod: Pod) -> str:
+    containers = pod.spec.containers if pod.spec is not None else None
+    names = [c.name or "" for c in containers or ()]
+    if len(names) == 1:
+        return names[0]
+    raise errors.bad_request(
+        f"a container name must be specified for pod {pod.metadata.name}, choose one of: "
+        f"[{' '.join(names)}]"
+    )
+
+
+class KubeletConnector:
+    """Connects to kubelets as the API server's kubelet client identity."""
+
+    def __init__(self, ca_pem: bytes, identity: KeyPair) -> None:
+        self.context = ssl.create_default_context(cadata=ca_pem.decode())
+        self.context.check_hostname = False  # kubelets are addressed by IP, verified by CA
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = Path(tmp) / "client.crt", Path(tmp) / "client.key"
+            cert.write_bytes(identity.cert_pem)
+            key.write_bytes(identity.key_pem)
+            self.context.load_cert_chain(cert, key)
+
+    def _url(self, node: Node, path: str) -> str:
+        host, port = kubelet_address(node)
+        host = f"[{host}]" if ":" in host else host
+        return f"https://{host}:{port}{path}"
+
+    async def relay_get(
+        self, request: web.Request, node: Node, path: str, query: Mapping[str, str]
+    ) -> web.StreamResponse:
+        """GET ``path`` on the kubelet and stream its answer back as it comes."""
+        url = self._url(node, path)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.get(url, params=dict(query), ssl=self.context) as upstream,
+            ):
+                response = web.StreamResponse(status=upstream.status)
+                for header in ("Content-Type",):
+                    if header in upstream.headers:
+                        response.headers[header] = upstream.headers[header]
+                response.enable_chunked_encoding()
+                await response.prepare(request)
+                with contextlib.suppress(ConnectionError):
+                    async for chunk in upstream.content.iter_any():
+                        await response.write(chunk)
+                    await response.write_eof()
+                return response
+        except (aiohttp.ClientConnectionError, TimeoutError) as error:
+            raise errors.unavailable(
+                f'error dialing the kubelet of node "{node.metadata.name}": {error}'
+            ) from None
+
+    async def relay_websocket(
+        self, request: web.Request, node: Node, path: str
+    ) -> web.WebSocketResponse:
+        """Open a WebSocket to the kubelet and relay frames both ways."""
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        protocols = [p for p in offered if p in STREAM_PROTOCOLS]
+        if not protocols:
+            raise errors.bad_request(
+                "upgrade to a WebSocket with one of the subprotocols " + ", ".join(STREAM_PROTOCOLS)
+            )
+        url = self._url(node, path)
+        session = aiohttp.ClientSession()
+        try:
+            try:
+                upstream = await session.ws_connect(
+                    url,
+                    params=_multi(request),
+                    protocols=protocols,
+                    ssl=self.context,
+                    max_msg_size=0,
+                )
+            except (aiohttp.ClientError, TimeoutError) as error:
+                raise errors.unavailable(
+                    f'error dialing the kubelet of node "{node.metadata.name}": {error}'
+                ) from None
+            client = web.WebSocketResponse(
+                protocols=[upstream.protocol] if upstream.protocol else (), max_msg_size=0
+            )
+            await client.prepare(request)
+            await _pump_both(client, upstream)
+            return client
+        finally:
+            await session.close()
+
+
+def _multi(request: web.Request) -> list[tuple[str, str]]:
+    """The query with repeated keys kept (``command=sh&command=-c&...``)."""
+    return [(k, v) for k, v in request.query.items()]
+
+
+async def _pump(source: Any, sink: Any) -> None:
+    async for message in source:
+        if message.type == aiohttp.WSMsgType.BINARY:
+            await sink.send_bytes(message.data)
+        elif message.type == aiohttp.WSMsgType.TEXT:
+            await sink.send_str(message.data)
+        else:
+            break
+    await sink.close()
+
+
+async def _pump_both(
+    client: web.WebSocketResponse, upstream: aiohttp.ClientWebSocketResponse
+) -> None:
+    tasks = [
+        asyncio.ensure_future(_pump(client, upstream)),
+        asyncio.ensure_future(_pump(upstream, client)),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await upstream.close()
+        await client.close()

@@ -1,0 +1,224 @@
+"""Relaying pod streams to a kubelet, against a fake kubelet that checks who connects."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from cryptography import x509
+
+from controlplane.apiserver import errors
+from controlplane.apiserver.proxy import KubeletConnector, kubelet_address, pod_stream_path
+from kubelab.api.kinds.core_v1.node import (
+    DaemonEndpoint,
+    Node,
+    NodeAddress,
+    NodeDaemonEndpoints,
+    NodeStatus,
+)
+from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kubelab.api.meta_v1 import ObjectMeta
+from kubelab.pki import CertificateAuthority, identity
+
+
+def _node(port: int, addresses: list[tuple[str, str]] | None = None) -> Node:
+    return Node(
+        metadata=ObjectMeta(name="node1"),
+        status=NodeStatus(
+            addresses=[
+                NodeAddress(type=t, address=a)
+                for t, a in (addresses if addresses is not None else [("InternalIP", "127.0.0.1")])
+            ],
+            daemon_endpoints=NodeDaemonEndpoints(kubelet_endpoint=DaemonEndpoint(port=port)),
+        ),
+    )
+
+
+def _pod(*containers: str) -> Pod:
+    return Pod(
+        metadata=ObjectMeta(name="web", namespace="ns"),
+        spec=PodSpec(containers=[Container(name=c, image="x") for c in containers]),
+    )
+
+
+def test_kubelet_address_prefers_internal_ip() -> None:
+    node = _node(10250, [("Hostname", "n1"), ("ExternalIP", "1.2.3.4"), ("InternalIP", "10.0.0.5")])
+    assert kubelet_address(node) == ("10.0.0.5", 10250)
+    assert kubelet_address(_node(0, [("Hostname", "n1")])) == ("n1", 10250)
+    with pytest.raises(errors.ApiError):
+        kubelet_address(_node(10250, []))
+
+
+def test_stream_paths() -> None:
+    assert pod_stream_path(_pod("app"), "log", {}) == "/containerLogs/ns/web/app"
+    assert pod_stream_path(_pod("a", "b"), "exec", {"container": "b"}) == "/exec/ns/web/b"
+    assert pod_stream_path(_pod("a", "b"), "portforward", {}) == "/portForward/ns/web"
+    with pytest.raises(errors.ApiError) as raised:
+        pod_stream_path(_pod("a", "b"), "attach", {})
+    assert "choose one of: [a b]" in raised.value.message
+
+
+@dataclass
+class Kubelet:
+    port: int
+    callers: list[str]
+
+
+@dataclass
+class Identities:
+    ca: CertificateAuthority
+    connector: KubeletConnector
+
+
+@pytest.fixture
+def identities() -> Identities:
+    ca = CertificateAuthority.create()
+    client = ca.issue(
+        "kube-apiserver-kubelet-client", organizations=["system:masters"], client=True
+    )
+    return Identities(ca, KubeletConnector(ca.cert_pem, client))
+
+
+async def _serve(app: web.Application, context: ssl.SSLContext) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    return runner, int(runner.addresses[0][1])
+
+
+@pytest.fixture
+async def kubelet(identities: Identities, tmp_path: Path) -> AsyncIterator[Kubelet]:
+    serving = identities.ca.issue("node1", server=True, ip_addresses=["127.0.0.1"])
+    cert, key = serving.write(tmp_path, "kubelet")
+    (tmp_path / "ca.crt").write_bytes(identities.ca.cert_pem)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(tmp_path / "ca.crt"))
+    context.load_cert_chain(cert, key)
+    context.verify_mode = ssl.CERT_REQUIRED
+    callers: list[str] = []
+
+    def who(request: web.Request) -> None:
+        assert request.transport is not None
+        peer = request.transport.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        callers.append(identity(x509.load_der_x509_certificate(peer))[0])
+
+    async def logs(request: web.Request) -> web.StreamResponse:
+        who(request)
+        response = web.StreamResponse()
+        response.content_type = "text/plain"
+        await response.prepare(request)
+        await response.write(f"tail={request.query.get('tailLines')}\n".encode())
+        if request.query.get("follow") == "true":
+            for i in range(3):
+                await asyncio.sleep(0.05)
+                await response.write(f"line {i}\n".encode())
+        await response.write_eof()
+        return response
+
+    async def exec_(request: web.Request) -> web.WebSocketResponse:
+        who(request)
+        ws = web.WebSocketResponse(protocols=("v5.channel.k8s.io", "v4.channel.k8s.io"))
+        await ws.prepare(request)
+        commands = request.query.getall("command")
+        await ws.send_bytes(b"\x01" + " ".join(commands).encode() + b"\n")
+        message = await ws.receive()
+        await ws.send_bytes(b"\x01" + message.data[1:].upper())
+        await ws.send_bytes(b'\x03{"metadata":{},"status":"Success"}')
+        await ws.close()
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/containerLogs/{ns}/{pod}/{container}", logs)
+    app.router.add_get("/exec/{ns}/{pod}/{container}", exec_)
+    runner, port = await _serve(app, context)
+    try:
+        yield Kubelet(port, callers)
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def relay(identities: Identities, kubelet: Kubelet) -> AsyncIterator[str]:
+    """An API-server-like front that relays to the fake kubelet (plain HTTP, for the test)."""
+    node = _node(kubelet.port)
+
+    async def logs(request: web.Request) -> web.StreamResponse:
+        path = pod_stream_path(_pod("app"), "log", request.query)
+        return await identities.connector.relay_get(request, node, path, request.query)
+
+    async def exec_(request: web.Request) -> web.WebSocketResponse:
+        path = pod_stream_path(_pod("app"), "exec", request.query)
+        return await identities.connector.relay_websocket(request, node, path)
+
+    app = web.Application()
+    app.router.add_get("/log", logs)
+    app.router.add_get("/exec", exec_)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_logs_follow_through_the_relay(relay: str, kubelet: Kubelet) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{relay}/log", params={"follow": "true", "tailLines": "5"}) as response,
+    ):
+        assert response.status == 200
+        lines = [line async for line in response.content]
+    assert lines == [b"tail=5\n", b"line 0\n", b"line 1\n", b"line 2\n"]
+    assert kubelet.callers == ["kube-apiserver-kubelet-client"]
+
+
+async def test_exec_frames_are_relayed_both_ways(relay: str) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(
+            f"{relay}/exec?command=echo&command=hi&stdin=true&stdout=true",
+            protocols=("v5.channel.k8s.io",),
+        ) as ws,
+    ):
+        assert ws.protocol == "v5.channel.k8s.io"
+        first = await ws.receive_bytes()
+        await ws.send_bytes(b"\x00hello")
+        second = await ws.receive_bytes()
+        status = await ws.receive_bytes()
+    assert first == b"\x01echo hi\n"
+    assert second == b"\x01HELLO"
+    assert status.startswith(b'\x03{"metadata"')
+
+
+async def test_a_wrong_subprotocol_is_refused(identities: Identities) -> None:
+    request = _FakeRequest({"Sec-WebSocket-Protocol": "chat"})
+    with pytest.raises(errors.ApiError) as raised:
+        await identities.connector.relay_websocket(
+            request,  # type: ignore[arg-type]
+            _node(10250),
+            "/exec/ns/web/app",
+        )
+    assert raised.value.code == 400
+
+
+async def test_an_unreachable_kubelet_is_503(identities: Identities) -> None:
+    node = _node(1)
+    request = _FakeRequest({})
+    with pytest.raises(errors.ApiError) as raised:
+        await identities.connector.relay_get(request, node, "/healthz", {})  # type: ignore[arg-type]
+    assert raised.value.code == 503
+
+
+@dataclass
+class _FakeRequest:
+    """Only headers: both refusals happen before anything is sent back."""
+
+    headers: dict[str, str]
