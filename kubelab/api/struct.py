@@ -77,6 +77,9 @@ class FieldMeta(msgspec.Struct, frozen=True, kw_only=True):
     map_type: str | None = None
     # Preserve unknown fields below this one (free-form JSON such as CRD schema defaults).
     preserve_unknown: bool = False
+    # Validate the structs below this field (upstream skips some, e.g. a StatefulSet's pod
+    # template spec, and checks what it needs from the parent instead).
+    validated: bool = True
 
 
 _META_KEY = "kubelab"
@@ -96,6 +99,7 @@ def meta(
     patch_strategy: str | None = None,
     map_type: str | None = None,
     preserve_unknown: bool = False,
+    validated: bool = True,
     doc: str | None = None,
 ) -> msgspec.Meta:
     """Annotate a field: ``name: Annotated[str | None, meta(required=True)] = None``.
@@ -120,6 +124,7 @@ def meta(
         list_map_keys=tuple(list_map_keys) if list_map_keys is not None else None,
         map_type=map_type,
         preserve_unknown=preserve_unknown,
+        validated=validated,
     )
     return msgspec.Meta(description=doc, extra={_META_KEY: info})
 

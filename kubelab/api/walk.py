@@ -53,6 +53,7 @@ class _Plan:
     quantities: list[tuple[str, int]] = field(default_factory=list)
     # (attr, json name, shape, struct classes the field can hold)
     children: list[tuple[str, str, int, tuple[type[Struct], ...]]] = field(default_factory=list)
+    unvalidated: set[str] = field(default_factory=set)
     immutable: list[tuple[str, str]] = field(default_factory=list)
     has_default_hook: bool = False
     has_validate_hook: bool = False
@@ -119,6 +120,8 @@ def _raw_plan(cls: type[Struct]) -> _Plan:
             plan.checks.append(_Check(f.name, f.encode_name, own, _DIRECT))
         if own.immutable:
             plan.immutable.append((f.name, f.encode_name))
+        if not own.validated:
+            plan.unvalidated.add(f.name)
         for shape, element in _container_parts(f.type):
             _, element_meta = _unwrap(element) if shape != _DIRECT else (element, NO_META)
             if shape != _DIRECT and (element_meta.format or element_meta.enum):
@@ -164,10 +167,12 @@ def _busy(cls: type[Struct], what: str) -> bool:
 @functools.cache
 def _children(cls: type[Struct], what: str) -> tuple[tuple[str, str, int], ...]:
     """The fields of ``cls`` worth descending into for ``what``."""
+    plan = _raw_plan(cls)
     return tuple(
         (attr, name, shape)
-        for attr, name, shape, structs in _raw_plan(cls).children
+        for attr, name, shape, structs in plan.children
         if any(_busy(s, what) for s in structs)
+        and not (what == "validate" and attr in plan.unvalidated)
     )
 
 

@@ -3,8 +3,8 @@ ControllerRevision history that DaemonSets and StatefulSets keep.
 
 Each controller kind owns pods through a label selector that must match its pod template.  The
 selector never changes once the object exists; a StatefulSet's spec is frozen apart from the
-fields its controller can roll out.  The helpers that print a template's containers and a
-selector are shared with batch/v1.
+fields its controller can roll out.  The helpers that print a selector and check int-or-percent
+values are shared with batch/v1 and policy/v1.
 """
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ from typing import Annotated, Any, Self
 import msgspec
 
 from kubelab.api import labels, names
-from kubelab.api.errors import ROOT, ErrorList, ErrorType, Path
-from kubelab.api.kinds.core_v1.pod import Container, PodSpec, PodTemplateSpec, format_labels
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kubelab.api.errors import ROOT, ErrorList, Path
+from kubelab.api.kinds.core_v1.pod import (
+    PodTemplateSpec,
+    format_labels,
+    template_columns,
+)
+from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim, validate_template_metadata
 from kubelab.api.meta_v1 import LabelSelector, Resource
 from kubelab.api.owners import controller_of
 from kubelab.api.printing import AGE_COLUMN, NAME_COLUMN, Column
@@ -31,6 +35,44 @@ GROUP = "apps"
 CONDITION_STATUSES = ("True", "False", "Unknown")
 
 # Shared pieces: int-or-percent values, selectors against templates, template printing.
+
+
+# The fields every controller spec declares alike.
+Replicas = Annotated[int | None, meta(minimum=0, doc="Number of desired pods. Defaults to 1.")]
+PodSelector = Annotated[
+    LabelSelector | None,
+    meta(
+        required=True,
+        immutable=True,
+        doc="Label query over the pods; must match the template's labels.",
+    ),
+]
+MinReadySeconds = Annotated[
+    int | None,
+    meta(minimum=0, doc="Seconds a new pod must be ready before it counts as available."),
+]
+
+
+class WorkloadCondition(Struct):
+    """One aspect of a controller's state."""
+
+    type: Annotated[str | None, meta(required=True)] = None
+    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES)] = None
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+def status_count(attr: str) -> Callable[[Any, datetime.datetime], int]:
+    """A printer cell: the count ``attr`` of the object's status (0 without a status)."""
+    return lambda o, now: (getattr(o.status, attr) or 0) if o.status is not None else 0
+
+
+def ready_of_desired(o: Any, now: datetime.datetime) -> str:
+    """The READY cell of a Deployment or StatefulSet: ready replicas / desired replicas."""
+    ready = o.status.ready_replicas if o.status is not None else None
+    desired = o.spec.replicas if o.spec is not None else None
+    return f"{ready or 0}/{desired or 0}"
 
 
 def _percent(value: IntOrString | None) -> int | None:
@@ -125,32 +167,6 @@ def validate_restart_policy_always(
             path.child("spec").child("activeDeadlineSeconds"),
             f"activeDeadlineSeconds in {kind_name} is not Supported",
         )
-
-
-def _containers(template: PodTemplateSpec | None) -> list[Container]:
-    if template is None or template.spec is None:
-        return []
-    return list(template.spec.containers or ())
-
-
-def template_columns(
-    template_of: Callable[[Any], PodTemplateSpec | None],
-) -> tuple[Column, Column]:
-    """The ``-o wide`` CONTAINERS and IMAGES columns of a kind whose pods come from a template."""
-    return (
-        Column(
-            "Containers",
-            lambda o, now: ",".join(c.name or "" for c in _containers(template_of(o))),
-            priority=1,
-            description="Names of each container in the template.",
-        ),
-        Column(
-            "Images",
-            lambda o, now: ",".join(c.image or "" for c in _containers(template_of(o))),
-            priority=1,
-            description="Images referenced by each container in the template.",
-        ),
-    )
 
 
 def format_selector(selector: LabelSelector | None) -> str:
@@ -250,17 +266,8 @@ class DeploymentStrategy(Struct):
 class DeploymentSpec(Struct):
     """The pods a Deployment should run, and how it replaces them when the template changes."""
 
-    replicas: Annotated[
-        int | None, meta(minimum=0, doc="Number of desired pods. Defaults to 1.")
-    ] = None
-    selector: Annotated[
-        LabelSelector | None,
-        meta(
-            required=True,
-            immutable=True,
-            doc="Label query over the pods; must match the template's labels.",
-        ),
-    ] = None
+    replicas: Replicas = None
+    selector: PodSelector = None
     template: Annotated[
         PodTemplateSpec | None, meta(required=True, doc="The pods that will be created.")
     ] = None
@@ -271,10 +278,7 @@ class DeploymentSpec(Struct):
             doc="How existing pods are replaced by new ones (RollingUpdate by default).",
         ),
     ] = None
-    min_ready_seconds: Annotated[
-        int | None,
-        meta(minimum=0, doc="Seconds a new pod must be ready before it counts as available."),
-    ] = None
+    min_ready_seconds: MinReadySeconds = None
     revision_history_limit: Annotated[
         int | None,
         meta(minimum=0, doc="Old ReplicaSets kept to allow rollback. Defaults to 10."),
@@ -356,12 +360,6 @@ class DeploymentStatus(Struct):
         )
 
 
-def _deployment_ready(o: Deployment, now: datetime.datetime) -> str:
-    ready = o.status.ready_replicas if o.status is not None else None
-    desired = o.spec.replicas if o.spec is not None else None
-    return f"{ready or 0}/{desired or 0}"
-
-
 def _deployment_selector(o: Deployment, now: datetime.datetime) -> str:
     # Unlike the other kinds, upstream prints a Deployment's selector without "<none>".
     try:
@@ -381,18 +379,18 @@ def _deployment_selector(o: Deployment, now: datetime.datetime) -> str:
         NAME_COLUMN,
         Column(
             "Ready",
-            _deployment_ready,
+            ready_of_desired,
             description="Number of the pod with ready state",
         ),
         Column(
             "Up-to-date",
-            lambda o, now: (o.status.updated_replicas or 0) if o.status is not None else 0,
+            status_count("updated_replicas"),
             description="Total number of non-terminating pods targeted by this deployment "
             "that have the desired template spec.",
         ),
         Column(
             "Available",
-            lambda o, now: (o.status.available_replicas or 0) if o.status is not None else 0,
+            status_count("available_replicas"),
             description="Total number of available non-terminating pods (ready for at least "
             "minReadySeconds) targeted by this deployment.",
         ),
@@ -419,21 +417,9 @@ class Deployment(Resource):
 class ReplicaSetSpec(Struct):
     """How many pods matching the selector should run, and the template to make them from."""
 
-    replicas: Annotated[
-        int | None, meta(minimum=0, doc="Number of desired pods. Defaults to 1.")
-    ] = None
-    min_ready_seconds: Annotated[
-        int | None,
-        meta(minimum=0, doc="Seconds a new pod must be ready before it counts as available."),
-    ] = None
-    selector: Annotated[
-        LabelSelector | None,
-        meta(
-            required=True,
-            immutable=True,
-            doc="Label query over the pods; must match the template's labels.",
-        ),
-    ] = None
+    replicas: Replicas = None
+    min_ready_seconds: MinReadySeconds = None
+    selector: PodSelector = None
     template: Annotated[
         PodTemplateSpec | None,
         meta(required=True, doc="The pods that will be created when too few match."),
@@ -453,14 +439,8 @@ class ReplicaSetSpec(Struct):
         )
 
 
-class ReplicaSetCondition(Struct):
+class ReplicaSetCondition(WorkloadCondition):
     """One aspect of a ReplicaSet's state (ReplicaFailure)."""
-
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES)] = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
 
 
 class ReplicaSetStatus(Struct):
@@ -516,13 +496,13 @@ def _replicaset_status(o: ReplicaSet) -> ReplicaSetStatus:
         ),
         Column(
             "Current",
-            lambda o, now: (o.status.replicas or 0) if o.status is not None else 0,
+            status_count("replicas"),
             type="integer",
             description="Replicas is the most recently observed number of non-terminating pods.",
         ),
         Column(
             "Ready",
-            lambda o, now: (o.status.ready_replicas or 0) if o.status is not None else 0,
+            status_count("ready_replicas"),
             type="integer",
             description="The number of non-terminating pods targeted by this ReplicaSet with "
             "a Ready Condition.",
@@ -594,14 +574,7 @@ class DaemonSetUpdateStrategy(Struct):
 class DaemonSetSpec(Struct):
     """The pod every eligible node runs, and how it is replaced when the template changes."""
 
-    selector: Annotated[
-        LabelSelector | None,
-        meta(
-            required=True,
-            immutable=True,
-            doc="Label query over the pods; must match the template's labels.",
-        ),
-    ] = None
+    selector: PodSelector = None
     template: Annotated[
         PodTemplateSpec | None, meta(required=True, doc="The pod each node runs.")
     ] = None
@@ -609,10 +582,7 @@ class DaemonSetSpec(Struct):
         DaemonSetUpdateStrategy | None,
         meta(doc="How daemon pods are replaced (RollingUpdate by default)."),
     ] = None
-    min_ready_seconds: Annotated[
-        int | None,
-        meta(minimum=0, doc="Seconds a new pod must be ready before it counts as available."),
-    ] = None
+    min_ready_seconds: MinReadySeconds = None
     revision_history_limit: Annotated[
         int | None,
         meta(minimum=0, doc="Old ControllerRevisions kept to allow rollback. Defaults to 10."),
@@ -633,14 +603,8 @@ class DaemonSetSpec(Struct):
         )
 
 
-class DaemonSetCondition(Struct):
+class DaemonSetCondition(WorkloadCondition):
     """One aspect of a DaemonSet's state."""
-
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES)] = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
 
 
 class DaemonSetStatus(Struct):
@@ -656,10 +620,6 @@ class DaemonSetStatus(Struct):
     number_unavailable: Annotated[int | None, meta(minimum=0)] = None
     collision_count: Annotated[int | None, meta(minimum=0)] = None
     conditions: Annotated[list[DaemonSetCondition] | None, meta(merge_key="type")] = None
-
-
-def _daemon_status(attr: str) -> Callable[[Any, datetime.datetime], int]:
-    return lambda o, now: (getattr(o.status, attr) or 0) if o.status is not None else 0
 
 
 def _node_selector(o: DaemonSet, now: datetime.datetime) -> str:
@@ -678,33 +638,33 @@ def _node_selector(o: DaemonSet, now: datetime.datetime) -> str:
         NAME_COLUMN,
         Column(
             "Desired",
-            _daemon_status("desired_number_scheduled"),
+            status_count("desired_number_scheduled"),
             type="integer",
             description="The total number of nodes that should be running the daemon pod.",
         ),
         Column(
             "Current",
-            _daemon_status("current_number_scheduled"),
+            status_count("current_number_scheduled"),
             type="integer",
             description="The number of nodes running at least one daemon pod that are "
             "supposed to run it.",
         ),
         Column(
             "Ready",
-            _daemon_status("number_ready"),
+            status_count("number_ready"),
             type="integer",
             description="The number of nodes that should run the daemon pod and have one or "
             "more of it running and ready.",
         ),
         Column(
             "Up-to-date",
-            _daemon_status("updated_number_scheduled"),
+            status_count("updated_number_scheduled"),
             type="integer",
             description="The total number of nodes running an updated daemon pod.",
         ),
         Column(
             "Available",
-            _daemon_status("number_available"),
+            status_count("number_available"),
             type="integer",
             description="The number of nodes that should run the daemon pod and have one or "
             "more of it running and available.",
@@ -794,32 +754,6 @@ class StatefulSetOrdinals(Struct):
     start: Annotated[int | None, meta(minimum=0)] = None
 
 
-_VOLUME_NAME_FIELD = re.compile(r"\.(volumeMounts|volumeDevices)\[\d+\]\.name$")
-
-
-class StatefulSetPodSpec(PodSpec):
-    """A StatefulSet's pod spec, whose volumes also include the set's volumeClaimTemplates.
-
-    The controller adds a volume for each claim template to every pod it creates, so mounts and
-    devices may name claim templates; ``StatefulSetSpec`` checks those names, knowing both.
-    """
-
-    def validate(self, path: Path, errors: ErrorList) -> None:
-        own = ErrorList()
-        super().validate(path, own)
-        errors.extend(
-            e
-            for e in own
-            if not (e.type is ErrorType.NOT_FOUND and _VOLUME_NAME_FIELD.search(e.field))
-        )
-
-
-class StatefulSetPodTemplateSpec(PodTemplateSpec):
-    """The pod template of a StatefulSet (see ``StatefulSetPodSpec``)."""
-
-    spec: Annotated[StatefulSetPodSpec | None, meta(required=True)] = None
-
-
 _STATEFULSET_MUTABLE = (
     "replicas",
     "ordinals",
@@ -834,20 +768,13 @@ _STATEFULSET_MUTABLE = (
 class StatefulSetSpec(Struct):
     """Replicas with stable names and storage, created and updated in ordinal order."""
 
-    replicas: Annotated[
-        int | None, meta(minimum=0, doc="Number of desired pods. Defaults to 1.")
-    ] = None
-    selector: Annotated[
-        LabelSelector | None,
-        meta(
-            required=True,
-            immutable=True,
-            doc="Label query over the pods; must match the template's labels.",
-        ),
-    ] = None
+    replicas: Replicas = None
+    selector: PodSelector = None
+    # Upstream validates only the template's labels, annotations and volume names (see
+    # ``validate``): the pod spec's volumes lack the claim templates the controller adds.
     template: Annotated[
-        StatefulSetPodTemplateSpec | None,
-        meta(required=True, doc="The pods, named <set name>-<ordinal>."),
+        PodTemplateSpec | None,
+        meta(required=True, validated=False, doc="The pods, named <set name>-<ordinal>."),
     ] = None
     volume_claim_templates: Annotated[
         list[PersistentVolumeClaim] | None,
@@ -868,10 +795,7 @@ class StatefulSetSpec(Struct):
         int | None,
         meta(doc="Old ControllerRevisions kept to allow rollback. Defaults to 10."),
     ] = None
-    min_ready_seconds: Annotated[
-        int | None,
-        meta(minimum=0, doc="Seconds a new pod must be ready before it counts as available."),
-    ] = None
+    min_ready_seconds: MinReadySeconds = None
     persistent_volume_claim_retention_policy: Annotated[
         StatefulSetPersistentVolumeClaimRetentionPolicy | None,
         meta(doc="What happens to the claims when the set is deleted or scaled down."),
@@ -912,6 +836,9 @@ class StatefulSetSpec(Struct):
         validate_selector_and_template(
             self.selector, self.template, path, errors, resource="statefulset"
         )
+        if self.template is not None:
+            template_path = path.child("template").child("metadata")
+            validate_template_metadata(self.template.metadata, template_path, errors)
         validate_restart_policy_always(
             self.template, path.child("template"), errors, kind_name="StatefulSet"
         )
@@ -934,14 +861,8 @@ class StatefulSetSpec(Struct):
                         errors.not_found(container_path.child(field).index(i).child("name"), name)
 
 
-class StatefulSetCondition(Struct):
+class StatefulSetCondition(WorkloadCondition):
     """One aspect of a StatefulSet's state."""
-
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES)] = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
 
 
 class StatefulSetStatus(Struct):
@@ -980,12 +901,6 @@ class StatefulSetStatus(Struct):
         )
 
 
-def _statefulset_ready(o: StatefulSet, now: datetime.datetime) -> str:
-    ready = o.status.ready_replicas if o.status is not None else None
-    desired = o.spec.replicas if o.spec is not None else None
-    return f"{ready or 0}/{desired or 0}"
-
-
 @kind(
     group=GROUP,
     version="v1",
@@ -996,7 +911,7 @@ def _statefulset_ready(o: StatefulSet, now: datetime.datetime) -> str:
     name_format=DNS1123_LABEL,
     columns=(
         NAME_COLUMN,
-        Column("Ready", _statefulset_ready, description="Number of the pod with ready state"),
+        Column("Ready", ready_of_desired, description="Number of the pod with ready state"),
         AGE_COLUMN,
         *template_columns(_spec_template),
     ),

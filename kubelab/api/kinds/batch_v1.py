@@ -22,10 +22,9 @@ from kubelab.api.errors import ROOT, ErrorList, Path
 from kubelab.api.kinds.apps_v1 import (
     CONDITION_STATUSES,
     selector_column,
-    template_columns,
     validate_template_selected,
 )
-from kubelab.api.kinds.core_v1.pod import PodTemplateSpec
+from kubelab.api.kinds.core_v1.pod import PodTemplateSpec, template_columns
 from kubelab.api.kinds.core_v1.volume import ObjectReference
 from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Resource
 from kubelab.api.printing import AGE_COLUMN, NAME_COLUMN, Column, age, human_duration

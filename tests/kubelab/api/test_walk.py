@@ -105,3 +105,14 @@ def test_defaulting_types_objects_and_decoding_does_not() -> None:
     assert (lease.api_version, lease.kind) == (None, None)
     walk.set_defaults(lease)
     assert (lease.api_version, lease.kind) == ("coordination.k8s.io/v1", "Lease")
+
+
+def test_a_field_can_opt_out_of_nested_validation() -> None:
+    class Holder(Struct):
+        checked: Port | None = None
+        unchecked: Annotated[Port | None, meta(validated=False)] = None
+
+    holder = Holder(checked=Port(), unchecked=Port())
+    assert [str(e) for e in walk.validate_struct(holder)] == ["checked.number: Required value"]
+    walk.set_defaults(holder)
+    assert holder.unchecked is not None and holder.unchecked.protocol == "TCP"

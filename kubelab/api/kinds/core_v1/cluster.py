@@ -28,6 +28,7 @@ import msgspec
 
 from kubelab.api import names
 from kubelab.api.errors import ROOT, ErrorList, Path
+from kubelab.api.kinds.core_v1 import resources as resource_names
 from kubelab.api.kinds.core_v1.pod import ResourceList
 from kubelab.api.kinds.core_v1.volume import (
     ZERO,
@@ -52,89 +53,7 @@ from kubelab.api.struct import (
 MAX_DATA_SIZE = 1024 * 1024
 REDACTED = "<secret contents redacted>"
 
-# Resource names and quantities (quotas, limit ranges, node capacity).
-
-_INTEGER_RESOURCES = frozenset(
-    {
-        "pods",
-        "resourcequotas",
-        "services",
-        "replicationcontrollers",
-        "secrets",
-        "configmaps",
-        "persistentvolumeclaims",
-        "services.nodeports",
-        "services.loadbalancers",
-    }
-)
-_COMPUTE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
-_STANDARD_QUOTA_RESOURCES = (
-    _INTEGER_RESOURCES
-    | _COMPUTE_RESOURCES
-    | {
-        "requests.cpu",
-        "requests.memory",
-        "requests.storage",
-        "requests.ephemeral-storage",
-        "limits.cpu",
-        "limits.memory",
-        "limits.ephemeral-storage",
-    }
-)
-_STANDARD_RESOURCES = _STANDARD_QUOTA_RESOURCES | {"storage"}
-
-
-def _is_native(resource: str) -> bool:
-    return "/" not in resource or "kubernetes.io/" in resource
-
-
-def _is_extended(resource: str) -> bool:
-    """A resource a device plugin or operator advertises (``example.com/gpu``)."""
-    return (
-        not _is_native(resource)
-        and not resource.startswith("requests.")
-        and not names.is_qualified_name("requests." + resource)
-    )
-
-
-def _is_quota_hugepages(resource: str) -> bool:
-    return resource.startswith(("hugepages-", "requests.hugepages-"))
-
-
-def _overcommit_allowed(resource: str) -> bool:
-    return _is_native(resource) and not resource.startswith("hugepages-")
-
-
-def _validate_resource_name(resource: str, path: Path, errors: ErrorList) -> bool:
-    """A qualified name, standard unless it has a prefix; whether it is a qualified name."""
-    problems = names.is_qualified_name(resource)
-    for problem in problems:
-        errors.invalid(path, resource, problem)
-    if problems:
-        return False
-    if "/" not in resource and not (
-        resource in _STANDARD_RESOURCES or _is_quota_hugepages(resource)
-    ):
-        errors.invalid(path, resource, "must be a standard resource type or fully qualified")
-    return True
-
-
-def _validate_quota_resource_name(resource: str, path: Path, errors: ErrorList) -> None:
-    _validate_resource_name(resource, path, errors)
-    if "/" not in resource and not (
-        resource in _STANDARD_QUOTA_RESOURCES or _is_quota_hugepages(resource)
-    ):
-        errors.invalid(path, resource, "must be a standard resource for quota")
-
-
-def _validate_container_resource_name(resource: str, path: Path, errors: ErrorList) -> None:
-    if not _validate_resource_name(resource, path, errors):
-        return
-    if "/" not in resource:
-        if resource not in _COMPUTE_RESOURCES and not resource.startswith("hugepages-"):
-            errors.invalid(path, resource, "must be a standard resource for containers")
-    elif not _is_native(resource) and not _is_extended(resource):
-        errors.invalid(path, resource, "doesn't follow extended resource name standard")
+# Resource quantities (quotas, limit ranges, node capacity).
 
 
 def validate_resource_quantity(resource: str, value: Any, path: Path, errors: ErrorList) -> None:
@@ -144,7 +63,9 @@ def validate_resource_quantity(resource: str, value: Any, path: Path, errors: Er
         return  # not a quantity: the field's format check reports it
     if amount < ZERO:
         errors.invalid(path, str(amount), "must be greater than or equal to 0")
-    if (resource in _INTEGER_RESOURCES or _is_extended(resource)) and amount.milli_value() % 1000:
+    if (
+        resource in resource_names.INTEGER_RESOURCES or resource_names.is_extended(resource)
+    ) and amount.milli_value() % 1000:
         errors.invalid(path, str(amount), "must be an integer")
 
 
@@ -643,14 +564,18 @@ def _scope_fits_resource(scope: str | None, resource: str) -> bool:
 
 
 def _standard_quota_resources(hard: ResourceList | None) -> list[str]:
-    return sorted(r for r in hard or {} if r in _STANDARD_QUOTA_RESOURCES or _is_quota_hugepages(r))
+    return sorted(
+        r
+        for r in hard or {}
+        if r in resource_names.STANDARD_QUOTA_RESOURCES or resource_names.is_quota_hugepages(r)
+    )
 
 
 def _validate_quota_resources(
     resources: ResourceList | None, path: Path, errors: ErrorList
 ) -> None:
     for resource, value in (resources or {}).items():
-        _validate_quota_resource_name(resource, path.key(resource), errors)
+        resource_names.validate_quota_resource_name(resource, path.key(resource), errors)
         validate_resource_quantity(resource, value, path.key(resource), errors)
 
 
@@ -833,9 +758,9 @@ class LimitRangeItem(Struct):
     def validate(self, path: Path, errors: ErrorList) -> None:
         self._validate_type(path.child("type"), errors)
         check_name = (
-            _validate_container_resource_name
+            resource_names.validate_container_resource_name
             if self.type in ("Pod", "Container")
-            else _validate_resource_name
+            else resource_names.validate_resource_name
         )
         bounds: dict[str, dict[str, Quantity]] = {}
         fields = [("max", self.max), ("min", self.min)]
@@ -930,7 +855,7 @@ class LimitRangeItem(Struct):
                     f"ratio {ratio} is greater than max/min = {float(limit):f}",
                 )
         if (
-            not _overcommit_allowed(resource)
+            not resource_names.overcommit_allowed(resource)
             and default is not None
             and request is not None
             and default != request

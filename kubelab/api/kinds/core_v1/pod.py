@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Self
 
 import msgspec
 
 from kubelab.api import names
 from kubelab.api.errors import ROOT, ErrorList, ErrorType, FieldError, Path
+from kubelab.api.kinds.core_v1 import resources as resource_names
 from kubelab.api.kinds.core_v1.volume import (
     PULL_POLICIES,
     ZERO,
@@ -97,17 +98,6 @@ def _validate_port(value: IntOrString | None, path: Path, errors: ErrorList) -> 
         errors.extend_checked(path, value, names.is_valid_port_num(value))
     else:
         errors.extend_checked(path, value, names.is_iana_svc_name(value))
-
-
-def _env_var_name_problems(value: str) -> list[str]:
-    """Environment variable names: any printable ASCII but '=' (upstream's relaxed rule,
-    the default since 1.34)."""
-    if any(not " " <= c <= "~" or c == "=" for c in value):
-        return [
-            "a valid environment variable name must consist only of printable ASCII characters "
-            "other than '='"
-        ]
-    return []
 
 
 # Affinity.
@@ -290,7 +280,9 @@ class EnvVar(Struct):
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.name:
-            errors.extend_checked(path.child("name"), self.name, _env_var_name_problems(self.name))
+            errors.extend_checked(
+                path.child("name"), self.name, names.is_relaxed_env_var_name(self.name)
+            )
         if self.value_from is None:
             return
         count, from_path = self.value_from.count(), path.child("valueFrom")
@@ -330,7 +322,7 @@ class EnvFromSource(Struct):
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.prefix:
             errors.extend_checked(
-                path.child("prefix"), self.prefix, _env_var_name_problems(self.prefix)
+                path.child("prefix"), self.prefix, names.is_relaxed_env_var_name(self.prefix)
             )
 
     def count(self) -> int:
@@ -492,35 +484,20 @@ class ResourceClaim(Struct):
     request: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
 
 
-_STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 _QOS_RESOURCES = ("cpu", "memory")
 
 
-def _is_native(resource: str) -> bool:
-    return "/" not in resource or "kubernetes.io/" in resource
-
-
-def _is_hugepages(resource: str) -> bool:
-    return resource.startswith("hugepages-")
-
-
-def _overcommit_allowed(resource: str) -> bool:
-    return _is_native(resource) and not _is_hugepages(resource)
-
-
 def _validate_resource_name(resource: str, path: Path, errors: ErrorList) -> None:
-    """A resource a container may request: standard, hugepages or an extended resource."""
+    """A resource a container may request: standard, hugepages or an extended resource.
+
+    Unlike upstream (and limit ranges, ``resource_names.validate_container_resource_name``), a
+    pod reports one error per resource: the name problems joined, and no "standard resource
+    type" error besides "standard resource for containers".
+    """
     problems = names.is_qualified_name(resource)
     errors.extend_checked(path, resource, problems)
-    if problems:
-        return
-    if "/" not in resource:
-        if resource not in _STANDARD_CONTAINER_RESOURCES and not _is_hugepages(resource):
-            errors.invalid(path, resource, "must be a standard resource for containers")
-    elif not _is_native(resource) and (
-        resource.startswith("requests.") or names.is_qualified_name("requests." + resource)
-    ):
-        errors.invalid(path, resource, "doesn't follow extended resource name standard")
+    if not problems:
+        resource_names.validate_container_resource_kind(resource, path, errors)
 
 
 def _validate_resource_value(resource: str, value: Any, path: Path, errors: ErrorList) -> None:
@@ -529,7 +506,7 @@ def _validate_resource_value(resource: str, value: Any, path: Path, errors: Erro
         return
     if parsed < ZERO:
         errors.invalid(path, str(parsed), "must be greater than or equal to 0")
-    if not _is_native(resource) and parsed.milli_value() % 1000:
+    if not resource_names.is_native(resource) and parsed.milli_value() % 1000:
         errors.invalid(path, str(parsed), "must be an integer")
 
 
@@ -548,19 +525,21 @@ def validate_resource_lists(
         _validate_resource_value(resource, value, request_path.key(resource), errors)
         request, limit = parse_quantity(value), parse_quantity(limits.get(resource))
         if resource not in limits:
-            if not _overcommit_allowed(resource):
+            if not resource_names.overcommit_allowed(resource):
                 detail = "Limit must be set for non overcommitable resources"
                 errors.required(limit_path, detail)
         elif request is None or limit is None:
             continue
-        elif request != limit and not _overcommit_allowed(resource):
+        elif request != limit and not resource_names.overcommit_allowed(resource):
             detail = f"must be equal to {resource} limit of {limit}"
             errors.invalid(request_path, str(request), detail)
         elif request > limit:
             detail = f"must be less than or equal to {resource} limit of {limit}"
             errors.invalid(request_path, str(request), detail)
     used = limits.keys() | requests.keys()
-    if any(_is_hugepages(r) for r in used) and not any(r in _QOS_RESOURCES for r in used):
+    if any(resource_names.is_hugepages(r) for r in used) and not any(
+        r in _QOS_RESOURCES for r in used
+    ):
         errors.forbidden(path, "HugePages require cpu or memory")
 
 
@@ -1130,10 +1109,10 @@ class PodSpec(Struct):
     init_containers: Annotated[list[Container] | None, meta(merge_key="name")] = None
     containers: Annotated[list[Container] | None, meta(required=True, merge_key="name")] = None
     ephemeral_containers: Annotated[list[EphemeralContainer] | None, meta(merge_key="name")] = None
-    restart_policy: Annotated[str | None, meta(required=True, enum=RESTART_POLICIES)] = None
-    termination_grace_period_seconds: Annotated[int | None, meta(required=True)] = None
+    restart_policy: Annotated[str | None, meta(enum=RESTART_POLICIES)] = None
+    termination_grace_period_seconds: int | None = None
     active_deadline_seconds: Annotated[int | None, meta(minimum=1, maximum=MAX_INT32)] = None
-    dns_policy: Annotated[str | None, meta(required=True, enum=DNS_POLICIES)] = None
+    dns_policy: Annotated[str | None, meta(enum=DNS_POLICIES)] = None
     node_selector: Annotated[dict[str, str] | None, meta(map_type="atomic")] = None
     service_account_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
     service_account: str | None = None
@@ -1197,6 +1176,14 @@ class PodSpec(Struct):
                 yield path.child(name).index(i), container
 
     def validate(self, path: Path, errors: ErrorList) -> None:
+        # Defaulting fills these; upstream's validation (not its OpenAPI schema) requires them.
+        for name, value in (
+            ("restartPolicy", self.restart_policy),
+            ("terminationGracePeriodSeconds", self.termination_grace_period_seconds),
+            ("dnsPolicy", self.dns_policy),
+        ):
+            if value is None or value == "":
+                errors.required(path.child(name))
         volumes = self._volumes(path.child("volumes"), errors)
         pod_claims = self._claims(path.child("resourceClaims"), errors)
         seen: set[str] = set()
@@ -1542,7 +1529,7 @@ def qos_class(spec: PodSpec | None) -> str:
 
 def _is_pod_level(resource: str) -> bool:
     """Whether pod-level resources may name ``resource``."""
-    return resource in _QOS_RESOURCES or _is_hugepages(resource)
+    return resource in _QOS_RESOURCES or resource_names.is_hugepages(resource)
 
 
 def _container_requests(spec: PodSpec) -> dict[str, Quantity]:
@@ -1585,7 +1572,11 @@ def _default_pod_requests(spec: PodSpec) -> None:
         return
     requests = dict(resources.requests or {})
     for resource, amount in _container_requests(spec).items():
-        if resource not in requests and _is_pod_level(resource) and _overcommit_allowed(resource):
+        if (
+            resource not in requests
+            and _is_pod_level(resource)
+            and resource_names.overcommit_allowed(resource)
+        ):
             requests[resource] = str(amount)
     for resource, limit in resources.limits.items():
         if resource not in requests and _is_pod_level(resource):
@@ -1863,12 +1854,30 @@ class PodTemplateSpec(Struct):
         return (self.metadata.labels if self.metadata else None) or {}
 
 
-def _container_cells(spec: PodSpec | None) -> tuple[str, str]:
-    """The names and the images of a spec's containers, comma-separated (kubectl -o wide)."""
-    containers = (spec.containers if spec else None) or []
+def _containers(template: PodTemplateSpec | None) -> list[Container]:
+    if template is None or template.spec is None:
+        return []
+    return list(template.spec.containers or ())
+
+
+def template_columns(
+    template_of: Callable[[Any], PodTemplateSpec | None], *, priority: int = 1
+) -> tuple[Column, Column]:
+    """The CONTAINERS and IMAGES columns of a kind whose pods come from a template (``-o wide``
+    only unless ``priority`` is 0)."""
     return (
-        ",".join(c.name or "" for c in containers),
-        ",".join(c.image or "" for c in containers),
+        Column(
+            "Containers",
+            lambda o, now: ",".join(c.name or "" for c in _containers(template_of(o))),
+            priority=priority,
+            description="Names of each container in the template.",
+        ),
+        Column(
+            "Images",
+            lambda o, now: ",".join(c.image or "" for c in _containers(template_of(o))),
+            priority=priority,
+            description="Images referenced by each container in the template.",
+        ),
     )
 
 
@@ -2235,16 +2244,7 @@ def _with_images_of(
     plural="podtemplates",
     columns=(
         NAME_COLUMN,
-        Column(
-            "Containers",
-            lambda o, now: _container_cells(o.template.spec if o.template else None)[0],
-            description="Names of each container in the template.",
-        ),
-        Column(
-            "Images",
-            lambda o, now: _container_cells(o.template.spec if o.template else None)[1],
-            description="Images referenced by each container in the template.",
-        ),
+        *template_columns(lambda o: o.template, priority=0),
         Column(
             "Pod Labels",
             lambda o, now: format_labels(o.template.labels() if o.template else None),
@@ -2341,11 +2341,6 @@ def _rc_status(o: ReplicationController) -> ReplicationControllerStatus:
     return o.status or ReplicationControllerStatus()
 
 
-def _rc_template_spec(o: ReplicationController) -> PodSpec | None:
-    template = o.spec.template if o.spec else None
-    return template.spec if template else None
-
-
 @kind(
     group="",
     version="v1",
@@ -2359,18 +2354,7 @@ def _rc_template_spec(o: ReplicationController) -> PodSpec | None:
         Column("Current", lambda o, now: _rc_status(o).replicas or 0, "integer"),
         Column("Ready", lambda o, now: _rc_status(o).ready_replicas or 0, "integer"),
         AGE_COLUMN,
-        Column(
-            "Containers",
-            lambda o, now: _container_cells(_rc_template_spec(o))[0],
-            priority=1,
-            description="Names of each container in the template.",
-        ),
-        Column(
-            "Images",
-            lambda o, now: _container_cells(_rc_template_spec(o))[1],
-            priority=1,
-            description="Images referenced by each container in the template.",
-        ),
+        *template_columns(lambda o: o.spec.template if o.spec else None),
         Column(
             "Selector",
             lambda o, now: format_labels(o.spec.selector if o.spec else None),

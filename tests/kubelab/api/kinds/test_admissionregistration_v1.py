@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import copy
-import datetime
 from typing import Any
 
 import pytest
 
 from kubelab.api import walk
-from kubelab.api.codec import from_builtins, to_builtins
+from kubelab.api.codec import to_builtins
 from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.admissionregistration_v1 import (
     MutatingWebhookConfiguration,
@@ -18,42 +16,21 @@ from kubelab.api.kinds.admissionregistration_v1 import (
     ValidatingWebhookConfiguration,
 )
 from kubelab.api.meta_v1 import Resource
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-API_VERSION = "admissionregistration.k8s.io/v1"
-
-REQUIRED, INVALID, NOT_SUPPORTED, DUPLICATE, FORBIDDEN, TOO_MANY = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
-    ErrorType.DUPLICATE,
-    ErrorType.FORBIDDEN,
-    ErrorType.TOO_MANY,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    DUPLICATE,
+    FORBIDDEN,
+    INVALID,
+    NOT_SUPPORTED,
+    REQUIRED,
+    TOO_MANY,
+    cells,
+    decode,
+    merge,
+    problems,
 )
 
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource]) -> Resource:
-    obj = from_builtins(raw, cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-def problems(obj: Resource) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate(obj))
+API_VERSION = "admissionregistration.k8s.io/v1"
 
 
 RULE = {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
@@ -349,11 +326,6 @@ def test_binding_validation(raw: dict[str, Any], expected: list[tuple[str, Error
     assert problems(decode(raw, ValidatingAdmissionPolicyBinding)) == sorted(expected)
 
 
-def cells(raw: dict[str, Any], cls: type[Resource]) -> list[Any]:
-    obj = decode(raw, cls)
-    return [column.cell(obj, NOW) for column in obj.kind_info.columns]
-
-
 GO_SELECTOR = (
     "&LabelSelector{MatchLabels:map[string]string{a: 1,b: 2,},MatchExpressions:"
     "[]LabelSelectorRequirement{LabelSelectorRequirement{Key:env,Operator:In,Values:[x y],},},}"
@@ -385,7 +357,7 @@ PRINTING = [
     ("cls", "raw", "expected"), [c[1:] for c in PRINTING], ids=[c[0] for c in PRINTING]
 )
 def test_printer_cells(cls: type[Resource], raw: dict[str, Any], expected: list[Any]) -> None:
-    assert cells(raw, cls) == expected
+    assert cells(decode(raw, cls)) == expected
 
 
 def test_registration() -> None:

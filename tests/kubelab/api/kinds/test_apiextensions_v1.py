@@ -2,51 +2,26 @@
 
 from __future__ import annotations
 
-import copy
-import datetime
 from typing import Any
 
 import msgspec
 import pytest
 
 from kubelab.api import walk
-from kubelab.api.codec import decode_json, from_builtins, to_builtins
+from kubelab.api.codec import decode_json, to_builtins
 from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.apiextensions_v1 import CustomResourceDefinition, JSONSchemaProps
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED, INVALID, NOT_SUPPORTED, FORBIDDEN = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
-    ErrorType.FORBIDDEN,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    FORBIDDEN,
+    INVALID,
+    NOT_SUPPORTED,
+    NOW,
+    REQUIRED,
+    decode,
+    merge,
+    problems,
 )
-
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any]) -> CustomResourceDefinition:
-    crd = from_builtins(raw, CustomResourceDefinition).obj
-    walk.set_defaults(crd)
-    return crd
-
-
-def problems(raw: dict[str, Any]) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate(decode(raw)))
-
 
 SCHEMA = {
     "type": "object",
@@ -95,7 +70,7 @@ def spec_field(**props: Any) -> dict[str, Any]:
 
 
 def test_defaults() -> None:
-    crd = to_builtins(decode(CRD))
+    crd = to_builtins(decode(CRD, CustomResourceDefinition))
     assert crd["spec"]["names"] == {
         "plural": "crontabs",
         "singular": "crontab",
@@ -115,7 +90,7 @@ def test_defaults_keep_what_is_set() -> None:
             "status": {"storedVersions": ["v1", "v1beta1"]},
         },
     )
-    crd = to_builtins(decode(raw))
+    crd = to_builtins(decode(raw, CustomResourceDefinition))
     assert (crd["spec"]["names"]["singular"], crd["spec"]["names"]["listKind"]) == (
         "ct",
         "CronTabs",
@@ -188,11 +163,13 @@ VALIDATION = [
     ("raw", "expected"), [c[1:] for c in VALIDATION], ids=[c[0] for c in VALIDATION]
 )
 def test_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw) == sorted(expected)
+    assert problems(decode(raw, CustomResourceDefinition)) == sorted(expected)
 
 
 def test_name_message() -> None:
-    [error] = walk.validate(decode(merge(CRD, {"metadata": {"name": "crontabs.example.com"}})))
+    [error] = walk.validate(
+        decode(merge(CRD, {"metadata": {"name": "crontabs.example.com"}}), CustomResourceDefinition)
+    )
     assert error.detail == 'must be spec.names.plural+"."+spec.group'
 
 
@@ -292,13 +269,15 @@ SCHEMA_VALIDATION = [
     ids=[c[0] for c in SCHEMA_VALIDATION],
 )
 def test_schema_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw) == sorted(expected)
+    assert problems(decode(raw, CustomResourceDefinition)) == sorted(expected)
 
 
 def test_status_subresource_root_must_be_object() -> None:
     raw = version(subresources={"status": {}})
     raw["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = {"type": "array", "items": {}}
-    errors = [e for e in walk.validate(decode(raw)) if e.field == f"{ROOT}.type"]
+    errors = [
+        e for e in walk.validate(decode(raw, CustomResourceDefinition)) if e.field == f"{ROOT}.type"
+    ]
     assert [e.detail for e in errors] == [
         'only "object" is allowed as the type at the root of the schema if the status '
         "subresource is enabled",
@@ -332,7 +311,10 @@ def test_updates(
         old_raw = merge(
             CRD, {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
         )
-    errors = walk.validate_update(decode(merge(CRD, patch)), decode(old_raw))
+    errors = walk.validate_update(
+        decode(merge(CRD, patch), CustomResourceDefinition),
+        decode(old_raw, CustomResourceDefinition),
+    )
     assert sorted((e.field, e.type) for e in errors) == expected
 
 
@@ -343,7 +325,7 @@ def test_registration_and_columns() -> None:
         ("api-extensions",),
         ("status",),
     )
-    crd = decode(CRD)
+    crd = decode(CRD, CustomResourceDefinition)
     assert [(c.name, c.cell(crd, NOW)) for c in info.columns] == [
         ("Name", "crontabs.stable.example.com"),
         ("Created At", CREATED),

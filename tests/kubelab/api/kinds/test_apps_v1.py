@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import copy
-import datetime
 from typing import Any
 
 import msgspec
 import pytest
 
 from kubelab.api import walk
-from kubelab.api.codec import from_builtins
 from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.apps_v1 import (
     ControllerRevision,
@@ -21,40 +18,17 @@ from kubelab.api.kinds.apps_v1 import (
 )
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.struct import DNS1123_LABEL
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED, INVALID, NOT_SUPPORTED, FORBIDDEN = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
-    ErrorType.FORBIDDEN,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    FORBIDDEN,
+    INVALID,
+    NOT_SUPPORTED,
+    REQUIRED,
+    decode,
+    merge,
+    named_cells,
+    problems,
 )
-
-
-def merge(base: Any, patch: Any) -> Any:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    if not isinstance(base, dict) or not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource], *, defaults: bool = True) -> Any:
-    obj = from_builtins(raw, cls).obj
-    if defaults:
-        walk.set_defaults(obj)
-    return obj
-
-
-def problems(obj: Resource) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate(obj))
 
 
 def spec_of(obj: Any) -> dict[str, Any]:
@@ -277,6 +251,16 @@ def test_statefulset_claim_templates_carry_their_type() -> None:
         "PersistentVolumeClaim",
         {"phase": "Pending"},
     )
+
+
+def test_statefulset_pod_template_is_defaulted_but_its_spec_not_validated() -> None:
+    # Upstream's ValidatePodTemplateSpecForStatefulSet checks only labels and annotations.
+    raw = merge(STATEFUL_SET, {"spec": {"template": {"spec": {"containers": [{"name": "web"}]}}}})
+    sts = decode(raw, StatefulSet)
+    assert spec_of(sts)["template"]["spec"]["restartPolicy"] == "Always"
+    assert problems(sts) == []
+    bad_label = merge(raw, {"spec": {"template": {"metadata": {"labels": {"a b": "x"}}}}})
+    assert problems(decode(bad_label, StatefulSet)) == [(LABELS, INVALID)]
 
 
 def mounts(*names: str, field: str = "volumeMounts") -> dict[str, Any]:
@@ -924,11 +908,6 @@ def test_statefulset_update_message() -> None:
 # Printer cells.
 
 
-def cells(obj: Resource, *, wide: bool = True) -> dict[str, Any]:
-    columns = obj.kind_info.columns
-    return {c.name: c.cell(obj, NOW) for c in columns if wide or c.priority == 0}
-
-
 def test_column_names() -> None:
     def names(cls: type[Resource]) -> list[tuple[str, int]]:
         return [(c.name, c.priority) for c in cls.kind_info.columns]
@@ -1127,7 +1106,7 @@ TWO_CONTAINERS = {
     ],
 )
 def test_printer_cells(cls: type[Resource], raw: dict[str, Any], expected: dict[str, Any]) -> None:
-    assert cells(decode(raw, cls)) == expected
+    assert named_cells(decode(raw, cls)) == expected
 
 
 def test_field_selectors() -> None:

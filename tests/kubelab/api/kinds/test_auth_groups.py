@@ -8,7 +8,6 @@ also apply the metadata rules of stored objects (a name is required) to them.
 from __future__ import annotations
 
 import base64
-import copy
 import datetime
 from typing import Any
 
@@ -19,7 +18,6 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
 from kubelab.api import walk
-from kubelab.api.codec import from_builtins
 from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.authentication_v1 import (
     SelfSubjectReview,
@@ -35,44 +33,24 @@ from kubelab.api.kinds.authorization_v1 import (
 from kubelab.api.kinds.certificates_v1 import CertificateSigningRequest
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import CREATE_ONLY, NOT_SERVED
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED, INVALID, NOT_SUPPORTED, DUPLICATE, FORBIDDEN = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
-    ErrorType.DUPLICATE,
-    ErrorType.FORBIDDEN,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    DUPLICATE,
+    FORBIDDEN,
+    INVALID,
+    NOT_SUPPORTED,
+    NOW,
+    REQUIRED,
+    Problem,
+    decode,
+    merge,
+    ordered,
+    problems,
 )
 
 
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource]) -> Resource:
-    obj = from_builtins(raw, cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-def problems(obj: Resource) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate(obj))
-
-
-def review_problems(obj: Resource) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate_struct(obj))
+def review_problems(obj: Resource) -> list[Problem]:
+    return ordered((e.field, e.type) for e in walk.validate_struct(obj))
 
 
 def b64(data: bytes) -> str:

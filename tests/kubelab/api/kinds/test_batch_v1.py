@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import datetime
 import re
 from typing import Any
 
@@ -17,42 +15,19 @@ from kubelab.api.kinds.autoscaling_v1 import Scale
 from kubelab.api.kinds.batch_v1 import CronJob, Job, parse_indexes
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import NOT_SERVED
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED, INVALID, NOT_SUPPORTED, FORBIDDEN, DUPLICATE, TOO_MANY, TOO_LONG = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
-    ErrorType.FORBIDDEN,
-    ErrorType.DUPLICATE,
-    ErrorType.TOO_MANY,
-    ErrorType.TOO_LONG,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    DUPLICATE,
+    INVALID,
+    NOT_SUPPORTED,
+    REQUIRED,
+    TOO_LONG,
+    TOO_MANY,
+    decode,
+    merge,
+    named_cells,
+    problems,
 )
-
-
-def merge(base: Any, patch: Any) -> Any:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    if not isinstance(base, dict) or not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource]) -> Any:
-    obj = from_builtins(raw, cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-def problems(obj: Resource) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate(obj))
 
 
 def built(obj: Any) -> dict[str, Any]:
@@ -814,10 +789,6 @@ def test_cronjob_template_may_change() -> None:
 # Printer cells.
 
 
-def cells(obj: Resource) -> dict[str, Any]:
-    return {c.name: c.cell(obj, NOW) for c in obj.kind_info.columns}
-
-
 def test_column_names() -> None:
     def names(cls: type[Resource]) -> list[tuple[str, int]]:
         return [(c.name, c.priority) for c in cls.kind_info.columns]
@@ -948,7 +919,7 @@ JOB_CELLS = [
     ids=[case[0] for case in JOB_CELLS],
 )
 def test_job_cells(raw: dict[str, Any], patch: dict[str, Any], expected: dict[str, Any]) -> None:
-    got = cells(decode(merge(raw, patch), Job))
+    got = named_cells(decode(merge(raw, patch), Job))
     assert {key: got[key] for key in expected} == expected
 
 
@@ -987,13 +958,13 @@ def test_job_cells(raw: dict[str, Any], patch: dict[str, Any], expected: dict[st
     ids=["fresh", "running"],
 )
 def test_cronjob_cells(patch: dict[str, Any], expected: dict[str, Any]) -> None:
-    got = cells(decode(merge(CRON_JOB, patch), CronJob))
+    got = named_cells(decode(merge(CRON_JOB, patch), CronJob))
     assert {key: got[key] for key in expected} == expected
 
 
 def test_cronjob_suspend_unset_without_defaults() -> None:
     cron = from_builtins(CRON_JOB, CronJob).obj
-    assert cells(cron)["Suspend"] == "<unset>"
+    assert named_cells(cron)["Suspend"] == "<unset>"
 
 
 def test_field_selectors() -> None:

@@ -4,15 +4,13 @@ defaults, validation (create and update), printer cells, field selectors and reg
 from __future__ import annotations
 
 import base64
-import copy
-import datetime
 import json
 from typing import Any
 
 import pytest
 
 from kubelab.api import walk
-from kubelab.api.codec import from_builtins, to_builtins
+from kubelab.api.codec import to_builtins
 from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.core_v1.cluster import (
     ConfigMap,
@@ -23,57 +21,21 @@ from kubelab.api.kinds.core_v1.cluster import (
     Secret,
     ServiceAccount,
 )
-from kubelab.api.meta_v1 import Resource
 from kubelab.api.printing import DEFAULT_COLUMNS
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED, INVALID, DUPLICATE, FORBIDDEN, TOO_LONG = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.DUPLICATE,
-    ErrorType.FORBIDDEN,
-    ErrorType.TOO_LONG,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    DUPLICATE,
+    FORBIDDEN,
+    INVALID,
+    REQUIRED,
+    TOO_LONG,
+    cells,
+    decode,
+    merge,
+    ordered,
+    problems,
+    update_problems,
 )
-
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource]) -> Any:
-    obj = from_builtins(raw, cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-def ordered(pairs: Any) -> list[tuple[str, ErrorType]]:
-    return sorted(pairs, key=lambda pair: (pair[0], pair[1].value))
-
-
-def problems(raw: dict[str, Any], cls: type[Resource]) -> list[tuple[str, ErrorType]]:
-    return ordered((e.field, e.type) for e in walk.validate(decode(raw, cls)))
-
-
-def update_problems(
-    old: dict[str, Any], new: dict[str, Any], cls: type[Resource]
-) -> list[tuple[str, ErrorType]]:
-    errors = walk.validate_update(decode(new, cls), decode(old, cls))
-    return ordered((e.field, e.type) for e in errors)
-
-
-def cells(obj: Resource, wide: bool = True) -> list[Any]:
-    return [c.cell(obj, NOW) for c in obj.kind_info.columns if wide or c.priority == 0]
 
 
 def b64(text: str | bytes) -> str:
@@ -139,7 +101,7 @@ NAMESPACE_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] =
     ("raw", "expected"), [c[1:] for c in NAMESPACE_CASES], ids=[c[0] for c in NAMESPACE_CASES]
 )
 def test_namespace_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw, Namespace) == ordered(expected)
+    assert problems(decode(raw, Namespace)) == ordered(expected)
 
 
 def test_namespace_cells_and_selectors() -> None:
@@ -192,7 +154,7 @@ CONFIG_MAP_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] 
     ids=[c[0] for c in CONFIG_MAP_CASES],
 )
 def test_config_map_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw, ConfigMap) == ordered(expected)
+    assert problems(decode(raw, ConfigMap)) == ordered(expected)
 
 
 def test_base64_message() -> None:
@@ -322,7 +284,7 @@ SECRET_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
     ("raw", "expected"), [c[1:] for c in SECRET_CASES], ids=[c[0] for c in SECRET_CASES]
 )
 def test_secret_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw, Secret) == ordered(expected)
+    assert problems(decode(raw, Secret)) == ordered(expected)
 
 
 def test_secret_defaults_and_decoded_data() -> None:
@@ -591,7 +553,7 @@ EVENT_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
     ("raw", "expected"), [c[1:] for c in EVENT_CASES], ids=[c[0] for c in EVENT_CASES]
 )
 def test_event_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw, Event) == ordered(expected)
+    assert problems(decode(raw, Event)) == ordered(expected)
 
 
 def test_event_field_selectors() -> None:
@@ -716,7 +678,7 @@ QUOTA_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
     ("raw", "expected"), [c[1:] for c in QUOTA_CASES], ids=[c[0] for c in QUOTA_CASES]
 )
 def test_quota_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw, ResourceQuota) == ordered(expected)
+    assert problems(decode(raw, ResourceQuota)) == ordered(expected)
 
 
 def test_quota_scopes_are_immutable() -> None:
@@ -888,7 +850,7 @@ LIMIT_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
     ("raw", "expected"), [c[1:] for c in LIMIT_CASES], ids=[c[0] for c in LIMIT_CASES]
 )
 def test_limit_range_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw, LimitRange) == ordered(expected)
+    assert problems(decode(raw, LimitRange)) == ordered(expected)
 
 
 def test_limit_range_messages() -> None:

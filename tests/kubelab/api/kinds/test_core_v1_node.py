@@ -3,54 +3,27 @@ registration."""
 
 from __future__ import annotations
 
-import copy
-import datetime
 from typing import Any
 
 import pytest
 
 from kubelab.api import walk
-from kubelab.api.codec import from_builtins, to_builtins
+from kubelab.api.codec import to_builtins
 from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.core_v1.node import Node
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2025-12-30T12:00:00Z"
-
-REQUIRED, INVALID, NOT_SUPPORTED, DUPLICATE, FORBIDDEN = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
-    ErrorType.DUPLICATE,
-    ErrorType.FORBIDDEN,
+from tests.kubelab.api.kinds.helpers import (
+    DUPLICATE,
+    FORBIDDEN,
+    INVALID,
+    NOT_SUPPORTED,
+    REQUIRED,
+    cells,
+    decode,
+    merge,
+    problems,
 )
 
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any]) -> Node:
-    node = from_builtins(raw, Node).obj
-    walk.set_defaults(node)
-    return node
-
-
-def problems(raw: dict[str, Any]) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate(decode(raw)))
-
-
-def cells(node: Node, wide: bool = True) -> list[Any]:
-    return [c.cell(node, NOW) for c in Node.kind_info.columns if wide or c.priority == 0]
+CREATED = "2025-12-30T12:00:00Z"
 
 
 NODE: dict[str, Any] = {
@@ -88,7 +61,7 @@ def node(**patch: Any) -> dict[str, Any]:
 
 
 def test_pod_cidr_and_allocatable_defaults() -> None:
-    raw = to_builtins(decode(NODE))
+    raw = to_builtins(decode(NODE, Node))
     assert raw["spec"] == {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]}
     assert raw["status"]["allocatable"] == {"cpu": "4", "memory": "8Gi", "pods": "110"}
     assert raw["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}}
@@ -108,11 +81,11 @@ DEFAULT_CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("patch", "spec"), [c[1:] for c in DEFAULT_CASES], ids=[c[0] for c in DEFAULT_CASES]
 )
 def test_spec_defaults(patch: dict[str, Any], spec: dict[str, Any]) -> None:
-    assert to_builtins(decode(node(**patch)))["spec"] == spec
+    assert to_builtins(decode(node(**patch), Node))["spec"] == spec
 
 
 def test_allocatable_kept_when_given() -> None:
-    raw = to_builtins(decode(node(status={"allocatable": {"cpu": "3800m"}})))
+    raw = to_builtins(decode(node(status={"allocatable": {"cpu": "3800m"}}), Node))
     assert raw["status"]["allocatable"] == {"cpu": "3800m"}
 
 
@@ -208,11 +181,11 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] 
     ids=[c[0] for c in VALIDATION_CASES],
 )
 def test_node_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw) == sorted(expected)
+    assert problems(decode(raw, Node)) == sorted(expected)
 
 
 def test_duplicate_taint_message() -> None:
-    errors = walk.validate(decode(node(spec={"taints": [TAINT, TAINT]})))
+    errors = walk.validate(decode(node(spec={"taints": [TAINT, TAINT]}), Node))
     assert [str(e) for e in errors] == [
         'spec.taints[1]: Duplicate value: {"effect": "NoSchedule", '
         '"key": "node-role.kubernetes.io/control-plane"}: '
@@ -305,7 +278,7 @@ UPDATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[tuple[str, Er
 def test_node_update(
     old: dict[str, Any], new: dict[str, Any], expected: list[tuple[str, ErrorType]]
 ) -> None:
-    errors = walk.validate_update(decode(new), decode(old))
+    errors = walk.validate_update(decode(new, Node), decode(old, Node))
     assert sorted((e.field, e.type) for e in errors) == sorted(expected)
 
 
@@ -396,7 +369,7 @@ CELL_CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
     ("raw", "expected"), [c[1:] for c in CELL_CASES], ids=[c[0] for c in CELL_CASES]
 )
 def test_node_cells(raw: dict[str, Any], expected: list[Any]) -> None:
-    assert cells(decode(raw)) == expected
+    assert cells(decode(raw, Node)) == expected
 
 
 def test_node_columns() -> None:
@@ -420,7 +393,7 @@ def test_node_columns() -> None:
     ids=["schedulable", "cordoned"],
 )
 def test_node_field_selectors(raw: dict[str, Any], value: str) -> None:
-    assert Node.kind_info.selectable_fields(decode(raw)) == {
+    assert Node.kind_info.selectable_fields(decode(raw, Node)) == {
         "metadata.name": "node-1",
         "spec.unschedulable": value,
     }

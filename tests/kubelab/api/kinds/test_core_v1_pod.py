@@ -6,15 +6,11 @@ type), the updates a pod accepts, the QoS class, printer cells and field selecto
 
 from __future__ import annotations
 
-import copy
-import datetime
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 from kubelab.api import codec, walk
-from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.core_v1.pod import (
     Binding,
     Pod,
@@ -23,46 +19,21 @@ from kubelab.api.kinds.core_v1.pod import (
     qos_class,
 )
 from kubelab.api.meta_v1 import Resource
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED = ErrorType.REQUIRED
-INVALID = ErrorType.INVALID
-NOT_SUPPORTED = ErrorType.NOT_SUPPORTED
-DUPLICATE = ErrorType.DUPLICATE
-FORBIDDEN = ErrorType.FORBIDDEN
-NOT_FOUND = ErrorType.NOT_FOUND
-
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource] = Pod) -> Any:
-    obj = codec.from_builtins(copy.deepcopy(raw), cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-Problem = tuple[str, ErrorType]
-
-
-def ordered(pairs: Iterable[Problem]) -> list[Problem]:
-    return sorted(pairs, key=lambda p: (p[0], p[1].value))
-
-
-def problems(obj: Resource) -> list[Problem]:
-    return ordered((e.field, e.type) for e in walk.validate(obj))
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    DUPLICATE,
+    FORBIDDEN,
+    INVALID,
+    NOT_FOUND,
+    NOT_SUPPORTED,
+    REQUIRED,
+    Problem,
+    cells,
+    decode,
+    merge,
+    ordered,
+    problems,
+)
 
 
 def pod(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
@@ -87,7 +58,7 @@ def with_container(**fields: Any) -> dict[str, Any]:
 
 
 def test_minimal_pod_gets_upstream_defaults() -> None:
-    out = codec.to_builtins(decode(POD))
+    out = codec.to_builtins(decode(POD, Pod))
     assert out["spec"] == {
         "containers": [
             {
@@ -129,7 +100,7 @@ def test_minimal_pod_gets_upstream_defaults() -> None:
     ],
 )
 def test_image_pull_policy_follows_the_tag(image: str, policy: str) -> None:
-    obj = decode(pod({"containers": [{"name": "app", "image": image}]}))
+    obj = decode(pod({"containers": [{"name": "app", "image": image}]}), Pod)
     assert obj.spec.containers[0].image_pull_policy == policy
 
 
@@ -196,7 +167,9 @@ def test_image_pull_policy_follows_the_tag(image: str, policy: str) -> None:
 def test_container_defaults(
     container: dict[str, Any], path: tuple[Any, ...], expected: Any
 ) -> None:
-    value: Any = codec.to_builtins(decode(with_container(**container)))["spec"]["containers"][0]
+    value: Any = codec.to_builtins(decode(with_container(**container), Pod))["spec"]["containers"][
+        0
+    ]
     for key in path:
         value = value[key]
     assert value == expected
@@ -242,7 +215,7 @@ def test_container_defaults(
 )
 def test_volume_defaults(volume: dict[str, Any], expected: dict[str, Any]) -> None:
     spec = {"containers": [APP], "volumes": [volume], "serviceAccountName": "default"}
-    assert codec.to_builtins(decode(pod(spec)))["spec"]["volumes"] == [expected]
+    assert codec.to_builtins(decode(pod(spec), Pod))["spec"]["volumes"] == [expected]
 
 
 @pytest.mark.parametrize(
@@ -257,7 +230,7 @@ def test_volume_defaults(volume: dict[str, Any], expected: dict[str, Any]) -> No
 def test_service_account_fields_mirror_each_other(
     given: dict[str, str], expected: tuple[str, str]
 ) -> None:
-    spec = decode(pod({"containers": [APP]} | given)).spec
+    spec = decode(pod({"containers": [APP]} | given), Pod).spec
     assert (spec.service_account_name, spec.service_account) == expected
 
 
@@ -278,7 +251,7 @@ def test_service_account_fields_mirror_each_other(
     ids=["pod-ip", "pod-ips", "pod-ip-wins", "host-ip"],
 )
 def test_status_ips_agree(given: dict[str, Any], expected: dict[str, Any]) -> None:
-    assert codec.to_builtins(decode(POD | {"status": given}))["status"] == expected
+    assert codec.to_builtins(decode(POD | {"status": given}, Pod))["status"] == expected
 
 
 def test_host_network_copies_container_ports_to_host_ports() -> None:
@@ -289,7 +262,7 @@ def test_host_network_copies_container_ports_to_host_ports() -> None:
         ],
         "initContainers": [{"name": "init", "image": "busybox", "ports": [{"containerPort": 90}]}],
     }
-    obj = decode(pod(spec))
+    obj = decode(pod(spec), Pod)
     assert [p.host_port for p in obj.spec.containers[0].ports] == [80, 81]
     assert obj.spec.init_containers[0].ports[0].host_port == 90
 
@@ -308,7 +281,7 @@ def test_pod_level_limits_imply_requests() -> None:
         ],
         "containers": [APP | {"resources": {"requests": {"cpu": "500m"}}}],
     }
-    resources = codec.to_builtins(decode(pod(spec)))["spec"]["resources"]
+    resources = codec.to_builtins(decode(pod(spec), Pod))["spec"]["resources"]
     assert resources == {
         "limits": {"cpu": "2", "memory": "1Gi"},
         "requests": {"cpu": "1600m", "memory": "1Gi"},
@@ -350,7 +323,9 @@ def test_replication_controller_defaults_selector_labels_and_replicas() -> None:
 
 
 def test_defaults_are_idempotent() -> None:
-    obj = decode(with_container(resources={"limits": {"cpu": "1"}}, ports=[{"containerPort": 1}]))
+    obj = decode(
+        with_container(resources={"limits": {"cpu": "1"}}, ports=[{"containerPort": 1}]), Pod
+    )
     once = codec.to_builtins(obj)
     walk.set_defaults(obj)
     assert codec.to_builtins(obj) == once
@@ -480,7 +455,7 @@ VALID = pod(
 
 
 def test_valid_pod_has_no_errors() -> None:
-    assert [str(e) for e in walk.validate(decode(VALID))] == []
+    assert [str(e) for e in walk.validate(decode(VALID, Pod))] == []
 
 
 def spec_with(**fields: Any) -> dict[str, Any]:
@@ -1089,7 +1064,7 @@ CASES: list[tuple[str, dict[str, Any], list[Problem]]] = [
 
 @pytest.mark.parametrize(("raw", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_pod_validation(raw: dict[str, Any], expected: list[Problem]) -> None:
-    assert problems(decode(raw)) == ordered(expected)
+    assert problems(decode(raw, Pod)) == ordered(expected)
 
 
 def test_termination_grace_period_is_required_without_defaults() -> None:
@@ -1122,7 +1097,8 @@ def test_messages_follow_upstream() -> None:
                         {"name": "v", "emptyDir": {}, "nfs": {"server": "s", "path": "/x"}}
                     ],
                 }
-            )
+            ),
+            Pod,
         )
     )
     assert [str(e) for e in errors] == [
@@ -1138,7 +1114,7 @@ def test_messages_follow_upstream() -> None:
 
 
 def updated(patch: dict[str, Any], base: dict[str, Any] = VALID) -> list[Problem]:
-    old, new = decode(base), decode(merge(base, patch))
+    old, new = decode(base, Pod), decode(merge(base, patch), Pod)
     return ordered((e.field, e.type) for e in walk.validate_update(new, old))
 
 
@@ -1217,7 +1193,7 @@ def test_pod_update(patch: dict[str, Any], expected: list[Problem]) -> None:
 
 
 def test_spec_change_message_names_what_may_change() -> None:
-    old, new = decode(POD), decode(merge(POD, {"spec": {"hostname": "web-0"}}))
+    old, new = decode(POD, Pod), decode(merge(POD, {"spec": {"hostname": "web-0"}}), Pod)
     (error,) = walk.validate_update(new, old)
     assert error.detail.startswith(
         "pod updates may not change fields other than `spec.containers[*].image`,"
@@ -1401,14 +1377,10 @@ def test_qos_class(
     }
     if pod_level is not None:
         spec["resources"] = pod_level
-    assert qos_class(decode(pod(spec)).spec) == expected
+    assert qos_class(decode(pod(spec), Pod).spec) == expected
 
 
 # Printer cells.
-
-
-def cells(obj: Resource, wide: bool = True) -> list[Any]:
-    return [c.cell(obj, NOW) for c in obj.kind_info.columns if wide or c.priority == 0]
 
 
 def running(name: str, ready: bool = True, restarts: int = 0, **extra: Any) -> dict[str, Any]:
@@ -1638,7 +1610,7 @@ PRINT_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], lis
 def test_pod_ready_status_restarts(
     spec: dict[str, Any], status: dict[str, Any], metadata: dict[str, Any], expected: list[Any]
 ) -> None:
-    obj = decode(pod(spec, **metadata) | {"status": status})
+    obj = decode(pod(spec, **metadata) | {"status": status}, Pod)
     assert cells(obj, wide=False) == ["web", *expected, "5m"]
 
 
@@ -1658,8 +1630,8 @@ def test_pod_wide_cells() -> None:
             "containerStatuses": [running("app")],
         }
     }
-    assert cells(decode(raw))[5:] == ["10.0.0.5", "node-1", "<none>", "1/2"]
-    assert cells(decode(POD))[5:] == ["<none>", "<none>", "<none>", "<none>"]
+    assert cells(decode(raw, Pod))[5:] == ["10.0.0.5", "node-1", "<none>", "1/2"]
+    assert cells(decode(POD, Pod))[5:] == ["<none>", "<none>", "<none>", "<none>"]
 
 
 def test_pod_column_names() -> None:
@@ -1721,7 +1693,7 @@ def test_pod_field_selectors() -> None:
             "nominatedNodeName": "n2",
         }
     }
-    assert Pod.kind_info.selectable_fields(decode(raw)) == {
+    assert Pod.kind_info.selectable_fields(decode(raw, Pod)) == {
         "metadata.name": "web",
         "metadata.namespace": "default",
         "spec.nodeName": "node-1",
@@ -1734,7 +1706,7 @@ def test_pod_field_selectors() -> None:
         "status.podIPs": "10.0.0.5,fd00::5",
         "status.nominatedNodeName": "n2",
     }
-    empty = Pod.kind_info.selectable_fields(decode(POD))
+    empty = Pod.kind_info.selectable_fields(decode(POD, Pod))
     assert (empty["spec.hostNetwork"], empty["status.podIP"], empty["spec.nodeName"]) == (
         "false",
         "",

@@ -3,8 +3,6 @@ field selectors and registration."""
 
 from __future__ import annotations
 
-import copy
-import datetime
 from typing import Any
 
 import pytest
@@ -13,46 +11,18 @@ from kubelab.api import walk
 from kubelab.api.codec import from_builtins, to_builtins
 from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.core_v1.service import Endpoints, Service
-from kubelab.api.meta_v1 import Resource
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED, INVALID, NOT_SUPPORTED, DUPLICATE, FORBIDDEN = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
-    ErrorType.DUPLICATE,
-    ErrorType.FORBIDDEN,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    DUPLICATE,
+    FORBIDDEN,
+    INVALID,
+    NOT_SUPPORTED,
+    REQUIRED,
+    cells,
+    decode,
+    merge,
+    problems,
 )
-
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource] = Service) -> Any:
-    obj = from_builtins(raw, cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-def problems(obj: Resource) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate(obj))
-
-
-def cells(obj: Resource, wide: bool = True) -> list[Any]:
-    return [c.cell(obj, NOW) for c in obj.kind_info.columns if wide or c.priority == 0]
-
 
 SERVICE: dict[str, Any] = {
     "apiVersion": "v1",
@@ -73,7 +43,7 @@ TWO_PORTS = [{"name": "http", "port": 80}, {"name": "https", "port": 443}]
 
 
 def test_minimal_service_gets_upstream_defaults() -> None:
-    assert to_builtins(decode(SERVICE))["spec"] == {
+    assert to_builtins(decode(SERVICE, Service))["spec"] == {
         "ports": [{"protocol": "TCP", "port": 80, "targetPort": 80}],
         "selector": {"app": "web"},
         "type": "ClusterIP",
@@ -84,7 +54,7 @@ def test_minimal_service_gets_upstream_defaults() -> None:
 
 def test_service_without_spec_gets_one() -> None:
     raw = merge(SERVICE, {"spec": None})
-    assert to_builtins(decode(raw))["spec"] == {
+    assert to_builtins(decode(raw, Service))["spec"] == {
         "type": "ClusterIP",
         "sessionAffinity": "None",
         "internalTrafficPolicy": "Cluster",
@@ -171,7 +141,7 @@ DEFAULT_CASES: list[tuple[str, dict[str, Any], str, Any]] = [
     ids=[c[0] for c in DEFAULT_CASES],
 )
 def test_service_defaults(spec: dict[str, Any], field: str, expected: Any) -> None:
-    assert to_builtins(decode(service(**spec)))["spec"].get(field) == expected
+    assert to_builtins(decode(service(**spec), Service))["spec"].get(field) == expected
 
 
 def test_load_balancer_ingress_ip_mode_defaults_to_vip() -> None:
@@ -179,7 +149,7 @@ def test_load_balancer_ingress_ip_mode_defaults_to_vip() -> None:
         service(type="LoadBalancer"),
         {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}, {"hostname": "lb.io"}]}}},
     )
-    assert to_builtins(decode(raw))["status"]["loadBalancer"]["ingress"] == [
+    assert to_builtins(decode(raw, Service))["status"]["loadBalancer"]["ingress"] == [
         {"ip": "203.0.113.7", "ipMode": "VIP"},
         {"hostname": "lb.io"},
     ]
@@ -187,8 +157,8 @@ def test_load_balancer_ingress_ip_mode_defaults_to_vip() -> None:
 
 def test_defaults_are_idempotent() -> None:
     raw = service(type="LoadBalancer", sessionAffinity="ClientIP", clusterIP="10.96.0.10")
-    once = to_builtins(decode(raw))
-    assert to_builtins(decode(once)) == once
+    once = to_builtins(decode(raw, Service))
+    assert to_builtins(decode(once, Service)) == once
 
 
 # Validation.
@@ -510,7 +480,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] 
     ids=[c[0] for c in VALIDATION_CASES],
 )
 def test_service_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(decode(raw)) == sorted(expected)
+    assert problems(decode(raw, Service)) == sorted(expected)
 
 
 UNDEFAULTED_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
@@ -583,11 +553,11 @@ def test_validation_without_defaults(
 
 def test_service_messages_follow_upstream() -> None:
     raw = service(ports=[{"port": 80}, {"name": "x", "port": 0, "targetPort": 8080}])
-    assert [str(e) for e in walk.validate(decode(raw))] == [
+    assert [str(e) for e in walk.validate(decode(raw, Service))] == [
         "spec.ports[0].name: Required value",
         "spec.ports[1].port: Invalid value: 0: must be between 1 and 65535, inclusive",
     ]
-    headless = walk.validate(decode(service(type="LoadBalancer", clusterIP="None")))
+    headless = walk.validate(decode(service(type="LoadBalancer", clusterIP="None"), Service))
     assert [str(e) for e in headless] == [
         'spec.clusterIPs[0]: Invalid value: "None": '
         "may not be set to 'None' for LoadBalancer services"
@@ -666,7 +636,7 @@ UPDATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[tuple[str, Er
 def test_service_update(
     old: dict[str, Any], new: dict[str, Any], expected: list[tuple[str, ErrorType]]
 ) -> None:
-    errors = walk.validate_update(decode(new), decode(old))
+    errors = walk.validate_update(decode(new, Service), decode(old, Service))
     assert sorted((e.field, e.type) for e in errors) == sorted(expected)
 
 
@@ -746,7 +716,7 @@ CELL_CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
     ("raw", "expected"), [c[1:] for c in CELL_CASES], ids=[c[0] for c in CELL_CASES]
 )
 def test_service_cells(raw: dict[str, Any], expected: list[Any]) -> None:
-    assert cells(decode(raw)) == expected
+    assert cells(decode(raw, Service)) == expected
 
 
 def test_service_columns() -> None:
@@ -764,7 +734,7 @@ def test_service_columns() -> None:
 
 
 def test_service_field_selectors() -> None:
-    fields = Service.kind_info.selectable_fields(decode(service(clusterIP="None")))
+    fields = Service.kind_info.selectable_fields(decode(service(clusterIP="None"), Service))
     assert fields == {
         "metadata.name": "web",
         "metadata.namespace": "default",

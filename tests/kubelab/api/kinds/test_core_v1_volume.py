@@ -6,15 +6,11 @@ on update, and printer cells.
 
 from __future__ import annotations
 
-import copy
-import datetime
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 from kubelab.api import codec, walk
-from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.kinds.core_v1.volume import (
     PersistentVolume,
@@ -22,51 +18,20 @@ from kubelab.api.kinds.core_v1.volume import (
     access_modes_text,
     image_pull_policy,
 )
-from kubelab.api.meta_v1 import Resource
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED = ErrorType.REQUIRED
-INVALID = ErrorType.INVALID
-NOT_SUPPORTED = ErrorType.NOT_SUPPORTED
-FORBIDDEN = ErrorType.FORBIDDEN
-TOO_LONG = ErrorType.TOO_LONG
-
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource]) -> Any:
-    obj = codec.from_builtins(copy.deepcopy(raw), cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-Problem = tuple[str, ErrorType]
-
-
-def ordered(pairs: Iterable[Problem]) -> list[Problem]:
-    return sorted(pairs, key=lambda p: (p[0], p[1].value))
-
-
-def problems(obj: Resource) -> list[Problem]:
-    return ordered((e.field, e.type) for e in walk.validate(obj))
-
-
-def cells(obj: Resource, wide: bool = True) -> list[Any]:
-    return [c.cell(obj, NOW) for c in obj.kind_info.columns if wide or c.priority == 0]
-
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    FORBIDDEN,
+    INVALID,
+    NOT_SUPPORTED,
+    REQUIRED,
+    TOO_LONG,
+    Problem,
+    cells,
+    decode,
+    merge,
+    ordered,
+    problems,
+)
 
 PV = {
     "apiVersion": "v1",

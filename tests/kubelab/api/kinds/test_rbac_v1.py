@@ -2,51 +2,27 @@
 
 from __future__ import annotations
 
-import copy
-import datetime
 from typing import Any
 
 import pytest
 
 from kubelab.api import walk
-from kubelab.api.codec import from_builtins
 from kubelab.api.errors import ErrorType
 from kubelab.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, Role, RoleBinding
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import PATH_SEGMENT
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-GROUP = "rbac.authorization.k8s.io"
-
-REQUIRED, INVALID, NOT_SUPPORTED = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    INVALID,
+    NOT_SUPPORTED,
+    REQUIRED,
+    cells,
+    decode,
+    merge,
+    problems,
 )
 
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource]) -> Resource:
-    obj = from_builtins(raw, cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-def problems(obj: Resource) -> list[tuple[str, ErrorType]]:
-    return sorted((e.field, e.type) for e in walk.validate(obj))
+GROUP = "rbac.authorization.k8s.io"
 
 
 RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}
@@ -194,12 +170,6 @@ def test_role_ref_is_immutable(
     assert sorted((e.field, e.type) for e in errors) == expected
     if expected:
         assert errors[0].detail == "cannot change roleRef"
-
-
-def cells(obj: Resource, wide: bool = True) -> list[Any]:
-    return [
-        column.cell(obj, NOW) for column in obj.kind_info.columns if wide or column.priority == 0
-    ]
 
 
 PRINTING = [

@@ -4,8 +4,6 @@ printer cells and registration."""
 
 from __future__ import annotations
 
-import copy
-import datetime
 from typing import Any
 
 import pytest
@@ -17,61 +15,23 @@ from kubelab.api.kinds.discovery_v1 import EndpointSlice
 from kubelab.api.kinds.policy_v1 import Eviction, PodDisruptionBudget
 from kubelab.api.kinds.scheduling_v1 import PriorityClass
 from kubelab.api.kinds.storage_v1 import StorageClass
-from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import CREATE_ONLY
-
-NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
-CREATED = "2026-01-01T11:55:00Z"
-
-REQUIRED, INVALID, NOT_SUPPORTED, DUPLICATE, FORBIDDEN, TOO_MANY, TOO_LONG = (
-    ErrorType.REQUIRED,
-    ErrorType.INVALID,
-    ErrorType.NOT_SUPPORTED,
-    ErrorType.DUPLICATE,
-    ErrorType.FORBIDDEN,
-    ErrorType.TOO_MANY,
-    ErrorType.TOO_LONG,
+from tests.kubelab.api.kinds.helpers import (
+    CREATED,
+    DUPLICATE,
+    FORBIDDEN,
+    INVALID,
+    NOT_SUPPORTED,
+    REQUIRED,
+    TOO_LONG,
+    TOO_MANY,
+    cells,
+    decode,
+    merge,
+    ordered,
+    problems,
+    update_problems,
 )
-
-
-def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def decode(raw: dict[str, Any], cls: type[Resource]) -> Any:
-    obj = from_builtins(raw, cls).obj
-    walk.set_defaults(obj)
-    return obj
-
-
-def ordered(pairs: Any) -> list[tuple[str, ErrorType]]:
-    return sorted(pairs, key=lambda pair: (pair[0], pair[1].value))
-
-
-def problems(raw: dict[str, Any], cls: type[Resource]) -> list[tuple[str, ErrorType]]:
-    return ordered((e.field, e.type) for e in walk.validate(decode(raw, cls)))
-
-
-def update_problems(
-    old: dict[str, Any], new: dict[str, Any], cls: type[Resource]
-) -> list[tuple[str, ErrorType]]:
-    return ordered(
-        (e.field, e.type) for e in walk.validate_update(decode(new, cls), decode(old, cls))
-    )
-
-
-def cells(obj: Resource) -> list[Any]:
-    return [c.cell(obj, NOW) for c in obj.kind_info.columns]
-
 
 # policy/v1.
 
@@ -112,7 +72,7 @@ PDB_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
     ("raw", "expected"), [c[1:] for c in PDB_CASES], ids=[c[0] for c in PDB_CASES]
 )
 def test_pdb_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(raw, PodDisruptionBudget) == ordered(expected)
+    assert problems(decode(raw, PodDisruptionBudget)) == ordered(expected)
 
 
 def test_pdb_both_set_message() -> None:
@@ -223,7 +183,7 @@ PRIORITY_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = 
 def test_priority_class_validation(
     raw: dict[str, Any], expected: list[tuple[str, ErrorType]]
 ) -> None:
-    assert problems(raw, PriorityClass) == ordered(expected)
+    assert problems(decode(raw, PriorityClass)) == ordered(expected)
 
 
 def test_priority_class_system_message() -> None:
@@ -423,7 +383,7 @@ SLICE_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
 def test_endpoint_slice_validation(
     raw: dict[str, Any], expected: list[tuple[str, ErrorType]]
 ) -> None:
-    assert problems(raw, EndpointSlice) == ordered(expected)
+    assert problems(decode(raw, EndpointSlice)) == ordered(expected)
 
 
 def test_endpoint_slice_address_type_is_immutable() -> None:
@@ -564,7 +524,7 @@ STORAGE_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
 def test_storage_class_validation(
     raw: dict[str, Any], expected: list[tuple[str, ErrorType]]
 ) -> None:
-    assert problems(raw, StorageClass) == ordered(expected)
+    assert problems(decode(raw, StorageClass)) == ordered(expected)
 
 
 @pytest.mark.parametrize(
