@@ -32,7 +32,7 @@ FINALIZER_ORPHAN = "orphan"
 FINALIZER_FOREGROUND = "foregroundDeletion"
 
 
-class TypeMeta(Struct, kw_only=True):
+class TypeMeta(Struct):
     """apiVersion and kind; ``typed()`` fills them in from the class."""
 
     API_VERSION: ClassVar[str]
@@ -50,7 +50,7 @@ class TypeMeta(Struct, kw_only=True):
         return self
 
 
-class ServerKind(TypeMeta, kw_only=True):
+class ServerKind(TypeMeta):
     """A kind the server builds (Status, Table, ...): typed as soon as it is constructed.
 
     Resources are not, so that decoding them stays faithful to the input; defaulting types
@@ -61,7 +61,7 @@ class ServerKind(TypeMeta, kw_only=True):
         self.typed()
 
 
-class OwnerReference(Struct, kw_only=True):
+class OwnerReference(Struct):
     """Points at the object that owns this one; the garbage collector follows these."""
 
     api_version: Annotated[str | None, meta(required=True)] = None
@@ -72,7 +72,7 @@ class OwnerReference(Struct, kw_only=True):
     block_owner_deletion: bool | None = None
 
 
-class ManagedFieldsEntry(Struct, kw_only=True):
+class ManagedFieldsEntry(Struct):
     """Which manager owns which fields, as recorded by server-side apply."""
 
     manager: str | None = None
@@ -84,7 +84,7 @@ class ManagedFieldsEntry(Struct, kw_only=True):
     subresource: str | None = None
 
 
-class ObjectMeta(Struct, kw_only=True):
+class ObjectMeta(Struct):
     """Name, namespace, labels and the bookkeeping every stored object carries."""
 
     name: str | None = None
@@ -179,7 +179,7 @@ def validate_object_meta_update(
             errors.immutable(path.child(json_name), getattr(new, attr))
 
 
-class ListMeta(Struct, kw_only=True):
+class ListMeta(Struct):
     """The resourceVersion a list was read at, and the token to read the next page."""
 
     self_link: str | None = None
@@ -188,7 +188,7 @@ class ListMeta(Struct, kw_only=True):
     remaining_item_count: int | None = None
 
 
-class LabelSelectorRequirement(Struct, kw_only=True):
+class LabelSelectorRequirement(Struct):
     """One set-based requirement: ``key In (a, b)``, ``key Exists``, ..."""
 
     key: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
@@ -209,7 +209,7 @@ class LabelSelectorRequirement(Struct, kw_only=True):
             )
 
 
-class LabelSelector(Struct, kw_only=True):
+class LabelSelector(Struct):
     """matchLabels and matchExpressions, all of which must hold."""
 
     match_labels: dict[str, str] | None = None
@@ -219,7 +219,7 @@ class LabelSelector(Struct, kw_only=True):
         names.validate_labels(self.match_labels, path.child("matchLabels"), errors)
 
 
-class Condition(Struct, kw_only=True):
+class Condition(Struct):
     """The standard condition shape (``type``, ``status``, ``reason``, ...)."""
 
     type: Annotated[str | None, meta(required=True)] = None
@@ -230,7 +230,7 @@ class Condition(Struct, kw_only=True):
     message: str | None = None
 
 
-class Resource(TypeMeta, kw_only=True):
+class Resource(TypeMeta):
     """A top-level object: TypeMeta + ObjectMeta.  Every registered kind derives from it."""
 
     kind_info: ClassVar[KindInfo]
@@ -254,13 +254,13 @@ class ResourceList(Struct, Generic[T], kw_only=True):
     items: list[T]
 
 
-class StatusCause(Struct, kw_only=True):
+class StatusCause(Struct):
     reason: str | None = None
     message: str | None = None
     field: str | None = None
 
 
-class StatusDetails(Struct, kw_only=True):
+class StatusDetails(Struct):
     name: str | None = None
     group: str | None = None
     kind: str | None = None
@@ -269,7 +269,7 @@ class StatusDetails(Struct, kw_only=True):
     retry_after_seconds: int | None = None
 
 
-class Status(ServerKind, kw_only=True):
+class Status(ServerKind):
     """The answer to a failed request (and to some successful deletes)."""
 
     API_VERSION: ClassVar[str] = "v1"
@@ -283,12 +283,12 @@ class Status(ServerKind, kw_only=True):
     code: int | None = None
 
 
-class Preconditions(Struct, kw_only=True):
+class Preconditions(Struct):
     uid: str | None = None
     resource_version: str | None = None
 
 
-class DeleteOptions(ServerKind, kw_only=True):
+class DeleteOptions(ServerKind):
     """How a delete should proceed: grace period, preconditions, propagation policy."""
 
     API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
@@ -304,14 +304,14 @@ class DeleteOptions(ServerKind, kw_only=True):
     ignore_store_read_error_with_cluster_breaking_potential: bool | None = None
 
 
-class WatchEvent(Struct, kw_only=True):
+class WatchEvent(Struct):
     """One line of a watch stream."""
 
     type: str
     object: RawJSON
 
 
-class TableColumnDefinition(Struct, kw_only=True):
+class TableColumnDefinition(Struct):
     name: str
     type: str
     format: str = ""
@@ -319,7 +319,7 @@ class TableColumnDefinition(Struct, kw_only=True):
     priority: int = 0
 
 
-class PartialObjectMetadata(ServerKind, kw_only=True):
+class PartialObjectMetadata(ServerKind):
     """An object reduced to its metadata (``as=PartialObjectMetadata``, Table rows)."""
 
     API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
@@ -336,7 +336,7 @@ class PartialObjectMetadataList(ServerKind, kw_only=True):
     items: list[PartialObjectMetadata]
 
 
-class TableRow(Struct, kw_only=True):
+class TableRow(Struct):
     cells: list[Any]
     object: RawJSON = None
     conditions: list[RawJSON] | None = None
@@ -356,12 +356,12 @@ class Table(ServerKind, kw_only=True):
 # Discovery, legacy form: /api, /apis, /api/v1, /apis/G/V.
 
 
-class GroupVersionForDiscovery(Struct, kw_only=True):
+class GroupVersionForDiscovery(Struct):
     group_version: str
     version: str
 
 
-class ServerAddressByClientCIDR(Struct, kw_only=True):
+class ServerAddressByClientCIDR(Struct):
     client_cidr: str = msgspec.field(name="clientCIDR")
     server_address: str
 
@@ -392,7 +392,7 @@ class APIGroupList(ServerKind, kw_only=True):
     groups: list[APIGroup]
 
 
-class APIResource(Struct, kw_only=True):
+class APIResource(Struct):
     name: str
     singular_name: str
     namespaced: bool
@@ -416,20 +416,20 @@ class APIResourceList(ServerKind, kw_only=True):
 # Discovery, aggregated form (apidiscovery.k8s.io/v2), which kubectl prefers.
 
 
-class GroupVersionKind(Struct, kw_only=True):
+class GroupVersionKind(Struct):
     group: str
     version: str
     kind: str
 
 
-class APISubresourceDiscovery(Struct, kw_only=True):
+class APISubresourceDiscovery(Struct):
     subresource: str
     response_kind: GroupVersionKind | None = None
     accepted_types: list[GroupVersionKind] | None = None
     verbs: list[str] = msgspec.field(default_factory=list)
 
 
-class APIResourceDiscovery(Struct, kw_only=True):
+class APIResourceDiscovery(Struct):
     resource: str
     response_kind: GroupVersionKind
     scope: str

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 import kubelab.api.kinds  # noqa: F401  (registers every kind)
 from kubelab.api import codec
 from kubelab.api.kinds.coordination_v1 import Lease
 from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.api.scheme import SCHEME, KindInfo
 
 
 def test_known_fields_take_the_fast_path() -> None:
@@ -100,3 +102,10 @@ def test_encoding_leaves_unset_fields_out() -> None:
     assert codec.encode_json(lease) == (
         b'{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"x"}}'
     )
+
+
+@pytest.mark.parametrize("info", list(SCHEME), ids=[f"{i.api_version}/{i.kind}" for i in SCHEME])
+def test_objects_encode_in_kubernetes_field_order(info: KindInfo) -> None:
+    """apiVersion, kind and metadata come first, as every Kubernetes tool prints them."""
+    names = [f.encode_name for f in msgspec.structs.fields(info.cls)]
+    assert names[:3] == ["apiVersion", "kind", "metadata"]
