@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import re
@@ -145,6 +146,7 @@ async def serve_until_stopped(args: argparse.Namespace, data_dir: Path) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         running = await serve(APIServer(store, config))
+        tune_garbage_collector()
         logging.getLogger("kubelab.apiserver").info(
             "serving on https://%s:%d; admin kubeconfig: %s",
             config.bind_address,
@@ -160,6 +162,18 @@ async def serve_until_stopped(args: argparse.Namespace, data_dir: Path) -> int:
     finally:
         await store.close()
     return 0
+
+
+def tune_garbage_collector() -> None:
+    """Collect cycles less eagerly: a server decoding thousands of objects per list would
+    otherwise spend most of that time rescanning every live object it holds.
+
+    Everything built while starting (modules, the scheme, codecs, bootstrap) is frozen out of
+    collection, and the youngest generation is collected after 50,000 allocations instead of 700.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
 
 
 def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:

@@ -22,6 +22,7 @@ makes equality and hashing structural and keeps exponents such as ``1e2000000000
 from __future__ import annotations
 
 import enum
+import functools
 from decimal import Decimal
 from fractions import Fraction
 from typing import NamedTuple, NoReturn
@@ -322,13 +323,7 @@ class Quantity:
         API server's JSON decoding does; numbers are read from their decimal text (a float's
         ``repr``).  Raises ``QuantityError``.
         """
-        text = _text_of(value)
-        if not text:
-            _fail(_FORMAT_WRONG)
-        parts = _split(text)
-        base, exponent, fmt = _interpret_suffix(parts.suffix)
-        small = _parse_small(text, parts, exponent, fmt)
-        return small if small is not None else _parse_exact(parts, base, exponent, fmt)
+        return _parse_cached(value)
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"Quantity is immutable (cannot set {name!r})")
@@ -433,3 +428,17 @@ def _binary_text(value: int) -> str:
 def canonicalize(value: str | int | float) -> str:
     """The form the API server stores for a quantity as written; raises ``QuantityError``."""
     return str(Quantity.parse(value))
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _parse_cached(value: str | int | float) -> Quantity:
+    """``Quantity.parse`` behind a cache: quantities are immutable, and the same few values
+    (``100m``, ``128Mi``) recur in every pod of a list.  ``typed`` keeps ``1``, ``1.0`` and
+    ``True`` apart."""
+    text = _text_of(value)
+    if not text:
+        _fail(_FORMAT_WRONG)
+    parts = _split(text)
+    base, exponent, fmt = _interpret_suffix(parts.suffix)
+    small = _parse_small(text, parts, exponent, fmt)
+    return small if small is not None else _parse_exact(parts, base, exponent, fmt)

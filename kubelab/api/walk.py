@@ -18,6 +18,7 @@ Entry points:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,37 +270,60 @@ def _missing(value: Any) -> bool:
 
 
 def _run_check(check: _Check, value: Any, path: Path, errors: ErrorList) -> None:
+    """Run one declared check; paths are built only for the errors actually found."""
     info = check.meta
     if check.shape == _DIRECT:
         if _missing(value):
             if info.required:
                 errors.required(path.child(check.name))
             return
-        if isinstance(value, list):
-            for i, item in enumerate(value):
-                _check_scalar(info, item, path.child(check.name).index(i), errors)
-        else:
-            _check_scalar(info, value, path.child(check.name), errors)
+        if not isinstance(value, list):
+            for problem in _scalar_problems(info, value):
+                problem(errors, path.child(check.name))
+            return
+        items: Any = enumerate(value)
     elif check.shape == _ITEMS and isinstance(value, list):
-        for i, item in enumerate(value):
-            _check_scalar(info, item, path.child(check.name).index(i), errors)
+        items = enumerate(value)
     elif check.shape == _VALUES and isinstance(value, dict):
-        for k, item in value.items():
-            _check_scalar(info, item, path.child(check.name).key(str(k)), errors)
-
-
-def _check_scalar(info: FieldMeta, value: Any, path: Path, errors: ErrorList) -> None:
-    if isinstance(value, Struct | list | dict):
+        items = value.items()
+    else:
         return
+    for key, item in items:
+        for problem in _scalar_problems(info, item):
+            field = path.child(check.name)
+            problem(errors, field.index(key) if isinstance(key, int) else field.key(str(key)))
+
+
+Problem = Callable[[ErrorList, Path], None]
+
+
+def _scalar_problems(info: FieldMeta, value: Any) -> list[Problem]:
+    """What is wrong with one value under a field's declared rules (usually nothing)."""
+    if isinstance(value, Struct | list | dict):
+        return []
+    found: list[Problem] = []
     if info.enum is not None and value not in info.enum:
-        errors.not_supported(path, value, info.enum)
+        enum = info.enum
+        found.append(lambda errors, path: errors.not_supported(path, value, enum))
     if info.format is not None and not isinstance(value, bool):
-        errors.extend_checked(path, value, names.check_format(info.format, value))
+        messages = names.check_format(info.format, value)
+        if messages:
+            found.append(lambda errors, path: errors.extend_checked(path, value, messages))
     if isinstance(value, int) and not isinstance(value, bool):
-        if info.minimum is not None and value < info.minimum:
-            errors.invalid(path, value, f"must be greater than or equal to {info.minimum}")
-        if info.maximum is not None and value > info.maximum:
-            errors.invalid(path, value, f"must be less than or equal to {info.maximum}")
+        low, high = info.minimum, info.maximum
+        if low is not None and value < low:
+            found.append(
+                lambda errors, path: errors.invalid(
+                    path, value, f"must be greater than or equal to {low}"
+                )
+            )
+        if high is not None and value > high:
+            found.append(
+                lambda errors, path: errors.invalid(
+                    path, value, f"must be less than or equal to {high}"
+                )
+            )
+    return found
 
 
 def validate_update(new: Resource, old: Resource) -> ErrorList:

@@ -1,0 +1,6 @@
+"""``python -m bench``: run every benchmark in turn and print its results."""
+
+from bench import api_codec, apiserver
+
+for benchmark in (api_codec, apiserver):
+    benchmark.main()
