@@ -19,7 +19,17 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from controlplane.apiserver import errors, negotiation, patch, protobuf, reviews, tables
+from controlplane.apiserver import (
+    apply,
+    crd,
+    errors,
+    negotiation,
+    patch,
+    protobuf,
+    proxy,
+    reviews,
+    tables,
+)
 from controlplane.apiserver.auth import User
 from controlplane.apiserver.registry import (
     BOOKMARK,
@@ -31,6 +41,8 @@ from controlplane.apiserver.registry import (
 )
 from controlplane.apiserver.requestinfo import RequestInfo, true
 from kubelab.api import codec
+from kubelab.api.kinds.core_v1.node import Node
+from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.meta_v1 import (
     DeleteOptions,
     ListMeta,
@@ -39,11 +51,13 @@ from kubelab.api.meta_v1 import (
     Resource,
     ResourceList,
     Status,
+    StatusCause,
     StatusDetails,
 )
 from kubelab.clock import Clock
 
 FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+NODE_STREAMS = {"Pod": ("log", "exec", "attach", "portforward"), "Node": ("proxy",)}
 DEFAULT_WATCH_TIMEOUT = 1800.0
 
 
@@ -99,6 +113,7 @@ class ResourceHandler:
         self.clock = clock
         self.reviewers = reviewers
         self.bookmark_interval = bookmark_interval
+        self.kubelets: proxy.KubeletConnector | None = None
 
     async def handle(self, req: Request) -> web.StreamResponse:
         info = req.info
@@ -134,10 +149,10 @@ class ResourceHandler:
             return await self._scale(req, store)
         if sub in ("binding", "eviction", "finalize", "approval"):
             return await self._subresource_write(req, store)
+        if sub in NODE_STREAMS.get(store.info.kind, ()):
+            return await self._node_stream(req, store)
         if sub:
-            raise errors.unavailable(
-                f"{store.info.plural}/{sub} is served by the node; no kubelet connection for it"
-            )
+            raise errors.method_not_allowed(f"{store.info.plural}/{sub} is not served yet")
         verb = info.verb
         if verb == "get":
             obj = await store.get(info.namespace, info.name)
@@ -167,6 +182,32 @@ class ResourceHandler:
         if verb == "deletecollection":
             return await self._delete_collection(req, store)
         raise errors.method_not_allowed(f"{verb} is not supported")
+
+    # Streams served by a node's kubelet.
+
+    async def _node_stream(self, req: Request, store: ResourceStore) -> web.StreamResponse:
+        if self.kubelets is None:
+            raise errors.unavailable("this server has no kubelet client identity")
+        info = req.info
+        nodes = self.lookup("", "v1", "nodes")
+        assert nodes is not None
+        obj = await store.get(info.namespace, info.name)
+        if isinstance(obj, Node):
+            rest = "/".join(info.parts[3:])
+            path = f"/{rest}" + ("/" if req.http.path.endswith("/") and rest else "")
+            return await self.kubelets.relay_get(req.http, obj, path, req.http.query)
+        assert isinstance(obj, Pod)
+        node_name = obj.spec.node_name if obj.spec is not None else None
+        if not node_name:
+            raise errors.bad_request(f"pod {info.name} does not have a host assigned")
+        node = await nodes.get("", node_name)
+        assert isinstance(node, Node)
+        path = proxy.pod_stream_path(obj, info.subresource, req.http.query)
+        if info.subresource == "log":
+            return await self.kubelets.relay_get(req.http, node, path, req.http.query)
+        if req.http.headers.get("Upgrade", "").lower() != "websocket":
+            raise errors.bad_request("Upgrade request required")
+        return await self.kubelets.relay_websocket(req.http, node, path)
 
     # Bodies.
 
@@ -205,7 +246,7 @@ class ResourceHandler:
             raise errors.bad_request(f"error decoding request body: {error}") from None
         obj = decoded.obj
         self._check_type(obj, store)
-        self._unknown_fields(req, decoded.unknown_fields)
+        self._unknown_fields(req, crd.unknown_fields(decoded.obj, decoded.unknown_fields))
         return obj
 
     def _check_type(self, obj: Resource, store: ResourceStore) -> None:
@@ -224,9 +265,9 @@ class ResourceHandler:
             )
 
     def _unknown_fields(self, req: Request, unknown: list[str]) -> None:
+        mode = self._field_validation(req)
         if not unknown:
             return
-        mode = self._field_validation(req)
         messages = [f'unknown field "{path}"' for path in unknown]
         if mode == "Strict":
             raise errors.bad_request("strict decoding error: " + ", ".join(messages))
@@ -317,10 +358,11 @@ class ResourceHandler:
         response.enable_chunked_encoding()
         await response.prepare(req.http)
         first = True
+        initial_end = bookmarks and send_initial is not None and true(send_initial)
         include = req.param("includeObject") or "Metadata"
 
         def frame(event: WatchEvent) -> bytes:
-            nonlocal first
+            nonlocal first, initial_end
             obj: Any
             if event.type == BOOKMARK:
                 obj = {
@@ -328,6 +370,9 @@ class ResourceHandler:
                     "apiVersion": store.info.api_version,
                     "metadata": {"resourceVersion": str(event.revision)},
                 }
+                if initial_end:
+                    obj["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+                    initial_end = False
             elif output.as_ == negotiation.TABLE:
                 assert event.obj is not None
                 obj = tables.table(
@@ -379,7 +424,13 @@ class ResourceHandler:
         except (msgspec.DecodeError, codec.DecodeError, IndexError) as error:
             raise errors.bad_request(f"error decoding patch: {error}") from None
         if media == negotiation.APPLY_PATCH:
-            raise errors.unsupported_media_type(f"{media} (server-side apply is not served yet)")
+            return await self._server_side_apply(req, store, subresource, document)
+        if req.param("force") is not None:
+            raise _invalid_options(
+                "force",
+                "FieldValueForbidden",
+                "Forbidden: may not be specified for non-apply patch",
+            )
         info = req.info
 
         def change(current: Resource) -> Resource:
@@ -387,6 +438,117 @@ class ResourceHandler:
 
         updated = await store.mutate(info.namespace, info.name, change, req.ctx, subresource)
         return self._render(req, store, updated)
+
+    async def _server_side_apply(
+        self, req: Request, store: ResourceStore, subresource: str, document: Any
+    ) -> web.Response:
+        """``application/apply-patch+yaml``: apply the configuration; create the object if
+        it is absent (201)."""
+        info = req.info
+        manager = req.param("fieldManager") or ""
+        if not manager:
+            raise _invalid_options(
+                "fieldManager", "FieldValueRequired", "Required value: is required for apply patch"
+            )
+        if len(manager) > apply.MAX_MANAGER_LENGTH:
+            raise _invalid_options(
+                "fieldManager",
+                "FieldValueTooLong",
+                f"Too long: may not be more than {apply.MAX_MANAGER_LENGTH} bytes",
+            )
+        force = true(req.param("force"))
+        config = self._apply_config(req, store, document)
+        req.ctx.server_side_apply = True
+
+        def change(current: Resource) -> Resource:
+            return apply.apply(
+                store.info,
+                current,
+                config,
+                manager,
+                force=force,
+                subresource=subresource,
+                now=self.clock.now(),
+            )
+
+        for _ in range(4):
+            try:
+                updated = await store.mutate(
+                    info.namespace, info.name, change, req.ctx, subresource
+                )
+                return self._render(req, store, updated)
+            except errors.ApiError as error:
+                if error.code != 404 or subresource:
+                    raise
+            created = apply.apply(
+                store.info,
+                None,
+                config,
+                manager,
+                force=force,
+                subresource=subresource,
+                now=self.clock.now(),
+            )
+            try:
+                obj = await store.create(info.namespace, created, req.ctx)
+                return self._render(req, store, obj, status=201)
+            except errors.ApiError as error:
+                if error.reason != "AlreadyExists":
+                    raise
+        raise errors.conflict(store.info, info.name, errors.MODIFIED)
+
+    def _apply_config(self, req: Request, store: ResourceStore, document: Any) -> dict[str, Any]:
+        """An apply configuration checked against the endpoint, as plain values without
+        unknown fields (handled per ``fieldValidation``) and nulls."""
+        info = store.info
+        if not isinstance(document, dict):
+            raise errors.bad_request("error decoding YAML: the configuration must be an object")
+        version = document.get("apiVersion")
+        if version != info.api_version:
+            raise errors.bad_request(
+                "Incorrect version specified in apply patch. Specified patch version: "
+                f"{version or ''}, expected: {info.api_version}"
+            )
+        kind = document.get("kind")
+        if kind != info.kind:
+            raise errors.bad_request(
+                f"the kind in the apply patch ({kind or ''}) does not match the expected kind "
+                f"({info.kind})"
+            )
+        metadata = document.get("metadata")
+        if isinstance(metadata, dict) and metadata.get("managedFields") is not None:
+            raise errors.bad_request("metadata.managedFields must be nil")
+        try:
+            decoded = codec.from_builtins(document, info.cls)
+        except codec.DecodeError as error:
+            raise errors.ApiError(
+                422,
+                "Invalid",
+                f"failed to create typed patch object ({info.api_version}, Kind={info.kind}): "
+                f"{error}",
+            ) from None
+        self._unknown_fields(req, crd.unknown_fields(decoded.obj, decoded.unknown_fields))
+        config: dict[str, Any] = codec.to_builtins(decoded.obj)
+        meta = config.setdefault("metadata", {})
+        name = req.info.name
+        if meta.get("name") not in (None, name):
+            raise errors.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({name})"
+            )
+        meta["name"] = name
+        namespace = req.info.namespace
+        if info.namespaced:
+            if meta.get("namespace") not in (None, namespace):
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request"
+                )
+        elif meta.get("namespace"):
+            raise errors.bad_request(
+                f"{info.kind} {name} is cluster-scoped: metadata.namespace must be empty"
+            )
+        return config
 
     def _apply_patch(
         self, req: Request, store: ResourceStore, current: Resource, media: str, document: Any
@@ -410,7 +572,7 @@ class ResourceHandler:
                 422, "Invalid", f"the patch produced an invalid object: {error}"
             ) from None
         self._check_type(decoded.obj, store)
-        self._unknown_fields(req, decoded.unknown_fields)
+        self._unknown_fields(req, crd.unknown_fields(decoded.obj, decoded.unknown_fields))
         return decoded.obj
 
     async def _status(self, req: Request, store: ResourceStore) -> web.Response:
@@ -499,6 +661,20 @@ class ResourceHandler:
             items=deleted,
         )
         return self._respond(req, result, 200, negotiation.Output(negotiation.JSON))
+
+
+def _invalid_options(field: str, reason: str, message: str) -> errors.ApiError:
+    """A 422 about the PatchOptions of a request, as upstream words it."""
+    return errors.ApiError(
+        422,
+        "Invalid",
+        f'PatchOptions.meta.k8s.io "" is invalid: {field}: {message}',
+        StatusDetails(
+            group="meta.k8s.io",
+            kind="PatchOptions",
+            causes=[StatusCause(reason=reason, message=message, field=field)],
+        ),
+    )
 
 
 def _escape(text: str) -> str:

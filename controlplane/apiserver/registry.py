@@ -14,6 +14,8 @@ One ``ResourceStore`` per served kind turns API semantics into store operations:
   are removed when the kubelet confirms with grace 0), finalizers (the object stays, marked,
   until an update removes the last one), and the ``orphan`` / ``foregroundDeletion`` finalizers
   that record the propagation policy for the garbage collector;
+- managedFields: a field tracker, when given (server-side apply's ``record_update``), records
+  who changed what on every create and update, after admission and before validation;
 - list and watch with label and field selectors; a watch turns an object moving into or out of
   the selection into ADDED / DELETED, and sends BOOKMARKs when asked.
 
@@ -77,11 +79,21 @@ class RequestContext:
     groups: tuple[str, ...] = ()
     dry_run: bool = False
     field_manager: str | None = None
+    user_agent: str = ""
+    # A server-side apply: the handler has settled the object's managedFields already.
+    server_side_apply: bool = False
     warnings: list[str] = field(default_factory=list)
 
 
 Admission = Callable[[str, KindInfo, Resource, Resource | None, RequestContext], Awaitable[None]]
 """An admission stage: (operation, kind, object, old object, context); raises ApiError to deny."""
+
+
+FieldTracker = Callable[
+    [KindInfo, Resource, Resource | None, RequestContext, str, datetime.datetime], None
+]
+"""Records who changed which fields in ``metadata.managedFields``: (kind, new object, old object
+or None on create, context, subresource, now); runs after admission, before validation."""
 
 
 class WriteHook(Protocol):
@@ -156,8 +168,10 @@ class ResourceStore:
         admission: Sequence[Admission] = (),
         strategy: Strategy | None = None,
         hooks: Sequence[WriteHook] = (),
+        track_fields: FieldTracker | None = None,
     ) -> None:
         self.info = info
+        self.track_fields = track_fields
         self.store = store
         self.clock = clock
         self.admission = list(admission)
@@ -284,6 +298,7 @@ class ResourceStore:
         self.strategy.prepare_for_create(obj)
         walk.set_defaults(obj)
         await self._admit("CREATE", obj, None, ctx)
+        self._track(obj, None, ctx, "")
         problems = walk.validate(obj)
         if problems:
             raise errors.invalid(info, meta.name or "", problems)
@@ -385,6 +400,7 @@ class ResourceStore:
             new_meta.generation = (old_meta.generation or 1) + (1 if spec_changed else 0)
         walk.set_defaults(obj)
         await self._admit("UPDATE", obj, old, ctx)
+        self._track(obj, old, ctx, subresource)
         # A binding is its own narrow rule (checked by its handler), not a pod update.
         problems = walk.validate_update(obj, old) if subresource != "binding" else None
         if problems:
@@ -516,6 +532,9 @@ class ResourceStore:
             start = int(listed.metadata.resource_version or 0)
             for obj in listed.items:
                 yield WatchEvent(ADDED, obj, int(obj.metadata.resource_version or 0))
+            if send_initial and bookmark_interval is not None:
+                # The end of the initial events (a watch list), marked by the handler.
+                yield WatchEvent(BOOKMARK, None, start)
         else:
             start = _parse_rv(resource_version)
         events = self.store.watch(prefix, start)
@@ -604,6 +623,12 @@ class ResourceStore:
     def _deleted(self, obj: Resource) -> None:
         for hook in self.hooks:
             hook.deleted(obj)
+
+    def _track(
+        self, obj: Resource, old: Resource | None, ctx: RequestContext, subresource: str
+    ) -> None:
+        if self.track_fields is not None:
+            self.track_fields(self.info, obj, old, ctx, subresource, self.clock.now())
 
     async def _admit(
         self, operation: str, obj: Resource, old: Resource | None, ctx: RequestContext

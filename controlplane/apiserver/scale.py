@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from controlplane.apiserver import errors, negotiation, patch
+from controlplane.apiserver import crd, errors, negotiation, patch
 from kubelab.api import codec
 from kubelab.api.errors import ROOT, ErrorList
 from kubelab.api.kinds.autoscaling_v1 import Scale, ScaleSpec, ScaleStatus
@@ -35,8 +35,15 @@ def _selector_text(selector: Any) -> str | None:
 
 
 def to_scale(obj: Resource) -> Scale:
-    spec: Any = getattr(obj, "spec", None)
-    status: Any = getattr(obj, "status", None)
+    custom = crd.scale_fields(obj)
+    if custom is not None:
+        replicas, current, selector = custom
+    else:
+        spec: Any = getattr(obj, "spec", None)
+        status: Any = getattr(obj, "status", None)
+        replicas = spec.replicas if spec is not None else None
+        current = (status.replicas or 0) if status is not None else 0
+        selector = _selector_text(spec.selector if spec is not None else None)
     meta = obj.metadata
     scale = Scale(
         metadata=ObjectMeta(
@@ -46,11 +53,8 @@ def to_scale(obj: Resource) -> Scale:
             resource_version=meta.resource_version,
             creation_timestamp=meta.creation_timestamp,
         ),
-        spec=ScaleSpec(replicas=spec.replicas if spec is not None else None),
-        status=ScaleStatus(
-            replicas=(status.replicas or 0) if status is not None else 0,
-            selector=_selector_text(spec.selector if spec is not None else None),
-        ),
+        spec=ScaleSpec(replicas=replicas),
+        status=ScaleStatus(replicas=current, selector=selector),
     )
     return scale.typed()
 
@@ -76,8 +80,9 @@ async def handle(handler: ResourceHandler, req: Request, store: ResourceStore) -
             problems.invalid(path, replicas, "must be greater than or equal to 0")
         if problems:
             raise errors.invalid(store.info, info.name, problems)
-        spec: Any = getattr(current, "spec", None)
-        spec.replicas = replicas
+        if not crd.set_scale_replicas(current, replicas):
+            spec: Any = getattr(current, "spec", None)
+            spec.replicas = replicas
         current.metadata.resource_version = (
             scale.metadata.resource_version or current.metadata.resource_version
         )

@@ -31,8 +31,18 @@ import msgspec
 from aiohttp import web
 from cryptography import x509
 
-from controlplane.apiserver import auth, bootstrap, discovery, errors, negotiation, reviews
+from controlplane.apiserver import (
+    apply,
+    auth,
+    bootstrap,
+    crd,
+    discovery,
+    errors,
+    negotiation,
+    reviews,
+)
 from controlplane.apiserver.handlers import Request, ResourceHandler, json_response
+from controlplane.apiserver.proxy import KubeletConnector
 from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
 from controlplane.apiserver.requestinfo import RequestInfo, parse
 from controlplane.storage.interface import Store
@@ -87,6 +97,7 @@ class PKI:
     serving_cert: Path
     serving_key: Path
     ca_cert: Path
+    kubelet_client: KeyPair
 
 
 def ensure_pki(config: ServerConfig) -> PKI:
@@ -122,11 +133,20 @@ def ensure_pki(config: ServerConfig) -> PKI:
     if serving is None:
         serving = ca.issue("kube-apiserver", server=True, dns_names=dns, ip_addresses=ips)
         serving.write(pki_dir, "apiserver")
-    if not (pki_dir / "admin.crt").exists():
-        ca.issue("kubernetes-admin", organizations=["system:masters"], client=True).write(
-            pki_dir, "admin"
-        )
-    return PKI(ca, serving, serving_cert, serving_key, pki_dir / "ca.crt")
+    for name, user in (
+        ("admin", "kubernetes-admin"),
+        ("apiserver-kubelet-client", "kube-apiserver-kubelet-client"),
+    ):
+        if not (pki_dir / f"{name}.crt").exists():
+            ca.issue(user, organizations=["system:masters"], client=True).write(pki_dir, name)
+    return PKI(
+        ca,
+        serving,
+        serving_cert,
+        serving_key,
+        pki_dir / "ca.crt",
+        KeyPair.read(pki_dir, "apiserver-kubelet-client"),
+    )
 
 
 def write_admin_kubeconfig(config: ServerConfig, pki: PKI, port: int) -> Path:
@@ -184,8 +204,14 @@ class APIServer:
         for info in SCHEME.served():
             key = (info.group, info.version, info.plural)
             self.stores[key] = ResourceStore(
-                info, store, self.clock, stages, hooks=hooks.get(key, ())
+                info,
+                store,
+                self.clock,
+                stages,
+                hooks=hooks.get(key, ()),
+                track_fields=apply.record_update,
             )
+        self.crds = crd.Controller(self)
         self.handler = ResourceHandler(
             self.lookup, self.clock, reviews.reviewers(authorizer), config.bookmark_interval
         )
@@ -230,11 +256,25 @@ class APIServer:
     def kinds(self) -> list[KindInfo]:
         return [s.info for s in self.stores.values()]
 
+    def add_store(self, store: ResourceStore) -> None:
+        """Serve a kind defined at run time (a custom resource); built-ins stay as they are."""
+        info = store.info
+        key = (info.group, info.version, info.plural)
+        if SCHEME.by_resource(*key) is None:
+            self.stores[key] = store
+            self._openapi_cache.pop((info.group, info.version), None)
+
+    def remove_store(self, key: tuple[str, str, str]) -> None:
+        """Stop serving a kind added with ``add_store``."""
+        if SCHEME.by_resource(*key) is None and self.stores.pop(key, None) is not None:
+            self._openapi_cache.pop(key[:2], None)
+
     async def start(self, port: int) -> None:
         """Create the cluster's bootstrap objects for the port served; ready once they exist."""
         self.port = port
         await bootstrap.repair(self, self.allocation)
         await bootstrap.ensure_objects(self)
+        await self.crds.start()
         self._ready = True
 
     # The pipeline.
@@ -320,6 +360,7 @@ class APIServer:
                 groups=user.groups,
                 dry_run=bool(request.query.get("dryRun")),
                 field_manager=request.query.get("fieldManager"),
+                user_agent=request.headers.get("User-Agent", ""),
             )
             return await self.handler.handle(Request(request, info, ctx, user))
         if request.method not in ("GET", "HEAD"):
@@ -462,6 +503,7 @@ class Running:
 
     async def stop(self) -> None:
         self.compactor.cancel()
+        self.server.crds.stop()
         await self.runner.cleanup()
         self.stopped.set()
 
@@ -470,6 +512,7 @@ async def serve(server: APIServer) -> Running:
     """Start serving HTTPS on the configured address (port 0: any free port)."""
     config = server.config
     pki = ensure_pki(config)
+    server.handler.kubelets = KubeletConnector(pki.ca.cert_pem, pki.kubelet_client)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(

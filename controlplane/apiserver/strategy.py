@@ -15,6 +15,8 @@ from kubelab.api.kinds.core_v1.pod import Pod, PodStatus, qos_class
 from kubelab.api.meta_v1 import DeleteOptions, Resource
 from kubelab.api.scheme import KindInfo
 
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+
 _STATUS_METADATA = (
     "deletion_timestamp",
     "generation",
@@ -113,6 +115,20 @@ class NamespaceStrategy(Strategy):
         obj.status.phase = "Terminating"
 
 
+class CustomResourceDefinitionStrategy(Strategy):
+    """A CRD being deleted stays, Terminating, until the API server has deleted its custom
+    resources and removed the finalizer the first delete adds (see
+    controlplane.apiserver.crd)."""
+
+    def finalizers_pending(self, obj: Resource) -> bool:
+        return super().finalizers_pending(obj) or obj.metadata.deletion_timestamp is None
+
+    def mark_deleting(self, obj: Resource) -> None:
+        finalizers = obj.metadata.finalizers or []
+        if CRD_CLEANUP_FINALIZER not in finalizers:
+            obj.metadata.finalizers = [*finalizers, CRD_CLEANUP_FINALIZER]
+
+
 class CreateOnUpdate(Strategy):
     """Kinds a PUT may create (upstream's AllowCreateOnUpdate)."""
 
@@ -139,6 +155,7 @@ STRATEGIES: dict[tuple[str, str], type[Strategy]] = {
     ("", "Node"): KeepStatusOnCreate,
     ("", "ReplicationController"): LegacyOrphan,
     ("coordination.k8s.io", "Lease"): CreateOnUpdate,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): CustomResourceDefinitionStrategy,
     ("discovery.k8s.io", "EndpointSlice"): CreateOnUpdate,
 }
 

@@ -134,7 +134,8 @@ def test_apply_twice_with_changes(kubectl: Kubectl) -> None:
 def test_apply_server_side(kubectl: Kubectl) -> None:
     out = kubectl.run("apply", "--server-side", "-f", "-", input=DEPLOYMENT).stdout
     assert out.strip() == "deployment.apps/web serverside-applied"
-    obj = kubectl.json("get", "deployment", "web")
+    # kubectl leaves managedFields out of its output unless asked (since 1.21).
+    obj = kubectl.json("get", "deployment", "web", "--show-managed-fields")
     managers = {m["manager"] for m in obj["metadata"]["managedFields"]}  # type: ignore[index]
     assert "kubectl" in managers
 

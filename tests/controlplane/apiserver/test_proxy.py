@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from kubelab.api.kinds.core_v1.node import (
 )
 from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.pki import CertificateAuthority, identity
+from kubelab.pki import CertificateAuthority, KeyPair, identity
+from tests.controlplane.apiserver.conftest import Kubectl, ServerProcess
 
 
 def _node(port: int, addresses: list[tuple[str, str]] | None = None) -> Node:
@@ -222,3 +224,77 @@ class _FakeRequest:
     """Only headers: both refusals happen before anything is sent back."""
 
     headers: dict[str, str]
+
+
+@pytest.fixture
+async def cluster_kubelet(apiserver: ServerProcess, tmp_path: Path) -> AsyncIterator[int]:
+    """A fake kubelet whose serving certificate the API server's own CA signed."""
+    pki = apiserver.data_dir / "pki"
+    ca = CertificateAuthority(KeyPair.read(pki, "ca"))
+    cert, key = ca.issue("node1", server=True, ip_addresses=["127.0.0.1"]).write(tmp_path, "k")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki / "ca.crt"))
+    context.load_cert_chain(cert, key)
+    context.verify_mode = ssl.CERT_REQUIRED
+
+    async def logs(request: web.Request) -> web.Response:
+        return web.Response(text=f"hello from {request.match_info['container']}\n")
+
+    async def exec_(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(protocols=("v5.channel.k8s.io", "v4.channel.k8s.io"))
+        await ws.prepare(request)
+        await ws.send_bytes(b"\x01" + " ".join(request.query.getall("command")).encode() + b"\n")
+        await ws.send_bytes(b'\x03{"metadata":{},"status":"Success"}')
+        await ws.close()
+        return ws
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text="kubelet_up 1\n")
+
+    app = web.Application()
+    app.router.add_get("/containerLogs/{ns}/{pod}/{container}", logs)
+    app.router.add_get("/exec/{ns}/{pod}/{container}", exec_)
+    app.router.add_get("/metrics", metrics)
+    runner, port = await _serve(app, context)
+    try:
+        yield port
+    finally:
+        await runner.cleanup()
+
+
+async def test_kubectl_logs_exec_and_node_proxy_reach_the_kubelet(
+    cluster_kubelet: int, kubectl: Kubectl
+) -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": f"{kubectl.namespace}-node"},
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": cluster_kubelet}},
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web"},
+        "spec": {
+            "nodeName": node["metadata"]["name"],  # type: ignore[index]
+            "containers": [{"name": "app", "image": "busybox"}],
+        },
+    }
+    await asyncio.to_thread(
+        kubectl.run, "create", "-f", "-", input=json.dumps(node), namespaced=False
+    )
+    await asyncio.to_thread(kubectl.run, "create", "-f", "-", input=json.dumps(pod))
+    logs = await asyncio.to_thread(kubectl.run, "logs", "web")
+    assert logs.stdout == "hello from app\n"
+    out = await asyncio.to_thread(kubectl.run, "exec", "web", "--", "echo", "hi")
+    assert out.stdout == "echo hi\n"
+    raw = await asyncio.to_thread(
+        kubectl.run,
+        "get",
+        "--raw",
+        f"/api/v1/nodes/{node['metadata']['name']}/proxy/metrics",  # type: ignore[index]
+        namespaced=False,
+    )
+    assert raw.stdout == "kubelet_up 1\n"

@@ -13,7 +13,9 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import dynamic, watch
 from kubernetes.client.rest import ApiException
+from kubernetes.dynamic.exceptions import ConflictError
 
+import kubelab.api.kinds  # noqa: F401  (registers every kind)
 from kubelab.api import codec
 from kubelab.api.scheme import SCHEME
 from tests.controlplane.apiserver.conftest import start_server, stop_server
@@ -193,6 +195,8 @@ def test_dynamic_crud_of_every_kind(api_client: k8s.ApiClient, namespace: str, i
         else obj["metadata"].get("name", "sample"),
         "labels": {"test": "dynamic"},
     }
+    if isinstance(obj.get("involvedObject"), dict) and info.namespaced:
+        obj["involvedObject"]["namespace"] = namespace  # an Event's object is in its namespace
     if info.kind == "CustomResourceDefinition":
         obj["metadata"]["name"] = sample["metadata"]["name"]
     client = dynamic.DynamicClient(api_client)
@@ -205,9 +209,14 @@ def test_dynamic_crud_of_every_kind(api_client: k8s.ApiClient, namespace: str, i
         assert got.metadata.uid == created.metadata.uid
         listed = resource.get(label_selector="test=dynamic", **kwargs)
         assert name in [i.metadata.name for i in listed.items]
-        body = got.to_dict()
-        body["metadata"]["annotations"] = {"touched": "yes"}
-        replaced = resource.replace(body=body, **kwargs)
+        for _ in range(5):  # a controller may write between the read and the write: retry
+            body = resource.get(name=name, **kwargs).to_dict()
+            body["metadata"]["annotations"] = {"touched": "yes"}
+            try:
+                replaced = resource.replace(body=body, **kwargs)
+                break
+            except ConflictError:
+                continue
         assert replaced.metadata.annotations["touched"] == "yes"
     finally:
         resource.delete(name=name, **kwargs)
