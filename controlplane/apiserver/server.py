@@ -46,6 +46,7 @@ from controlplane.apiserver.proxy import KubeletConnector
 from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
 from controlplane.apiserver.requestinfo import RequestInfo, parse
 from controlplane.storage.interface import Store
+from controlplane.storage.metered import MeteredStore
 from kubelab import KUBERNETES_VERSION, __version__
 from kubelab.api import openapi
 from kubelab.api.scheme import SCHEME, KindInfo
@@ -192,7 +193,13 @@ class APIServer:
         authorizer: auth.Authorizer = auth.default_authorizer,
         admission: Sequence[Admission] = (),
     ) -> None:
-        self.store = store
+        self.metrics = Registry()
+        storage_latency = self.metrics.histogram(
+            "etcd_request_duration_seconds",
+            "Storage request latency in seconds for each operation (whichever backend).",
+            ["operation"],
+        )
+        self.store: Store = MeteredStore(store, lambda op, s: storage_latency.observe(s, op))
         self.config = config
         self.clock = clock or RealClock()
         self.authenticators = list(authenticators)
@@ -205,7 +212,7 @@ class APIServer:
             key = (info.group, info.version, info.plural)
             self.stores[key] = ResourceStore(
                 info,
-                store,
+                self.store,
                 self.clock,
                 stages,
                 hooks=hooks.get(key, ()),
@@ -215,7 +222,6 @@ class APIServer:
         self.handler = ResourceHandler(
             self.lookup, self.clock, reviews.reviewers(authorizer), config.bookmark_interval
         )
-        self.metrics = Registry()
         self._requests = self.metrics.counter(
             "apiserver_request_total",
             "Counter of apiserver requests broken out by verb, resource and response code.",

@@ -1,4 +1,4 @@
-"""A real ``kubelab apiserver`` process, and real clients for it.
+"""A real ``kubelab apiserver`` process on each storage backend, and real clients for it.
 
 The server runs as a subprocess (``python -m kubelab apiserver --secure-port 0``), as users run
 it, so blocking clients (kubectl, the official Python client) can talk to it from the test.
@@ -22,6 +22,8 @@ from typing import IO
 
 import kubernetes
 import pytest
+
+from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 REPO = Path(__file__).parents[3]
@@ -86,15 +88,29 @@ def stop_server(server: ServerProcess) -> None:
     server.log.close()
 
 
-@pytest.fixture(scope="module")
-def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("apiserver") / "data"
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
+def apiserver(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """One API server per test module and backend: every API test runs on SQLite and etcd."""
+    base = tmp_path_factory.mktemp(f"apiserver-{request.param}")
+    data_dir = base / "data"
     data_dir.mkdir()
-    server = start_server(data_dir)
+    etcd: EtcdServer | None = None
+    extra: list[str] = []
+    if request.param == "etcd":
+        if not etcd_available():
+            pytest.skip("no etcd binary (`make setup` installs etcd-server)")
+        etcd = EtcdServer(base / "etcd")
+        etcd.start()
+        extra = ["--store", f"etcd://{etcd.endpoint}"]
+    server = start_server(data_dir, *extra)
     try:
         yield server
     finally:
         stop_server(server)
+        if etcd is not None:
+            etcd.stop()
 
 
 @dataclass

@@ -302,3 +302,19 @@ def test_invalid_objects_report_every_cause(raw: RawClient, namespace: str) -> N
     fields = {c["field"] for c in details["causes"]}
     assert {"metadata.name", "spec.ports[0].port", "spec.ports[1].protocol"} <= fields
     assert details["kind"] == "Service"
+
+
+def test_metrics_report_requests_and_storage_latency(raw: RawClient, namespace: str) -> None:
+    raw.request("POST", CM.format(ns=namespace), _configmap("counted"))
+    connection = http.client.HTTPSConnection("127.0.0.1", raw.port, context=raw.context)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    assert 'etcd_request_duration_seconds_count{operation="create"}' in text
+    assert (
+        'apiserver_request_total{verb="create",group="",version="v1",resource="configmaps",'
+        'subresource="",code="201"}'
+    ) in text
+    assert "apiserver_request_duration_seconds_bucket{" in text
