@@ -45,6 +45,7 @@ from controlplane.apiserver.registry import (
 )
 from controlplane.apiserver.strategy import CRD_CLEANUP_FINALIZER
 from controlplane.storage.interface import DELETED, KeyValue
+from kubelab.api import openapi
 from kubelab.api.errors import ErrorList, Path
 from kubelab.api.kinds.apiextensions_v1 import (
     CustomResourceColumnDefinition,
@@ -407,7 +408,8 @@ def served_versions(
             continue
         subresources = version.subresources
         scale = subresources.scale if subresources is not None else None
-        cls = make_class(spec.group, version.name, kind, schema_of(version), scale)
+        schema = schema_of(version)
+        cls = make_class(spec.group, version.name, kind, schema, scale)
         info = KindInfo(
             group=spec.group,
             version=version.name,
@@ -429,6 +431,7 @@ def served_versions(
             columns=columns(version),
         )
         cls.kind_info = info
+        setattr(cls, openapi.CUSTOM_SCHEMA, schema)
         warning = None
         if version.deprecated:
             warning = (

@@ -474,7 +474,7 @@ class APIServer:
 
     def _openapi(self, request: web.Request, path: str) -> web.Response:
         if path == "/openapi/v3":
-            return json_response(openapi.root())
+            return json_response(openapi.root(self.kinds()))
         if path == "/openapi/v2":
             return json_response(openapi.swagger_v2())
         rest = path.removeprefix("/openapi/v3/")
@@ -482,7 +482,9 @@ class APIServer:
             if openapi.group_version_path(group, version) == rest:
                 key = (group, version)
                 if key not in self._openapi_cache:
-                    self._openapi_cache[key] = msgspec.json.encode(openapi.document(group, version))
+                    self._openapi_cache[key] = msgspec.json.encode(
+                        openapi.document(group, version, self.kinds())
+                    )
                 return web.Response(body=self._openapi_cache[key], content_type="application/json")
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from msgspec import inspect as mi
 
 from kubelab import KUBERNETES_VERSION
+from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.api.scheme import SCHEME, KindInfo
 from kubelab.api.struct import QUANTITY, Struct, field_meta
 
@@ -52,6 +54,23 @@ class _Builder:
 
     def __init__(self) -> None:
         self.schemas: dict[str, Schema] = {}
+
+    def custom(self, info: KindInfo, schema: Schema) -> Schema:
+        """A kind defined by a JSON schema of its own (a custom resource's CRD version)."""
+        reversed_group = ".".join(reversed(info.group.split(".")))
+        name = f"{reversed_group}.{info.version}.{info.kind}"
+        body = dict(schema)
+        body["properties"] = {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            **(schema.get("properties") or {}),
+            "metadata": self.struct(ObjectMeta),
+        }
+        body["x-kubernetes-group-version-kind"] = [
+            {"group": info.group, "version": info.version, "kind": info.kind}
+        ]
+        self.schemas[name] = body
+        return {"$ref": f"#/components/schemas/{name}"}
 
     def struct(self, cls: type[Struct]) -> Schema:
         name = schema_name(cls)
@@ -191,14 +210,19 @@ def group_version_path(group: str, version: str) -> str:
     return f"api/{version}" if not group else f"apis/{group}/{version}"
 
 
-def document(group: str, version: str) -> Schema:
-    """The OpenAPI v3 document of one group-version."""
+CUSTOM_SCHEMA = "openapi_schema"
+"""Attribute of a kind's class holding its own JSON schema (custom resources)."""
+
+
+def document(group: str, version: str, kinds: Iterable[KindInfo] | None = None) -> Schema:
+    """The OpenAPI v3 document of one group-version of ``kinds`` (default: the scheme)."""
     builder = _Builder()
     paths: dict[str, Schema] = {}
-    for info in SCHEME:
+    for info in SCHEME if kinds is None else kinds:
         if info.group_version != (group, version):
             continue
-        ref = builder.struct(info.cls)
+        custom = getattr(info.cls, CUSTOM_SCHEMA, None)
+        ref = builder.custom(info, custom) if custom is not None else builder.struct(info.cls)
         paths.update(_paths(info, ref))
     return {
         "openapi": "3.0.0",
@@ -214,12 +238,14 @@ def document_hash(doc: Schema) -> str:
     return hashlib.sha512(data).hexdigest()[:32].upper()
 
 
-def root() -> Schema:
-    """The ``/openapi/v3`` root listing every group-version document."""
+def root(kinds: Iterable[KindInfo] | None = None) -> Schema:
+    """The ``/openapi/v3`` root listing the document of every group-version of ``kinds``."""
+    kinds = list(SCHEME if kinds is None else kinds)
+    group_versions = sorted({k.group_version for k in kinds}, key=lambda gv: (gv[0] != "", gv))
     paths = {}
-    for group, version in SCHEME.group_versions():
+    for group, version in group_versions:
         key = group_version_path(group, version)
-        digest = document_hash(document(group, version))
+        digest = document_hash(document(group, version, kinds))
         paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={digest}"}
     return {"paths": paths}
 

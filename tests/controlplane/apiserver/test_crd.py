@@ -365,3 +365,10 @@ def test_delete_crd_removes_objects(apiserver: ServerProcess, kubectl: Kubectl) 
     )
     assert kubectl.run("get", "crontabs.doomed.example.com", "-A", "-o", "name").stdout == ""
     kubectl.run("delete", "crd", "crontabs.doomed.example.com", namespaced=False)
+
+
+def test_explain_reads_the_crd_schema(crds: None, kubectl: Kubectl) -> None:
+    out = kubectl.run("explain", "crontabs.spec", namespaced=False).stdout
+    assert "GROUP:      stable.example.com" in out
+    assert "KIND:       CronTab" in out
+    assert "cronSpec\t<string>" in out
