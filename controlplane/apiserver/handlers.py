@@ -29,6 +29,7 @@ from controlplane.apiserver import (
     proxy,
     reviews,
     tables,
+    tokens,
 )
 from controlplane.apiserver.auth import User
 from controlplane.apiserver.registry import (
@@ -40,7 +41,10 @@ from controlplane.apiserver.registry import (
     WatchEvent,
 )
 from controlplane.apiserver.requestinfo import RequestInfo, true
-from kubelab.api import codec
+from kubelab.api import codec, walk
+from kubelab.api.errors import ROOT
+from kubelab.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
+from kubelab.api.kinds.core_v1.cluster import ServiceAccount
 from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.meta_v1 import (
@@ -54,6 +58,7 @@ from kubelab.api.meta_v1 import (
     StatusCause,
     StatusDetails,
 )
+from kubelab.api.scheme import KindInfo
 from kubelab.clock import Clock
 
 FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
@@ -114,6 +119,7 @@ class ResourceHandler:
         self.reviewers = reviewers
         self.bookmark_interval = bookmark_interval
         self.kubelets: proxy.KubeletConnector | None = None
+        self.tokens: tokens.TokenIssuer | None = None
 
     async def handle(self, req: Request) -> web.StreamResponse:
         info = req.info
@@ -149,6 +155,8 @@ class ResourceHandler:
             return await self._scale(req, store)
         if sub in ("binding", "eviction", "finalize", "approval"):
             return await self._subresource_write(req, store)
+        if sub == "token" and info.verb == "create":
+            return await self._token(req, store)
         if sub in NODE_STREAMS.get(store.info.kind, ()):
             return await self._node_stream(req, store)
         if sub:
@@ -182,6 +190,36 @@ class ResourceHandler:
         if verb == "deletecollection":
             return await self._delete_collection(req, store)
         raise errors.method_not_allowed(f"{verb} is not supported")
+
+    async def _token(self, req: Request, store: ResourceStore) -> web.Response:
+        """``serviceaccounts/token``: a signed token for an existing service account."""
+        if self.tokens is None:
+            raise errors.unavailable("this server has no service-account signing key")
+        info = req.info
+        account = await store.get(info.namespace, info.name)
+        assert isinstance(account, ServiceAccount)
+        request = await self._read_object(req, store, TokenRequest.kind_info)
+        assert isinstance(request, TokenRequest)
+        walk.set_defaults(request)
+        spec = request.spec or TokenRequestSpec()
+        request.spec = spec
+        problems = walk.validate_struct(spec, ROOT.child("spec"))
+        if problems:
+            raise errors.invalid(request.kind_info, info.name, problems)
+        ref = spec.bound_object_ref
+        bound = None
+        if ref is not None and ref.kind in tokens.BINDABLE:
+            plural = "pods" if ref.kind == "Pod" else "secrets"
+            objects = self.lookup("", "v1", plural)
+            assert objects is not None
+            try:
+                bound = await objects.get(info.namespace, ref.name or "")
+            except errors.ApiError as error:
+                if error.code != 404:
+                    raise
+        tokens.check_binding(request, bound)
+        issued = self.tokens.issue(account, request, bound, self.clock.now())
+        return self._respond(req, issued, 201, negotiation.Output(negotiation.JSON))
 
     # Streams served by a node's kubelet.
 
@@ -226,32 +264,35 @@ class ResourceHandler:
         except web.HTTPRequestEntityTooLarge:
             raise errors.too_large() from None
 
-    async def _read_object(self, req: Request, store: ResourceStore) -> Resource:
-        """The request body as an object of the store's kind."""
+    async def _read_object(
+        self, req: Request, store: ResourceStore, info: KindInfo | None = None
+    ) -> Resource:
+        """The request body as an object of the store's kind (or of ``info``'s kind, for a
+        subresource that takes another kind, such as ``serviceaccounts/token``)."""
+        info = info or store.info
         body = await self._body(req)
         media = negotiation.body_type(req.http.headers.get("Content-Type"))
         try:
             if media == negotiation.JSON:
-                decoded = codec.decode_json(body, store.info.cls)
+                decoded = codec.decode_json(body, info.cls)
             elif media in negotiation.YAML_TYPES:
                 documents = codec.load_yaml_documents(body)
                 if len(documents) != 1:
                     raise errors.bad_request("the request body must hold exactly one object")
-                decoded = codec.from_builtins(documents[0], store.info.cls)
+                decoded = codec.from_builtins(documents[0], info.cls)
             elif media == negotiation.PROTOBUF:
-                decoded = codec.from_builtins(protobuf.decode_body(body), store.info.cls)
+                decoded = codec.from_builtins(protobuf.decode_body(body), info.cls)
             else:
                 raise errors.unsupported_media_type(media)
         except (codec.DecodeError, protobuf.ProtobufError) as error:
             raise errors.bad_request(f"error decoding request body: {error}") from None
         obj = decoded.obj
-        self._check_type(obj, store)
+        self._check_type(obj, info)
         self._unknown_fields(req, crd.unknown_fields(decoded.obj, decoded.unknown_fields))
         return obj
 
-    def _check_type(self, obj: Resource, store: ResourceStore) -> None:
+    def _check_type(self, obj: Resource, info: KindInfo) -> None:
         """The body's kind must be the endpoint's; a body without one takes the endpoint's."""
-        info = store.info
         obj.api_version = obj.api_version or info.api_version
         obj.kind = obj.kind or info.kind
         if obj.api_version != info.api_version:
@@ -571,7 +612,7 @@ class ResourceHandler:
             raise errors.ApiError(
                 422, "Invalid", f"the patch produced an invalid object: {error}"
             ) from None
-        self._check_type(decoded.obj, store)
+        self._check_type(decoded.obj, store.info)
         self._unknown_fields(req, crd.unknown_fields(decoded.obj, decoded.unknown_fields))
         return decoded.obj
 

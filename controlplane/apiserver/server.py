@@ -45,6 +45,7 @@ from controlplane.apiserver.handlers import Request, ResourceHandler, json_respo
 from controlplane.apiserver.proxy import KubeletConnector
 from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
 from controlplane.apiserver.requestinfo import RequestInfo, parse
+from controlplane.apiserver.tokens import TokenIssuer
 from controlplane.storage.interface import Store
 from controlplane.storage.metered import MeteredStore
 from kubelab import KUBERNETES_VERSION, __version__
@@ -521,6 +522,7 @@ async def serve(server: APIServer) -> Running:
     config = server.config
     pki = ensure_pki(config)
     server.handler.kubelets = KubeletConnector(pki.ca.cert_pem, pki.kubelet_client)
+    server.handler.tokens = TokenIssuer.load_or_create(config.data_dir / "pki")
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(
