@@ -44,7 +44,7 @@ def test_create_token(kubectl: Kubectl, apiserver: ServerProcess) -> None:
     assert claims["kubernetes.io"]["serviceaccount"] == {
         "name": "robot",
         "uid": account["metadata"]["uid"],
-    }  # type: ignore[index]
+    }
     assert claims["aud"] == ["https://kubernetes.default.svc.cluster.local"]
     assert claims["exp"] - claims["iat"] == 7200
     assert abs(claims["iat"] - time.time()) < 60
