@@ -309,3 +309,13 @@ def test_explain(kubectl: Kubectl) -> None:
     assert "rollingUpdate\t<RollingUpdateDeployment>" in out
     pods = kubectl.run("explain", "pods.spec.containers", namespaced=False).stdout
     assert "image\t<string>" in pods
+
+
+def test_delete_orphan_records_the_finalizer_for_the_garbage_collector(kubectl: Kubectl) -> None:
+    """The garbage collector (controller-manager) finishes an orphaning delete; the API
+    server's part is to mark the object and record the policy as the ``orphan`` finalizer."""
+    kubectl.run("create", "-f", "-", input=DEPLOYMENT)
+    kubectl.run("delete", "deployment", "web", "--cascade=orphan", "--wait=false")
+    meta = kubectl.json("get", "deployment", "web")["metadata"]
+    assert meta["finalizers"] == ["orphan"]  # type: ignore[index]
+    assert meta["deletionTimestamp"]  # type: ignore[index]
