@@ -55,6 +55,7 @@ from typing import IO, Any
 import aiohttp
 import psutil
 
+from bench.api_codec import make_pod
 from controlplane.storage.interface import Event, KeyValue, Store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -285,51 +286,12 @@ def configmap(name: str, value: str = "x" * 64) -> dict[str, Any]:
 
 
 def pod(i: int) -> dict[str, Any]:
-    """A pod as a ReplicaSet creates it (the shape bench/api_codec.py lists), before status."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"web-7d9f8c6b5-{i:05d}",
-            "labels": {"app": "web", "pod-template-hash": "7d9f8c6b5"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web-7d9f8c6b5",
-                    "uid": "0b6f3b9e-1111-4000-8000-000000000001",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "nginx",
-                    "image": "docker.io/library/nginx:1.27",
-                    "ports": [{"containerPort": 80, "protocol": "TCP"}],
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "128Mi"},
-                        "limits": {"memory": "256Mi"},
-                    },
-                    "readinessProbe": {
-                        "httpGet": {"path": "/", "port": 80, "scheme": "HTTP"},
-                        "periodSeconds": 10,
-                    },
-                }
-            ],
-            "nodeName": f"node{i % 100}",
-            "tolerations": [
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                }
-            ],
-        },
-    }
+    """bench/api_codec's pod as a client sends it: no status and no server-set metadata."""
+    sent = make_pod(i)
+    del sent["status"]
+    for field in ("namespace", "uid", "resourceVersion", "creationTimestamp", "generateName"):
+        sent["metadata"].pop(field, None)
+    return sent
 
 
 # The client side of the API.
