@@ -93,6 +93,18 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="ports NodePorts come from (default: 30000-32767)",
     )
     parser.add_argument(
+        "--max-requests-inflight",
+        type=int,
+        default=400,
+        help="read requests served at once; more get 429 (default: 400)",
+    )
+    parser.add_argument(
+        "--max-mutating-requests-inflight",
+        type=int,
+        default=200,
+        help="write requests served at once; more get 429 (default: 200)",
+    )
+    parser.add_argument(
         "--etcd-compaction-interval",
         type=duration,
         default=300.0,
@@ -138,6 +150,8 @@ async def serve_until_stopped(args: argparse.Namespace, data_dir: Path) -> int:
         service_node_port_range=args.service_node_port_range,
         extra_sans=args.tls_san,
         compaction_interval=args.etcd_compaction_interval,
+        max_requests_inflight=args.max_requests_inflight,
+        max_mutating_requests_inflight=args.max_mutating_requests_inflight,
     )
     store = await open_store(args.store, data_dir)
     stop = asyncio.Event()

@@ -59,6 +59,8 @@ from kubelab.pki import CertificateAuthority, KeyPair
 log = logging.getLogger(__name__)
 
 MAX_BODY = 3 * 1024 * 1024
+USER = web.RequestKey("user", auth.User)
+"""Where the authentication stage leaves the caller on the request."""
 
 
 @dataclass
@@ -330,7 +332,7 @@ class APIServer:
         user = self._authenticate(request)
         if not self.authorizer(user, info):
             raise errors.forbidden(None, info.name, auth.denial_message(user, info))
-        request["user"] = user
+        request[USER] = user
         if info.verb == "watch":
             self._watchers.inc(info.resource)
             try:
@@ -361,7 +363,7 @@ class APIServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         info = parse(request.method, request.path, request.query)
         if info.is_resource_request:
-            user: auth.User = request["user"]
+            user = request[USER]
             ctx = RequestContext(
                 user=user.name,
                 groups=user.groups,
