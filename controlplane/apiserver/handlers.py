@@ -444,7 +444,7 @@ class ResourceHandler:
         except ConnectionError:
             return response
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            await events.aclose()
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response

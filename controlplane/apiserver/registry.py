@@ -32,7 +32,7 @@ import datetime
 import json
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -519,7 +519,7 @@ class ResourceStore:
         *,
         send_initial: bool | None = None,
         bookmark_interval: float | None = None,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Changes under a namespace (or everywhere); raises ``ApiError`` 410 when too old.
 
         Without a resourceVersion (or with "0") the current objects come first as ADDED.
@@ -551,7 +551,7 @@ class ResourceStore:
         except Expired as error:
             raise errors.gone(str(error)) from None
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            await events.aclose()
 
     def _translate(self, event: Event, selection: Selection) -> WatchEvent | None:
         obj = self.decode(event.kv)

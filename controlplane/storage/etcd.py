@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aetcd
@@ -461,7 +461,7 @@ class EtcdStore:
 
     # Watch.
 
-    async def watch(self, prefix: str, from_revision: int) -> AsyncIterator[Event]:
+    async def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]:
         """Every change under ``prefix`` after ``from_revision`` (see the module docstring).
 
         Ends when the store is closed; raises ``Expired`` if ``from_revision`` is compacted and

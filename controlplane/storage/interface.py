@@ -26,7 +26,7 @@ Contracts every backend keeps:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -126,7 +126,7 @@ class Store(Protocol):
 
     async def delete(self, key: str, expected_revision: int = 0) -> KeyValue: ...
 
-    def watch(self, prefix: str, from_revision: int) -> AsyncIterator[Event]: ...
+    def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]: ...
 
     async def current_revision(self) -> int: ...
 

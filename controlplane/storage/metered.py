@@ -7,7 +7,7 @@ passed through untimed.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from controlplane.storage.interface import Event, KeyValue, ListResult, Store
@@ -58,7 +58,7 @@ class MeteredStore:
         result: KeyValue = await self._timed("delete", self.inner.delete(key, expected_revision))
         return result
 
-    def watch(self, prefix: str, from_revision: int) -> AsyncIterator[Event]:
+    def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]:
         return self.inner.watch(prefix, from_revision)
 
     async def current_revision(self) -> int:

@@ -26,7 +26,7 @@ import builtins
 import contextlib
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -364,7 +364,7 @@ class SQLiteStore:
             else:
                 watcher.queue.put_nowait(event)
 
-    async def watch(self, prefix: str, from_revision: int) -> AsyncIterator[Event]:
+    async def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]:
         """Every change under ``prefix`` after ``from_revision`` (see the module docstring)."""
         watcher = _Watcher(prefix)
         self._watchers.add(watcher)
