@@ -31,35 +31,24 @@ Client, server and etcd share the machine's CPUs, so the numbers include their c
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import json
-import os
-import re
-import shutil
-import signal
-import socket
 import ssl
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
 import psutil
 
 from bench.api_codec import make_pod
 from controlplane.storage.interface import Event, KeyValue, Store
+from tests.controlplane.apiserver.conftest import ServerProcess, start_server, stop_server
+from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
 
 REPO = Path(__file__).resolve().parents[1]
-ETCD_BINARY = shutil.which("etcd")
 
 LATENCY_OPS = 500
 PODS = 10_000
@@ -71,164 +60,18 @@ UPDATES = 200
 UPDATE_RATE = 50.0
 NAMESPACE = "bench"
 
-START_TIMEOUT = 60.0
 PHASE_TIMEOUT = 240.0
 """Seconds any one phase may take before the bench gives up on it."""
 
 Timings = dict[str, float]
 
 
-# Processes: etcd and the API server, started and stopped by PID.
+# Processes: the same launchers the tests use (started and stopped by PID).
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when this process dies (Linux; elsewhere nothing)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _stop(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-@dataclass
-class Etcd:
-    process: subprocess.Popen[bytes]
-    endpoint: str
-    data_dir: Path
-
-    @property
-    def db_file(self) -> Path:
-        return self.data_dir / "member" / "snap" / "db"
-
-
-def start_etcd(base: Path) -> Etcd:
-    assert ETCD_BINARY is not None
-    client_port, peer_port = _free_ports(2)
-    client, peer = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
-    data_dir = base / "etcd"
-    command = [
-        ETCD_BINARY,
-        "--name=bench",
-        f"--data-dir={data_dir}",
-        f"--listen-client-urls={client}",
-        f"--advertise-client-urls={client}",
-        f"--listen-peer-urls={peer}",
-        f"--initial-advertise-peer-urls={peer}",
-        f"--initial-cluster=bench={peer}",
-        "--initial-cluster-state=new",
-        "--logger=zap",
-        "--log-outputs=stderr",
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")}
-    with (base / "etcd.log").open("ab") as log:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-    etcd = Etcd(process, f"127.0.0.1:{client_port}", data_dir)
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"etcd exited with {process.returncode}; see {base}/etcd.log")
-        with (
-            contextlib.suppress(OSError, ValueError),
-            urllib.request.urlopen(f"{client}/health", timeout=1) as response,
-        ):
-            if json.loads(response.read()).get("health") == "true":
-                return etcd
-        if time.monotonic() > deadline:
-            _stop(process)
-            raise TimeoutError("etcd did not become healthy")
-        time.sleep(0.05)
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[str]
-    data_dir: Path
-    port: int
-    log: IO[str]
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        _stop(self.process)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self.log.close()
-
-
-def start_server(data_dir: Path, store: str) -> Server:
-    """``kubelab apiserver --secure-port 0``; waits (bounded) for its "serving on" line."""
+def launch(data_dir: Path, store: str) -> ServerProcess:
     data_dir.mkdir(parents=True)
-    log = (data_dir.parent / "apiserver.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kubelab",
-            "apiserver",
-            "--data-dir",
-            str(data_dir),
-            "--secure-port",
-            "0",
-            "--store",
-            store,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        cwd=REPO,
-        preexec_fn=_die_with_parent,
-    )
-    server = Server(process, data_dir, 0, log)
-    timer = None
-    try:
-        # readline blocks; a timer kills the process if the line never comes, ending it.
-        timer = threading.Timer(START_TIMEOUT, lambda: _stop(process, 1.0))
-        timer.start()
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        match = re.search(r"serving on https://[^:]+:(\d+)", line)
-        if not match:
-            raise RuntimeError(f"apiserver did not start: {line!r}; see {data_dir.parent}")
-        server.port = int(match.group(1))
-        return server
-    except BaseException:
-        server.stop()
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
+    return start_server(data_dir, "--store", store)
 
 
 def file_size(*paths: Path) -> int:
@@ -300,7 +143,7 @@ def pod(i: int) -> dict[str, Any]:
 class Client:
     """HTTPS to one server as its admin (client certificate), keep-alive."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ServerProcess) -> None:
         pki = server.data_dir / "pki"
         context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         context.load_cert_chain(pki / "admin.crt", pki / "admin.key")
@@ -329,7 +172,7 @@ class Client:
 # The phases, each on the API and on the raw store.
 
 
-async def api_phases(client: Client, server: Server, db_files: Callable[[], int]) -> Timings:
+async def api_phases(client: Client, server: ServerProcess, db_files: Callable[[], int]) -> Timings:
     out: Timings = {}
     ns = f"/api/v1/namespaces/{NAMESPACE}"
     cms, pods = f"{ns}/configmaps", f"{ns}/pods"
@@ -554,7 +397,10 @@ async def raw_watch(store: Store, cms: str) -> tuple[list[float], list[float]]:
 
 
 async def measure(
-    server: Server, open_raw: Callable[[], Awaitable[Store]], root: str, db_files: Callable[[], int]
+    server: ServerProcess,
+    open_raw: Callable[[], Awaitable[Store]],
+    root: str,
+    db_files: Callable[[], int],
 ) -> dict[str, Timings]:
     client = Client(server)
     try:
@@ -574,7 +420,7 @@ def run_sqlite(base: Path) -> dict[str, Timings]:
 
     data_dir = base / "server"
     db = data_dir / "state.db"
-    server = start_server(data_dir, "sqlite")
+    server = launch(data_dir, "sqlite")
     raw_db = base / "raw" / "state.db"
     raw_db.parent.mkdir()
     try:
@@ -587,28 +433,29 @@ def run_sqlite(base: Path) -> dict[str, Timings]:
             )
         )
     finally:
-        server.stop()
+        stop_server(server)
 
 
 def run_etcd(base: Path) -> dict[str, Timings]:
     from controlplane.storage.etcd import EtcdStore
 
-    etcd = start_etcd(base)
+    etcd = EtcdServer(base / "etcd", name="bench")
+    etcd.start()
     try:
-        server = start_server(base / "server", f"etcd://{etcd.endpoint}")
+        server = launch(base / "server", f"etcd://{etcd.endpoint}")
         try:
             return asyncio.run(
                 measure(
                     server,
                     lambda: EtcdStore.open([etcd.endpoint]),
                     "/rawbench",
-                    lambda: file_size(etcd.db_file),
+                    lambda: file_size(etcd.data_dir / "member" / "snap" / "db"),
                 )
             )
         finally:
-            server.stop()
+            stop_server(server)
     finally:
-        _stop(etcd.process)
+        etcd.stop()
 
 
 # Report.
@@ -671,7 +518,7 @@ def report(backend: str, api: Timings, raw: Timings, wall: float) -> None:
 
 def main() -> dict[str, dict[str, Timings]]:
     backends: list[tuple[str, Callable[[Path], dict[str, Timings]]]] = [("sqlite", run_sqlite)]
-    if ETCD_BINARY is not None:
+    if etcd_available():
         backends.append(("etcd", run_etcd))
     else:
         print("apiserver: no etcd binary on PATH; etcd skipped")

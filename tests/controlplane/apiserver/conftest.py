@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ import pytest
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
+START_TIMEOUT = 60.0
+"""Seconds a server may take to say it is serving."""
 REPO = Path(__file__).parents[3]
 
 
@@ -66,7 +69,13 @@ def start_server(data_dir: Path, *extra: str) -> ServerProcess:
         cwd=REPO,
     )
     assert process.stdout is not None
-    line = process.stdout.readline()
+    # readline blocks: if the line never comes, a timer ends the process and so the wait.
+    timer = threading.Timer(START_TIMEOUT, process.kill)
+    timer.start()
+    try:
+        line = process.stdout.readline()
+    finally:
+        timer.cancel()
     match = re.search(r"serving on https://[^:]+:(\d+)", line)
     server = ServerProcess(process, data_dir, int(match.group(1)) if match else 0, log)
     if not match:
