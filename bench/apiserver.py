@@ -45,8 +45,8 @@ import psutil
 
 from bench.api_codec import make_pod
 from controlplane.storage.interface import Event, KeyValue, Store
-from tests.controlplane.apiserver.conftest import ServerProcess, start_server, stop_server
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
+from tests.servers import ServerProcess, start_server, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
 

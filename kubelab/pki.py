@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import ssl
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,3 +186,29 @@ def identity(cert: x509.Certificate) -> tuple[str, list[str]]:
     names = subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     orgs = subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
     return (str(names[0].value) if names else "", [str(o.value) for o in orgs])
+
+
+def client_ssl_context(
+    ca_pem: bytes | None,
+    cert_pem: bytes | None = None,
+    key_pem: bytes | None = None,
+    *,
+    verify: bool = True,
+    check_hostname: bool = True,
+) -> ssl.SSLContext:
+    """A TLS client context trusting ``ca_pem`` (the system CAs if None) and presenting the
+    client certificate, if given.  ``ssl`` only loads key material from files, so it passes
+    through a private temporary directory that is gone before this returns."""
+    context = ssl.create_default_context(cadata=ca_pem.decode() if ca_pem else None)
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context.check_hostname = check_hostname
+    if cert_pem is not None and key_pem is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = Path(tmp) / "client.crt", Path(tmp) / "client.key"
+            cert.write_bytes(cert_pem)
+            key.write_bytes(key_pem)
+            context.load_cert_chain(cert, key)
+    return context

@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -32,7 +29,7 @@ from aiohttp import web
 from controlplane.apiserver import errors
 from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.pki import KeyPair
+from kubelab.pki import KeyPair, client_ssl_context
 
 DEFAULT_KUBELET_PORT = 10250
 ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")
@@ -94,13 +91,10 @@ class KubeletConnector:
     """Connects to kubelets as the API server's kubelet client identity."""
 
     def __init__(self, ca_pem: bytes, identity: KeyPair) -> None:
-        self.context = ssl.create_default_context(cadata=ca_pem.decode())
-        self.context.check_hostname = False  # kubelets are addressed by IP, verified by CA
-        with tempfile.TemporaryDirectory() as tmp:
-            cert, key = Path(tmp) / "client.crt", Path(tmp) / "client.key"
-            cert.write_bytes(identity.cert_pem)
-            key.write_bytes(identity.key_pem)
-            self.context.load_cert_chain(cert, key)
+        # Kubelets are addressed by IP and verified by the cluster CA alone.
+        self.context = client_ssl_context(
+            ca_pem, identity.cert_pem, identity.key_pem, check_hostname=False
+        )
 
     def _url(self, node: Node, path: str) -> str:
         host, port = kubelet_address(node)

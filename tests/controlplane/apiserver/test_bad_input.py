@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kubelab.client import kubeconfig
-from tests.controlplane.apiserver.conftest import ServerProcess
+from tests.servers import ServerProcess
 
 
 @dataclass

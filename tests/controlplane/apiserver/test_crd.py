@@ -19,7 +19,8 @@ import yaml
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ApiException
 
-from tests.controlplane.apiserver.conftest import KUBECTL, Kubectl, ServerProcess
+from tests.controlplane.apiserver.conftest import Kubectl
+from tests.servers import KUBECTL, ServerProcess
 
 MANIFESTS = Path(__file__).parents[2] / "kubelab" / "api" / "manifests"
 CRONTAB_CRD = MANIFESTS / "apiextensions-customresourcedefinition-crontab.yaml"

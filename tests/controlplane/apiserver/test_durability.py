@@ -14,8 +14,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from tests.controlplane.apiserver.conftest import ServerProcess, start_server, stop_server
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
+from tests.servers import ServerProcess, start_server, stop_server
 
 Launch = Callable[[], ServerProcess]
 

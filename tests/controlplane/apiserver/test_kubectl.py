@@ -10,7 +10,8 @@ import time
 import pytest
 import yaml
 
-from tests.controlplane.apiserver.conftest import KUBECTL, Kubectl, ServerProcess
+from tests.controlplane.apiserver.conftest import Kubectl
+from tests.servers import KUBECTL, ServerProcess
 
 DEPLOYMENT = """
 apiVersion: apps/v1

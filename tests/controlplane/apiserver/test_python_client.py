@@ -18,7 +18,7 @@ from kubernetes.dynamic.exceptions import ConflictError
 import kubelab.api.kinds  # noqa: F401  (registers every kind)
 from kubelab.api import codec
 from kubelab.api.scheme import SCHEME
-from tests.controlplane.apiserver.conftest import start_server, stop_server
+from tests.servers import start_server, stop_server
 
 MANIFESTS = pathlib.Path(__file__).parents[2] / "kubelab" / "api" / "manifests"
 

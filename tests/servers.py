@@ -1,0 +1,88 @@
+"""A real ``kubelab apiserver`` process, started as users start it, for tests of any package.
+
+The server runs as a subprocess (``python -m kubelab apiserver --secure-port 0``) so blocking
+clients (kubectl, the official Python client) can talk to it from the test.  ``stop_server``
+ends it by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+START_TIMEOUT = 60.0
+"""Seconds a server may take to say it is serving."""
+REPO = Path(__file__).parents[3]
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[str]
+    data_dir: Path
+    port: int
+    log: IO[str]
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.data_dir / "admin.kubeconfig"
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+
+def start_server(data_dir: Path, *extra: str) -> ServerProcess:
+    log_path = data_dir.parent / f"{data_dir.name}.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kubelab",
+            "apiserver",
+            "--data-dir",
+            str(data_dir),
+            "--secure-port",
+            "0",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        cwd=REPO,
+    )
+    assert process.stdout is not None
+    # readline blocks: if the line never comes, a timer ends the process and so the wait.
+    timer = threading.Timer(START_TIMEOUT, process.kill)
+    timer.start()
+    try:
+        line = process.stdout.readline()
+    finally:
+        timer.cancel()
+    match = re.search(r"serving on https://[^:]+:(\d+)", line)
+    server = ServerProcess(process, data_dir, int(match.group(1)) if match else 0, log)
+    if not match:
+        stop_server(server)
+        raise AssertionError(f"apiserver did not start: {line!r}\n{log_path.read_text()}")
+    return server
+
+
+def stop_server(server: ServerProcess) -> None:
+    if server.process.poll() is None:
+        os.kill(server.process.pid, signal.SIGTERM)
+        try:
+            server.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(server.process.pid, signal.SIGKILL)
+            server.process.wait()
+    if server.process.stdout is not None:
+        server.process.stdout.close()
+    server.log.close()
