@@ -8,8 +8,7 @@ and namespace lifecycle.
   write hooks: allocated just before a Service is written (a requested address or port is
   checked, a missing one chosen), given back if the write fails or once the Service is gone, and
   rebuilt from the stored Services at start, so no address is ever handed out twice.
-- Namespace lifecycle: objects may be created only in namespaces that exist and are not
-  terminating; the four system namespaces cannot be deleted.
+- The PriorityClasses ``system-cluster-critical`` and ``system-node-critical``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from controlplane.apiserver import errors
-from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
+from controlplane.apiserver.admission import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
+from controlplane.apiserver.registry import RequestContext, ResourceStore
 from kubelab.api.errors import ROOT, ErrorList
 from kubelab.api.kinds.core_v1.cluster import Namespace
 from kubelab.api.kinds.core_v1.service import (
@@ -34,13 +34,12 @@ from kubelab.api.kinds.core_v1.service import (
 )
 from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointConditions, EndpointSlice
 from kubelab.api.kinds.discovery_v1 import EndpointPort as SlicePort
+from kubelab.api.kinds.scheduling_v1 import PriorityClass
 from kubelab.api.meta_v1 import ObjectMeta, Resource
-from kubelab.api.scheme import KindInfo
 
 if TYPE_CHECKING:
     from controlplane.apiserver.server import APIServer, ServerConfig
 
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
 
 
@@ -265,47 +264,6 @@ class ServiceAllocation:
             self.ports.release(port)
 
 
-def namespace_lifecycle(server: APIServer) -> Admission:
-    """Admission: create only in live namespaces; never delete the system namespaces."""
-
-    async def admit(
-        operation: str,
-        info: KindInfo,
-        obj: Resource,
-        old: Resource | None,
-        ctx: RequestContext,
-    ) -> None:
-        if info.kind == "Namespace" and operation == "DELETE":
-            if obj.metadata.name in SYSTEM_NAMESPACES:
-                raise errors.forbidden(
-                    info,
-                    obj.metadata.name or "",
-                    f'namespaces "{obj.metadata.name}" is forbidden: this namespace may not be '
-                    "deleted",
-                )
-            return
-        if operation != "CREATE" or not info.namespaced:
-            return
-        namespaces = server.lookup("", "v1", "namespaces")
-        assert namespaces is not None
-        name = obj.metadata.namespace or ""
-        try:
-            namespace = await namespaces.get("", name)
-        except errors.ApiError as error:
-            if error.code == 404:
-                raise errors.not_found(namespaces.info, name) from None
-            raise
-        if namespace.metadata.deletion_timestamp is not None:
-            raise errors.forbidden(
-                info,
-                obj.metadata.name or "",
-                f'{info.plural} "{obj.metadata.name}" is forbidden: unable to create new content '
-                f"in namespace {name} because it is being terminated",
-            )
-
-    return admit
-
-
 async def repair(server: APIServer, allocation: ServiceAllocation) -> None:
     """Rebuild the allocators from the stored Services."""
     services = server.lookup("", "v1", "services")
@@ -322,6 +280,16 @@ async def ensure_objects(server: APIServer) -> None:
     assert namespaces is not None
     for name in SYSTEM_NAMESPACES:
         await _create_missing(namespaces, "", Namespace(metadata=ObjectMeta(name=name)), system)
+    classes = server.lookup("scheduling.k8s.io", "v1", "priorityclasses")
+    assert classes is not None
+    for name, value in SYSTEM_PRIORITY_CLASSES.items():
+        critical = PriorityClass(
+            metadata=ObjectMeta(name=name),
+            value=value,
+            description="Used for system critical pods that must not be moved from their "
+            "current node.",
+        )
+        await _create_missing(classes, "", critical, system)
     config = server.config
     services = server.lookup("", "v1", "services")
     assert services is not None

@@ -31,6 +31,7 @@ import msgspec
 from aiohttp import web
 from cryptography import x509
 
+from controlplane.apiserver import admission as builtin_admission
 from controlplane.apiserver import (
     apply,
     auth,
@@ -210,17 +211,23 @@ class APIServer:
         self.stores: dict[tuple[str, str, str], ResourceStore] = {}
         self.allocation = bootstrap.ServiceAllocation(config)
         hooks = {("", "v1", "services"): [self.allocation]}
-        stages = [bootstrap.namespace_lifecycle(self), *admission]
         for info in SCHEME.served():
             key = (info.group, info.version, info.plural)
             self.stores[key] = ResourceStore(
                 info,
                 self.store,
                 self.clock,
-                stages,
                 hooks=hooks.get(key, ()),
                 track_fields=apply.record_update,
             )
+        self.namespaces, self.priority_classes = builtin_admission.caches(self.stores)
+        stages = [
+            builtin_admission.namespace_lifecycle(self.namespaces),
+            builtin_admission.priority(self.priority_classes),
+            *admission,
+        ]
+        for resource_store in self.stores.values():
+            resource_store.admission = list(stages)
         self.crds = crd.Controller(self)
         self.handler = ResourceHandler(
             self.lookup, self.clock, reviews.reviewers(authorizer), config.bookmark_interval
@@ -283,6 +290,8 @@ class APIServer:
         self.port = port
         await bootstrap.repair(self, self.allocation)
         await bootstrap.ensure_objects(self)
+        await self.namespaces.start()
+        await self.priority_classes.start()
         await self.crds.start()
         self._ready = True
 
@@ -515,6 +524,8 @@ class Running:
     async def stop(self) -> None:
         self.compactor.cancel()
         self.server.crds.stop()
+        self.server.namespaces.stop()
+        self.server.priority_classes.stop()
         await self.runner.cleanup()
         self.stopped.set()
 
