@@ -1,0 +1,1 @@
+"""The scheduler: places each pending pod on a node through the scheduling framework."""

@@ -1,0 +1,1 @@
+"""The scheduling framework: extension points, their results, and the data plugins read."""

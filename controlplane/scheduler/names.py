@@ -1,0 +1,21 @@
+"""The names of the default plugins, as configuration files and events spell them."""
+
+from __future__ import annotations
+
+PRIORITY_SORT = "PrioritySort"
+SCHEDULING_GATES = "SchedulingGates"
+NODE_UNSCHEDULABLE = "NodeUnschedulable"
+NODE_NAME = "NodeName"
+TAINT_TOLERATION = "TaintToleration"
+NODE_AFFINITY = "NodeAffinity"
+NODE_PORTS = "NodePorts"
+NODE_RESOURCES_FIT = "NodeResourcesFit"
+NODE_RESOURCES_BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
+IMAGE_LOCALITY = "ImageLocality"
+INTER_POD_AFFINITY = "InterPodAffinity"
+POD_TOPOLOGY_SPREAD = "PodTopologySpread"
+VOLUME_BINDING = "VolumeBinding"
+VOLUME_RESTRICTIONS = "VolumeRestrictions"
+NODE_VOLUME_LIMITS = "NodeVolumeLimits"
+DEFAULT_PREEMPTION = "DefaultPreemption"
+DEFAULT_BINDER = "DefaultBinder"
