@@ -1,0 +1,1 @@
+"""The default plugins, one module each; ``registry`` maps their names to factories."""

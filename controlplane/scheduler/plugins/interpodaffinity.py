@@ -1,0 +1,556 @@
+"""InterPodAffinity: pods that must (or would rather) run near, or away from, other pods.
+
+A pod affinity term names pods by label and namespace and a topology key (a node label such as
+``kubernetes.io/hostname`` or ``topology.kubernetes.io/zone``); the pods it names "are in" the
+topology domain of the node they run on.  Checking a term against every pod for every node
+would cost nodes x pods per candidate, so, as upstream does, PreFilter walks the pods once and
+counts matches per topology pair (key, value):
+
+- existing pods' required anti-affinity terms that match the incoming pod (only nodes hosting
+  such pods are visited: the snapshot keeps that list);
+- existing pods that match all of the incoming pod's required affinity terms;
+- existing pods that match any of the incoming pod's required anti-affinity terms.
+
+Filter then only looks a node's labels up in those counts.  Each node's part of the first two
+walks is remembered across cycles until the node changes (``_NodeMemo``).  The counts live in
+the cycle state and are cloned with it, so preemption can add and remove pods
+(``add_pod``/``remove_pod``) on its copy.  PreScore does the same walk for preferred terms
+(the incoming pod's, and existing pods' preferred terms plus their required affinity terms at
+``hardPodAffinityWeight``), and Score sums the weights of the node's topology pairs.
+
+Terms select namespaces by name or by a namespace label selector.  The incoming pod's selectors
+are resolved into names once per cycle against the namespace cache; existing pods' selectors are
+matched against the labels of the incoming pod's namespace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+
+from controlplane.scheduler import names
+from controlplane.scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    NodeScore,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
+from controlplane.scheduler.framework.types import (
+    AffinityTerm,
+    NodeInfo,
+    PodInfo,
+    WeightedAffinityTerm,
+)
+from kubelab.api.kinds.core_v1.cluster import Namespace
+from kubelab.api.kinds.core_v1.node import Node
+from kubelab.api.kinds.core_v1.pod import Pod
+
+NAME = names.INTER_POD_AFFINITY
+
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
+    "node(s) didn't satisfy existing pods anti-affinity rules"
+)
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+
+DEFAULT_HARD_POD_AFFINITY_WEIGHT = 1
+
+TopologyCounts = dict[str, dict[str, int]]
+"""topology key -> topology value -> count (or summed weight); zero counts are dropped."""
+
+
+def _node_labels(node: Node | None) -> Mapping[str, str]:
+    return (node.metadata.labels or {}) if node is not None else {}
+
+
+def _add(counts: TopologyCounts, labels: Mapping[str, str], key: str, value: int) -> None:
+    """Add ``value`` to the node's pair for ``key`` (nothing if the node lacks the label)."""
+    topology_value = labels.get(key)
+    if topology_value is None:
+        return
+    values = counts.setdefault(key, {})
+    total = values.get(topology_value, 0) + value
+    if total:
+        values[topology_value] = total
+    else:
+        del values[topology_value]
+        if not values:
+            del counts[key]
+
+
+def _matches_all(terms: Iterable[AffinityTerm], pod: Pod) -> bool:
+    """Whether ``pod`` matches every term (and there is at least one).
+
+    Only used with the incoming pod's terms, whose namespace selectors are resolved, so no
+    namespace labels are needed.
+    """
+    matched = False
+    for term in terms:
+        if not term.matches(pod):
+            return False
+        matched = True
+    return matched
+
+
+def _count_affinity(
+    counts: TopologyCounts,
+    terms: tuple[AffinityTerm, ...],
+    pod: Pod,
+    labels: Mapping[str, str],
+    value: int,
+) -> None:
+    """Affinity terms count a pod only if it matches all of them (upstream semantics)."""
+    if _matches_all(terms, pod):
+        for term in terms:
+            _add(counts, labels, term.topology_key, value)
+
+
+def _count_anti_affinity(
+    counts: TopologyCounts,
+    terms: Iterable[AffinityTerm],
+    pod: Pod,
+    namespace_labels: Mapping[str, str] | None,
+    labels: Mapping[str, str],
+    value: int,
+) -> None:
+    """Anti-affinity terms count a pod for each term it matches."""
+    for term in terms:
+        if term.matches(pod, namespace_labels):
+            _add(counts, labels, term.topology_key, value)
+
+
+def _score(
+    scores: TopologyCounts,
+    term: AffinityTerm,
+    weight: int,
+    pod: Pod,
+    namespace_labels: Mapping[str, str] | None,
+    labels: Mapping[str, str],
+) -> None:
+    """Credit ``weight`` to the node's pair for the term's key if ``pod`` matches the term.
+
+    Unlike the Filter counts, a pair whose weights cancel out stays, at zero: it still makes
+    PreScore run Score.
+    """
+    if term.matches(pod, namespace_labels):
+        topology_value = labels.get(term.topology_key)
+        if topology_value is not None:
+            values = scores.setdefault(term.topology_key, {})
+            values[topology_value] = values.get(topology_value, 0) + weight
+
+
+def _clone(counts: TopologyCounts) -> TopologyCounts:
+    return {key: dict(values) for key, values in counts.items()}
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+_IncomingKey = tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, str]] | None]
+"""What existing pods' terms can see of the incoming pod: namespace, labels, namespace labels."""
+_TermsKey = tuple[tuple[AffinityTerm, ...], tuple[AffinityTerm, ...]]
+
+
+class _PerNode(Generic[V]):
+    __slots__ = ("_by_node",)
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, tuple[int, V]] = {}
+
+    def get(self, node: NodeInfo, compute: Callable[[NodeInfo], V]) -> V:
+        cached = self._by_node.get(node.name)
+        if cached is None or cached[0] != node.generation:
+            cached = self._by_node[node.name] = (node.generation, compute(node))
+        return cached[1]
+
+
+class _NodeMemo(Generic[K, V]):
+    """Per-node results of a walk over a node's pods, for the most recently used keys.
+
+    A result is trusted while the NodeInfo's ``generation`` is the one it was computed at:
+    adding or removing a pod (an update is both) bumps it.  A cycle then walks only the pods
+    of nodes that changed since a cycle with the same key, where upstream (in parallel Go)
+    walks every pod every cycle; the counts are the same.
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[K, _PerNode[V]] = OrderedDict()
+
+    def for_key(self, key: K) -> _PerNode[V]:
+        found = self._entries.get(key)
+        if found is None:
+            found = self._entries[key] = _PerNode()
+            if len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        return found
+
+
+@dataclasses.dataclass(slots=True)
+class _PreFilterState:
+    """The counts Filter reads; ``affinity``/``anti_affinity`` are the incoming pod's
+    required terms with their namespace selectors resolved."""
+
+    pod: Pod
+    affinity: tuple[AffinityTerm, ...]
+    anti_affinity: tuple[AffinityTerm, ...]
+    namespace_labels: Mapping[str, str] | None
+    existing_anti_affinity_counts: TopologyCounts = dataclasses.field(default_factory=dict)
+    affinity_counts: TopologyCounts = dataclasses.field(default_factory=dict)
+    anti_affinity_counts: TopologyCounts = dataclasses.field(default_factory=dict)
+
+    def clone(self) -> _PreFilterState:
+        return dataclasses.replace(
+            self,
+            existing_anti_affinity_counts=_clone(self.existing_anti_affinity_counts),
+            affinity_counts=_clone(self.affinity_counts),
+            anti_affinity_counts=_clone(self.anti_affinity_counts),
+        )
+
+    def update_with_pod(self, info: PodInfo, node: Node | None, value: int) -> None:
+        labels = _node_labels(node)
+        _count_anti_affinity(
+            self.existing_anti_affinity_counts,
+            info.required_anti_affinity,
+            self.pod,
+            self.namespace_labels,
+            labels,
+            value,
+        )
+        _count_affinity(self.affinity_counts, self.affinity, info.pod, labels, value)
+        _count_anti_affinity(
+            self.anti_affinity_counts, self.anti_affinity, info.pod, None, labels, value
+        )
+
+    def existing_topology_keys(self, node: NodeInfo) -> tuple[str, ...]:
+        """The topology key of every required anti-affinity term of a pod on ``node`` that
+        matches the incoming pod (one entry per match)."""
+        return tuple(
+            term.topology_key
+            for existing in node.pods_with_required_anti_affinity
+            for term in existing.required_anti_affinity
+            if term.matches(self.pod, self.namespace_labels)
+        )
+
+    def incoming_matches(self, node: NodeInfo) -> tuple[int, tuple[int, ...]]:
+        """How many pods on ``node`` match all of the incoming pod's affinity terms, and how
+        many match each of its anti-affinity terms."""
+        pods = [info.pod for info in node.pods]
+        return (
+            sum(1 for p in pods if _matches_all(self.affinity, p)),
+            tuple(sum(1 for p in pods if term.matches(p)) for term in self.anti_affinity),
+        )
+
+    def satisfies_pod_affinity(self, labels: Mapping[str, str]) -> bool:
+        pods_exist = True
+        for term in self.affinity:
+            topology_value = labels.get(term.topology_key)
+            if topology_value is None:
+                return False  # every topology key must be on the node
+            if self.affinity_counts.get(term.topology_key, {}).get(topology_value, 0) <= 0:
+                pods_exist = False
+        if pods_exist:
+            return True
+        # The first pod of a group with affinity to itself: nothing matches anywhere yet, so
+        # it may go to any node that has the topology labels, provided it matches its terms.
+        return not self.affinity_counts and _matches_all(self.affinity, self.pod)
+
+    def satisfies_pod_anti_affinity(self, labels: Mapping[str, str]) -> bool:
+        if not self.anti_affinity_counts:
+            return True
+        for term in self.anti_affinity:
+            topology_value = labels.get(term.topology_key)
+            if (
+                topology_value is not None
+                and self.anti_affinity_counts.get(term.topology_key, {}).get(topology_value, 0) > 0
+            ):
+                return False
+        return True
+
+    def satisfies_existing_pods_anti_affinity(self, labels: Mapping[str, str]) -> bool:
+        for key, values in self.existing_anti_affinity_counts.items():
+            topology_value = labels.get(key)
+            if topology_value is not None and values.get(topology_value, 0) > 0:
+                return False
+        return True
+
+
+@dataclasses.dataclass(slots=True)
+class _PreScoreState:
+    topology_score: TopologyCounts
+
+    def clone(self) -> _PreScoreState:
+        return self  # read-only after PreScore
+
+
+class InterPodAffinity:
+    NAME: ClassVar[str] = names.INTER_POD_AFFINITY
+
+    def __init__(self, handle: Handle, hard_pod_affinity_weight: int, ignore_preferred: bool):
+        self._handle = handle
+        self._hard_pod_affinity_weight = hard_pod_affinity_weight
+        self._ignore_preferred_terms_of_existing_pods = ignore_preferred
+        self._existing_memo: _NodeMemo[_IncomingKey, tuple[str, ...]] = _NodeMemo()
+        self._incoming_memo: _NodeMemo[_TermsKey, tuple[int, tuple[int, ...]]] = _NodeMemo()
+
+    # Namespaces.
+
+    def _namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        """A snapshot of the namespace's labels; None (no labels) if it is not cached."""
+        found = self._handle.lister(Namespace).get(namespace)
+        return dict(found.metadata.labels or {}) if found is not None else None
+
+    def _resolve_namespaces(self, term: AffinityTerm) -> AffinityTerm:
+        """Fold an incoming pod's non-empty namespace selector into namespace names, so the
+        term can be matched without looking up each existing pod's namespace labels.  An
+        empty selector (all namespaces) is kept as it is."""
+        selector = term.namespace_selector
+        if selector is None or selector.empty:
+            return term
+        matching = {
+            namespace.metadata.name or ""
+            for namespace in self._handle.lister(Namespace).list()
+            if selector.matches(namespace.metadata.labels or {})
+        }
+        return dataclasses.replace(
+            term, namespaces=term.namespaces | matching, namespace_selector=None
+        )
+
+    def _resolve_all(self, terms: Iterable[AffinityTerm]) -> tuple[AffinityTerm, ...]:
+        return tuple(self._resolve_namespaces(term) for term in terms)
+
+    def _resolve_weighted(
+        self, terms: Iterable[WeightedAffinityTerm]
+    ) -> tuple[WeightedAffinityTerm, ...]:
+        return tuple(
+            WeightedAffinityTerm(self._resolve_namespaces(term.term), term.weight) for term in terms
+        )
+
+    # PreFilter and its extensions.
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]:
+        namespace = pod.pod.metadata.namespace or ""
+        s = _PreFilterState(
+            pod=pod.pod,
+            affinity=self._resolve_all(pod.required_affinity),
+            anti_affinity=self._resolve_all(pod.required_anti_affinity),
+            namespace_labels=self._namespace_labels(namespace),
+        )
+        # Consecutive pods of one workload look the same to these walks, so each node's part is
+        # remembered until the node changes (see _NodeMemo).
+        incoming_key = (
+            namespace,
+            frozenset((pod.pod.metadata.labels or {}).items()),
+            frozenset(s.namespace_labels.items()) if s.namespace_labels is not None else None,
+        )
+        existing_memo = self._existing_memo.for_key(incoming_key)
+        for node_info in self._handle.snapshot.have_pods_with_required_anti_affinity():
+            labels = _node_labels(node_info.node)
+            for key in existing_memo.get(node_info, s.existing_topology_keys):
+                _add(s.existing_anti_affinity_counts, labels, key, 1)
+        if s.affinity or s.anti_affinity:
+            incoming_memo = self._incoming_memo.for_key((s.affinity, s.anti_affinity))
+            for node_info in nodes:
+                if not node_info.pods:
+                    continue
+                labels = _node_labels(node_info.node)
+                matching_all, matching_each = incoming_memo.get(node_info, s.incoming_matches)
+                if matching_all:
+                    for term in s.affinity:
+                        _add(s.affinity_counts, labels, term.topology_key, matching_all)
+                for term, matching in zip(s.anti_affinity, matching_each, strict=True):
+                    if matching:
+                        _add(s.anti_affinity_counts, labels, term.topology_key, matching)
+        elif not s.existing_anti_affinity_counts:
+            return None, SKIP
+        state.write(PRE_FILTER_STATE_KEY, s)
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> InterPodAffinity:
+        return self
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
+        return self._update(state, to_add, node, 1)
+
+    def remove_pod(
+        self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
+    ) -> Status:
+        return self._update(state, to_remove, node, -1)
+
+    def _update(self, state: CycleState, info: PodInfo, node: NodeInfo, value: int) -> Status:
+        try:
+            s = state.read(PRE_FILTER_STATE_KEY, _PreFilterState)
+        except (KeyError, TypeError) as error:
+            return Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
+        s.update_with_pod(info, node.node, value)
+        return SUCCESS
+
+    # Filter.
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        try:
+            s = state.read(PRE_FILTER_STATE_KEY, _PreFilterState)
+        except (KeyError, TypeError) as error:
+            return Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
+        labels = _node_labels(node.node)
+        if not s.satisfies_pod_affinity(labels):
+            return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
+        if not s.satisfies_pod_anti_affinity(labels):
+            return Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+        if not s.satisfies_existing_pods_anti_affinity(labels):
+            return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+        return SUCCESS
+
+    # PreScore, Score and NormalizeScore.
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        has_constraints = bool(pod.preferred_affinity or pod.preferred_anti_affinity)
+        if self._ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return SKIP
+        snapshot = self._handle.snapshot
+        # Without preferred terms of its own, only pods that have affinity terms can score.
+        all_nodes = snapshot.list() if has_constraints else snapshot.have_pods_with_affinity()
+        preferred = self._resolve_weighted(pod.preferred_affinity)
+        preferred_anti = self._resolve_weighted(pod.preferred_anti_affinity)
+        namespace_labels = self._namespace_labels(pod.pod.metadata.namespace or "")
+        incoming = pod.pod
+        hard_weight = self._hard_pod_affinity_weight
+        scores: TopologyCounts = {}
+        for node_info in all_nodes:
+            labels = _node_labels(node_info.node)
+            if not labels:
+                continue
+            for existing in node_info.pods if has_constraints else node_info.pods_with_affinity:
+                target = existing.pod
+                for weighted in preferred:
+                    _score(scores, weighted.term, weighted.weight, target, None, labels)
+                for weighted in preferred_anti:
+                    _score(scores, weighted.term, -weighted.weight, target, None, labels)
+                if hard_weight > 0:
+                    for term in existing.required_affinity:
+                        _score(scores, term, hard_weight, incoming, namespace_labels, labels)
+                for weighted in existing.preferred_affinity:
+                    _score(
+                        scores, weighted.term, weighted.weight, incoming, namespace_labels, labels
+                    )
+                for weighted in existing.preferred_anti_affinity:
+                    _score(
+                        scores, weighted.term, -weighted.weight, incoming, namespace_labels, labels
+                    )
+        if not scores:
+            return SKIP
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(scores))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        try:
+            s = state.read(PRE_SCORE_STATE_KEY, _PreScoreState)
+        except (KeyError, TypeError) as error:
+            return 0, Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
+        labels = _node_labels(node.node)
+        total = 0
+        for key, values in s.topology_score.items():
+            topology_value = labels.get(key)
+            if topology_value is not None:
+                total += values.get(topology_value, 0)
+        return total, SUCCESS
+
+    def score_extensions(self) -> InterPodAffinity:
+        return self
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+        """Scale linearly so the lowest score becomes 0 and the highest MAX_NODE_SCORE."""
+        try:
+            s = state.read(PRE_SCORE_STATE_KEY, _PreScoreState)
+        except (KeyError, TypeError) as error:
+            return Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
+        if not s.topology_score or not scores:
+            return SUCCESS
+        lowest = min(score.score for score in scores)
+        spread = max(score.score for score in scores) - lowest
+        for i, score in enumerate(scores):
+            normalized = int(MAX_NODE_SCORE * (score.score - lowest) / spread) if spread else 0
+            scores[i] = NodeScore(score.name, normalized)
+        return SUCCESS
+
+    # Requeueing.
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            # An assigned pod that appears may satisfy affinity; one whose labels change or that
+            # goes away may stop violating anti-affinity.
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.ASSIGNED_POD,
+                    ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE,
+                ),
+                self._is_schedulable_after_pod_change,
+            ),
+            # A node with a term's topology key opens a new domain.
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                self._is_schedulable_after_node_change,
+            ),
+        ]
+
+    @staticmethod
+    def _is_schedulable_after_pod_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        original: Pod | None = old
+        modified: Pod | None = new
+        if any(p is not None and not (p.spec and p.spec.node_name) for p in (original, modified)):
+            return QueueingHint.SKIP  # unscheduled pods do not count
+        info = PodInfo.of(pod)
+        terms, anti_terms = info.required_affinity, info.required_anti_affinity
+        if original is not None and modified is not None:
+            if not _matches_all(terms, original) and _matches_all(terms, modified):
+                return QueueingHint.QUEUE
+            if _matches_all(anti_terms, original) and not _matches_all(anti_terms, modified):
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+        if modified is not None:
+            return QueueingHint.QUEUE if _matches_all(terms, modified) else QueueingHint.SKIP
+        if original is not None and _matches_all(anti_terms, original):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    @staticmethod
+    def _is_schedulable_after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        modified: Node | None = new
+        labels = _node_labels(modified)
+        info = PodInfo.of(pod)
+        for term in (*info.required_affinity, *info.required_anti_affinity):
+            if term.topology_key in labels:
+                return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> InterPodAffinity:
+    """``hardPodAffinityWeight`` (0-100, default 1) and
+    ``ignorePreferredTermsOfExistingPods`` (default false), as in InterPodAffinityArgs."""
+    args = args or {}
+    weight = args.get("hardPodAffinityWeight", DEFAULT_HARD_POD_AFFINITY_WEIGHT)
+    if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= 100:
+        raise ValueError(
+            f"hardPodAffinityWeight: Invalid value: {weight}: not in valid range [0-100]"
+        )
+    return InterPodAffinity(
+        handle, weight, bool(args.get("ignorePreferredTermsOfExistingPods", False))
+    )

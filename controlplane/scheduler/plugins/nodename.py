@@ -1,0 +1,60 @@
+"""NodeName: a pod that names its node in ``spec.nodeName`` fits only that node (upstream
+``nodename``).
+
+Nothing about an existing node can change its name, so only a node being added can help a
+rejected pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from controlplane.scheduler import names
+from controlplane.scheduler.framework.interface import (
+    SUCCESS,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+)
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo
+from kubelab.api.kinds.core_v1.node import Node
+from kubelab.api.kinds.core_v1.pod import Pod
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+def fits(pod: Pod, node: Node) -> bool:
+    """Whether the pod names no node, or names ``node``."""
+    wanted = pod.spec.node_name if pod.spec else None
+    return not wanted or wanted == node.metadata.name
+
+
+class NodeName:
+    NAME: ClassVar[str] = names.NODE_NAME
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if node.node is None or not fits(pod.pod, node.node):
+            return Status.unresolvable(ERR_REASON)
+        return SUCCESS
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD),
+                self._is_schedulable_after_node_add,
+            )
+        ]
+
+    @staticmethod
+    def _is_schedulable_after_node_add(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        return QueueingHint.QUEUE if isinstance(new, Node) and fits(pod, new) else QueueingHint.SKIP
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeName:
+    return NodeName()

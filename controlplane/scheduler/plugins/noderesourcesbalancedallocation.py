@@ -1,0 +1,96 @@
+"""NodeResourcesBalancedAllocation: prefer nodes whose resources fill up evenly.
+
+For each configured resource (cpu and memory by default) the fraction requested after placing
+the pod is ``(node's requests + pod's request) / allocatable``, capped at 1.  The score is
+``(1 - standard deviation of those fractions) * 100``: a node that would end up at 50 % CPU and
+50 % memory scores 100, one at 90 % CPU and 10 % memory scores 60.  A node using a lot of one
+resource and little of another strands the leftover, which this steers away from.
+
+Unlike NodeResourcesFit's scoring, the actual requests are used (no non-zero defaults), and a
+best-effort pod, which requests none of the resources, skips this plugin entirely: otherwise
+every such pod would score the same emptiest-looking node highest and pile onto it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from controlplane.scheduler import names
+from controlplane.scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SKIP,
+    SUCCESS,
+    CycleState,
+    Handle,
+    ScoreExtensions,
+    Status,
+)
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo
+from controlplane.scheduler.plugins.noderesourcesfit import (
+    ResourceAllocationScorer,
+    parse_resource_specs,
+)
+
+_PRE_SCORE_KEY = "PreScore" + names.NODE_RESOURCES_BALANCED_ALLOCATION
+
+
+def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """(1 - std of the requested fractions) * MAX_NODE_SCORE, leaving out resources the
+    node has none of."""
+    fractions = [
+        min(req / alloc, 1.0) for req, alloc in zip(requested, allocatable, strict=True) if alloc
+    ]
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+@dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    pod_requests: list[int]
+
+
+class NodeResourcesBalancedAllocation:
+    NAME: ClassVar[str] = names.NODE_RESOURCES_BALANCED_ALLOCATION
+
+    def __init__(self, scorer: ResourceAllocationScorer) -> None:
+        self._scorer = scorer
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        requests = self._scorer.pod_requests(pod)
+        if not any(requests):
+            return SKIP
+        state.write(_PRE_SCORE_KEY, _PreScoreState(requests))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        pre_score = state.get(_PRE_SCORE_KEY)
+        if isinstance(pre_score, _PreScoreState):
+            requests = pre_score.pod_requests
+        else:
+            requests = self._scorer.pod_requests(pod)
+            if not any(requests):
+                return 0, SUCCESS
+        return self._scorer.score(node, requests)
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return None
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesBalancedAllocation:
+    """``args``: NodeResourcesBalancedAllocationArgs (``resources``, each of weight 1);
+    ValueError if invalid."""
+    resources = parse_resource_specs((args or {}).get("resources"), "resources")
+    for spec in resources:
+        if spec.weight != 1:
+            raise ValueError(f"resources: Invalid value: {spec.weight}: must be 1")
+    return NodeResourcesBalancedAllocation(
+        ResourceAllocationScorer(resources, balanced_resource_score, use_requested=True)
+    )

@@ -1,0 +1,486 @@
+"""NodeResourcesFit: does the node have room for the pod's requests, and how full will it be?
+
+Filter compares what the pod requests (PreFilter computes it once per cycle) with what the
+node has left: allocatable minus the requests of the pods already there.  Every shortfall is a
+reason ("Insufficient cpu", "Too many pods", ...); when the pod asks for more than the whole
+node has, no preemption could help, so the status is UNSCHEDULABLE_AND_UNRESOLVABLE.
+Extended resources (``example.com/gpu``) listed in ``ignoredResources``, or whose prefix is in
+``ignoredResourceGroups``, are left to someone else (an extender, a device plugin).
+
+Score applies the configured ``scoringStrategy`` to the requested/allocatable ratio of each
+configured resource, averaged by weight: LeastAllocated spreads pods out, MostAllocated packs
+them, RequestedToCapacityRatio maps utilization to a score through a piecewise linear shape.
+Scoring counts CPU and memory with scoring's non-zero defaults for containers that request
+none (0.1 core, 200 MiB), so best-effort pods still weigh on a node.
+
+The scoring arithmetic (``ResourceAllocationScorer``) is shared with
+NodeResourcesBalancedAllocation, as upstream shares ``resourceAllocationScorer``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from controlplane.scheduler import names
+from controlplane.scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    SUCCESS,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    PreFilterExtensions,
+    PreFilterResult,
+    QueueingHint,
+    ScoreExtensions,
+    Status,
+)
+from controlplane.scheduler.framework.types import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    NodeInfo,
+    PodInfo,
+    Resources,
+    pod_requests,
+)
+from kubelab.api.kinds.core_v1.node import Node
+from kubelab.api.kinds.core_v1.pod import Pod
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+MAX_CUSTOM_PRIORITY_SCORE = 10
+"""The top of a RequestedToCapacityRatio shape's score scale; scaled up to MAX_NODE_SCORE."""
+MAX_UTILIZATION = 100
+
+_PRE_FILTER_KEY = "PreFilter" + names.NODE_RESOURCES_FIT
+_PRE_SCORE_KEY = "PreScore" + names.NODE_RESOURCES_FIT
+_NATIVE_PREFIX = "kubernetes.io/"
+_REQUESTS_PREFIX = "requests."
+
+
+def is_extended_resource(name: str) -> bool:
+    """A resource outside the ``kubernetes.io`` namespace, e.g. ``example.com/gpu``."""
+    return "/" in name and _NATIVE_PREFIX not in name and not name.startswith(_REQUESTS_PREFIX)
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Extended, hugepages, prefixed native or attachable-volume resources."""
+    return (
+        is_extended_resource(name)
+        or name.startswith("hugepages-")
+        or _NATIVE_PREFIX in name
+        or name.startswith("attachable-volumes-")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    name: str
+    weight: int
+
+
+DEFAULT_RESOURCES = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
+
+
+def parse_resource_specs(raw: Any, what: str) -> tuple[ResourceSpec, ...]:
+    """``[{"name": ..., "weight": ...}]`` with upstream's defaults: cpu and memory when empty,
+    weight 1 when unset.  ValueError on duplicates."""
+    specs = tuple(
+        ResourceSpec(str(item["name"]), int(item.get("weight") or 1)) for item in raw or ()
+    )
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise ValueError(f"{what}: Duplicate value: {spec.name!r}")
+        seen.add(spec.name)
+    return specs or DEFAULT_RESOURCES
+
+
+Scorer = Callable[[Sequence[int], Sequence[int]], int]
+"""(requested, allocatable) per configured resource → node score."""
+
+
+class ResourceAllocationScorer:
+    """Scores a node by the configured resources' requested and allocatable amounts.
+
+    ``use_requested`` counts the pods' actual requests; otherwise CPU and memory use the
+    non-zero requests scoring assumes for containers that request none.
+    """
+
+    def __init__(
+        self, resources: Sequence[ResourceSpec], scorer: Scorer, use_requested: bool
+    ) -> None:
+        self.resources = tuple(resources)
+        self._scorer = scorer
+        self._use_requested = use_requested
+
+    def pod_requests(self, pod: PodInfo) -> list[int]:
+        """The pod's request of each configured resource, in configuration order."""
+        requests = pod.requests if self._use_requested else pod.non_zero_requests
+        return [_amount(requests, spec.name) for spec in self.resources]
+
+    def score(self, node: NodeInfo, pod_requests: Sequence[int]) -> tuple[int, Status]:
+        if not self.resources:
+            return 0, Status.failed("resources not found")
+        requested = [0] * len(self.resources)
+        allocatable = [0] * len(self.resources)
+        for i, spec in enumerate(self.resources):
+            alloc, req = self._allocatable_and_requested(node, spec.name, pod_requests[i])
+            if alloc:
+                allocatable[i], requested[i] = alloc, req
+        return self._scorer(requested, allocatable), SUCCESS
+
+    def _allocatable_and_requested(
+        self, node: NodeInfo, name: str, pod_request: int
+    ) -> tuple[int, int]:
+        """(allocatable, requested including the pod); (0, 0) leaves the resource out."""
+        requested = node.requested if self._use_requested else node.non_zero_requested
+        if pod_request == 0 and is_scalar_resource(name):
+            return 0, 0
+        if name in (CPU, MEMORY):
+            return _amount(node.allocatable, name), _amount(requested, name) + pod_request
+        if name == EPHEMERAL_STORAGE:
+            return node.allocatable.ephemeral_storage, (
+                node.requested.ephemeral_storage + pod_request
+            )
+        if name in node.allocatable.scalar:
+            return node.allocatable.scalar[name], node.requested.scalar.get(name, 0) + pod_request
+        return 0, 0
+
+
+def _amount(resources: Resources, name: str) -> int:
+    """``resources``' amount of ``name``; ``pods`` is no resource a pod requests."""
+    return 0 if name == PODS else resources.get(name)
+
+
+def _weighted_average(
+    per_resource: Callable[[int, int], int], resources: Sequence[ResourceSpec]
+) -> Scorer:
+    def scorer(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for i, spec in enumerate(resources):
+            if allocatable[i] == 0:
+                continue
+            node_score += per_resource(requested[i], allocatable[i]) * spec.weight
+            weight_sum += spec.weight
+        return node_score // weight_sum if weight_sum else 0
+
+    return scorer
+
+
+def least_requested_score(requested: int, capacity: int) -> int:
+    """The share of the node left free, 0..MAX_NODE_SCORE."""
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def most_requested_score(requested: int, capacity: int) -> int:
+    """The share of the node in use, 0..MAX_NODE_SCORE (over-commitment counts as full)."""
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+@dataclass(frozen=True, slots=True)
+class ShapePoint:
+    utilization: int
+    score: int
+
+
+def _truncating_division(a: int, b: int) -> int:
+    """Integer division rounding toward zero, as Go's does (shapes may slope down)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a >= 0) == (b >= 0) else -quotient
+
+
+def broken_linear(shape: Sequence[ShapePoint]) -> Callable[[int], int]:
+    """The piecewise linear function through ``shape``, flat beyond its ends."""
+
+    def function(utilization: int) -> int:
+        for i, point in enumerate(shape):
+            if utilization <= point.utilization:
+                if i == 0:
+                    return point.score
+                before = shape[i - 1]
+                return before.score + _truncating_division(
+                    (point.score - before.score) * (utilization - before.utilization),
+                    point.utilization - before.utilization,
+                )
+        return shape[-1].score
+
+    return function
+
+
+def requested_to_capacity_ratio_scorer(
+    resources: Sequence[ResourceSpec], shape: Sequence[ShapePoint]
+) -> Scorer:
+    """Scores each resource by its utilization through ``shape``; resources scoring 0 do
+    not count towards the weighted average, which is rounded to the nearest integer."""
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    raw = broken_linear([ShapePoint(p.utilization, p.score * scale) for p in shape])
+
+    def resource_score(requested: int, capacity: int) -> int:
+        if capacity == 0 or requested > capacity:
+            return raw(MAX_UTILIZATION)
+        return raw(requested * MAX_UTILIZATION // capacity)
+
+    def scorer(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for i, spec in enumerate(resources):
+            if allocatable[i] == 0:
+                continue
+            score = resource_score(requested[i], allocatable[i])
+            if score > 0:
+                node_score += score * spec.weight
+                weight_sum += spec.weight
+        return math.floor(node_score / weight_sum + 0.5) if weight_sum else 0
+
+    return scorer
+
+
+def _parse_shape(raw: Any) -> tuple[ShapePoint, ...]:
+    shape = tuple(
+        ShapePoint(int(point.get("utilization", 0)), int(point.get("score", 0)))
+        for point in raw or ()
+    )
+    if not shape:
+        raise ValueError("scoringStrategy.requestedToCapacityRatio.shape: Required value")
+    for i, point in enumerate(shape):
+        if not 0 <= point.utilization <= MAX_UTILIZATION:
+            raise ValueError(
+                f"shape[{i}].utilization: Invalid value: {point.utilization}: "
+                f"not in valid range [0, {MAX_UTILIZATION}]"
+            )
+        if i and point.utilization <= shape[i - 1].utilization:
+            raise ValueError(
+                f"shape[{i}].utilization: Invalid value: {point.utilization}: "
+                "utilization values must be sorted in increasing order"
+            )
+        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise ValueError(
+                f"shape[{i}].score: Invalid value: {point.score}: "
+                f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]"
+            )
+    return shape
+
+
+def scorer_for_strategy(strategy: Mapping[str, Any]) -> ResourceAllocationScorer:
+    """The scorer a ``scoringStrategy`` configures (defaults: LeastAllocated, cpu+memory)."""
+    resources = parse_resource_specs(strategy.get("resources"), "scoringStrategy.resources")
+    for spec in resources:
+        if not 1 <= spec.weight <= 100:
+            raise ValueError(
+                f"scoringStrategy.resources: Invalid value: {spec.weight}: "
+                f"resource weight of {spec.name} not in valid range [1, 100]"
+            )
+    kind = strategy.get("type", LEAST_ALLOCATED)
+    scorer: Scorer
+    if kind == LEAST_ALLOCATED:
+        scorer = _weighted_average(least_requested_score, resources)
+    elif kind == MOST_ALLOCATED:
+        scorer = _weighted_average(most_requested_score, resources)
+    elif kind == REQUESTED_TO_CAPACITY_RATIO:
+        ratio = strategy.get("requestedToCapacityRatio") or {}
+        scorer = requested_to_capacity_ratio_scorer(resources, _parse_shape(ratio.get("shape")))
+    else:
+        raise ValueError(f"scoring strategy {kind} is not supported")
+    return ResourceAllocationScorer(resources, scorer, use_requested=False)
+
+
+@dataclass(frozen=True, slots=True)
+class InsufficientResource:
+    name: str
+    reason: str
+    requested: int
+    used: int
+    capacity: int
+    unresolvable: bool = False
+
+
+def fits_request(
+    request: Resources,
+    node: NodeInfo,
+    ignored_resources: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
+) -> list[InsufficientResource]:
+    """Every resource the node lacks to also run a pod requesting ``request``."""
+    insufficient: list[InsufficientResource] = []
+    allowed = node.allocatable.allowed_pods
+    if len(node.pods) + 1 > allowed:
+        insufficient.append(InsufficientResource(PODS, "Too many pods", 1, len(node.pods), allowed))
+    if not (request.milli_cpu or request.memory or request.ephemeral_storage or request.scalar):
+        return insufficient
+    for name in (CPU, MEMORY, EPHEMERAL_STORAGE):
+        wanted = request.get(name)
+        used = node.requested.get(name)
+        capacity = node.allocatable.get(name)
+        if wanted > 0 and wanted > capacity - used:
+            insufficient.append(
+                InsufficientResource(
+                    name, f"Insufficient {name}", wanted, used, capacity, wanted > capacity
+                )
+            )
+    for name, wanted in request.scalar.items():
+        if wanted == 0:
+            continue
+        if is_extended_resource(name) and (
+            name in ignored_resources or name.split("/", 1)[0] in ignored_groups
+        ):
+            continue
+        used = node.requested.scalar.get(name, 0)
+        capacity = node.allocatable.scalar.get(name, 0)
+        if wanted > capacity - used:
+            insufficient.append(
+                InsufficientResource(
+                    name, f"Insufficient {name}", wanted, used, capacity, wanted > capacity
+                )
+            )
+    return insufficient
+
+
+@dataclass(frozen=True, slots=True)
+class _PreFilterState:
+    request: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    pod_requests: list[int]
+
+
+class NodeResourcesFit:
+    NAME: ClassVar[str] = names.NODE_RESOURCES_FIT
+
+    def __init__(
+        self,
+        ignored_resources: frozenset[str],
+        ignored_groups: frozenset[str],
+        scorer: ResourceAllocationScorer,
+    ) -> None:
+        self._ignored_resources = ignored_resources
+        self._ignored_groups = ignored_groups
+        self._scorer = scorer
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]:
+        state.write(_PRE_FILTER_KEY, _PreFilterState(pod.requests))
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        try:
+            pre_filter = state.read(_PRE_FILTER_KEY, _PreFilterState)
+        except (KeyError, TypeError) as error:
+            return Status.failed(f"error reading {_PRE_FILTER_KEY!r} from cycleState: {error}")
+        insufficient = fits_request(
+            pre_filter.request, node, self._ignored_resources, self._ignored_groups
+        )
+        if not insufficient:
+            return SUCCESS
+        reasons = tuple(r.reason for r in insufficient)
+        if any(r.unresolvable for r in insufficient):
+            return Status.unresolvable(*reasons)
+        return Status.unschedulable(*reasons)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        state.write(_PRE_SCORE_KEY, _PreScoreState(self._scorer.pod_requests(pod)))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        pre_score = state.get(_PRE_SCORE_KEY)
+        requests = (
+            pre_score.pod_requests
+            if isinstance(pre_score, _PreScoreState)
+            else self._scorer.pod_requests(pod)
+        )
+        return self._scorer.score(node, requests)
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
+                ),
+                self._after_pod_event,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
+                ),
+                self._after_node_change,
+            ),
+        ]
+
+    def _after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A scheduled (or nominated) pod went away, or some pod shrank its requests."""
+        if new is None:
+            deleted: Pod = old
+            assigned = (deleted.spec and deleted.spec.node_name) or (
+                deleted.status and deleted.status.nominated_node_name
+            )
+            return QueueingHint.QUEUE if assigned else QueueingHint.SKIP
+        return QueueingHint.QUEUE if _scaled_down_for(pod, old, new) else QueueingHint.SKIP
+
+    def _after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A node that could hold the pod appeared, or grew in something the pod requests."""
+        if new is None or fits_request(pod_requests(pod), NodeInfo(new)):
+            return QueueingHint.SKIP
+        if old is None or _requested_resources_increased(pod, old, new):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+
+def _scaled_down_for(target: Pod, old: Pod, new: Pod) -> bool:
+    """Whether ``new`` (``old`` resized) frees something ``target`` requests."""
+    if new.metadata.uid == target.metadata.uid:
+        return True
+    if not (new.spec and new.spec.node_name):
+        return False
+    before, after = pod_requests(old), pod_requests(new)
+    wanted = pod_requests(target)
+    resource_names = [CPU, MEMORY, EPHEMERAL_STORAGE, *wanted.scalar]
+    return any(wanted.get(n) and before.get(n) > after.get(n) for n in resource_names)
+
+
+def _requested_resources_increased(pod: Pod, old: Node, new: Node) -> bool:
+    """Whether the node's allowed pod count, or the allocatable of anything the pod
+    requests, went up."""
+    before, after = NodeInfo(old).allocatable, NodeInfo(new).allocatable
+    if after.allowed_pods > before.allowed_pods:
+        return True
+    wanted = pod_requests(pod)
+    resource_names = [CPU, MEMORY, EPHEMERAL_STORAGE, *wanted.scalar]
+    return any(wanted.get(n) and after.get(n) > before.get(n) for n in resource_names)
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesFit:
+    """``args``: NodeResourcesFitArgs (``ignoredResources``, ``ignoredResourceGroups``,
+    ``scoringStrategy``); ValueError if invalid."""
+    args = args or {}
+    groups = frozenset(args.get("ignoredResourceGroups") or ())
+    for group in groups:
+        if "/" in group:
+            raise ValueError(
+                f"ignoredResourceGroups: Invalid value: {group!r}: "
+                "resource group name can't contain '/'"
+            )
+    return NodeResourcesFit(
+        frozenset(args.get("ignoredResources") or ()),
+        groups,
+        scorer_for_strategy(args.get("scoringStrategy") or {}),
+    )

@@ -1,0 +1,97 @@
+"""NodeUnschedulable: a cordoned node (``spec.unschedulable``) takes no new pods, except those
+that tolerate the ``node.kubernetes.io/unschedulable:NoSchedule`` taint (upstream
+``nodeunschedulable``).
+
+Tolerating that taint is how DaemonSet pods land on cordoned nodes; the node lifecycle
+controller also adds the taint itself, which TaintToleration checks separately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from controlplane.scheduler import names
+from controlplane.scheduler.framework.interface import (
+    SUCCESS,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+)
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo
+from controlplane.scheduler.plugins.helper import (
+    NO_SCHEDULE,
+    TAINT_NODE_UNSCHEDULABLE,
+    tolerations_tolerate_taint,
+)
+from kubelab.api.kinds.core_v1.node import Node, Taint
+from kubelab.api.kinds.core_v1.pod import Pod, Toleration
+
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
+
+_UNSCHEDULABLE_TAINT = Taint(key=TAINT_NODE_UNSCHEDULABLE, effect=NO_SCHEDULE)
+
+
+def _unschedulable(node: Node) -> bool:
+    return bool(node.spec and node.spec.unschedulable)
+
+
+def _tolerates_unschedulable(tolerations: Iterable[Toleration] | None) -> bool:
+    return tolerations_tolerate_taint(tolerations, _UNSCHEDULABLE_TAINT)
+
+
+class NodeUnschedulable:
+    NAME: ClassVar[str] = names.NODE_UNSCHEDULABLE
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if node.node is None:
+            return Status.unresolvable(ERR_REASON_UNKNOWN_CONDITION)
+        if not _unschedulable(node.node):
+            return SUCCESS
+        spec = pod.pod.spec
+        if _tolerates_unschedulable(spec.tolerations if spec else None):
+            return SUCCESS
+        return Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                self._is_schedulable_after_node_change,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATION),
+                self._is_schedulable_after_pod_toleration_change,
+            ),
+        ]
+
+    @staticmethod
+    def _is_schedulable_after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A schedulable node was added, or a node was uncordoned."""
+        if not isinstance(new, Node) or _unschedulable(new):
+            return QueueingHint.SKIP
+        if old is None or (isinstance(old, Node) and _unschedulable(old)):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    @staticmethod
+    def _is_schedulable_after_pod_toleration_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """This pod gained a toleration of the unschedulable taint (tolerations can only be
+        added, so the old pod did not have it)."""
+        if (
+            isinstance(new, Pod)
+            and new.metadata.uid == pod.metadata.uid
+            and _tolerates_unschedulable(new.spec.tolerations if new.spec else None)
+        ):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeUnschedulable:
+    return NodeUnschedulable()

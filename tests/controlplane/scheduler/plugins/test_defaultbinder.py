@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+
+from controlplane.scheduler.framework.interface import Code, CycleState
+from controlplane.scheduler.framework.types import PodInfo
+from controlplane.scheduler.plugins import defaultbinder
+from kubelab.api.kinds.core_v1.pod import Binding, Pod
+from kubelab.api.kinds.core_v1.volume import ObjectReference
+from kubelab.api.meta_v1 import ObjectMeta, Resource, Status
+from kubelab.client.errors import ApiError
+from tests.controlplane.scheduler.builders import FakeHandle, make_pod
+
+
+@dataclass
+class FakeClient:
+    """Records the subresources created; raises ``error`` if set."""
+
+    created: list[tuple[type[Resource], str, str | None, str, Any]] = field(default_factory=list)
+    error: Exception | None = None
+
+    async def create_subresource(
+        self, cls: type[Resource], name: str, namespace: str | None, subresource: str, body: Any
+    ) -> None:
+        if self.error is not None:
+            raise self.error
+        self.created.append((cls, name, namespace, subresource, body))
+
+
+CONFLICT = ApiError(Status(code=409, reason="Conflict", message="pod p is already assigned"))
+GONE = ApiError(Status(code=404, reason="NotFound", message='pods "p" not found'))
+
+
+@pytest.mark.parametrize(
+    ("error", "want_code", "want_reason"),
+    [
+        pytest.param(None, Code.SUCCESS, None, id="binds"),
+        pytest.param(CONFLICT, Code.ERROR, str(CONFLICT), id="conflict-fails"),
+        pytest.param(GONE, Code.ERROR, str(GONE), id="pod-gone-fails"),
+    ],
+)
+async def test_bind(error: Exception | None, want_code: Code, want_reason: str | None) -> None:
+    handle = FakeHandle()
+    client = FakeClient(error=error)
+    handle.client = client
+    plugin = defaultbinder.new(None, cast(Any, handle))
+    pod = make_pod("p", "ns", uid="u1")
+
+    status = await plugin.bind(CycleState(), PodInfo.of(pod), "node-1")
+
+    assert status.code is want_code
+    if want_reason is None:
+        assert client.created == [
+            (
+                Pod,
+                "p",
+                "ns",
+                "binding",
+                Binding(
+                    metadata=ObjectMeta(name="p", namespace="ns", uid="u1"),
+                    target=ObjectReference(kind="Node", name="node-1"),
+                ),
+            )
+        ]
+    else:
+        assert status.reasons == (want_reason,)
+        assert status.error is error
+        assert client.created == []
