@@ -1,4 +1,6 @@
-"""A real API server for the client machinery's tests, and a client connected to it."""
+"""Fixtures for tests of any package: a real API server (one per module), a client connected
+to it, and a namespace of its own for each test.  Packages may override them (the API server's
+own tests run each module on both storage backends)."""
 
 from __future__ import annotations
 
