@@ -242,6 +242,8 @@ class APIServer:
             "Response latency distribution in seconds for each verb and resource.",
             ["verb", "group", "version", "resource", "subresource"],
         )
+        self._watches: set[asyncio.Task[object]] = set()
+        """The tasks serving open watches, ended when the server stops."""
         self._watchers = self.metrics.gauge(
             "apiserver_longrunning_requests", "Number of watch requests in flight.", ["resource"]
         )
@@ -284,6 +286,11 @@ class APIServer:
         """Stop serving a kind added with ``add_store``."""
         if SCHEME.by_resource(*key) is None and self.stores.pop(key, None) is not None:
             self._openapi_cache.pop(key[:2], None)
+
+    def end_watches(self) -> None:
+        """End every open watch: clients see the stream close and re-watch elsewhere."""
+        for task in self._watches:
+            task.cancel()
 
     async def start(self, port: int) -> None:
         """Create the cluster's bootstrap objects for the port served; ready once they exist."""
@@ -344,9 +351,13 @@ class APIServer:
         request[USER] = user
         if info.verb == "watch":
             self._watchers.inc(info.resource)
+            task = asyncio.current_task()
+            assert task is not None
+            self._watches.add(task)
             try:
                 return await handler(request)
             finally:
+                self._watches.discard(task)
                 self._watchers.inc(info.resource, amount=-1)
         kind = "readOnly" if info.verb in ("get", "list") else "mutating"
         limit = (
@@ -523,6 +534,7 @@ class Running:
 
     async def stop(self) -> None:
         self.compactor.cancel()
+        self.server.end_watches()
         self.server.crds.stop()
         self.server.namespaces.stop()
         self.server.priority_classes.stop()

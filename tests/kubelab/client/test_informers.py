@@ -47,7 +47,6 @@ from kubelab.client.reflector import (
 )
 from kubelab.client.rest import Client, ListResult, WatchEvent
 from kubelab.clock import FakeClock
-from tests.servers import ServerProcess
 
 
 def gone() -> ApiError:
@@ -662,20 +661,6 @@ def test_indexers_added_later_index_existing_objects() -> None:
 
 
 # The factory (it needs a Client, so these use the real API server's).
-
-
-@pytest.fixture
-async def client(apiserver: ServerProcess) -> AsyncIterator[Client]:
-    """The shared ``client`` fixture, plus time for aborted watch connections to finish closing.
-
-    Stopping an informer abandons its watch response mid-stream; aiohttp then closes that
-    connection with a TLS shutdown it does not wait for, and ``Client.close()`` does not wait
-    for it either, so without a pause the socket outlives the test's event loop and surfaces
-    later as an unclosed-transport ResourceWarning.
-    """
-    async with Client.from_kubeconfig(apiserver.kubeconfig, user_agent="kubelab-tests") as c:
-        yield c
-    await asyncio.sleep(0.25)
 
 
 async def test_factory_hands_out_one_informer_per_kind_and_selectors(client: Client) -> None:
