@@ -1,4 +1,4 @@
-"""``kubelab apiserver`` and ``kubelab server``: flags, store selection, and the serve loop.
+"""``kubelab apiserver``: flags, store selection, and the serve loop (``kubelab server`` reuses them).
 
 ``--store`` picks the backend: ``sqlite`` (the default, ``<data-dir>/state.db``),
 ``sqlite:///path/to/file.db``, or ``etcd://host:port[,host:port...]``.  The process serves
@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
+import contextlib
 import logging
 import os
-import re
-import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kubelab import component
+from kubelab.component import duration, tune_garbage_collector
+
 if TYPE_CHECKING:
+    from controlplane.apiserver.server import Running
     from controlplane.storage.interface import Store
 
 
@@ -39,18 +41,6 @@ def _port_range(text: str) -> tuple[int, int]:
     if not sep or not 0 < first <= last < 65536:
         raise argparse.ArgumentTypeError(f"expected LOW-HIGH within 1-65535, got {text!r}")
     return first, last
-
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def duration(text: str) -> float:
-    """A Go-style duration (``5m``, ``1m30s``, ``250ms``) in seconds."""
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise argparse.ArgumentTypeError(f"expected a duration such as 5m or 30s, got {text!r}")
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -138,7 +128,9 @@ async def open_store(url: str, data_dir: Path) -> Store:
     raise SystemExit(f"--store: unknown store {url!r} (sqlite, sqlite:///FILE or etcd://...)")
 
 
-async def serve_until_stopped(args: argparse.Namespace, data_dir: Path) -> int:
+@contextlib.asynccontextmanager
+async def serving(args: argparse.Namespace, data_dir: Path) -> AsyncIterator[Running]:
+    """The API server the flags describe, serving until the block ends."""
     from controlplane.apiserver.server import APIServer, ServerConfig, serve
 
     config = ServerConfig(
@@ -154,10 +146,6 @@ async def serve_until_stopped(args: argparse.Namespace, data_dir: Path) -> int:
         max_mutating_requests_inflight=args.max_mutating_requests_inflight,
     )
     store = await open_store(args.store, data_dir)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
         running = await serve(APIServer(store, config))
         tune_garbage_collector()
@@ -171,34 +159,28 @@ async def serve_until_stopped(args: argparse.Namespace, data_dir: Path) -> int:
             f"kubelab apiserver: serving on https://{config.bind_address}:{running.port}",
             flush=True,
         )
-        await stop.wait()
-        await running.stop()
+        try:
+            yield running
+        finally:
+            await running.stop()
     finally:
         await store.close()
+
+
+def prepare_data_dir(args: argparse.Namespace) -> Path:
+    data_dir: Path = args.data_dir or default_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if args.store.startswith("sqlite"):
+        sqlite_path(args.store, data_dir).parent.mkdir(parents=True, exist_ok=True)
+    return data_dir
+
+
+async def serve_until_stopped(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    async with serving(args, prepare_data_dir(args)):
+        await stop.wait()
     return 0
-
-
-def tune_garbage_collector() -> None:
-    """Collect cycles less eagerly: a server decoding thousands of objects per list would
-    otherwise spend most of that time rescanning every live object it holds.
-
-    Everything built while starting (modules, the scheme, codecs, bootstrap) is frozen out of
-    collection, and the youngest generation is collected after 50,000 allocations instead of 700.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
 
 
 def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
     add_flags(parser)
-
-    def run(args: argparse.Namespace) -> int:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-        data_dir: Path = args.data_dir or default_data_dir()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        if args.store.startswith("sqlite"):
-            sqlite_path(args.store, data_dir).parent.mkdir(parents=True, exist_ok=True)
-        return asyncio.run(serve_until_stopped(args, data_dir))
-
-    return run
+    return lambda args: component.run(lambda stop: serve_until_stopped(args, stop))

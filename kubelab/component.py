@@ -1,0 +1,88 @@
+"""What every ``kubelab`` component process shares: flag types, client flags, and the run loop.
+
+A component's entry point is a coroutine that takes a ``stop`` event and returns an exit code;
+``run`` sets up logging, turns SIGINT and SIGTERM into that event, and runs the coroutine, so
+every component shuts down the same way.  Heavy imports stay inside the components' own
+commands, so ``kubelab --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import re
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubelab.client.rest import Client
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def duration(text: str) -> float:
+    """A Go-style duration (``5m``, ``1m30s``, ``250ms``) in seconds."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 5m or 30s, got {text!r}")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def add_client_flags(
+    parser: argparse.ArgumentParser, qps: float = 50.0, burst: int = 100, required: bool = True
+) -> None:
+    """``--kubeconfig`` and client-side flow control, as the upstream components spell them."""
+    parser.add_argument(
+        "--kubeconfig", type=Path, required=required, help="kubeconfig naming the API server"
+    )
+    parser.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=qps,
+        help=f"requests per second to the API server (default: {qps:g})",
+    )
+    parser.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=burst,
+        help=f"requests allowed in a burst above the QPS (default: {burst})",
+    )
+
+
+def client_from_flags(args: argparse.Namespace, user_agent: str) -> Client:
+    from kubelab.client.rest import Client
+
+    return Client.from_kubeconfig(
+        args.kubeconfig, user_agent=user_agent, qps=args.kube_api_qps, burst=args.kube_api_burst
+    )
+
+
+def tune_garbage_collector() -> None:
+    """Collect cycles less eagerly: a process decoding thousands of objects per list would
+    otherwise spend most of that time rescanning every live object it holds.
+
+    Everything built while starting (modules, the scheme, codecs) is frozen out of collection,
+    and the youngest generation is collected after 50,000 allocations instead of 700.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
+def run(main: Callable[[asyncio.Event], Awaitable[int]]) -> int:
+    """Run a component until it returns or a signal asks it to stop."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    async def until_stopped() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await main(stop)
+
+    return asyncio.run(until_stopped())

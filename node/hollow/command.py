@@ -1,0 +1,146 @@
+"""``kubelab hollow-nodes``: a fleet of hollow nodes in one process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from kubelab import component
+from kubelab.api.quantity import Quantity, QuantityError
+
+
+def _quantity(text: str) -> str:
+    try:
+        Quantity.parse(text)
+    except QuantityError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+    return text
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _taint(text: str) -> object:
+    from node.hollow.nodes import TaintRule
+
+    try:
+        return TaintRule.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _csv(text: str) -> list[str]:
+    items = [item for item in text.split(",") if item]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    component.add_client_flags(parser, qps=500.0, burst=1000)
+    parser.add_argument("--count", type=int, required=True, help="how many nodes to run")
+    parser.add_argument("--name-prefix", default="hollow-node-", help="node names are PREFIX<i>")
+    parser.add_argument("--cpu", type=_quantity, default="4", help="CPU per node (default: 4)")
+    parser.add_argument(
+        "--memory", type=_quantity, default="16Gi", help="memory per node (default: 16Gi)"
+    )
+    parser.add_argument("--pods", type=int, default=110, help="pods per node (default: 110)")
+    parser.add_argument(
+        "--zones",
+        type=_csv,
+        default=["zone-a", "zone-b", "zone-c"],
+        help="zones, assigned round-robin (default: zone-a,zone-b,zone-c)",
+    )
+    parser.add_argument(
+        "--instance-types",
+        type=_csv,
+        default=["hollow.medium"],
+        help="instance types, assigned round-robin",
+    )
+    parser.add_argument(
+        "--taint",
+        type=_taint,
+        action="append",
+        default=[],
+        help="key[=value]:Effect[@fraction]: taint that fraction of the nodes (repeatable)",
+    )
+    parser.add_argument(
+        "--label", type=_pair, action="append", default=[], help="KEY=VALUE on every node"
+    )
+    parser.add_argument(
+        "--image",
+        type=_pair,
+        action="append",
+        default=[],
+        help="NAME=BYTES: an image every node reports as present (repeatable)",
+    )
+    parser.add_argument(
+        "--lease-renew-interval",
+        type=component.duration,
+        default=10.0,
+        help="how often each node renews its Lease (default: 10s, the kubelet's)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=8, help="pods processed concurrently (default: 8)"
+    )
+    parser.add_argument(
+        "--delete-on-exit",
+        action="store_true",
+        help="delete the nodes and their leases when stopped",
+    )
+
+
+async def run_fleet(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from kubelab.client.informers import SharedInformerFactory
+    from kubelab.clock import RealClock
+    from node.hollow.nodes import FleetSpec, NodeFleet
+    from node.hollow.pods import HollowKubelet
+
+    if args.count < 1:
+        raise SystemExit("kubelab hollow-nodes: --count must be at least 1")
+    clock = RealClock()
+    spec = FleetSpec(
+        count=args.count,
+        name_prefix=args.name_prefix,
+        cpu=args.cpu,
+        memory=args.memory,
+        pods=args.pods,
+        zones=args.zones,
+        instance_types=args.instance_types,
+        taints=args.taint,
+        labels=dict(args.label),
+        images={name: int(size) for name, size in args.image},
+    )
+    async with component.client_from_flags(args, "kubelab-hollow-nodes") as client:
+        fleet = NodeFleet(client, spec, clock, renew_interval=args.lease_renew_interval)
+        informers = SharedInformerFactory(client, clock=clock)
+        kubelet = HollowKubelet(client, informers, spec, clock, workers=args.workers)
+        await fleet.register()
+        informers.start()
+        await informers.wait_for_cache_sync()
+        component.tune_garbage_collector()
+        print(f"kubelab hollow-nodes: {spec.count} nodes ready", flush=True)
+        tasks = [asyncio.create_task(fleet.renew_forever()), asyncio.create_task(kubelet.run())]
+        try:
+            await stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await informers.shutdown()
+            if args.delete_on_exit:
+                await fleet.deregister()
+    return 0
+
+
+def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    add_flags(parser)
+    return lambda args: component.run(lambda stop: run_fleet(args, stop))

@@ -1,0 +1,167 @@
+"""The hollow kubelet: pods bound to hollow nodes become Running and Ready, and go when deleted.
+
+One informer watches every assigned pod (``spec.nodeName!=``) for the whole fleet; pods on
+nodes outside the fleet are ignored.  Handlers only enqueue keys; workers read the pod from
+the cache and do what a kubelet would at that point, level-triggered:
+
+- bound and not yet running → the status a kubelet reports once every container started
+  (phase Running, the four conditions True, a pod IP, each container running and ready);
+- marked for deletion → the final delete with grace period 0 (the kubelet's confirmation
+  that the containers are gone), conditioned on the pod's uid.
+
+Pods never finish: hollow containers run until deleted, as in upstream's kubemark.  Pod IPs
+come from 10.128.0.0/9, a /24 per node, so they are unique across the fleet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+
+from kubelab.api import codec
+from kubelab.api.keys import object_key, split_key
+from kubelab.api.kinds.core_v1.pod import (
+    ContainerState,
+    ContainerStateRunning,
+    ContainerStatus,
+    HostIP,
+    Pod,
+    PodCondition,
+    PodIP,
+    PodStatus,
+)
+from kubelab.api.meta_v1 import Preconditions
+from kubelab.client.errors import ApiError, ClientError
+from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
+from kubelab.client.rest import Client
+from kubelab.client.workqueue import RateLimitingQueue, ShutDown
+from kubelab.clock import Clock
+from node.hollow.nodes import FleetSpec
+
+LOG = logging.getLogger("kubelab.hollow")
+
+POD_ADDRESSES = ipaddress.ip_network("10.128.0.0/9")
+POD_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+
+
+class HollowKubelet:
+    """Drives the pods of every node in a fleet."""
+
+    def __init__(
+        self,
+        client: Client,
+        informers: SharedInformerFactory,
+        spec: FleetSpec,
+        clock: Clock,
+        *,
+        workers: int = 8,
+    ) -> None:
+        self.client = client
+        self.spec = spec
+        self.clock = clock
+        self.workers = workers
+        self._nodes = {spec.name(i): i for i in range(spec.count)}
+        self._next_host: dict[str, int] = {}
+        self.queue: RateLimitingQueue[str] = RateLimitingQueue(clock=clock)
+        self.pods = informers.informer_for(Pod, field_selector="spec.nodeName!=")
+        self.pods.add_event_handler(self._on_pod, lambda _, new: self._on_pod(new), self._on_gone)
+
+    def _ours(self, pod: Pod) -> bool:
+        return bool(pod.spec and pod.spec.node_name in self._nodes)
+
+    def _on_pod(self, pod: Pod) -> None:
+        if self._ours(pod) and (pod.metadata.deletion_timestamp or not _running(pod)):
+            self.queue.add(object_key(pod))
+
+    def _on_gone(self, pod: Pod | DeletedFinalStateUnknown[Pod]) -> None:
+        self.queue.forget(pod.key if isinstance(pod, DeletedFinalStateUnknown) else object_key(pod))
+
+    async def run(self) -> None:
+        """Process pods until cancelled."""
+        try:
+            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+        finally:
+            self.queue.shutdown()
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self.sync(key)
+            except (ApiError, ClientError) as error:
+                LOG.warning("syncing pod %s: %s", key, error)
+                self.queue.add_rate_limited(key)
+            else:
+                self.queue.forget(key)
+            finally:
+                self.queue.done(key)
+
+    async def sync(self, key: str) -> None:
+        pod = self.pods.lister.get(key)
+        if pod is None or not self._ours(pod):
+            return
+        namespace, name = split_key(key)
+        if pod.metadata.deletion_timestamp:
+            try:
+                await self.client.delete(
+                    Pod,
+                    name,
+                    namespace,
+                    grace_period_seconds=0,
+                    preconditions=Preconditions(uid=pod.metadata.uid),
+                )
+            except ApiError as error:
+                if not (error.not_found or error.conflict):
+                    raise
+        elif not _running(pod):
+            status = self.running_status(pod)
+            await self.client.patch(
+                Pod, name, namespace, {"status": codec.to_builtins(status)}, subresource="status"
+            )
+
+    def running_status(self, pod: Pod) -> PodStatus:
+        """The status a kubelet reports once all of the pod's containers run and are ready."""
+        assert pod.spec is not None and pod.spec.node_name is not None
+        index = self._nodes[pod.spec.node_name]
+        host_ip = self.spec.address(index)
+        pod_ip = self._pod_ip(pod.spec.node_name, index)
+        now = self.clock.now()
+        return PodStatus(
+            phase="Running",
+            conditions=[
+                PodCondition(type=kind, status="True", last_transition_time=now)
+                for kind in (*POD_CONDITIONS, "PodScheduled")
+            ],
+            host_ip=host_ip,
+            host_ips=[HostIP(ip=host_ip)],
+            pod_ip=pod_ip,
+            pod_ips=[PodIP(ip=pod_ip)],
+            start_time=now,
+            container_statuses=[
+                ContainerStatus(
+                    name=container.name,
+                    image=container.image,
+                    image_id=f"hollow://{container.image}",
+                    container_id=f"hollow://{pod.metadata.uid}/{container.name}",
+                    ready=True,
+                    started=True,
+                    restart_count=0,
+                    state=ContainerState(running=ContainerStateRunning(started_at=now)),
+                )
+                for container in pod.spec.containers or ()
+            ],
+            qos_class=pod.status.qos_class if pod.status else None,
+        )
+
+    def _pod_ip(self, node_name: str, index: int) -> str:
+        host = self._next_host.get(node_name, 1) % 253 + 1
+        self._next_host[node_name] = host
+        return str(POD_ADDRESSES[index * 256 + host])
+
+
+def _running(pod: Pod) -> bool:
+    return bool(pod.status and pod.status.phase == "Running")
