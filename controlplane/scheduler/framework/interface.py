@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -289,6 +289,20 @@ class FilterPlugin(Plugin, Protocol):
         ...
 
 
+class BatchFilterPlugin(FilterPlugin, Protocol):
+    """A Filter plugin that judges many nodes in one call.
+
+    Filter runs for hundreds of nodes per pod; in Python the cost of a call per node per
+    plugin dominates, so hot plugins decide a whole batch in one loop.  The framework uses
+    ``filter_nodes`` when a plugin has it, and must get exactly what ``filter`` would give
+    node by node: one Status per node, the ``SUCCESS`` singleton for a node that passes.
+    """
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]: ...
+
+
 class PostFilterPlugin(Plugin, Protocol):
     async def post_filter(
         self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
@@ -311,6 +325,16 @@ class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]: ...
 
     def score_extensions(self) -> ScoreExtensions | None: ...
+
+
+class BatchScorePlugin(ScorePlugin, Protocol):
+    """A Score plugin that scores many nodes in one call (see ``BatchFilterPlugin``): the
+    scores in the nodes' order, exactly what ``score`` gives node by node, or the first
+    error."""
+
+    def score_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[int], Status]: ...
 
 
 class ReservePlugin(Plugin, Protocol):

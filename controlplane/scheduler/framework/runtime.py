@@ -87,6 +87,10 @@ MAX_PERMIT_TIMEOUT = 15 * 60.0
 
 EXTENSION_POINT_DURATION = "scheduler_framework_extension_point_duration_seconds"
 
+FILTER_BATCH = 64
+"""Nodes judged per batch: large enough that batch plugins pay their call once per many
+nodes, small enough that a search stopping at ``num_to_find`` wastes little."""
+
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
 """What a plugin that registers no events is assumed to care about: everything."""
 
@@ -125,26 +129,42 @@ def extension_point_histogram(registry: Registry) -> Histogram:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class PluginScore:
-    name: str
-    score: int
-    """Normalized and weighted."""
-
-
-@dataclass(slots=True)
-class NodePluginScores:
-    """One node's scores from every Score plugin and their sum."""
-
-    name: str
-    scores: list[PluginScore]
-    total_score: int
-
-
 class ScoreBreakdown(NamedTuple):
     raw: int
     normalized: int
     weighted: int
+
+
+@dataclass(slots=True)
+class NodeScores:
+    """The scored nodes, in order, with their totals and each plugin's scores.
+
+    Kept as one list per plugin (not an object per node per plugin): scoring is the hot
+    path, and the per-node view is only built when someone asks why (``breakdown``).
+    """
+
+    names: list[str]
+    totals: list[int]
+    raw: dict[str, list[int]] = field(default_factory=dict)
+    normalized: dict[str, list[int]] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+
+    def total(self) -> dict[str, int]:
+        return dict(zip(self.names, self.totals, strict=True))
+
+    def breakdown(self) -> dict[str, dict[str, ScoreBreakdown]]:
+        """Node → plugin → its score before and after normalizing, and weighted."""
+        return {
+            node: {
+                plugin: ScoreBreakdown(
+                    self.raw[plugin][i],
+                    normalized[i],
+                    normalized[i] * self.weights[plugin],
+                )
+                for plugin, normalized in self.normalized.items()
+            }
+            for i, node in enumerate(self.names)
+        }
 
 
 @dataclass(slots=True)
@@ -157,10 +177,7 @@ class DecisionRecord:
     pre_filter: Status = SUCCESS
     filter_verdicts: dict[str, Status] = field(default_factory=dict)
     """Node → its Filter status (SUCCESS: feasible)."""
-    scores: dict[str, dict[str, ScoreBreakdown]] = field(default_factory=dict)
-    """Node → plugin → its score before and after normalizing, and weighted."""
-    total: dict[str, int] = field(default_factory=dict)
-    """Node → the sum of its weighted scores."""
+    scores: NodeScores | None = None
 
 
 @dataclass(slots=True)
@@ -679,22 +696,81 @@ class Framework:
 
         Rotating ``start`` across cycles (by ``processed``) spreads the search over the
         cluster when it stops early.  An ERROR stops the search.
+
+        Nodes are judged in batches, plugin by plugin: each plugin sees only the nodes every
+        plugin before it passed, so a node's verdict is the first rejection in plugin order,
+        exactly as node by node, while a plugin with ``filter_nodes`` decides a batch in one
+        call.  Nodes with nominated pods to account for go through
+        ``run_filter_plugins_with_nominated_pods`` one by one.
         """
         outcome = FeasibleNodes([], {})
         count = len(nodes)
-        for i in range(count):
-            if len(outcome.nodes) >= num_to_find:
-                break
-            node = nodes[(start + i) % count]
-            status = self.run_filter_plugins_with_nominated_pods(state, pod, node, record)
-            if status.is_success:
-                outcome.nodes.append(node)
-            elif status.code is Code.ERROR:
-                outcome.error = status
-                break
-            else:
-                outcome.statuses[node.name] = status
+        ordered = nodes[start:] + nodes[:start] if start else nodes
+        filters = [(n, p) for n, p in self._filter if n not in state.skip_filter_plugins]
+        for offset in range(0, count, FILTER_BATCH):
+            batch = ordered[offset : offset + FILTER_BATCH]
+            verdicts = self._filter_batch(state, pod, batch, filters)
+            for node, status in zip(batch, verdicts, strict=True):
+                if record is not None:
+                    record.filter_verdicts[node.name] = status
+                if status is SUCCESS:
+                    outcome.nodes.append(node)
+                    if len(outcome.nodes) >= num_to_find:
+                        return outcome
+                elif status.code is Code.ERROR:
+                    outcome.error = status
+                    return outcome
+                else:
+                    outcome.statuses[node.name] = status
         return outcome
+
+    def _filter_batch(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        batch: list[NodeInfo],
+        filters: list[tuple[str, FilterPlugin]],
+    ) -> list[Status]:
+        """Each node's verdict: SUCCESS or the first plugin's rejection (or error)."""
+        verdicts: list[Status] = [SUCCESS] * len(batch)
+        alive: list[int] = []
+        for i, node in enumerate(batch):
+            if self._has_nominated_pods(pod, node):
+                verdicts[i] = self._filter_with_nominated_pods(state, pod, node)
+            else:
+                alive.append(i)
+        tagged: dict[int, Status] = {}
+        for name, plugin in filters:
+            if not alive:
+                break
+            nodes = [batch[i] for i in alive]
+            judge = getattr(plugin, "filter_nodes", None)
+            results = (
+                judge(state, pod, nodes)
+                if judge is not None
+                else [plugin.filter(state, pod, node) for node in nodes]
+            )
+            survivors = []
+            for i, status in zip(alive, results, strict=True):
+                if status is SUCCESS or status.code is Code.SUCCESS:
+                    survivors.append(i)
+                    continue
+                tag = tagged.get(id(status))
+                if tag is None:
+                    tag = tagged[id(status)] = (
+                        status.with_plugin(name)
+                        if status.is_rejected
+                        else _failed(f"running {_q(name)} filter plugin", status, name)
+                    )
+                verdicts[i] = tag
+            alive = survivors
+        return verdicts
+
+    def _has_nominated_pods(self, pod: PodInfo, node: NodeInfo) -> bool:
+        return any(
+            info.priority >= pod.priority and info.uid != pod.uid
+            for info in self._services.nominated_pods_for_node(node.name)
+        )
 
     @_timed_async(ExtensionPoint.POST_FILTER.label)
     async def run_post_filter_plugins(
@@ -740,53 +816,59 @@ class Framework:
         pod: PodInfo,
         nodes: list[NodeInfo],
         record: DecisionRecord | None = None,
-    ) -> tuple[list[NodePluginScores], Status]:
+    ) -> tuple[NodeScores, Status]:
         """Score every node with every plugin, normalize each plugin's scores to 0..100, and
-        weight them.  A score still out of range after normalizing is an error."""
-        plugins = [(n, p) for n, p in self._score if n not in state.skip_score_plugins]
-        scores: dict[str, list[NodeScore]] = {}
-        for name, plugin in plugins:
-            plugin_scores = []
-            for node in nodes:
-                score, status = plugin.score(state, pod, node)
-                if not status.is_success:
-                    return [], _failed(
-                        f"running Score plugins: plugin {_q(name)} failed with", status, name
-                    )
-                plugin_scores.append(NodeScore(node.name, score))
-            scores[name] = plugin_scores
-        raw = {name: [s.score for s in plugin_scores] for name, plugin_scores in scores.items()}
-        for name, plugin in plugins:
-            extensions = plugin.score_extensions()
-            if extensions is None:
+        weight them.  A score still out of range after normalizing is an error.
+
+        A plugin with ``score_nodes`` scores all nodes in one call; the others node by node.
+        """
+        names = [node.name for node in nodes]
+        result = NodeScores(names, [0] * len(nodes))
+        for name, plugin in self._score:
+            if name in state.skip_score_plugins:
                 continue
-            status = extensions.normalize_score(state, pod, scores[name])
+            batch = getattr(plugin, "score_nodes", None)
+            if batch is not None:
+                raw, status = batch(state, pod, nodes)
+            else:
+                raw, status = [], SUCCESS
+                for node in nodes:
+                    score, status = plugin.score(state, pod, node)
+                    if not status.is_success:
+                        break
+                    raw.append(score)
             if not status.is_success:
-                return [], _failed(
-                    f"running Normalize on Score plugins: plugin {_q(name)} failed with",
-                    status,
-                    name,
+                return result, _failed(
+                    f"running Score plugins: plugin {_q(name)} failed with", status, name
                 )
-        result = []
-        for i, node in enumerate(nodes):
-            node_scores = NodePluginScores(node.name, [], 0)
-            for name, _ in plugins:
-                score = scores[name][i].score
-                if not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
-                    return [], Status.failed(
-                        "applying score defaultWeights on Score plugins: plugin "
-                        f"{_q(name)} returns an invalid score {score}, it should in the range of "
-                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-                    ).with_plugin(name)
-                weighted = score * self._weights[name]
-                node_scores.scores.append(PluginScore(name, weighted))
-                node_scores.total_score += weighted
-                if record is not None:
-                    breakdown = ScoreBreakdown(raw[name][i], score, weighted)
-                    record.scores.setdefault(node.name, {})[name] = breakdown
-            if record is not None:
-                record.total[node.name] = node_scores.total_score
-            result.append(node_scores)
+            normalized = raw
+            extensions = plugin.score_extensions()
+            if extensions is not None:
+                scored = [NodeScore(node, score) for node, score in zip(names, raw, strict=True)]
+                status = extensions.normalize_score(state, pod, scored)
+                if not status.is_success:
+                    return result, _failed(
+                        f"running Normalize on Score plugins: plugin {_q(name)} failed with",
+                        status,
+                        name,
+                    )
+                normalized = [entry.score for entry in scored]
+            if normalized and not (
+                min(normalized) >= MIN_NODE_SCORE and max(normalized) <= MAX_NODE_SCORE
+            ):
+                bad = next(x for x in normalized if not MIN_NODE_SCORE <= x <= MAX_NODE_SCORE)
+                return result, Status.failed(
+                    "applying score defaultWeights on Score plugins: plugin "
+                    f"{_q(name)} returns an invalid score {bad}, it should in the range of "
+                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                ).with_plugin(name)
+            weight = self._weights[name]
+            result.totals = [t + x * weight for t, x in zip(result.totals, normalized, strict=True)]
+            result.raw[name] = raw
+            result.normalized[name] = normalized
+            result.weights[name] = weight
+        if record is not None:
+            record.scores = result
         return result, SUCCESS
 
     @_timed(ExtensionPoint.RESERVE.label)

@@ -43,8 +43,6 @@ from controlplane.scheduler.framework.runtime import (
     DecisionRecord,
     Framework,
     FrameworkError,
-    NodePluginScores,
-    PluginScore,
     ScoreBreakdown,
     WaitingPods,
     extension_point_histogram,
@@ -792,7 +790,7 @@ def test_pre_score_skip_leaves_the_plugin_unscored() -> None:
     built.log.clear()
     scores, status = built.framework.run_score_plugins(state, POD, [N1])
     assert status == SUCCESS
-    assert scores == [NodePluginScores("n1", [PluginScore("B", 7)], 7)]
+    assert (scores.names, scores.totals, scores.normalized) == (["n1"], [7], {"B": [7]})
     assert built.log == ["B.score(n1)"]
 
 
@@ -812,15 +810,13 @@ def test_score_normalizes_then_weights_and_records() -> None:
     record = DecisionRecord()
     scores, status = built.framework.run_score_plugins(CycleState(), POD, [N1, N2], record)
     assert status == SUCCESS
-    assert scores == [
-        NodePluginScores("n1", [PluginScore("A", 50), PluginScore("B", 30)], 80),
-        NodePluginScores("n2", [PluginScore("A", 200), PluginScore("B", 0)], 200),
-    ]
-    assert record.scores == {
+    assert (scores.names, scores.totals) == (["n1", "n2"], [80, 200])
+    assert record.scores is scores
+    assert scores.breakdown() == {
         "n1": {"A": ScoreBreakdown(1, 25, 50), "B": ScoreBreakdown(10, 10, 30)},
         "n2": {"A": ScoreBreakdown(4, 100, 200), "B": ScoreBreakdown(0, 0, 0)},
     }
-    assert record.total == {"n1": 80, "n2": 200}
+    assert scores.total() == {"n1": 80, "n2": 200}
 
 
 @pytest.mark.parametrize(
@@ -853,10 +849,8 @@ def test_score_normalizes_then_weights_and_records() -> None:
 def test_score_errors(answers: dict[str, Any], message: str) -> None:
     built = Built(score=["A"])
     built["A"].answers.update(answers)
-    assert built.framework.run_score_plugins(CycleState(), POD, [N1, N2]) == (
-        [],
-        Status(Code.ERROR, (message,), "A"),
-    )
+    _, status = built.framework.run_score_plugins(CycleState(), POD, [N1, N2])
+    assert status == Status(Code.ERROR, (message,), "A")
 
 
 # Reserve.
