@@ -14,8 +14,11 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from controlplane import command as server_command
 from controlplane.apiserver import command as apiserver_command
+from controlplane.scheduler import command as scheduler_command
 from kubelab import KUBERNETES_VERSION, __version__
+from node.hollow import command as hollow_command
 
 
 @dataclass(frozen=True)
@@ -32,12 +35,14 @@ class Component:
 COMPONENTS: dict[str, Component] = {
     "server": Component(
         "every control-plane component in one process (like k3s server)",
-        configure=apiserver_command.configure,
+        configure=server_command.configure,
     ),
     "apiserver": Component(
         "the Kubernetes API server over SQLite or etcd", configure=apiserver_command.configure
     ),
-    "scheduler": Component("the scheduler: framework and default plugins", issue=4),
+    "scheduler": Component(
+        "the scheduler: framework and default plugins", configure=scheduler_command.configure
+    ),
     "controller-manager": Component("the controllers that drive the cluster", issue=5),
     "cloud-controller-manager": Component(
         "node, route and service controllers over a cloud provider", issue=9
@@ -45,6 +50,10 @@ COMPONENTS: dict[str, Component] = {
     "kubelet": Component("the node agent: pods on containerd over CRI", issue=6),
     "proxy": Component("kube-proxy: Service VIPs in iptables", issue=7),
     "lab": Component("a multi-node cluster in network namespaces", issue=8),
+    "hollow-nodes": Component(
+        "many nodes without containers in one process (for tests and benchmarks)",
+        configure=hollow_command.configure,
+    ),
 }
 
 

@@ -20,7 +20,7 @@ from typing import IO
 KUBECTL = Path(sys.executable).parent / "kubectl"
 START_TIMEOUT = 60.0
 """Seconds a server may take to say it is serving."""
-REPO = Path(__file__).parents[3]
+REPO = Path(__file__).parents[1]
 
 
 @dataclass
@@ -39,7 +39,8 @@ class ServerProcess:
         return f"https://127.0.0.1:{self.port}"
 
 
-def start_server(data_dir: Path, *extra: str) -> ServerProcess:
+def start_server(data_dir: Path, *extra: str, command: str = "apiserver") -> ServerProcess:
+    """``kubelab COMMAND`` (``apiserver`` or ``server``) on a free port, once it serves."""
     log_path = data_dir.parent / f"{data_dir.name}.log"
     log = log_path.open("w")
     process = subprocess.Popen(
@@ -47,7 +48,7 @@ def start_server(data_dir: Path, *extra: str) -> ServerProcess:
             sys.executable,
             "-m",
             "kubelab",
-            "apiserver",
+            command,
             "--data-dir",
             str(data_dir),
             "--secure-port",

@@ -1,0 +1,276 @@
+"""``kubelab scheduler``: the scheduler process, and ``kubelab scheduler explain``.
+
+The process serves plain HTTP on ``--bind-address:--port`` (upstream serves HTTPS on 10259
+behind delegated authentication, which arrives with the security issue): ``/healthz``,
+``/readyz`` (informer caches synced, leading or standing by), ``/metrics`` (with
+``leader_election_master_status``),
+and ``/debug/explain/NAMESPACE/NAME`` with the latest decision for a pod.
+``explain`` fetches that and prints it as tables.
+
+With ``--leader-elect`` only the holder of the ``kube-system/kube-scheduler`` Lease schedules;
+a leader that cannot renew stops at once and the process exits with status 1, as upstream's
+does, so a supervisor restarts it as a standby.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from kubelab import component
+
+if TYPE_CHECKING:
+    from controlplane.scheduler.config import KubeSchedulerConfiguration
+    from controlplane.scheduler.scheduler import Scheduler
+
+LOG = logging.getLogger("kubelab.scheduler")
+DEFAULT_PORT = 10259
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    component.add_client_flags(parser, qps=200.0, burst=400, required=False)
+    parser.add_argument(
+        "--config", type=Path, help="a KubeSchedulerConfiguration file (default: the defaults)"
+    )
+    parser.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="schedule only while holding the kube-scheduler Lease "
+        "(default: the configuration's leaderElection.leaderElect, true)",
+    )
+    parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz etc.")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port for /healthz, /metrics and explain (default: {DEFAULT_PORT}; 0: any free)",
+    )
+    parser.add_argument(
+        "--explain-capacity",
+        type=int,
+        default=1000,
+        help="how many pods' latest decisions to keep for explain (default: 1000)",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    explain = actions.add_parser("explain", help="why a pod was (or was not) placed where it was")
+    explain.add_argument("pod", metavar="NAMESPACE/NAME")
+    explain.add_argument(
+        "--address",
+        default=f"http://127.0.0.1:{DEFAULT_PORT}",
+        help=f"the scheduler's address (default: http://127.0.0.1:{DEFAULT_PORT})",
+    )
+    explain.add_argument("--top", type=int, default=10, help="scored nodes to show (default: 10)")
+
+
+def explain(args: argparse.Namespace) -> int:
+    from controlplane.scheduler.explain import render
+
+    namespace, sep, name = args.pod.partition("/")
+    if not sep or not namespace or not name:
+        print("kubelab scheduler explain: expected NAMESPACE/NAME", file=sys.stderr)
+        return 2
+    url = f"{args.address.rstrip('/')}/debug/explain/{namespace}/{name}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            doc = json.load(response)
+    except urllib.error.HTTPError as error:
+        print(f"kubelab scheduler explain: {error.read().decode().strip()}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"kubelab scheduler explain: cannot reach {url}: {error}", file=sys.stderr)
+        return 1
+    print(render(doc, args.top), end="")
+    return 0
+
+
+def health_app(scheduler: Scheduler, leading: Callable[[], bool]) -> web.Application:
+    """/healthz, /readyz, /metrics (with ``leader_election_master_status``) and explain."""
+    from controlplane.scheduler.explain import to_json
+
+    leader = scheduler.metrics.gauge(
+        "leader_election_master_status",
+        "1 while this instance holds the lease it competes for (or runs without one).",
+        ("name",),
+    )
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if scheduler.synced:
+            return web.Response(text="ok")
+        return web.Response(status=503, text="informer caches not synced yet")
+
+    async def metrics(_: web.Request) -> web.Response:
+        scheduler.update_pending_gauge()
+        leader.set("kube-scheduler", value=1 if leading() else 0)
+        return web.Response(
+            text=scheduler.metrics.render(), content_type="text/plain", charset="utf-8"
+        )
+
+    async def explain_pod(request: web.Request) -> web.Response:
+        key = f"{request.match_info['namespace']}/{request.match_info['name']}"
+        decision = scheduler.decisions.get(key)
+        if decision is None:
+            return web.Response(status=404, text=f"no recent scheduling decision for pod {key}")
+        return web.json_response(to_json(decision))
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/debug/explain/{namespace}/{name}", explain_pod)
+    return app
+
+
+def load_config(path: Path | None) -> KubeSchedulerConfiguration:
+    from controlplane.scheduler.config import ConfigError, KubeSchedulerConfiguration, load
+
+    if path is None:
+        return KubeSchedulerConfiguration()
+    try:
+        return load(path.read_bytes())
+    except OSError as error:
+        raise SystemExit(f"kubelab scheduler: cannot read {path}: {error.strerror}") from None
+    except ConfigError as error:
+        raise SystemExit(f"kubelab scheduler: {path}: {error}") from None
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    """How to run the scheduler, whichever command starts it."""
+
+    kubeconfig: Path
+    config: Path | None = None
+    leader_elect: bool | None = None
+    bind_address: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    explain_capacity: int = 1000
+    qps: float = 200.0
+    burst: int = 400
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SchedulerOptions:
+        return cls(
+            kubeconfig=args.kubeconfig,
+            config=args.config,
+            leader_elect=args.leader_elect,
+            bind_address=args.bind_address,
+            port=args.port,
+            explain_capacity=args.explain_capacity,
+            qps=args.kube_api_qps,
+            burst=args.kube_api_burst,
+        )
+
+
+async def run_scheduler(options: SchedulerOptions, stop: asyncio.Event) -> int:
+    """Schedule until ``stop`` is set (0) or the leader lease is lost (1)."""
+    from controlplane.scheduler.scheduler import DecisionLog, Scheduler
+    from kubelab.client.events import EventRecorder
+    from kubelab.client.informers import SharedInformerFactory
+    from kubelab.client.leaderelection import (
+        LeaderElectionConfig,
+        LeaderElector,
+        LeadershipLost,
+        leader_identity,
+    )
+    from kubelab.client.rest import Client
+    from kubelab.clock import RealClock
+
+    config = load_config(options.config)
+    election = config.leader_election
+    leader_elect = election.leader_elect if options.leader_elect is None else options.leader_elect
+    clock = RealClock()
+    identity = leader_identity()
+    client = Client.from_kubeconfig(
+        options.kubeconfig, user_agent="kubelab-scheduler", qps=options.qps, burst=options.burst
+    )
+    async with client:
+        recorder = EventRecorder(client, component="default-scheduler", clock=clock)
+        informers = SharedInformerFactory(client, clock=clock)
+        scheduler = Scheduler(
+            client,
+            informers,
+            config,
+            recorder,
+            clock,
+            decisions=DecisionLog(options.explain_capacity),
+        )
+        elector = (
+            LeaderElector(
+                client,
+                LeaderElectionConfig(
+                    lock_name=election.resource_name,
+                    lock_namespace=election.resource_namespace,
+                    identity=identity,
+                    lease_duration=election.lease_duration,
+                    renew_deadline=election.renew_deadline,
+                    retry_period=election.retry_period,
+                ),
+                clock,
+            )
+            if leader_elect
+            else None
+        )
+        leading = (lambda: elector.is_leader) if elector is not None else (lambda: True)
+        runner = web.AppRunner(health_app(scheduler, leading), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, options.bind_address, options.port)
+        await site.start()
+        port = runner.addresses[0][1]
+        print(
+            f"kubelab scheduler: serving health on http://{options.bind_address}:{port}",
+            flush=True,
+        )
+        await recorder.start()
+
+        async def sync_then_schedule() -> None:
+            await scheduler.sync()
+            await (elector.run(scheduler.run) if elector is not None else scheduler.run())
+
+        work = asyncio.create_task(sync_then_schedule())
+        stopping = asyncio.create_task(stop.wait())
+        code = 0
+        try:
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if work.done() and isinstance(work.exception(), LeadershipLost):
+                LOG.error("leader election lost (%s): exiting", identity)
+                code = 1
+            elif work.done() and work.exception() is not None:
+                raise work.exception()  # type: ignore[misc]
+        finally:
+            for task in (work, stopping):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+                    await task
+            await informers.shutdown()
+            await recorder.close()
+            await runner.cleanup()
+    return code
+
+
+def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    add_flags(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        if args.action == "explain":
+            return explain(args)
+        if args.kubeconfig is None:
+            parser.error("the following arguments are required: --kubeconfig")
+        return component.run(lambda stop: run_scheduler(SchedulerOptions.from_args(args), stop))
+
+    return run

@@ -1,0 +1,239 @@
+"""``kubelab server`` runs the control plane in one process, and ``kubelab scheduler`` runs
+as its own, with leader election between several."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kubelab.api.kinds.core_v1.cluster import Namespace
+from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kubelab.api.meta_v1 import ObjectMeta
+from kubelab.client.rest import Client
+from kubelab.clock import RealClock
+from node.hollow.nodes import FleetSpec, NodeFleet
+from tests.servers import REPO, ServerProcess, start_server, stop_server
+
+KUBELAB = [sys.executable, "-m", "kubelab"]
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.1)
+
+
+async def bound_pods(client: Client, namespace: str, names: list[str]) -> dict[str, str]:
+    placed: dict[str, str] = {}
+
+    async def all_bound() -> bool:
+        for pod in (await client.list(Pod, namespace)).items:
+            if pod.spec and pod.spec.node_name and pod.metadata.name in names:
+                placed[pod.metadata.name or ""] = pod.spec.node_name
+        return len(placed) == len(names)
+
+    await eventually(all_bound)
+    return placed
+
+
+def pod(name: str, namespace: str) -> Pod:
+    return Pod(
+        metadata=ObjectMeta(name=name, namespace=namespace),
+        spec=PodSpec(containers=[Container(name="c", image="app")]),
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    data_dir = tmp_path_factory.mktemp("server") / "data"
+    data_dir.mkdir()
+    process = start_server(data_dir, "--scheduler-port", "0", command="server")
+    try:
+        yield process
+    finally:
+        stop_server(process)
+
+
+def scheduler_port(server: ServerProcess) -> int:
+    assert server.process.stdout is not None
+    line = server.process.stdout.readline()
+    match = re.search(r"serving health on http://[^:]+:(\d+)", line)
+    assert match, line
+    return int(match.group(1))
+
+
+async def place_one_pod(server: ServerProcess) -> dict[str, str]:
+    async with Client.from_kubeconfig(server.kubeconfig) as client:
+        await client.create(Namespace(metadata=ObjectMeta(name="work")))
+        fleet = NodeFleet(client, FleetSpec(count=3, name_prefix="srv-"), RealClock())
+        await fleet.register()
+        await client.create(pod("web", "work"))
+        return await bound_pods(client, "work", ["web"])
+
+
+def test_server_schedules_pods_and_explains_them(server: ServerProcess) -> None:
+    port = scheduler_port(server)
+    placed = asyncio.run(place_one_pod(server))
+    explain = subprocess.run(
+        [*KUBELAB, "scheduler", "explain", "work/web", "--address", f"http://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
+    assert explain.returncode == 0, explain.stderr
+    assert f"Result:   Scheduled on {placed['web']}" in explain.stdout
+    assert "Nodes:    3 in the cluster, 3 examined, 3 feasible" in explain.stdout
+    missing = subprocess.run(
+        [*KUBELAB, "scheduler", "explain", "work/nope", "--address", f"http://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
+    assert missing.returncode == 1
+    assert "no recent scheduling decision for pod work/nope" in missing.stderr
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    assert 'scheduler_schedule_attempts_total{result="scheduled",profile="default-scheduler"}' in (
+        metrics
+    )
+    assert 'leader_election_master_status{name="kube-scheduler"} 1' in metrics
+
+
+@dataclass
+class SchedulerProcess:
+    process: subprocess.Popen[str]
+    port: int
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    @property
+    def leading(self) -> bool:
+        try:
+            return 'leader_election_master_status{name="kube-scheduler"} 1' in self.metrics()
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def start_scheduler(kubeconfig: Path, config: Path, log: Path) -> SchedulerProcess:
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [
+                *KUBELAB,
+                "scheduler",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--config",
+                str(config),
+                "--port",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=REPO,
+        )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    match = re.search(r"serving health on http://[^:]+:(\d+)", line)
+    if not match:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"the scheduler did not start: {line!r}\n{log.read_text()}")
+    return SchedulerProcess(process, int(match.group(1)))
+
+
+LEASE_DURATION = 3.0
+
+ELECTION_CONFIG = f"""\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+  leaseDuration: {LEASE_DURATION:g}s
+  renewDeadline: 2s
+  retryPeriod: 500ms
+"""
+
+
+async def test_killing_the_leader_hands_over_and_binds_nothing_twice(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    api = start_server(data_dir)
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(ELECTION_CONFIG)
+    schedulers = [
+        start_scheduler(api.kubeconfig, config, tmp_path / f"scheduler-{i}.log") for i in range(2)
+    ]
+    try:
+        async with Client.from_kubeconfig(api.kubeconfig) as client:
+            await client.create(Namespace(metadata=ObjectMeta(name="ha")))
+            await NodeFleet(client, FleetSpec(count=3, name_prefix="ha-"), RealClock()).register()
+            assignments: dict[str, list[str]] = {}
+            start = (await client.list(Pod, "ha")).resource_version
+
+            async def record() -> None:
+                async for event in client.watch(Pod, "ha", resource_version=start):
+                    node = event.object.spec.node_name if event.object.spec else None
+                    seen = assignments.setdefault(event.object.metadata.name or "", [])
+                    if node and (not seen or seen[-1] != node):
+                        seen.append(node)
+
+            recorder = asyncio.create_task(record())
+
+            async def one_leader() -> bool:
+                return sum(s.leading for s in schedulers) == 1
+
+            await eventually(one_leader)
+            leader = next(s for s in schedulers if s.leading)
+            standby = next(s for s in schedulers if s is not leader)
+            first = [f"before-{i}" for i in range(5)]
+            for name in first:
+                await client.create(pod(name, "ha"))
+            await bound_pods(client, "ha", first)
+            leader.kill()
+            killed_at = asyncio.get_running_loop().time()
+
+            async def taken_over() -> bool:
+                return standby.leading
+
+            await eventually(taken_over, within=LEASE_DURATION + 5)
+            handover = asyncio.get_running_loop().time() - killed_at
+            second = [f"after-{i}" for i in range(5)]
+            for name in second:
+                await client.create(pod(name, "ha"))
+            await bound_pods(client, "ha", second)
+            await asyncio.sleep(0.5)
+            recorder.cancel()
+            with_nodes = {name: nodes for name, nodes in assignments.items() if nodes}
+            assert set(with_nodes) == set(first + second)
+            assert all(len(nodes) == 1 for nodes in with_nodes.values()), with_nodes
+            # The standby takes over once the lease it last saw renewed has expired.
+            assert handover <= LEASE_DURATION + 1.5
+    finally:
+        for scheduler in schedulers:
+            scheduler.kill()
+        stop_server(api)
