@@ -36,7 +36,7 @@ def to_json(decision: Decision) -> dict[str, Any]:
             node: None if status.is_success else _verdict(status.plugin, status.message)
             for node, status in record.filter_verdicts.items()
         },
-        "weights": decision.weights,
+        "weights": record.scores.weights if record.scores else {},
         "scores": {
             node: {
                 plugin: {"raw": b.raw, "normalized": b.normalized, "weighted": b.weighted}
@@ -63,7 +63,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 def render(doc: dict[str, Any], top: int = 10) -> str:
     """The decision as text: outcome, filter verdicts grouped, the best ``top`` nodes' scores."""
     lines = [f"Pod:      {doc['pod']} (uid {doc['uid']})"]
-    lines.append(f"Profile:  {doc['profile']}, attempt {doc['attempt'] + 1}, at {doc['time']}")
+    lines.append(f"Profile:  {doc['profile']}, attempt {doc['attempt']}, at {doc['time']}")
     outcome = doc["result"] + (f" on {doc['node']}" if doc["node"] else "")
     lines.append(f"Result:   {outcome}")
     if doc["message"]:

@@ -39,7 +39,6 @@ from typing import Any, TypeVar
 
 from controlplane.scheduler.cache import SchedulerCache, Snapshot
 from controlplane.scheduler.config import (
-    ExtensionPoint,
     KubeSchedulerConfiguration,
     num_feasible_nodes_to_find,
 )
@@ -166,7 +165,6 @@ class Decision:
     message: str
     nodes_total: int
     record: DecisionRecord
-    weights: dict[str, int] = field(default_factory=dict)
     timestamp: float = field(default_factory=time.time)
 
 
@@ -255,6 +253,11 @@ class Scheduler:
         )
         self._pending = self.metrics.gauge(
             "scheduler_pending_pods", "Pending pods, by queue.", ("queue",)
+        )
+        self._sli_duration = self.metrics.histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "Latency from a pod's first scheduling attempt until it is bound, by attempts.",
+            ("attempts",),
         )
         self._preemption_attempts = self.metrics.counter(
             "scheduler_preemption_attempts_total", "Preemption attempts in the cluster."
@@ -430,17 +433,13 @@ class Scheduler:
             message="",
             nodes_total=self._snapshot.num_nodes,
             record=record,
-            weights={
-                name: framework.score_weight(name)
-                for name in framework.list_plugins().get(ExtensionPoint.SCORE, [])
-            },
         )
-        node_name, failure = await self._place(framework, state, qpi, record)
+        node_name, failure, nominated = await self._place(framework, state, qpi, record)
         if failure is not None:
             decision.result = "Error" if failure.code is Code.ERROR else "Unschedulable"
             decision.message = failure.message
             self.decisions.add(decision)
-            await self._failed(framework, qpi, failure, cycle, started)
+            await self._failed(framework, qpi, failure, cycle, started, nominated)
             return
         assert node_name is not None
         decision.result, decision.node = "Scheduled", node_name
@@ -472,17 +471,18 @@ class Scheduler:
 
     async def _place(
         self, framework: Framework, state: CycleState, qpi: QueuedPodInfo, record: DecisionRecord
-    ) -> tuple[str | None, Status | None]:
-        """The node for the pod, or why there is none (with PostFilter already tried)."""
+    ) -> tuple[str | None, Status | None, str | None]:
+        """The node for the pod, or why there is none (with PostFilter already tried) and
+        the node preemption nominated it to, if any."""
         pod = qpi.info
         all_nodes = self._snapshot.list()
         if not all_nodes:
-            return None, Status.unschedulable(NO_NODE_AVAILABLE.format(0) + ".")
+            return None, Status.unschedulable(NO_NODE_AVAILABLE.format(0) + "."), None
         result, status, narrowing = framework.run_pre_filter_plugins(state, pod, all_nodes, record)
         statuses: dict[str, Status] = {}
         pre_filter_message = ""
         if status.code is Code.ERROR:
-            return None, status
+            return None, status, None
         if not status.is_success:
             pre_filter_message = status.message
             statuses = {node.name: status for node in all_nodes}
@@ -507,7 +507,7 @@ class Scheduler:
                     record=record,
                 )
                 if found.error is not None:
-                    return None, found.error
+                    return None, found.error, None
                 self._next_start_node += found.processed
                 feasible = found.nodes
                 statuses.update(found.statuses)
@@ -515,29 +515,29 @@ class Scheduler:
                 s.plugin for s in statuses.values() if s.plugin
             }
         if not feasible:
-            post_filter_message = ""
+            post_filter_message, nominated = "", None
             if framework.has_post_filter_plugins:
                 self._preemption_attempts.inc()
                 post, post_status = await framework.run_post_filter_plugins(state, pod, statuses)
                 if post_status.code is Code.ERROR:
-                    return None, post_status
+                    return None, post_status, None
                 post_filter_message = post_status.message
                 if post is not None and post.nominated_node_name:
-                    self.queue.nominate(pod, post.nominated_node_name)
-                    await self._set_nominated(pod, post.nominated_node_name)
+                    nominated = post.nominated_node_name
+                    await self._set_nominated(pod, nominated)
             message = fit_error_message(
                 len(all_nodes), pre_filter_message, statuses, post_filter_message
             )
-            return None, Status(Code.UNSCHEDULABLE, (message,))
+            return None, Status(Code.UNSCHEDULABLE, (message,)), nominated
         if len(feasible) == 1:
-            return feasible[0].name, None
+            return feasible[0].name, None, None
         status = framework.run_pre_score_plugins(state, pod, feasible)
         if not status.is_success:
-            return None, status
+            return None, status, None
         scores, status = framework.run_score_plugins(state, pod, feasible, record)
         if not status.is_success:
-            return None, status
-        return self._select_host(scores), None
+            return None, status, None
+        return self._select_host(scores), None, None
 
     def _percentage(self, framework: Framework) -> int:
         own = framework.percentage_of_nodes_to_score
@@ -597,6 +597,9 @@ class Scheduler:
         self.cache.finish_binding(pod.pod)
         await framework.run_post_bind_plugins(state, pod, node_name)
         self._observe("scheduled", framework, started)
+        first = qpi.initial_attempt_timestamp
+        if first is not None:
+            self._sli_duration.observe(self._clock.monotonic() - first, str(qpi.attempts))
         self._recorder.event(
             pod.pod,
             "Normal",
@@ -613,15 +616,18 @@ class Scheduler:
         status: Status,
         cycle: int,
         started: float,
+        nominated: str | None = None,
     ) -> None:
-        """Report why the pod did not go anywhere and give it back to the queue."""
+        """Report why the pod did not go anywhere and give it back to the queue (nominated
+        to the node preemption freed, if any)."""
         error = status.code is Code.ERROR
         self._observe("error" if error else "unschedulable", framework, started)
         if error:
             LOG.warning("scheduling %s: %s", qpi.info.key, status.message)
             qpi.unschedulable_plugins = set()
-        qpi.attempts += 1
         self.queue.add_unschedulable_if_not_present(qpi, cycle)
+        if nominated:
+            self.queue.nominate(qpi.info, nominated)
         self.queue.done(qpi.info.uid)
         self._recorder.event(qpi.pod, "Warning", "FailedScheduling", status.message)
         await self._set_condition(
