@@ -7,11 +7,16 @@ pod and, when every term pins ``metadata.name`` with ``In``, tells the framework
 candidate nodes, so Filter does not even run elsewhere.  The plugin's ``addedAffinity`` arg is
 affinity the scheduler imposes on every pod (a profile for one set of nodes): its required part
 filters, its preferred terms add to every pod's score.
+
+Filter and Score run for every node, so the batch forms (``filter_nodes``, ``score_nodes``)
+are the implementation and the one-node forms delegate to them: what the pod requires or
+prefers is looked up once per batch, and the rejections are built once.  Pods that neither
+require nor prefer anything never get here: PreFilter and PreScore skip them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -50,6 +55,10 @@ PRE_SCORE_STATE_KEY = "PreScore" + names.NODE_AFFINITY
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
+
+_POD_MISMATCH = Status.unresolvable(ERR_REASON_POD)
+_ENFORCED_MISMATCH = Status.unresolvable(ERR_REASON_ENFORCED)
+_NODE_NOT_FOUND = Status.failed("node not found")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +138,11 @@ class NodeAffinity:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        if node.node is None:
-            return Status.failed("node not found")
-        if self._added_selector is not None and not self._added_selector.matches(node.node):
-            return Status.unresolvable(ERR_REASON_ENFORCED)
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
         prepared = state.get(PRE_FILTER_STATE_KEY)
         # Without PreFilter (disabled in the profile), parse here.
         required = (
@@ -140,9 +150,22 @@ class NodeAffinity:
             if isinstance(prepared, _PreFilterState)
             else RequiredNodeAffinity.of(pod.pod)
         )
-        if not required.matches(node.node):
-            return Status.unresolvable(ERR_REASON_POD)
-        return SUCCESS
+        matches_pod = required.matches
+        added = self._added_selector
+        matches_added = added.matches if added is not None else None
+        statuses: list[Status] = []
+        append = statuses.append
+        for info in nodes:
+            node = info.node
+            if node is None:
+                append(_NODE_NOT_FOUND)
+            elif matches_added is not None and not matches_added(node):
+                append(_ENFORCED_MISMATCH)
+            elif not matches_pod(node):
+                append(_POD_MISMATCH)
+            else:
+                append(SUCCESS)
+        return statuses
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
         try:
@@ -155,9 +178,12 @@ class NodeAffinity:
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
-        if node.node is None:
-            return 0, Status.failed("node not found")
-        total = self._added_preferred.score(node.node) if self._added_preferred else 0
+        scores, status = self.score_nodes(state, pod, (node,))
+        return (scores[0] if scores else 0), status
+
+    def score_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[int], Status]:
         prepared = state.get(PRE_SCORE_STATE_KEY)
         if isinstance(prepared, _PreScoreState):
             preferred = prepared.preferred
@@ -166,10 +192,21 @@ class NodeAffinity:
             try:
                 preferred = _preferred_terms(pod.pod)
             except NodeSelectorError as error:
-                return 0, Status.failed(error)
-        if preferred is not None:
-            total += preferred.score(node.node)
-        return total, SUCCESS
+                return [], Status.failed(error)
+        added = self._added_preferred
+        score_added = added.score if added is not None else None
+        score_pod = preferred.score if preferred is not None else None
+        scores: list[int] = []
+        append = scores.append
+        for info in nodes:
+            node = info.node
+            if node is None:
+                return [], _NODE_NOT_FOUND
+            total = score_added(node) if score_added is not None else 0
+            if score_pod is not None:
+                total += score_pod(node)
+            append(total)
+        return scores, SUCCESS
 
     def score_extensions(self) -> NodeAffinity:
         return self

@@ -2,12 +2,14 @@
 ``nodename``).
 
 Nothing about an existing node can change its name, so only a node being added can help a
-rejected pod.
+rejected pod.  Filter runs for every node, so ``filter_nodes`` is the implementation; most
+pods the scheduler sees name no node, and for them the batch only checks that each node
+exists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from controlplane.scheduler import names
@@ -28,6 +30,8 @@ from kubelab.api.kinds.core_v1.pod import Pod
 
 ERR_REASON = "node(s) didn't match the requested node name"
 
+_MISMATCH = Status.unresolvable(ERR_REASON)
+
 
 def fits(pod: Pod, node: Node) -> bool:
     """Whether the pod names no node, or names ``node``."""
@@ -39,9 +43,18 @@ class NodeName:
     NAME: ClassVar[str] = names.NODE_NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        if node.node is None or not fits(pod.pod, node.node):
-            return Status.unresolvable(ERR_REASON)
-        return SUCCESS
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
+        spec = pod.pod.spec
+        if not (spec and spec.node_name):
+            return [_MISMATCH if info.node is None else SUCCESS for info in nodes]
+        return [
+            SUCCESS if (node := info.node) is not None and fits(pod.pod, node) else _MISMATCH
+            for info in nodes
+        ]
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

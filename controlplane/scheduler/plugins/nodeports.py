@@ -4,12 +4,14 @@ holds the same port (upstream ``nodeports``).
 A port is the triple (IP, protocol, port); ``0.0.0.0`` means every address, so it conflicts
 with the same protocol and port on any IP, and a specific IP conflicts with itself and with
 ``0.0.0.0``.  PreFilter takes the pod's ports from its ``PodInfo`` and skips Filter for pods
-with none, which is most of them.
+with none, which is most of them.  For the rest, ``filter_nodes`` is the implementation (the
+one-node ``filter`` delegates to it): it reads the ports once per batch, and a node where no
+pod holds a port passes without further checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,6 +36,8 @@ PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_PORTS
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 BIND_ALL = "0.0.0.0"
 
+_CONFLICT = Status.unschedulable(ERR_REASON)
+
 
 @dataclass(frozen=True, slots=True)
 class _PreFilterState:
@@ -55,9 +59,8 @@ def conflicts(want: HostPort, used: Iterable[HostPort]) -> bool:
     return False
 
 
-def fits_ports(wanted: Iterable[HostPort], used: Iterable[HostPort]) -> bool:
+def fits_ports(wanted: Iterable[HostPort], used: Collection[HostPort]) -> bool:
     """Whether none of ``wanted`` collides with ``used``."""
-    used = list(used)
     return not any(conflicts(want, used) for want in wanted)
 
 
@@ -76,13 +79,20 @@ class NodePorts:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
         try:
-            wanted = state.read(PRE_FILTER_STATE_KEY, _PreFilterState)
+            wanted = state.read(PRE_FILTER_STATE_KEY, _PreFilterState).ports
         except (KeyError, TypeError) as error:
-            return Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
-        if not fits_ports(wanted.ports, node.used_ports):
-            return Status.unschedulable(ERR_REASON)
-        return SUCCESS
+            failed = Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
+            return [failed] * len(nodes)
+        return [
+            SUCCESS if not (used := info.used_ports) or fits_ports(wanted, used) else _CONFLICT
+            for info in nodes
+        ]
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

@@ -6,11 +6,17 @@ Score counts the PreferNoSchedule taints the pod does not tolerate, and Normaliz
 the count around so the node with the most gets 0.  PreScore keeps only the tolerations that
 can matter for scoring (effect PreferNoSchedule or empty), once per pod rather than once per
 node.
+
+Filter and Score run for every node, so the batch forms (``filter_nodes``, ``score_nodes``)
+are the implementation and the one-node forms delegate to them.  Most nodes have no taints:
+the loops answer those with one attribute check, and only tainted nodes go through the
+toleration matching.  The rejection for a given taint is built once and remembered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -41,6 +47,8 @@ from kubelab.api.kinds.core_v1.pod import Pod, Toleration
 
 PRE_SCORE_STATE_KEY = "PreScore" + names.TAINT_TOLERATION
 
+_NODE_NOT_FOUND = Status.failed("node not found")
+
 
 @dataclass(frozen=True, slots=True)
 class _PreScoreState:
@@ -55,20 +63,45 @@ def _taints(node: Node) -> list[Taint]:
     return (node.spec.taints if node.spec else None) or []
 
 
+@functools.lru_cache(maxsize=1024)
+def _untolerated(key: str | None, value: str | None) -> Status:
+    """The Filter rejection for an untolerated taint ``{key: value}``, built once."""
+    return Status.unresolvable(f"node(s) had untolerated taint {{{key or ''}: {value or ''}}}")
+
+
+def _intolerable_prefer_no_schedule(taints: list[Taint], tolerations: Sequence[Toleration]) -> int:
+    """How many of the PreferNoSchedule ``taints`` none of ``tolerations`` tolerates."""
+    return sum(
+        1
+        for taint in taints
+        if taint.effect == PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tolerations, taint)
+    )
+
+
 class TaintToleration:
     NAME: ClassVar[str] = names.TAINT_TOLERATION
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        if node.node is None:
-            return Status.failed("node not found")
-        taint = find_untolerated_taint(
-            _taints(node.node), _tolerations(pod.pod), do_not_schedule_taints
-        )
-        if taint is None:
-            return SUCCESS
-        return Status.unresolvable(
-            f"node(s) had untolerated taint {{{taint.key or ''}: {taint.value or ''}}}"
-        )
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
+        tolerations = _tolerations(pod.pod)
+        statuses: list[Status] = []
+        append = statuses.append
+        for info in nodes:
+            node = info.node
+            if node is None:
+                append(_NODE_NOT_FOUND)
+                continue
+            spec = node.spec
+            if spec is None or not spec.taints:
+                append(SUCCESS)
+                continue
+            taint = find_untolerated_taint(spec.taints, tolerations, do_not_schedule_taints)
+            append(SUCCESS if taint is None else _untolerated(taint.key, taint.value))
+        return statuses
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
         # An empty effect tolerates every effect, PreferNoSchedule included.
@@ -81,21 +114,31 @@ class TaintToleration:
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        scores, status = self.score_nodes(state, pod, (node,))
+        return (scores[0] if scores else 0), status
+
+    def score_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[int], Status]:
         try:
             prepared = state.read(PRE_SCORE_STATE_KEY, _PreScoreState)
         except (KeyError, TypeError) as error:
-            return 0, Status.failed(
+            return [], Status.failed(
                 f"failed to read {PRE_SCORE_STATE_KEY!r} from cycleState: {error}"
             )
-        if node.node is None:
-            return 0, Status.failed("node not found")
-        intolerable = sum(
-            1
-            for taint in _taints(node.node)
-            if taint.effect == PREFER_NO_SCHEDULE
-            and not tolerations_tolerate_taint(prepared.tolerations_prefer_no_schedule, taint)
-        )
-        return intolerable, SUCCESS
+        tolerations = prepared.tolerations_prefer_no_schedule
+        scores: list[int] = []
+        append = scores.append
+        for info in nodes:
+            node = info.node
+            if node is None:
+                return [], _NODE_NOT_FOUND
+            spec = node.spec
+            if spec is None or not spec.taints:
+                append(0)
+            else:
+                append(_intolerable_prefer_no_schedule(spec.taints, tolerations))
+        return scores, SUCCESS
 
     def score_extensions(self) -> TaintToleration:
         return self

@@ -14,7 +14,7 @@ from controlplane.scheduler.framework.interface import (
     QueueingHint,
     Status,
 )
-from controlplane.scheduler.framework.types import PodInfo
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import nodeaffinity
 from kubelab.api.kinds.core_v1.pod import Affinity, NodeAffinity, Pod, PreferredSchedulingTerm
 from kubelab.api.kinds.core_v1.volume import (
@@ -369,17 +369,212 @@ def test_score(pod: Pod, args: dict[str, Any] | None, expected: list[int]) -> No
     assert [s.score for s in scores] == expected
 
 
-def test_pre_score_skips_without_preferences() -> None:
-    plugin = nodeaffinity.new(None, FakeHandle())
-    assert plugin.pre_score(CycleState(), PodInfo.of(make_pod()), []) == SKIP
-
-
 def test_invalid_preferred_term_fails_score() -> None:
     plugin = nodeaffinity.new(None, FakeHandle())
     pod = PodInfo.of(make_pod(affinity=preferred((1, term(expr("foo", "Gt", "x"))))))
     assert plugin.pre_score(CycleState(), pod, []).code is Code.ERROR
     _, status = plugin.score(CycleState(), pod, make_node_info(make_node()))
     assert status.code is Code.ERROR
+
+
+NOT_FOUND = Status.failed("node not found")
+BATCH_LABELS: dict[str, dict[str, str] | None] = {
+    "n0": {"foo": "bar", "zone": "a"},
+    "n1": {"foo": "baz", "zone": "a"},
+    "n2": {"zone": "b"},
+    "n3": {},
+    "n4": {"foo": "bar", "zone": "b"},
+    "missing": None,
+}
+
+
+def batch_nodes() -> list[NodeInfo]:
+    """Nodes matching and missing labels, and a NodeInfo without its node."""
+    return [
+        NodeInfo() if labels is None else make_node_info(make_node(name, labels=labels))
+        for name, labels in BATCH_LABELS.items()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pod", "args", "pre_filter", "expected"),
+    [
+        pytest.param(
+            make_pod(node_selector={"foo": "bar"}),
+            None,
+            True,
+            [SUCCESS, MISMATCH, MISMATCH, MISMATCH, SUCCESS, NOT_FOUND],
+            id="selector",
+        ),
+        pytest.param(
+            make_pod(affinity=required(term(expr("zone", "In", "a")), name_in("n3"))),
+            None,
+            True,
+            [SUCCESS, SUCCESS, MISMATCH, SUCCESS, MISMATCH, NOT_FOUND],
+            id="required-terms",
+        ),
+        pytest.param(
+            make_pod(node_selector={"foo": "bar"}),
+            ADDED,
+            True,
+            [SUCCESS, MISMATCH, ENFORCED, ENFORCED, ENFORCED, NOT_FOUND],
+            id="added-affinity-first",
+        ),
+        pytest.param(
+            make_pod(),
+            ADDED,
+            True,
+            [SUCCESS, SUCCESS, ENFORCED, ENFORCED, ENFORCED, NOT_FOUND],
+            id="added-affinity-only",
+        ),
+        pytest.param(
+            make_pod(affinity=required(term(expr("foo", "Exists")))),
+            None,
+            False,
+            [SUCCESS, SUCCESS, MISMATCH, MISMATCH, SUCCESS, NOT_FOUND],
+            id="without-pre-filter",
+        ),
+    ],
+)
+def test_filter_nodes_matches_filter(
+    pod: Pod, args: dict[str, Any] | None, pre_filter: bool, expected: list[Status]
+) -> None:
+    plugin = nodeaffinity.new(args, FakeHandle())
+    nodes = batch_nodes()
+    info = PodInfo.of(pod)
+    state = CycleState()
+    if pre_filter:
+        assert plugin.pre_filter(state, info, nodes)[1] == SUCCESS
+    statuses = plugin.filter_nodes(state, info, nodes)
+    assert statuses == expected
+    assert [plugin.filter(state, info, node) for node in nodes] == statuses
+    assert all(status is SUCCESS for status in statuses if status.is_success)
+
+
+ADDED_PREFERRED = {
+    "addedAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 7,
+                "preference": {
+                    "matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]
+                },
+            }
+        ]
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("pod", "args", "pre_score", "expected"),
+    [
+        pytest.param(
+            make_pod(
+                affinity=preferred(
+                    (2, term(expr("foo", "In", "bar"))), (3, term(expr("zone", "In", "a")))
+                )
+            ),
+            None,
+            True,
+            [5, 3, 0, 0, 2],
+            id="preferred",
+        ),
+        pytest.param(make_pod(), ADDED_PREFERRED, True, [0, 0, 7, 0, 7], id="added-only"),
+        pytest.param(
+            make_pod(affinity=preferred((2, term(expr("foo", "In", "bar"))))),
+            ADDED_PREFERRED,
+            True,
+            [2, 0, 7, 0, 9],
+            id="added-and-preferred",
+        ),
+        pytest.param(
+            make_pod(affinity=preferred((4, term(expr("zone", "Exists"))))),
+            None,
+            False,
+            [4, 4, 4, 0, 4],
+            id="without-pre-score",
+        ),
+    ],
+)
+def test_score_nodes_matches_score(
+    pod: Pod, args: dict[str, Any] | None, pre_score: bool, expected: list[int]
+) -> None:
+    plugin = nodeaffinity.new(args, FakeHandle())
+    nodes = batch_nodes()[:-1]
+    info = PodInfo.of(pod)
+    state = CycleState()
+    if pre_score:
+        assert plugin.pre_score(state, info, nodes) == SUCCESS
+    assert plugin.score_nodes(state, info, nodes) == (expected, SUCCESS)
+    assert [plugin.score(state, info, node) for node in nodes] == [
+        (score, SUCCESS) for score in expected
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pod", "error"),
+    [
+        pytest.param(
+            make_pod(affinity=preferred((1, term(expr("foo", "In", "bar"))))),
+            "node not found",
+            id="node-not-found",
+        ),
+        pytest.param(
+            make_pod(affinity=preferred((1, term(expr("foo", "Gt", "x"))))),
+            "for 'Gt', 'Lt' operators",
+            id="invalid-preferred-term",
+        ),
+    ],
+)
+def test_score_nodes_error(pod: Pod, error: str) -> None:
+    plugin = nodeaffinity.new(None, FakeHandle())
+    scores, status = plugin.score_nodes(CycleState(), PodInfo.of(pod), batch_nodes())
+    assert scores == []
+    assert status.code is Code.ERROR
+    assert error in status.message
+
+
+@pytest.mark.parametrize(
+    ("pod", "args", "expected"),
+    [
+        pytest.param(make_pod(), None, SKIP, id="nothing-preferred"),
+        pytest.param(
+            make_pod(affinity=required(term(expr("foo", "Exists")))),
+            None,
+            SKIP,
+            id="required-only",
+        ),
+        pytest.param(
+            make_pod(affinity=preferred((1, term(expr("foo", "Exists"))))),
+            None,
+            SUCCESS,
+            id="preferred",
+        ),
+        pytest.param(make_pod(), ADDED_PREFERRED, SUCCESS, id="added-preferred"),
+        pytest.param(make_pod(), ADDED, SKIP, id="added-required-only"),
+    ],
+)
+def test_pre_score_skip(pod: Pod, args: dict[str, Any] | None, expected: Status) -> None:
+    plugin = nodeaffinity.new(args, FakeHandle())
+    assert plugin.pre_score(CycleState(), PodInfo.of(pod), []) == expected
+
+
+@pytest.mark.parametrize(
+    ("pod", "args", "expected"),
+    [
+        pytest.param(
+            make_pod(affinity=preferred((1, term(expr("foo", "Exists"))))),
+            None,
+            SKIP,
+            id="preferred-only",
+        ),
+        pytest.param(make_pod(), ADDED, SUCCESS, id="added-affinity"),
+        pytest.param(make_pod(), ADDED_PREFERRED, SKIP, id="added-preferred-only"),
+    ],
+)
+def test_pre_filter_skip(pod: Pod, args: dict[str, Any] | None, expected: Status) -> None:
+    plugin = nodeaffinity.new(args, FakeHandle())
+    assert plugin.pre_filter(CycleState(), PodInfo.of(pod), []) == (None, expected)
 
 
 SELECTING = make_pod(affinity=required(term(expr("foo", "In", "bar"))))

@@ -10,7 +10,7 @@ from controlplane.scheduler.framework.interface import (
     QueueingHint,
     Status,
 )
-from controlplane.scheduler.framework.types import PodInfo
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import nodename
 from kubelab.api.kinds.core_v1.pod import Pod
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
@@ -30,6 +30,29 @@ def test_filter(pod: Pod, expected: Status) -> None:
     plugin = nodename.new(None, FakeHandle())
     node = make_node_info(make_node("n1"))
     assert plugin.filter(CycleState(), PodInfo.of(pod), node) == expected
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        pytest.param(make_pod(), [SUCCESS, SUCCESS, SUCCESS, MISMATCH], id="no-node-name"),
+        pytest.param(
+            make_pod(node_name="n1"), [MISMATCH, SUCCESS, MISMATCH, MISMATCH], id="names-n1"
+        ),
+        pytest.param(
+            make_pod(node_name="n9"), [MISMATCH, MISMATCH, MISMATCH, MISMATCH], id="names-absent"
+        ),
+    ],
+)
+def test_filter_nodes_matches_filter(pod: Pod, expected: list[Status]) -> None:
+    plugin = nodename.new(None, FakeHandle())
+    nodes = [make_node_info(make_node(name)) for name in ("n0", "n1", "n2")] + [NodeInfo()]
+    info = PodInfo.of(pod)
+    state = CycleState()
+    statuses = plugin.filter_nodes(state, info, nodes)
+    assert statuses == expected
+    assert [plugin.filter(state, info, node) for node in nodes] == statuses
+    assert all(status is SUCCESS for status in statuses if status.is_success)
 
 
 @pytest.mark.parametrize(

@@ -110,3 +110,43 @@ def test_events_to_register(
     [registered] = [e for e in events if e.event.resource is resource]
     assert registered.hint is not None
     assert registered.hint(make_pod(), old, new) is expected
+
+
+UNKNOWN = Status.unresolvable("node(s) had unknown conditions")
+
+
+def batch_nodes() -> list[NodeInfo]:
+    """Schedulable and cordoned nodes, and a NodeInfo without its node."""
+    return [
+        make_node_info(make_node("n0")),
+        make_node_info(make_node("n1", unschedulable=True)),
+        make_node_info(make_node("n2")),
+        NodeInfo(),
+        make_node_info(make_node("n4", unschedulable=True)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        pytest.param(
+            make_pod(),
+            [SUCCESS, UNSCHEDULABLE, SUCCESS, UNKNOWN, UNSCHEDULABLE],
+            id="no-toleration",
+        ),
+        pytest.param(
+            make_pod(tolerations=[TOLERATE]),
+            [SUCCESS, SUCCESS, SUCCESS, UNKNOWN, SUCCESS],
+            id="tolerates-taint",
+        ),
+    ],
+)
+def test_filter_nodes_matches_filter(pod: Pod, expected: list[Status]) -> None:
+    plugin = nodeunschedulable.new(None, FakeHandle())
+    nodes = batch_nodes()
+    info = PodInfo.of(pod)
+    state = CycleState()
+    statuses = plugin.filter_nodes(state, info, nodes)
+    assert statuses == expected
+    assert [plugin.filter(state, info, node) for node in nodes] == statuses
+    assert all(status is SUCCESS for status in statuses if status.is_success)

@@ -6,13 +6,14 @@ import pytest
 
 from controlplane.scheduler.framework.interface import (
     SUCCESS,
+    Code,
     CycleState,
     EventResource,
     NodeScore,
     QueueingHint,
     Status,
 )
-from controlplane.scheduler.framework.types import PodInfo
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import tainttoleration
 from kubelab.api.kinds.core_v1.node import Taint
 from kubelab.api.kinds.core_v1.pod import Pod, Toleration
@@ -234,3 +235,106 @@ def test_events_to_register(
     [registered] = [e for e in events if e.event.resource is resource]
     assert registered.hint is not None
     assert registered.hint(pod, old, new) is expected
+
+
+NOT_FOUND = Status.failed("node not found")
+UNTOLERATED_A = Status.unresolvable("node(s) had untolerated taint {a: 1}")
+UNTOLERATED_B = Status.unresolvable("node(s) had untolerated taint {b: 2}")
+NODE_TAINTS: list[list[Taint] | None] = [
+    [],
+    [taint("a", "1", "NoSchedule")],
+    [],
+    [taint("a", "1", "NoSchedule")],
+    [taint("b", "2", "NoExecute"), taint("a", "1", "NoSchedule")],
+    [taint("c", "3", PREFER)],
+    [taint("c", "3", PREFER), taint("d", "4", PREFER), taint("a", "1", PREFER)],
+    None,
+]
+
+
+def batch_nodes() -> list[NodeInfo]:
+    """Untainted nodes, repeated taints, several effects, and a NodeInfo without its node."""
+    return [
+        NodeInfo() if taints is None else make_node_info(make_node(f"n{i}", taints=taints))
+        for i, taints in enumerate(NODE_TAINTS)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "expected"),
+    [
+        pytest.param(
+            [],
+            [
+                SUCCESS,
+                UNTOLERATED_A,
+                SUCCESS,
+                UNTOLERATED_A,
+                UNTOLERATED_B,
+                SUCCESS,
+                SUCCESS,
+                NOT_FOUND,
+            ],
+            id="no-tolerations",
+        ),
+        pytest.param(
+            [equal("a", "1")],
+            [SUCCESS, SUCCESS, SUCCESS, SUCCESS, UNTOLERATED_B, SUCCESS, SUCCESS, NOT_FOUND],
+            id="tolerates-a",
+        ),
+        pytest.param(
+            [Toleration(operator="Exists")],
+            [SUCCESS, SUCCESS, SUCCESS, SUCCESS, SUCCESS, SUCCESS, SUCCESS, NOT_FOUND],
+            id="tolerates-everything",
+        ),
+    ],
+)
+def test_filter_nodes_matches_filter(tolerations: list[Toleration], expected: list[Status]) -> None:
+    plugin = tainttoleration.new(None, FakeHandle())
+    nodes = batch_nodes()
+    pod = PodInfo.of(make_pod(tolerations=tolerations))
+    state = CycleState()
+    statuses = plugin.filter_nodes(state, pod, nodes)
+    assert statuses == expected
+    assert [plugin.filter(state, pod, node) for node in nodes] == statuses
+    assert all(status is SUCCESS for status in statuses if status.is_success)
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "expected"),
+    [
+        pytest.param([], [0, 0, 0, 0, 0, 1, 3], id="no-tolerations"),
+        pytest.param([equal("c", "3", PREFER)], [0, 0, 0, 0, 0, 0, 2], id="tolerates-c"),
+        pytest.param([equal("a", "1", "NoSchedule")], [0, 0, 0, 0, 0, 1, 3], id="other-effect"),
+        pytest.param([Toleration(operator="Exists")], [0] * 7, id="tolerates-everything"),
+    ],
+)
+def test_score_nodes_matches_score(tolerations: list[Toleration], expected: list[int]) -> None:
+    plugin = tainttoleration.new(None, FakeHandle())
+    nodes = batch_nodes()[:-1]
+    pod = PodInfo.of(make_pod(tolerations=tolerations))
+    state = CycleState()
+    assert plugin.pre_score(state, pod, nodes) == SUCCESS
+    assert plugin.score_nodes(state, pod, nodes) == (expected, SUCCESS)
+    assert [plugin.score(state, pod, node) for node in nodes] == [
+        (score, SUCCESS) for score in expected
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pre_score", "error"),
+    [
+        pytest.param(False, "failed to read", id="without-pre-score"),
+        pytest.param(True, "node not found", id="node-not-found"),
+    ],
+)
+def test_score_nodes_error(pre_score: bool, error: str) -> None:
+    plugin = tainttoleration.new(None, FakeHandle())
+    pod = PodInfo.of(make_pod())
+    state = CycleState()
+    if pre_score:
+        plugin.pre_score(state, pod, [])
+    scores, status = plugin.score_nodes(state, pod, batch_nodes())
+    assert scores == []
+    assert status.code is Code.ERROR
+    assert error in status.message
