@@ -6,11 +6,15 @@ an image on every node says nothing about this one, and weighting by spread keep
 image from piling onto the few nodes that pulled it first.  The sum is clamped between 23 MiB
 and 1000 MiB per container and mapped linearly onto 0..100.  Image names are compared as the
 kubelet reports them, after adding the implicit ``:latest`` tag.
+
+Score runs for every feasible node, so ``score_nodes`` scores a batch in one loop (``score``
+delegates): the pod's image names and the cluster size are worked out once per batch, and a
+node holding none of the images gets the precomputed empty-handed score.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from controlplane.scheduler import names
@@ -54,16 +58,29 @@ class ImageLocality:
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
 
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+    def score_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[int], Status]:
         total_nodes = len(self._handle.snapshot.list())
         spec = pod.pod.spec
         containers = [*(spec.init_containers or ()), *(spec.containers or ())] if spec else []
-        image_sum = 0
-        for container in containers:
-            image = node.image_states.get(normalized_image_name(container.image or ""))
-            if image is not None:
-                image_sum += scaled_image_score(image, total_nodes)
-        return calculate_priority(image_sum, len(containers)), SUCCESS
+        images = [normalized_image_name(container.image or "") for container in containers]
+        num_containers = len(containers)
+        none_present = calculate_priority(0, num_containers)
+        scores: list[int] = []
+        append = scores.append
+        for node in nodes:
+            image_states = node.image_states
+            image_sum = 0
+            for image in images:
+                if (image_state := image_states.get(image)) is not None:
+                    image_sum += scaled_image_score(image_state, total_nodes)
+            append(calculate_priority(image_sum, num_containers) if image_sum else none_present)
+        return scores, SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        scores, status = self.score_nodes(state, pod, (node,))
+        return scores[0], status
 
     def score_extensions(self) -> None:
         return None

@@ -9,6 +9,10 @@ resource and little of another strands the leftover, which this steers away from
 Unlike NodeResourcesFit's scoring, the actual requests are used (no non-zero defaults), and a
 best-effort pod, which requests none of the resources, skips this plugin entirely: otherwise
 every such pod would score the same emptiest-looking node highest and pile onto it.
+
+Score runs for every feasible node, so ``score_nodes`` scores a batch in one loop (``score``
+delegates), and the default resources, cpu and memory, take the two-fraction shortcut of the
+standard deviation without building the fraction lists.
 """
 
 from __future__ import annotations
@@ -52,6 +56,17 @@ def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]
     return int((1 - std) * MAX_NODE_SCORE)
 
 
+def _balanced_cpu_memory_score(
+    cpu: int, cpu_allocatable: int, memory: int, memory_allocatable: int
+) -> int:
+    """``balanced_resource_score`` of ``[cpu, memory]``."""
+    if not (cpu_allocatable and memory_allocatable):
+        return MAX_NODE_SCORE
+    cpu_fraction = min(cpu / cpu_allocatable, 1.0)
+    memory_fraction = min(memory / memory_allocatable, 1.0)
+    return int((1 - abs((cpu_fraction - memory_fraction) / 2)) * MAX_NODE_SCORE)
+
+
 @dataclass(frozen=True, slots=True)
 class _PreScoreState:
     pod_requests: list[int]
@@ -70,15 +85,21 @@ class NodeResourcesBalancedAllocation:
         state.write(_PRE_SCORE_KEY, _PreScoreState(requests))
         return SUCCESS
 
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+    def score_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[int], Status]:
         pre_score = state.get(_PRE_SCORE_KEY)
         if isinstance(pre_score, _PreScoreState):
             requests = pre_score.pod_requests
         else:
             requests = self._scorer.pod_requests(pod)
             if not any(requests):
-                return 0, SUCCESS
-        return self._scorer.score(node, requests)
+                return [0] * len(nodes), SUCCESS
+        return self._scorer.score_nodes(nodes, requests)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        scores, status = self.score_nodes(state, pod, (node,))
+        return scores[0], status
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None
@@ -92,5 +113,10 @@ def new(args: Mapping[str, Any] | None, handle: Handle) -> NodeResourcesBalanced
         if spec.weight != 1:
             raise ValueError(f"resources: Invalid value: {spec.weight}: must be 1")
     return NodeResourcesBalancedAllocation(
-        ResourceAllocationScorer(resources, balanced_resource_score, use_requested=True)
+        ResourceAllocationScorer(
+            resources,
+            balanced_resource_score,
+            use_requested=True,
+            cpu_memory=_balanced_cpu_memory_score,
+        )
     )

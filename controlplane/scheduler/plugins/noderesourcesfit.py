@@ -7,6 +7,12 @@ node has, no preemption could help, so the status is UNSCHEDULABLE_AND_UNRESOLVA
 Extended resources (``example.com/gpu``) listed in ``ignoredResources``, or whose prefix is in
 ``ignoredResourceGroups``, are left to someone else (an extender, a device plugin).
 
+Filter and Score run for every node for every pod, so both judge a whole batch of nodes in one
+loop (``filter_nodes``, ``score_nodes``; the one-node forms delegate).  PreFilter turns the
+pod's requests into a short list of checks, each a bit in a shortfall mask, and the cycle
+builds each distinct verdict once; scoring exactly cpu and memory, the default, takes a
+shortcut that reads the two amounts directly instead of walking the configured resources.
+
 Score applies the configured ``scoringStrategy`` to the requested/allocatable ratio of each
 configured resource, averaged by weight: LeastAllocated spreads pods out, MostAllocated packs
 them, RequestedToCapacityRatio maps utilization to a score through a piecewise linear shape.
@@ -22,6 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from controlplane.scheduler import names
@@ -31,6 +39,7 @@ from controlplane.scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    Code,
     CycleState,
     EventResource,
     Handle,
@@ -107,36 +116,73 @@ def parse_resource_specs(raw: Any, what: str) -> tuple[ResourceSpec, ...]:
 Scorer = Callable[[Sequence[int], Sequence[int]], int]
 """(requested, allocatable) per configured resource → node score."""
 
+CpuMemoryScorer = Callable[[int, int, int, int], int]
+"""(requested cpu, allocatable cpu, requested memory, allocatable memory) → node score: a
+``Scorer`` for exactly cpu and memory, without the sequences; allocatable 0 leaves a resource
+out, as in ``Scorer``."""
+
 
 class ResourceAllocationScorer:
-    """Scores a node by the configured resources' requested and allocatable amounts.
+    """Scores nodes by the configured resources' requested and allocatable amounts.
 
     ``use_requested`` counts the pods' actual requests; otherwise CPU and memory use the
-    non-zero requests scoring assumes for containers that request none.
+    non-zero requests scoring assumes for containers that request none.  ``cpu_memory``, the
+    same arithmetic as ``scorer`` for the resources ``[cpu, memory]``, is used when those are
+    exactly the configured resources.
     """
 
     def __init__(
-        self, resources: Sequence[ResourceSpec], scorer: Scorer, use_requested: bool
+        self,
+        resources: Sequence[ResourceSpec],
+        scorer: Scorer,
+        use_requested: bool,
+        cpu_memory: CpuMemoryScorer | None = None,
     ) -> None:
         self.resources = tuple(resources)
         self._scorer = scorer
         self._use_requested = use_requested
+        only_cpu_memory = tuple(spec.name for spec in self.resources) == (CPU, MEMORY)
+        self._cpu_memory = cpu_memory if only_cpu_memory else None
 
     def pod_requests(self, pod: PodInfo) -> list[int]:
         """The pod's request of each configured resource, in configuration order."""
         requests = pod.requests if self._use_requested else pod.non_zero_requests
         return [_amount(requests, spec.name) for spec in self.resources]
 
-    def score(self, node: NodeInfo, pod_requests: Sequence[int]) -> tuple[int, Status]:
+    def score_nodes(
+        self, nodes: Sequence[NodeInfo], pod_requests: Sequence[int]
+    ) -> tuple[list[int], Status]:
+        """Each node's score with the pod placed on it, in the nodes' order."""
         if not self.resources:
-            return 0, Status.failed("resources not found")
+            return [0] * len(nodes), Status.failed("resources not found")
+        cpu_memory = self._cpu_memory
+        if cpu_memory is None:
+            return [self._score(node, pod_requests) for node in nodes], SUCCESS
+        cpu_request, memory_request = pod_requests
+        use_requested = self._use_requested
+        scores: list[int] = []
+        append = scores.append
+        for node in nodes:
+            allocatable = node.allocatable
+            requested = node.requested if use_requested else node.non_zero_requested
+            append(
+                cpu_memory(
+                    requested.milli_cpu + cpu_request,
+                    allocatable.milli_cpu,
+                    requested.memory + memory_request,
+                    allocatable.memory,
+                )
+            )
+        return scores, SUCCESS
+
+    def _score(self, node: NodeInfo, pod_requests: Sequence[int]) -> int:
         requested = [0] * len(self.resources)
         allocatable = [0] * len(self.resources)
         for i, spec in enumerate(self.resources):
             alloc, req = self._allocatable_and_requested(node, spec.name, pod_requests[i])
             if alloc:
                 allocatable[i], requested[i] = alloc, req
-        return self._scorer(requested, allocatable), SUCCESS
+        return self._scorer(requested, allocatable)
 
     def _allocatable_and_requested(
         self, node: NodeInfo, name: str, pod_request: int
@@ -172,6 +218,24 @@ def _weighted_average(
             node_score += per_resource(requested[i], allocatable[i]) * spec.weight
             weight_sum += spec.weight
         return node_score // weight_sum if weight_sum else 0
+
+    return scorer
+
+
+def _weighted_average_cpu_memory(
+    per_resource: Callable[[int, int], int], cpu_weight: int, memory_weight: int
+) -> CpuMemoryScorer:
+    """``_weighted_average`` of ``[cpu, memory]``."""
+
+    def scorer(cpu: int, cpu_allocatable: int, memory: int, memory_allocatable: int) -> int:
+        if not cpu_allocatable:
+            return per_resource(memory, memory_allocatable) if memory_allocatable else 0
+        if not memory_allocatable:
+            return per_resource(cpu, cpu_allocatable)
+        return (
+            per_resource(cpu, cpu_allocatable) * cpu_weight
+            + per_resource(memory, memory_allocatable) * memory_weight
+        ) // (cpu_weight + memory_weight)
 
     return scorer
 
@@ -283,73 +347,101 @@ def scorer_for_strategy(strategy: Mapping[str, Any]) -> ResourceAllocationScorer
                 f"resource weight of {spec.name} not in valid range [1, 100]"
             )
     kind = strategy.get("type", LEAST_ALLOCATED)
-    scorer: Scorer
-    if kind == LEAST_ALLOCATED:
-        scorer = _weighted_average(least_requested_score, resources)
-    elif kind == MOST_ALLOCATED:
-        scorer = _weighted_average(most_requested_score, resources)
-    elif kind == REQUESTED_TO_CAPACITY_RATIO:
+    if kind == REQUESTED_TO_CAPACITY_RATIO:
         ratio = strategy.get("requestedToCapacityRatio") or {}
-        scorer = requested_to_capacity_ratio_scorer(resources, _parse_shape(ratio.get("shape")))
-    else:
+        shape = _parse_shape(ratio.get("shape"))
+        return ResourceAllocationScorer(
+            resources, requested_to_capacity_ratio_scorer(resources, shape), use_requested=False
+        )
+    per_resource = {LEAST_ALLOCATED: least_requested_score, MOST_ALLOCATED: most_requested_score}
+    if kind not in per_resource:
         raise ValueError(f"scoring strategy {kind} is not supported")
-    return ResourceAllocationScorer(resources, scorer, use_requested=False)
+    weights = {spec.name: spec.weight for spec in resources}
+    return ResourceAllocationScorer(
+        resources,
+        _weighted_average(per_resource[kind], resources),
+        use_requested=False,
+        cpu_memory=_weighted_average_cpu_memory(
+            per_resource[kind], weights.get(CPU, 0), weights.get(MEMORY, 0)
+        ),
+    )
 
 
-@dataclass(frozen=True, slots=True)
-class InsufficientResource:
-    name: str
-    reason: str
-    requested: int
-    used: int
-    capacity: int
-    unresolvable: bool = False
+_UNRESOLVABLE = 1
+_TOO_MANY_PODS = 2
+_NATIVE_AMOUNTS: Mapping[str, Callable[[Resources], int]] = {
+    CPU: attrgetter("milli_cpu"),
+    MEMORY: attrgetter("memory"),
+    EPHEMERAL_STORAGE: attrgetter("ephemeral_storage"),
+}
 
 
-def fits_request(
-    request: Resources,
-    node: NodeInfo,
-    ignored_resources: frozenset[str] = frozenset(),
-    ignored_groups: frozenset[str] = frozenset(),
-) -> list[InsufficientResource]:
-    """Every resource the node lacks to also run a pod requesting ``request``."""
-    insufficient: list[InsufficientResource] = []
-    allowed = node.allocatable.allowed_pods
-    if len(node.pods) + 1 > allowed:
-        insufficient.append(InsufficientResource(PODS, "Too many pods", 1, len(node.pods), allowed))
-    if not (request.milli_cpu or request.memory or request.ephemeral_storage or request.scalar):
-        return insufficient
-    for name in (CPU, MEMORY, EPHEMERAL_STORAGE):
-        wanted = request.get(name)
-        used = node.requested.get(name)
-        capacity = node.allocatable.get(name)
-        if wanted > 0 and wanted > capacity - used:
-            insufficient.append(
-                InsufficientResource(
-                    name, f"Insufficient {name}", wanted, used, capacity, wanted > capacity
-                )
+class _FitRequest:
+    """What Filter checks a node against, prepared once per cycle from the pod's requests.
+
+    Each requested resource is a check with its own bit in a shortfall mask (bit 0: no
+    preemption can help, bit 1: too many pods); the verdict for each mask seen is built once
+    and handed out again.  Nothing else changes after construction, so clones of the cycle
+    state share one.
+    """
+
+    __slots__ = ("_checks", "_reasons", "_verdicts")
+
+    def __init__(
+        self,
+        request: Resources,
+        ignored_resources: frozenset[str] = frozenset(),
+        ignored_groups: frozenset[str] = frozenset(),
+    ) -> None:
+        wanted = [(name, request.get(name)) for name in _NATIVE_AMOUNTS if request.get(name) > 0]
+        wanted += [
+            (name, amount)
+            for name, amount in request.scalar.items()
+            if amount
+            and not (
+                is_extended_resource(name)
+                and (name in ignored_resources or name.split("/", 1)[0] in ignored_groups)
             )
-    for name, wanted in request.scalar.items():
-        if wanted == 0:
-            continue
-        if is_extended_resource(name) and (
-            name in ignored_resources or name.split("/", 1)[0] in ignored_groups
-        ):
-            continue
-        used = node.requested.scalar.get(name, 0)
-        capacity = node.allocatable.scalar.get(name, 0)
-        if wanted > capacity - used:
-            insufficient.append(
-                InsufficientResource(
-                    name, f"Insufficient {name}", wanted, used, capacity, wanted > capacity
-                )
-            )
-    return insufficient
+        ]
+        self._checks = tuple(
+            (amount, _TOO_MANY_PODS << (i + 1), _amount_of(name))
+            for i, (name, amount) in enumerate(wanted)
+        )
+        self._reasons = ("Too many pods", *(f"Insufficient {name}" for name, _ in wanted))
+        self._verdicts: dict[int, Status] = {0: SUCCESS}
+
+    def filter_nodes(self, nodes: Sequence[NodeInfo]) -> list[Status]:
+        checks = self._checks
+        verdicts = self._verdicts
+        statuses: list[Status] = []
+        append = statuses.append
+        for node in nodes:
+            allocatable = node.allocatable
+            used = node.requested
+            shortfalls = _TOO_MANY_PODS if len(node.pods) >= allocatable.allowed_pods else 0
+            for amount, bit, amount_of in checks:
+                capacity = amount_of(allocatable)
+                if amount > capacity - amount_of(used):
+                    shortfalls |= bit if amount <= capacity else bit | _UNRESOLVABLE
+            verdict = verdicts.get(shortfalls)
+            append(verdict if verdict is not None else self._verdict(shortfalls))
+        return statuses
+
+    def _verdict(self, shortfalls: int) -> Status:
+        reasons = tuple(
+            r for i, r in enumerate(self._reasons) if shortfalls & (_TOO_MANY_PODS << i)
+        )
+        code = (
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            if shortfalls & _UNRESOLVABLE
+            else Code.UNSCHEDULABLE
+        )
+        verdict = self._verdicts[shortfalls] = Status(code, reasons)
+        return verdict
 
 
-@dataclass(frozen=True, slots=True)
-class _PreFilterState:
-    request: Resources
+def _amount_of(name: str) -> Callable[[Resources], int]:
+    return _NATIVE_AMOUNTS.get(name) or partial(Resources.get, name=name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,39 +465,44 @@ class NodeResourcesFit:
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
-        state.write(_PRE_FILTER_KEY, _PreFilterState(pod.requests))
+        request = _FitRequest(pod.requests, self._ignored_resources, self._ignored_groups)
+        state.write(_PRE_FILTER_KEY, request)
         return None, SUCCESS
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None
 
-    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
         try:
-            pre_filter = state.read(_PRE_FILTER_KEY, _PreFilterState)
+            request = state.read(_PRE_FILTER_KEY, _FitRequest)
         except (KeyError, TypeError) as error:
-            return Status.failed(f"error reading {_PRE_FILTER_KEY!r} from cycleState: {error}")
-        insufficient = fits_request(
-            pre_filter.request, node, self._ignored_resources, self._ignored_groups
-        )
-        if not insufficient:
-            return SUCCESS
-        reasons = tuple(r.reason for r in insufficient)
-        if any(r.unresolvable for r in insufficient):
-            return Status.unresolvable(*reasons)
-        return Status.unschedulable(*reasons)
+            failed = Status.failed(f"error reading {_PRE_FILTER_KEY!r} from cycleState: {error}")
+            return [failed] * len(nodes)
+        return request.filter_nodes(nodes)
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self.filter_nodes(state, pod, (node,))[0]
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
         state.write(_PRE_SCORE_KEY, _PreScoreState(self._scorer.pod_requests(pod)))
         return SUCCESS
 
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+    def score_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[int], Status]:
         pre_score = state.get(_PRE_SCORE_KEY)
         requests = (
             pre_score.pod_requests
             if isinstance(pre_score, _PreScoreState)
             else self._scorer.pod_requests(pod)
         )
-        return self._scorer.score(node, requests)
+        return self._scorer.score_nodes(nodes, requests)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        scores, status = self.score_nodes(state, pod, (node,))
+        return scores[0], status
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None
@@ -438,7 +535,10 @@ class NodeResourcesFit:
 
     def _after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """A node that could hold the pod appeared, or grew in something the pod requests."""
-        if new is None or fits_request(pod_requests(pod), NodeInfo(new)):
+        if new is None:
+            return QueueingHint.SKIP
+        (verdict,) = _FitRequest(pod_requests(pod)).filter_nodes((NodeInfo(new),))
+        if verdict is not SUCCESS:
             return QueueingHint.SKIP
         if old is None or _requested_resources_increased(pod, old, new):
             return QueueingHint.QUEUE

@@ -79,3 +79,30 @@ def test_normalized_image_name(name: str, expected: str) -> None:
 )
 def test_calculate_priority(total: int, containers: int, expected: int) -> None:
     assert imagelocality.calculate_priority(total, containers) == expected
+
+
+@pytest.mark.parametrize(
+    ("images", "init_images"),
+    [
+        pytest.param(("gcr.io/40", "gcr.io/250"), (), id="two-images-spread"),
+        pytest.param(("gcr.io/40", "gcr.io/300"), (), id="both-on-one-node"),
+        pytest.param(("gcr.io/2000",), (), id="one-big-image"),
+        pytest.param(("gcr.io/2000", "gcr.io/2000"), (), id="same-image-twice"),
+        pytest.param(("gcr.io/missing",), (), id="absent-everywhere"),
+        pytest.param(("gcr.io/40",), ("gcr.io/300", "gcr.io/10:v1"), id="init-containers"),
+    ],
+)
+def test_score_nodes_equals_score(images: tuple[str, ...], init_images: tuple[str, ...]) -> None:
+    nodes = [make_node_info(make_node(name, images=imgs)) for name, imgs in NODE_IMAGES.items()]
+    nodes += [
+        make_node_info(make_node("bare")),
+        make_node_info(make_node("twin", images={"gcr.io/2000:latest": 2000 * MB})),
+    ]
+    plugin = imagelocality.new(None, FakeHandle(nodes))
+    init = [Container(name=f"i{i}", image=image) for i, image in enumerate(init_images)] or None
+    pod = PodInfo.of(make_pod(images=images, init_containers=init))
+    scores, status = plugin.score_nodes(CycleState(), pod, nodes)
+    assert status is SUCCESS
+    assert [(score, SUCCESS) for score in scores] == [
+        plugin.score(CycleState(), pod, node) for node in nodes
+    ]

@@ -4,8 +4,14 @@ from typing import Any
 
 import pytest
 
-from controlplane.scheduler.framework.interface import Code, CycleState, QueueingHint, Status
-from controlplane.scheduler.framework.types import PodInfo
+from controlplane.scheduler.framework.interface import (
+    SUCCESS,
+    Code,
+    CycleState,
+    QueueingHint,
+    Status,
+)
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import noderesourcesfit
 from kubelab.api.kinds.core_v1.pod import Container, PodStatus, ResourceRequirements
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
@@ -409,3 +415,146 @@ def test_pod_hint_nominated_pod_deleted() -> None:
 )
 def test_node_hint(old: Any, new: Any, want: QueueingHint) -> None:
     assert _hint("Node", old, new) is want
+
+
+def _varied_nodes() -> list[NodeInfo]:
+    """Nodes that pass, run out of pods, cpu, memory, storage or a GPU, or have none at all."""
+    shapes: list[tuple[dict[str, str], list[dict[str, str]]]] = [
+        (SMALL, []),
+        (SMALL, [{"cpu": "3", "memory": "8000"}]),
+        ({**SMALL, "pods": "2"}, [{}, {"cpu": "1"}]),
+        ({"cpu": "2", "memory": "1Gi", "pods": "110", "ephemeral-storage": "1Gi"}, []),
+        ({**SMALL, "example.com/gpu": "2"}, [{"example.com/gpu": "1", "cpu": "1"}]),
+        ({"memory": "1Gi", "pods": "10"}, []),
+        ({"cpu": "1", "pods": "10"}, [{"cpu": "500m"}]),
+        ({}, []),
+        ({"cpu": "64", "memory": "256Gi", "pods": "1"}, [{"cpu": "1"}]),
+    ]
+    return [
+        make_node_info(
+            make_node(f"n{i}", allocatable=allocatable),
+            *(make_pod(f"e{i}-{j}", requests=r, node_name=f"n{i}") for j, r in enumerate(pods)),
+        )
+        for i, (allocatable, pods) in enumerate(shapes)
+    ]
+
+
+POD_REQUESTS = [
+    pytest.param(None, id="best-effort"),
+    pytest.param({"cpu": "500m", "memory": "512Mi"}, id="cpu-memory"),
+    pytest.param({"cpu": "3"}, id="cpu-only"),
+    pytest.param({"memory": "6Gi"}, id="memory-only"),
+    pytest.param({"ephemeral-storage": "2Gi", "cpu": "1"}, id="ephemeral-storage"),
+    pytest.param({"example.com/gpu": "1", "cpu": "100m"}, id="extended"),
+    pytest.param({"hugepages-2Mi": "2Mi"}, id="hugepages"),
+    pytest.param({"cpu": "100", "memory": "1Ti", "example.com/gpu": "5"}, id="too-big-for-all"),
+]
+FILTER_ARGS = [
+    pytest.param(None, id="default"),
+    pytest.param({"ignoredResources": ["example.com/gpu"]}, id="ignored-resource"),
+    pytest.param({"ignoredResourceGroups": ["example.com"]}, id="ignored-group"),
+]
+
+
+@pytest.mark.parametrize("args", FILTER_ARGS)
+@pytest.mark.parametrize("requests", POD_REQUESTS)
+def test_filter_nodes_equals_filter(
+    args: dict[str, Any] | None, requests: dict[str, str] | None
+) -> None:
+    plugin = noderesourcesfit.new(args, FakeHandle())
+    pod = PodInfo.of(make_pod(requests=requests))
+    nodes = _varied_nodes()
+    state = CycleState()
+    plugin.pre_filter(state, pod, nodes)
+    batch = plugin.filter_nodes(state, pod, nodes)
+    assert batch == [plugin.filter(state, pod, node) for node in nodes]
+    assert all(status is SUCCESS for status in batch if status.is_success)
+
+
+def test_filter_nodes_reuses_verdicts() -> None:
+    plugin = noderesourcesfit.new(None, FakeHandle())
+    pod = PodInfo.of(make_pod(requests={"cpu": "3"}))
+    full = make_node_info(make_node(allocatable=SMALL), make_pod("e", requests={"cpu": "2"}))
+    state = CycleState()
+    plugin.pre_filter(state, pod, [full])
+    first, second = plugin.filter_nodes(state, pod, [full, full])
+    assert first == Status.unschedulable("Insufficient cpu")
+    assert first is second
+
+
+def test_filter_nodes_without_pre_filter_is_an_error() -> None:
+    plugin = noderesourcesfit.new(None, FakeHandle())
+    statuses = plugin.filter_nodes(CycleState(), PodInfo.of(make_pod()), _varied_nodes())
+    assert {status.code for status in statuses} == {Code.ERROR}
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        pytest.param({}, id="least-default"),
+        pytest.param({"type": "MostAllocated"}, id="most"),
+        pytest.param(
+            {"resources": [{"name": "cpu", "weight": 3}, {"name": "memory", "weight": 2}]},
+            id="least-weighted",
+        ),
+        pytest.param(
+            {"resources": [{"name": "memory", "weight": 2}, {"name": "cpu", "weight": 3}]},
+            id="least-weighted-memory-first",
+        ),
+        pytest.param(
+            {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": "example.com/gpu"}]},
+            id="least-with-extended",
+        ),
+        pytest.param(
+            {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": SHAPE_UP}},
+            id="ratio",
+        ),
+    ],
+)
+@pytest.mark.parametrize("requests", POD_REQUESTS)
+def test_score_nodes_equals_score(
+    strategy: dict[str, Any], requests: dict[str, str] | None
+) -> None:
+    plugin = noderesourcesfit.new({"scoringStrategy": strategy}, FakeHandle())
+    pod = PodInfo.of(make_pod(requests=requests))
+    nodes = _varied_nodes()
+    state = CycleState()
+    assert plugin.pre_score(state, pod, nodes).is_success
+    scores, status = plugin.score_nodes(state, pod, nodes)
+    assert status is SUCCESS
+    assert [(score, SUCCESS) for score in scores] == [
+        plugin.score(state, pod, node) for node in nodes
+    ]
+    assert plugin.score_nodes(CycleState(), pod, nodes) == (scores, SUCCESS), "without PreScore"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param("LeastAllocated", id="least"), pytest.param("MostAllocated", id="most")],
+)
+@pytest.mark.parametrize("requests", POD_REQUESTS)
+def test_cpu_memory_shortcut_matches_general_scoring(
+    kind: str, requests: dict[str, str] | None
+) -> None:
+    """Configured as exactly [cpu, memory] scoring takes a shortcut; listing memory first
+    takes the general path, which must weigh the same."""
+    weights = {"cpu": 3, "memory": 5}
+
+    def scores(order: list[str]) -> list[int]:
+        resources = [{"name": name, "weight": weights[name]} for name in order]
+        args = {"scoringStrategy": {"type": kind, "resources": resources}}
+        plugin = noderesourcesfit.new(args, FakeHandle())
+        pod = PodInfo.of(make_pod(requests=requests))
+        return plugin.score_nodes(CycleState(), pod, _varied_nodes())[0]
+
+    assert scores(["cpu", "memory"]) == scores(["memory", "cpu"])
+
+
+def test_pre_filter_and_pre_score_never_skip() -> None:
+    """Upstream's Fit always checks the pod count, so even a best-effort pod is filtered."""
+    plugin = noderesourcesfit.new(None, FakeHandle())
+    pod = PodInfo.of(make_pod())
+    nodes = _varied_nodes()
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, nodes) == (None, SUCCESS)
+    assert plugin.pre_score(state, pod, nodes) is SUCCESS
