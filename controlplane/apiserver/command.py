@@ -1,4 +1,5 @@
-"""``kubelab apiserver``: flags, store selection, and the serve loop (``kubelab server`` reuses them).
+"""``kubelab apiserver``: flags, store selection and the serve loop, which ``kubelab server``
+reuses.
 
 ``--store`` picks the backend: ``sqlite`` (the default, ``<data-dir>/state.db``),
 ``sqlite:///path/to/file.db``, or ``etcd://host:port[,host:port...]``.  The process serves

@@ -16,7 +16,9 @@ walks is remembered across cycles until the node changes (``_NodeMemo``).  The c
 the cycle state and are cloned with it, so preemption can add and remove pods
 (``add_pod``/``remove_pod``) on its copy.  PreScore does the same walk for preferred terms
 (the incoming pod's, and existing pods' preferred terms plus their required affinity terms at
-``hardPodAffinityWeight``), and Score sums the weights of the node's topology pairs.
+``hardPodAffinityWeight``), remembered per node the same way, and Score sums the weights of
+the node's topology pairs.  Filter and Score judge a whole batch of nodes in one loop
+(``filter_nodes``/``score_nodes``); the one-node forms delegate to them.
 
 Terms select namespaces by name or by a namespace label selector.  The incoming pod's selectors
 are resolved into names once per cycle against the namespace cache; existing pods' selectors are
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from controlplane.scheduler import names
@@ -63,6 +65,14 @@ ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
 )
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+_AFFINITY_NOT_MATCH = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
+_ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+_EXISTING_ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(
+    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
+)
+_NO_LABELS: Mapping[str, str] = {}
+_NO_COUNTS: Mapping[str, int] = {}
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
@@ -133,26 +143,6 @@ def _count_anti_affinity(
             _add(counts, labels, term.topology_key, value)
 
 
-def _score(
-    scores: TopologyCounts,
-    term: AffinityTerm,
-    weight: int,
-    pod: Pod,
-    namespace_labels: Mapping[str, str] | None,
-    labels: Mapping[str, str],
-) -> None:
-    """Credit ``weight`` to the node's pair for the term's key if ``pod`` matches the term.
-
-    Unlike the Filter counts, a pair whose weights cancel out stays, at zero: it still makes
-    PreScore run Score.
-    """
-    if term.matches(pod, namespace_labels):
-        topology_value = labels.get(term.topology_key)
-        if topology_value is not None:
-            values = scores.setdefault(term.topology_key, {})
-            values[topology_value] = values.get(topology_value, 0) + weight
-
-
 def _clone(counts: TopologyCounts) -> TopologyCounts:
     return {key: dict(values) for key, values in counts.items()}
 
@@ -163,6 +153,17 @@ V = TypeVar("V")
 _IncomingKey = tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, str]] | None]
 """What existing pods' terms can see of the incoming pod: namespace, labels, namespace labels."""
 _TermsKey = tuple[tuple[AffinityTerm, ...], tuple[AffinityTerm, ...]]
+_PreferredKey = tuple[
+    tuple[WeightedAffinityTerm, ...], tuple[WeightedAffinityTerm, ...], _IncomingKey
+]
+
+
+def _incoming_key(pod: Pod, namespace_labels: Mapping[str, str] | None) -> _IncomingKey:
+    return (
+        pod.metadata.namespace or "",
+        frozenset((pod.metadata.labels or {}).items()),
+        frozenset(namespace_labels.items()) if namespace_labels is not None else None,
+    )
 
 
 class _PerNode(Generic[V]):
@@ -257,38 +258,49 @@ class _PreFilterState:
             tuple(sum(1 for p in pods if term.matches(p)) for term in self.anti_affinity),
         )
 
-    def satisfies_pod_affinity(self, labels: Mapping[str, str]) -> bool:
-        pods_exist = True
-        for term in self.affinity:
-            topology_value = labels.get(term.topology_key)
-            if topology_value is None:
-                return False  # every topology key must be on the node
-            if self.affinity_counts.get(term.topology_key, {}).get(topology_value, 0) <= 0:
-                pods_exist = False
-        if pods_exist:
-            return True
-        # The first pod of a group with affinity to itself: nothing matches anywhere yet, so
-        # it may go to any node that has the topology labels, provided it matches its terms.
-        return not self.affinity_counts and _matches_all(self.affinity, self.pod)
 
-    def satisfies_pod_anti_affinity(self, labels: Mapping[str, str]) -> bool:
-        if not self.anti_affinity_counts:
-            return True
-        for term in self.anti_affinity:
-            topology_value = labels.get(term.topology_key)
-            if (
-                topology_value is not None
-                and self.anti_affinity_counts.get(term.topology_key, {}).get(topology_value, 0) > 0
-            ):
-                return False
-        return True
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PreferredWalk:
+    """What one node's pods add to the preferred scores: the incoming pod's preferred terms
+    over the pods, and the pods' terms over the incoming pod (their required affinity at
+    ``hard_weight``).  The incoming pod's terms have their namespace selectors resolved."""
 
-    def satisfies_existing_pods_anti_affinity(self, labels: Mapping[str, str]) -> bool:
-        for key, values in self.existing_anti_affinity_counts.items():
-            topology_value = labels.get(key)
-            if topology_value is not None and values.get(topology_value, 0) > 0:
-                return False
-        return True
+    incoming: Pod
+    namespace_labels: Mapping[str, str] | None
+    preferred: tuple[WeightedAffinityTerm, ...]
+    preferred_anti: tuple[WeightedAffinityTerm, ...]
+    hard_weight: int
+
+    def weights(self, node: NodeInfo) -> tuple[tuple[str, int], ...]:
+        """Topology key -> summed weight of the terms that matched.  A key whose weights cancel
+        out is kept, at zero: it still makes PreScore run Score."""
+        sums: dict[str, int] = {}
+        incoming, namespace_labels = self.incoming, self.namespace_labels
+        # Without preferred terms of its own, only pods that have affinity terms can score.
+        has_constraints = bool(self.preferred or self.preferred_anti)
+        for existing in node.pods if has_constraints else node.pods_with_affinity:
+            target = existing.pod
+            for weighted in self.preferred:
+                if weighted.term.matches(target):
+                    _credit(sums, weighted.term.topology_key, weighted.weight)
+            for weighted in self.preferred_anti:
+                if weighted.term.matches(target):
+                    _credit(sums, weighted.term.topology_key, -weighted.weight)
+            if self.hard_weight > 0:
+                for term in existing.required_affinity:
+                    if term.matches(incoming, namespace_labels):
+                        _credit(sums, term.topology_key, self.hard_weight)
+            for weighted in existing.preferred_affinity:
+                if weighted.term.matches(incoming, namespace_labels):
+                    _credit(sums, weighted.term.topology_key, weighted.weight)
+            for weighted in existing.preferred_anti_affinity:
+                if weighted.term.matches(incoming, namespace_labels):
+                    _credit(sums, weighted.term.topology_key, -weighted.weight)
+        return tuple(sums.items())
+
+
+def _credit(sums: dict[str, int], key: str, weight: int) -> None:
+    sums[key] = sums.get(key, 0) + weight
 
 
 @dataclasses.dataclass(slots=True)
@@ -308,6 +320,7 @@ class InterPodAffinity:
         self._ignore_preferred_terms_of_existing_pods = ignore_preferred
         self._existing_memo: _NodeMemo[_IncomingKey, tuple[str, ...]] = _NodeMemo()
         self._incoming_memo: _NodeMemo[_TermsKey, tuple[int, tuple[int, ...]]] = _NodeMemo()
+        self._preferred_memo: _NodeMemo[_PreferredKey, tuple[tuple[str, int], ...]] = _NodeMemo()
 
     # Namespaces.
 
@@ -356,12 +369,7 @@ class InterPodAffinity:
         )
         # Consecutive pods of one workload look the same to these walks, so each node's part is
         # remembered until the node changes (see _NodeMemo).
-        incoming_key = (
-            namespace,
-            frozenset((pod.pod.metadata.labels or {}).items()),
-            frozenset(s.namespace_labels.items()) if s.namespace_labels is not None else None,
-        )
-        existing_memo = self._existing_memo.for_key(incoming_key)
+        existing_memo = self._existing_memo.for_key(_incoming_key(pod.pod, s.namespace_labels))
         for node_info in self._handle.snapshot.have_pods_with_required_anti_affinity():
             labels = _node_labels(node_info.node)
             for key in existing_memo.get(node_info, s.existing_topology_keys):
@@ -406,72 +414,131 @@ class InterPodAffinity:
     # Filter.
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
+        """Per node, in upstream's order: the pod's affinity, its anti-affinity, then existing
+        pods' anti-affinity; a node passes a check where the counts of its topology pairs
+        allow."""
         try:
             s = state.read(PRE_FILTER_STATE_KEY, _PreFilterState)
         except (KeyError, TypeError) as error:
-            return Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
-        labels = _node_labels(node.node)
-        if not s.satisfies_pod_affinity(labels):
-            return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
-        if not s.satisfies_pod_anti_affinity(labels):
-            return Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
-        if not s.satisfies_existing_pods_anti_affinity(labels):
-            return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
-        return SUCCESS
+            failed = Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
+            return [failed] * len(nodes)
+        # Affinity: every term's key must be on the node, and pods matching all terms must be
+        # in every term's domain -- unless this is the first pod of a group with affinity to
+        # itself: nothing matches anywhere yet, and the pod matches its own terms.
+        affinity = [
+            (term.topology_key, s.affinity_counts.get(term.topology_key, _NO_COUNTS))
+            for term in s.affinity
+        ]
+        first_of_group = not s.affinity_counts and _matches_all(s.affinity, s.pod)
+        # Anti-affinity: no matching pod in the domain of any term's key the node has.
+        anti_affinity = (
+            [
+                (term.topology_key, s.anti_affinity_counts.get(term.topology_key, _NO_COUNTS))
+                for term in s.anti_affinity
+            ]
+            if s.anti_affinity_counts
+            else []
+        )
+        existing = list(s.existing_anti_affinity_counts.items())
+        statuses: list[Status] = []
+        append = statuses.append
+        for node_info in nodes:
+            node = node_info.node
+            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
+            has_keys = pods_exist = True
+            for key, counts in affinity:
+                value = labels.get(key)
+                if value is None:
+                    has_keys = False
+                    break
+                if counts.get(value, 0) <= 0:
+                    pods_exist = False
+            if not has_keys or not (pods_exist or first_of_group):
+                append(_AFFINITY_NOT_MATCH)
+                continue
+            status = SUCCESS
+            for key, counts in anti_affinity:
+                value = labels.get(key)
+                if value is not None and counts.get(value, 0) > 0:
+                    status = _ANTI_AFFINITY_NOT_MATCH
+                    break
+            else:
+                for key, counts in existing:
+                    value = labels.get(key)
+                    if value is not None and counts.get(value, 0) > 0:
+                        status = _EXISTING_ANTI_AFFINITY_NOT_MATCH
+                        break
+            append(status)
+        return statuses
 
     # PreScore, Score and NormalizeScore.
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        if not nodes:
+            return SKIP
         has_constraints = bool(pod.preferred_affinity or pod.preferred_anti_affinity)
         if self._ignore_preferred_terms_of_existing_pods and not has_constraints:
             return SKIP
         snapshot = self._handle.snapshot
-        # Without preferred terms of its own, only pods that have affinity terms can score.
-        all_nodes = snapshot.list() if has_constraints else snapshot.have_pods_with_affinity()
-        preferred = self._resolve_weighted(pod.preferred_affinity)
-        preferred_anti = self._resolve_weighted(pod.preferred_anti_affinity)
         namespace_labels = self._namespace_labels(pod.pod.metadata.namespace or "")
-        incoming = pod.pod
-        hard_weight = self._hard_pod_affinity_weight
+        walk = _PreferredWalk(
+            pod.pod,
+            namespace_labels,
+            self._resolve_weighted(pod.preferred_affinity),
+            self._resolve_weighted(pod.preferred_anti_affinity),
+            self._hard_pod_affinity_weight,
+        )
+        # Like the PreFilter walks, each node's part is remembered until the node changes.
+        memo = self._preferred_memo.for_key(
+            (walk.preferred, walk.preferred_anti, _incoming_key(pod.pod, namespace_labels))
+        )
         scores: TopologyCounts = {}
-        for node_info in all_nodes:
+        for node_info in snapshot.list() if has_constraints else snapshot.have_pods_with_affinity():
+            if not (node_info.pods if has_constraints else node_info.pods_with_affinity):
+                continue
             labels = _node_labels(node_info.node)
             if not labels:
                 continue
-            for existing in node_info.pods if has_constraints else node_info.pods_with_affinity:
-                target = existing.pod
-                for weighted in preferred:
-                    _score(scores, weighted.term, weighted.weight, target, None, labels)
-                for weighted in preferred_anti:
-                    _score(scores, weighted.term, -weighted.weight, target, None, labels)
-                if hard_weight > 0:
-                    for term in existing.required_affinity:
-                        _score(scores, term, hard_weight, incoming, namespace_labels, labels)
-                for weighted in existing.preferred_affinity:
-                    _score(
-                        scores, weighted.term, weighted.weight, incoming, namespace_labels, labels
-                    )
-                for weighted in existing.preferred_anti_affinity:
-                    _score(
-                        scores, weighted.term, -weighted.weight, incoming, namespace_labels, labels
-                    )
+            for key, weight in memo.get(node_info, walk.weights):
+                topology_value = labels.get(key)
+                if topology_value is not None:
+                    values = scores.setdefault(key, {})
+                    values[topology_value] = values.get(topology_value, 0) + weight
         if not scores:
             return SKIP
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(scores))
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        scores, status = self.score_nodes(state, pod, (node,))
+        return (scores[0] if status.is_success else 0), status
+
+    def score_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[int], Status]:
+        """The summed weights of each node's topology pairs."""
         try:
             s = state.read(PRE_SCORE_STATE_KEY, _PreScoreState)
         except (KeyError, TypeError) as error:
-            return 0, Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
-        labels = _node_labels(node.node)
-        total = 0
-        for key, values in s.topology_score.items():
-            topology_value = labels.get(key)
-            if topology_value is not None:
-                total += values.get(topology_value, 0)
-        return total, SUCCESS
+            return [], Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
+        pairs = tuple(s.topology_score.items())
+        scores: list[int] = []
+        append = scores.append
+        for node_info in nodes:
+            node = node_info.node
+            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
+            total = 0
+            for key, values in pairs:
+                topology_value = labels.get(key)
+                if topology_value is not None:
+                    total += values.get(topology_value, 0)
+            append(total)
+        return scores, SUCCESS
 
     def score_extensions(self) -> InterPodAffinity:
         return self

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from controlplane.scheduler import names
@@ -54,6 +54,8 @@ ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
 ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
 CSI_ATTACH_LIMIT_PREFIX = "attachable-volumes-csi-"
 RESOURCE_NAME_LENGTH_LIMIT = 63
+
+_EXCEEDED = Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
 
 
 def csi_attach_limit_key(driver: str) -> str:
@@ -88,14 +90,24 @@ class NodeVolumeLimits:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
+        """The pod's own volumes are looked up once; a node is only counted if it has
+        limits."""
         try:
             new_volumes = self._attachable_volumes(pod.pod, new_pod=True)
         except _ClaimNotFoundError as error:
-            return Status.unresolvable(str(error))
+            return [Status.unresolvable(str(error))] * len(nodes)
         except ValueError as error:
-            return Status.failed(error)
+            return [Status.failed(error)] * len(nodes)
         if not new_volumes:
-            return SUCCESS
+            return [SUCCESS] * len(nodes)
+        return [self._fits(new_volumes, node) for node in nodes]
+
+    def _fits(self, new_volumes: Mapping[str, str], node: NodeInfo) -> Status:
         limits = {
             name: amount
             for name, amount in node.allocatable.scalar.items()
@@ -109,13 +121,12 @@ class NodeVolumeLimits:
                 attached.update(self._attachable_volumes(existing.pod, new_pod=False))
         except ValueError as error:
             return Status.failed(error)
-        for volume in attached:
-            new_volumes.pop(volume, None)
+        added = Counter(limit for volume, limit in new_volumes.items() if volume not in attached)
         attached_count = Counter(attached.values())
-        for key, count in Counter(new_volumes.values()).items():
+        for key, count in added.items():
             limit = limits.get(key)
             if limit is not None and attached_count[key] + count > limit:
-                return Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
+                return _EXCEEDED
         return SUCCESS
 
     def _attachable_volumes(self, pod: Pod, new_pod: bool) -> dict[str, str]:

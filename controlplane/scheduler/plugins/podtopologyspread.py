@@ -92,6 +92,10 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
     ),
 )
 
+_NO_LABELS: Mapping[str, str] = {}
+_LABEL_MISSING = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
+_SKEW_EXCEEDED = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
+
 _NO_DOMAIN = 2**31 - 1
 """The minimum of a constraint no node is eligible for (never read: minDomains makes it 0)."""
 
@@ -189,6 +193,8 @@ class _Eligibility:
         self._check_taints = any(c.honor_node_taints for c in constraints)
         self._constraints = constraints
         self._all = [True] * len(constraints)
+        self.always = self._all if self._affinity is None and not self._check_taints else None
+        """``per_constraint``'s answer for every node when nothing depends on the node."""
 
     def per_constraint(self, node: Node) -> list[bool]:
         affinity_ok = self._affinity is None or self._affinity.matches(node)
@@ -393,16 +399,35 @@ class PodTopologySpread:
         match_counts: list[dict[str, int]] = [{} for _ in constraints]
         counters = [self._memo.counts(namespace, c.selector) for c in constraints]
         eligibility = _Eligibility(pod.pod, constraints)
+        # This walk visits every node for every pod: per node, only lookups (and a count of
+        # its pods when it has any and changed since it was last counted).
+        per_constraint = tuple(
+            zip((c.topology_key for c in constraints), counters, match_counts, strict=True)
+        )
+        keys = frozenset(c.topology_key for c in constraints)
+        always = eligibility.always
         for node_info in nodes:
             node = node_info.node
-            labels = _labels(node)
-            if node is None or not _has_all_keys(labels, constraints):
+            if node is None:
                 continue
-            for i, eligible in enumerate(eligibility.per_constraint(node)):
-                if eligible:
-                    c = constraints[i]
-                    value = labels[c.topology_key]
-                    match_counts[i][value] = match_counts[i].get(value, 0) + counters[i](node_info)
+            labels = node.metadata.labels
+            if not labels or not labels.keys() >= keys:
+                continue
+            included = (
+                per_constraint
+                if always is not None
+                else tuple(
+                    entry
+                    for entry, eligible in zip(
+                        per_constraint, eligibility.per_constraint(node), strict=True
+                    )
+                    if eligible
+                )
+            )
+            pods = node_info.pods
+            for key, counter, counts in included:
+                value = labels[key]
+                counts[value] = counts.get(value, 0) + (counter(node_info) if pods else 0)
         histograms: list[dict[int, int]] = []
         for counts in match_counts:
             histogram: dict[int, int] = {}
@@ -458,19 +483,38 @@ class PodTopologySpread:
     # Filter.
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
         try:
             s = state.read(PRE_FILTER_STATE_KEY, _PreFilterState)
         except (KeyError, TypeError) as error:
-            return Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
-        labels = _labels(node.node)
-        for i, c in enumerate(s.constraints):
-            value = labels.get(c.topology_key)
-            if value is None:
-                return Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
-            skew = s.match_counts[i].get(value, 0) + s.self_match[i] - s.min_match_num(i)
-            if skew > c.max_skew:
-                return Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
-        return SUCCESS
+            failed = Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
+            return [failed] * len(nodes)
+        # skew = matching pods in the node's domain + self match - global minimum, so a node
+        # passes while its domain's count is at most maxSkew - self match + minimum.
+        checks = [
+            (c.topology_key, s.match_counts[i], c.max_skew - s.self_match[i] + s.min_match_num(i))
+            for i, c in enumerate(s.constraints)
+        ]
+        statuses: list[Status] = []
+        append = statuses.append
+        for node_info in nodes:
+            node = node_info.node
+            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
+            status = SUCCESS
+            for key, counts, most in checks:
+                value = labels.get(key)
+                if value is None:
+                    status = _LABEL_MISSING
+                    break
+                if counts.get(value, 0) > most:
+                    status = _SKEW_EXCEEDED
+                    break
+            append(status)
+        return statuses
 
     # PreScore, Score and NormalizeScore.
 
@@ -527,27 +571,49 @@ class PodTopologySpread:
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
-        """The weighted matching pods in the node's domains (lower is better, so normalizing
+        scores, status = self.score_nodes(state, pod, (node,))
+        return (scores[0] if status.is_success else 0), status
+
+    def score_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[int], Status]:
+        """The weighted matching pods in each node's domains (lower is better, so normalizing
         reverses it)."""
         try:
             s = state.read(PRE_SCORE_STATE_KEY, _PreScoreState)
         except (KeyError, TypeError) as error:
-            return 0, Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
-        if node.name in s.ignored_nodes:
-            return 0, SUCCESS
-        labels = _labels(node.node)
-        total = 0.0
-        for i, c in enumerate(s.constraints):
-            value = labels.get(c.topology_key)
-            if value is None:
+            return [], Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
+        ignored = s.ignored_nodes
+        # Hostname domains are single nodes: their counts come from the node itself.
+        # maxSkew - 1 waters down differences between domains: tolerance to skew.
+        terms = [
+            (
+                c.topology_key,
+                s.counters[i] if c.topology_key == LABEL_HOSTNAME else None,
+                s.pod_counts[i],
+                s.weights[i],
+                c.max_skew - 1,
+            )
+            for i, c in enumerate(s.constraints)
+        ]
+        floor = math.floor
+        scores: list[int] = []
+        append = scores.append
+        for node_info in nodes:
+            if node_info.name in ignored:
+                append(0)
                 continue
-            if c.topology_key == LABEL_HOSTNAME:
-                count = s.counters[i](node)
-            else:
-                count = s.pod_counts[i].get(value, 0)
-            # maxSkew - 1 waters down differences between domains: tolerance to skew.
-            total += count * s.weights[i] + (c.max_skew - 1)
-        return math.floor(total + 0.5), SUCCESS
+            node = node_info.node
+            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
+            total = 0.0
+            for key, counter, domain_counts, weight, tolerance in terms:
+                value = labels.get(key)
+                if value is None:
+                    continue
+                count = counter(node_info) if counter is not None else domain_counts.get(value, 0)
+                total += count * weight + tolerance
+            append(floor(total + 0.5))
+        return scores, SUCCESS
 
     def score_extensions(self) -> PodTopologySpread:
         return self

@@ -44,7 +44,7 @@ What upstream does that this does not:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -346,17 +346,34 @@ class VolumeBinding:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
+        """Whether each node can get the pod's claims their volumes; records the choice for
+        each node that can."""
         try:
             data = state.read(_STATE_KEY, _State)
         except (KeyError, TypeError) as error:
-            return Status.failed(f"cannot read {_STATE_KEY!r} from cycleState: {error}")
-        if data.claims is None or node.node is None:
-            return SUCCESS
-        reasons, volumes = self._find_pod_volumes(data.claims, node.node)
-        if reasons:
-            return Status.unresolvable(*reasons)
-        data.by_node[node.name] = volumes
-        return SUCCESS
+            failed = Status.failed(f"cannot read {_STATE_KEY!r} from cycleState: {error}")
+            return [failed] * len(nodes)
+        claims = data.claims
+        if claims is None:
+            return [SUCCESS] * len(nodes)
+        statuses: list[Status] = []
+        for node_info in nodes:
+            node = node_info.node
+            if node is None:
+                statuses.append(SUCCESS)
+                continue
+            reasons, volumes = self._find_pod_volumes(claims, node)
+            if reasons:
+                statuses.append(Status.unresolvable(*reasons))
+            else:
+                data.by_node[node_info.name] = volumes
+                statuses.append(SUCCESS)
+        return statuses
 
     def _find_pod_volumes(
         self, claims: _PodVolumeClaims, node: Node

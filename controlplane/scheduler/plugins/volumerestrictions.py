@@ -15,7 +15,7 @@ A claim the pod names that does not exist makes the pod unresolvable until it is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -44,6 +44,9 @@ ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT = (
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
 )
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+_DISK_CONFLICT = Status.unschedulable(ERR_REASON_DISK_CONFLICT)
+_CLAIM_IN_USE = Status.unschedulable(ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT)
 
 _PRE_FILTER_KEY = "PreFilter" + names.VOLUME_RESTRICTIONS
 
@@ -107,7 +110,14 @@ def is_volume_conflict(volume: Volume, pod: Pod) -> bool:
 
 def satisfies_volume_conflicts(pod: Pod, pods: Iterable[Pod]) -> bool:
     """Whether none of ``pod``'s exclusive disks is in use by ``pods``."""
-    checked = [volume for volume in _volumes(pod) if needs_restrictions_check(volume)]
+    return _satisfies(_checked_volumes(pod), pods)
+
+
+def _checked_volumes(pod: Pod) -> list[Volume]:
+    return [volume for volume in _volumes(pod) if needs_restrictions_check(volume)]
+
+
+def _satisfies(checked: list[Volume], pods: Iterable[Pod]) -> bool:
     return not any(is_volume_conflict(volume, other) for volume in checked for other in pods)
 
 
@@ -136,21 +146,23 @@ class VolumeRestrictions:
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
         needs_check = any(needs_restrictions_check(volume) for volume in _volumes(pod.pod))
-        claims = self._handle.lister(PersistentVolumeClaim)
         namespace = pod.pod.metadata.namespace or ""
         exclusive: set[str] = set()
         for volume in _volumes(pod.pod):
             source = volume.persistent_volume_claim
             if source is None:
                 continue
+            claims = self._handle.lister(PersistentVolumeClaim)
             claim_name = source.claim_name or ""
             claim = claims.get(f"{namespace}/{claim_name}")
             if claim is None:
                 return None, Status.unresolvable(f'persistentvolumeclaim "{claim_name}" not found')
             if READ_WRITE_ONCE_POD in ((claim.spec.access_modes if claim.spec else None) or ()):
                 exclusive.add(claim_name)
-        in_use = {key for node in self._handle.snapshot.list() for key in node.pvc_ref_counts}
-        conflicts = sum(1 for name in exclusive if f"{namespace}/{name}" in in_use)
+        conflicts = 0
+        if exclusive:
+            in_use = {key for node in self._handle.snapshot.list() for key in node.pvc_ref_counts}
+            conflicts = sum(1 for name in exclusive if f"{namespace}/{name}" in in_use)
         if not needs_check and conflicts == 0:
             return None, SKIP
         state.write(_PRE_FILTER_KEY, _PreFilterState(frozenset(exclusive), conflicts))
@@ -175,15 +187,26 @@ class VolumeRestrictions:
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        if not satisfies_volume_conflicts(pod.pod, (info.pod for info in node.pods)):
-            return Status.unschedulable(ERR_REASON_DISK_CONFLICT)
+        return self.filter_nodes(state, pod, (node,))[0]
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> list[Status]:
+        """A disk conflict on the node first; then the ReadWriteOncePod verdict, which is the
+        same for every node."""
         try:
             pre_filter = state.read(_PRE_FILTER_KEY, _PreFilterState)
         except (KeyError, TypeError) as error:
-            return Status.failed(f"cannot read {_PRE_FILTER_KEY!r} from cycleState: {error}")
-        if pre_filter.conflicting_references > 0:
-            return Status.unschedulable(ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT)
-        return SUCCESS
+            otherwise = Status.failed(f"cannot read {_PRE_FILTER_KEY!r} from cycleState: {error}")
+        else:
+            otherwise = _CLAIM_IN_USE if pre_filter.conflicting_references > 0 else SUCCESS
+        checked = _checked_volumes(pod.pod)
+        if not checked:
+            return [otherwise] * len(nodes)
+        return [
+            otherwise if _satisfies(checked, (info.pod for info in node.pods)) else _DISK_CONFLICT
+            for node in nodes
+        ]
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

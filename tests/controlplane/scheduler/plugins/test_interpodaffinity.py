@@ -647,3 +647,145 @@ def test_counts_follow_nodes_that_change_between_cycles() -> None:
     nodes[0].remove_pod(nodes[0].pods[0].pod)
     nodes[2].add_pod(PodInfo.of(pod("f", S1, "n3")))
     assert filtered() == expect(n3=Status.unschedulable(ANTI))
+
+
+def batch_cluster(existing: Sequence[Pod]) -> list[NodeInfo]:
+    """n1..n4 with ``existing``, plus a NodeInfo with no Node at all."""
+    return [*cluster(existing), NodeInfo()]
+
+
+BATCH_EXISTING = [
+    pod("e", S1, "n1"),
+    pod("f", S2, "n3", aff=affinity(anti=[term(["S2"], "zone")])),
+    pod("g", S1, "n4", aff=affinity(preferred=[weighted(3, term(["S2"], "zone"))])),
+]
+
+
+@pytest.mark.parametrize(
+    ("incoming", "picked"),
+    [
+        pytest.param(pod(labels=S2), None, id="existing-anti-affinity-only"),
+        pytest.param(pod(aff=affinity(required=[term()])), None, id="affinity"),
+        pytest.param(
+            pod(labels=S1, aff=affinity(required=[term(topology="rack")])),
+            None,
+            id="first-of-group-needs-the-key",
+        ),
+        pytest.param(
+            pod(labels=S1, aff=affinity(required=[term(["S3"])])), None, id="unmatched-affinity"
+        ),
+        pytest.param(
+            pod(labels=S2, aff=affinity(required=[term()], anti=[term(topology="zone")])),
+            [4, 2, 0],
+            id="everything-on-a-subset",
+        ),
+        pytest.param(pod(aff=affinity(anti=[term(topology="zone")])), [], id="no-nodes"),
+    ],
+)
+def test_filter_nodes_matches_filter(incoming: Pod, picked: list[int] | None) -> None:
+    nodes = batch_cluster(BATCH_EXISTING)
+    handle = FakeHandle(nodes)
+    plugin = interpodaffinity.new(None, handle)
+    state = CycleState()
+    info = PodInfo.of(incoming)
+    assert plugin.pre_filter(state, info, handle.nodes)[1].is_success
+    batch = nodes if picked is None else [nodes[i] for i in picked]
+    statuses = plugin.filter_nodes(state, info, batch)
+    assert statuses == [plugin.filter(state, info, node) for node in batch]
+    assert all(status is SUCCESS for status in statuses if status.is_success)
+
+
+def test_filter_nodes_without_pre_filter_state_fails_every_node() -> None:
+    plugin = interpodaffinity.new(None, FakeHandle())
+    statuses = plugin.filter_nodes(CycleState(), PodInfo.of(pod()), cluster([])[:2])
+    assert [status.code for status in statuses] == [Code.ERROR, Code.ERROR]
+
+
+@pytest.mark.parametrize(
+    ("incoming", "picked"),
+    [
+        pytest.param(
+            pod(labels=S2, aff=affinity(preferred_anti=[weighted(5, term(topology="zone"))])),
+            None,
+            id="preferred-anti-affinity",
+        ),
+        pytest.param(pod(labels=S2), [3, 4, 0], id="existing-pods-terms-on-a-subset"),
+        pytest.param(
+            pod(aff=affinity(preferred=[weighted(2, term()), weighted(7, term(topology="zone"))])),
+            [],
+            id="no-nodes",
+        ),
+    ],
+)
+def test_score_nodes_matches_score(incoming: Pod, picked: list[int] | None) -> None:
+    nodes = batch_cluster(BATCH_EXISTING)
+    handle = FakeHandle(nodes)
+    plugin = interpodaffinity.new(None, handle)
+    state = CycleState()
+    info = PodInfo.of(incoming)
+    assert plugin.pre_score(state, info, handle.nodes).is_success
+    batch = nodes if picked is None else [nodes[i] for i in picked]
+    scores, status = plugin.score_nodes(state, info, batch)
+    assert status is SUCCESS
+    assert scores == [plugin.score(state, info, node)[0] for node in batch]
+
+
+def test_score_nodes_without_pre_score_state_fails() -> None:
+    plugin = interpodaffinity.new(None, FakeHandle())
+    scores, status = plugin.score_nodes(CycleState(), PodInfo.of(pod()), cluster([]))
+    assert (scores, status.code) == ([], Code.ERROR)
+
+
+@pytest.mark.parametrize(
+    ("incoming", "existing", "nodes", "want"),
+    [
+        pytest.param(
+            pod(aff=affinity(preferred=[weighted(1, term())])),
+            [pod("e", S1, "n1")],
+            [],
+            Code.SKIP,
+            id="no-nodes",
+        ),
+        pytest.param(pod(labels=S1), [pod("e", S1, "n1")], None, Code.SKIP, id="nothing-preferred"),
+        pytest.param(
+            pod(aff=affinity(preferred=[weighted(1, term(["S3"]))])),
+            [pod("e", S1, "n1")],
+            None,
+            Code.SKIP,
+            id="preferred-terms-match-nothing",
+        ),
+        pytest.param(
+            pod(aff=affinity(preferred=[weighted(1, term())])),
+            [pod("e", S1, "n1")],
+            None,
+            Code.SUCCESS,
+            id="preferred-terms-match",
+        ),
+    ],
+)
+def test_pre_score_skips_when_nothing_scores(
+    incoming: Pod, existing: list[Pod], nodes: list[NodeInfo] | None, want: Code
+) -> None:
+    handle = FakeHandle(cluster(existing))
+    plugin = interpodaffinity.new(None, handle)
+    candidates = handle.nodes if nodes is None else nodes
+    assert plugin.pre_score(CycleState(), PodInfo.of(incoming), candidates).code is want
+
+
+def test_pre_score_follows_nodes_that_change_between_cycles() -> None:
+    """PreScore remembers each node's weights across cycles until the node changes."""
+    incoming = pod(labels=S2, aff=affinity(preferred_anti=[weighted(5, term(topology="zone"))]))
+    nodes = cluster([pod("e", S1, "n1")])
+    handle = FakeHandle(nodes)
+    plugin = interpodaffinity.new(None, handle)
+    info = PodInfo.of(incoming)
+
+    def scored() -> dict[str, int]:
+        state = CycleState()
+        assert plugin.pre_score(state, info, handle.nodes).is_success
+        return dict(zip(NODE_LABELS, plugin.score_nodes(state, info, handle.nodes)[0], strict=True))
+
+    assert scored() == {"n1": -5, "n2": 0, "n3": 0, "n4": 0}
+    nodes[0].remove_pod(nodes[0].pods[0].pod)
+    nodes[2].add_pod(PodInfo.of(pod("f", S1, "n3")))
+    assert scored() == {"n1": 0, "n2": 0, "n3": -5, "n4": 0}

@@ -5,7 +5,13 @@ from typing import Any, cast
 
 import pytest
 
-from controlplane.scheduler.framework.interface import Code, CycleState, QueueingHint, Status
+from controlplane.scheduler.framework.interface import (
+    SUCCESS,
+    Code,
+    CycleState,
+    QueueingHint,
+    Status,
+)
 from controlplane.scheduler.framework.types import PodInfo
 from controlplane.scheduler.plugins import nodevolumelimits
 from controlplane.scheduler.plugins.nodevolumelimits import (
@@ -272,3 +278,37 @@ def test_pod_deleted_hint(deleted: Pod, want: QueueingHint) -> None:
 )
 def test_claim_added_hint(added: PersistentVolumeClaim, want: QueueingHint) -> None:
     assert _hint("PersistentVolumeClaim", None, added) is want
+
+
+@pytest.mark.parametrize(
+    ("objects", "new"),
+    [
+        pytest.param(bound("a") + bound("b") + bound("c"), ["c"], id="limits-differ-per-node"),
+        pytest.param(bound("a") + bound("b"), ["a", "b"], id="shared-and-new"),
+        pytest.param(bound("a"), ["missing"], id="claim-missing"),
+        pytest.param(bound("a"), [], id="no-claims"),
+    ],
+)
+def test_filter_nodes_matches_filter(objects: list[Resource], new: list[str]) -> None:
+    """Nodes without limits, at their limit, over it, and sharing the pod's volume."""
+    nodes = [
+        make_node_info(
+            make_node(f"n{i}", allocatable=allocatable),
+            *(make_pod(f"e{i}-{c}", node_name=f"n{i}", volumes=[claim_volume(c)]) for c in used),
+        )
+        for i, (allocatable, used) in enumerate(
+            [
+                (EBS_LIMIT_2, ["a"]),
+                (EBS_LIMIT_2, ["a", "b"]),
+                (EBS_LIMIT_1, []),
+                (limits({}), ["a", "b"]),
+            ]
+        )
+    ]
+    plugin = nodevolumelimits.new(None, cast(Any, FakeHandle(nodes, objects)))
+    pod = PodInfo.of(make_pod(volumes=[claim_volume(c) for c in new]))
+    state = CycleState()
+    statuses = plugin.filter_nodes(state, pod, nodes)
+    assert statuses == [plugin.filter(state, pod, node) for node in nodes]
+    assert all(status is SUCCESS for status in statuses if status.is_success)
+    assert plugin.filter_nodes(state, pod, []) == []

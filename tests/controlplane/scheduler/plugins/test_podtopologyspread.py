@@ -754,3 +754,97 @@ def test_counts_follow_nodes_that_change_between_cycles() -> None:
     assert filtered() == expect("a", "b")
     nodes[3].add_pod(PodInfo.of(pod("y0", "y")))
     assert filtered() == expect()
+
+
+def batch_cluster() -> list[NodeInfo]:
+    """NODES with matching pods, a node lacking the zone label and one with no Node at all."""
+    return [
+        *cluster(pods_on(a=2, x=1, b=1), nodes={**NODES, "bare": {HOSTNAME: "bare"}}),
+        NodeInfo(),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("incoming", "picked"),
+    [
+        pytest.param(pod(constraints=[spread()]), None, id="zone-every-node"),
+        pytest.param(
+            pod(constraints=[spread(), spread(HOSTNAME)]), [5, 3, 0], id="zone-and-hostname-subset"
+        ),
+        pytest.param(pod(constraints=[spread(max_skew=3)]), [1, 2], id="loose-skew"),
+        pytest.param(
+            pod(labels={"bar": ""}, constraints=[spread(HOSTNAME)]), None, id="no-self-match"
+        ),
+        pytest.param(pod(constraints=[spread()]), [], id="no-nodes"),
+    ],
+)
+def test_filter_nodes_matches_filter(incoming: Pod, picked: list[int] | None) -> None:
+    nodes = batch_cluster()
+    handle = FakeHandle(nodes)
+    plugin = podtopologyspread.new(None, handle)
+    state = CycleState()
+    info = PodInfo.of(incoming)
+    assert plugin.pre_filter(state, info, handle.nodes)[1].is_success
+    batch = nodes if picked is None else [nodes[i] for i in picked]
+    statuses = plugin.filter_nodes(state, info, batch)
+    assert statuses == [plugin.filter(state, info, node) for node in batch]
+    assert all(status is SUCCESS for status in statuses if status.is_success)
+
+
+def test_filter_nodes_without_pre_filter_state_fails_every_node() -> None:
+    plugin = podtopologyspread.new(None, FakeHandle())
+    statuses = plugin.filter_nodes(CycleState(), PodInfo.of(pod()), batch_cluster()[:2])
+    assert [status.code for status in statuses] == [Code.ERROR, Code.ERROR]
+
+
+@pytest.mark.parametrize(
+    ("incoming", "picked"),
+    [
+        pytest.param(pod(constraints=[spread(hard=False)]), None, id="zone-every-node"),
+        pytest.param(
+            pod(constraints=[spread(hard=False), spread(HOSTNAME, max_skew=2, hard=False)]),
+            [4, 0, 2],
+            id="zone-and-hostname-subset",
+        ),
+        pytest.param(pod(constraints=[spread(HOSTNAME, hard=False)]), [], id="no-nodes"),
+    ],
+)
+def test_score_nodes_matches_score(incoming: Pod, picked: list[int] | None) -> None:
+    nodes = batch_cluster()
+    handle = FakeHandle(nodes)
+    plugin = podtopologyspread.new(None, handle)
+    state = CycleState()
+    info = PodInfo.of(incoming)
+    assert plugin.pre_score(state, info, handle.nodes).is_success
+    batch = nodes if picked is None else [nodes[i] for i in picked]
+    scores, status = plugin.score_nodes(state, info, batch)
+    assert status is SUCCESS
+    assert scores == [plugin.score(state, info, node)[0] for node in batch]
+
+
+def test_score_nodes_without_pre_score_state_fails() -> None:
+    plugin = podtopologyspread.new(None, FakeHandle())
+    scores, status = plugin.score_nodes(CycleState(), PodInfo.of(pod()), batch_cluster())
+    assert (scores, status.code) == ([], Code.ERROR)
+
+
+@pytest.mark.parametrize(
+    ("incoming", "pre_filter_skips", "pre_score_skips"),
+    [
+        pytest.param(pod(constraints=[spread()]), False, True, id="only-do-not-schedule"),
+        pytest.param(pod(constraints=[spread(hard=False)]), True, False, id="only-schedule-anyway"),
+        pytest.param(
+            pod(constraints=[spread(), spread(HOSTNAME, hard=False)]), False, False, id="both"
+        ),
+        pytest.param(pod(), True, True, id="none-and-no-selecting-workload"),
+    ],
+)
+def test_skips_without_constraints_of_the_kind(
+    incoming: Pod, pre_filter_skips: bool, pre_score_skips: bool
+) -> None:
+    handle = FakeHandle(cluster(pods_on(a=1)))
+    plugin = podtopologyspread.new(None, handle)
+    info = PodInfo.of(incoming)
+    _, pre_filter = plugin.pre_filter(CycleState(), info, handle.nodes)
+    assert pre_filter.is_skip is pre_filter_skips
+    assert plugin.pre_score(CycleState(), info, handle.nodes).is_skip is pre_score_skips

@@ -6,7 +6,13 @@ from typing import Any, cast
 
 import pytest
 
-from controlplane.scheduler.framework.interface import Code, CycleState, QueueingHint, Status
+from controlplane.scheduler.framework.interface import (
+    SUCCESS,
+    Code,
+    CycleState,
+    QueueingHint,
+    Status,
+)
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import volumebinding
 from controlplane.scheduler.plugins.volumebinding import (
@@ -605,3 +611,39 @@ def _hint(resource: str, old: Any, new: Any) -> QueueingHint:
 )
 def test_hints(resource: str, old: Any, new: Any, want: QueueingHint) -> None:
     assert _hint(resource, old, new) is want
+
+
+@pytest.mark.parametrize(
+    ("objects", "volumes", "picked"),
+    [
+        pytest.param(
+            [LOCAL, pvc(volume_name="pv1"), pv("pv1", node="n1", claim="data")],
+            [claim_volume()],
+            [0, 1],
+            id="bound-volume-affinity",
+        ),
+        pytest.param(
+            [LOCAL, pvc(), pv("pv1", node="n2")], [claim_volume()], [1, 0], id="delayed-reversed"
+        ),
+        pytest.param([LOCAL, pvc(volume_name="gone")], [claim_volume()], [1], id="missing"),
+        pytest.param([LOCAL], [], [0, 1], id="no-claims"),
+        pytest.param([LOCAL, pvc(), pv("pv1")], [claim_volume()], [], id="no-nodes"),
+    ],
+)
+def test_filter_nodes_matches_filter(
+    objects: list[Resource], volumes: list[Volume], picked: list[int]
+) -> None:
+    plugin, _, state, info, all_nodes = _setup(objects, make_pod(volumes=volumes))
+    plugin.pre_filter(state, info, all_nodes)
+    batch = [all_nodes[i] for i in picked]
+    statuses = plugin.filter_nodes(state, info, batch)
+    recorded = dict(state.read(volumebinding._STATE_KEY, volumebinding._State).by_node)
+    assert statuses == [plugin.filter(state, info, node) for node in batch]
+    assert all(status is SUCCESS for status in statuses if status.is_success)
+    assert state.read(volumebinding._STATE_KEY, volumebinding._State).by_node == recorded
+
+
+def test_filter_nodes_without_pre_filter_state_fails_every_node() -> None:
+    plugin, _, state, info, all_nodes = _setup([], make_pod(volumes=[claim_volume()]))
+    statuses = plugin.filter_nodes(state, info, all_nodes)
+    assert [status.code for status in statuses] == [Code.ERROR, Code.ERROR]

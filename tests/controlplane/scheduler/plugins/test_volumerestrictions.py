@@ -4,7 +4,13 @@ from typing import Any
 
 import pytest
 
-from controlplane.scheduler.framework.interface import Code, CycleState, QueueingHint, Status
+from controlplane.scheduler.framework.interface import (
+    SUCCESS,
+    Code,
+    CycleState,
+    QueueingHint,
+    Status,
+)
 from controlplane.scheduler.framework.types import PodInfo
 from controlplane.scheduler.plugins import volumerestrictions
 from controlplane.scheduler.plugins.volumerestrictions import (
@@ -262,3 +268,60 @@ def test_pod_deleted_hint(deleted: Pod, want: QueueingHint) -> None:
 def test_claim_added_hint(added: PersistentVolumeClaim, want: QueueingHint) -> None:
     target = make_pod(volumes=[claim_volume("data")])
     assert _hint("PersistentVolumeClaim", target, None, added) is want
+
+
+@pytest.mark.parametrize(
+    ("claims", "volumes", "users"),
+    [
+        pytest.param([], [gce("a")], [[gce("a")], [gce("b")], []], id="disk-conflict-on-one"),
+        pytest.param(
+            [claim("data", "ReadWriteOncePod")],
+            [gce("a"), claim_volume("data")],
+            [[gce("a"), claim_volume("data")], [], [ebs("x")]],
+            id="disk-conflict-before-claim-in-use",
+        ),
+        pytest.param(
+            [claim("data", "ReadWriteOncePod")],
+            [claim_volume("data")],
+            [[claim_volume("data")], []],
+            id="claim-in-use-everywhere",
+        ),
+        pytest.param([], [rbd(["m"], "p", "i")], [], id="no-nodes"),
+    ],
+)
+def test_filter_nodes_matches_filter(
+    claims: list[PersistentVolumeClaim], volumes: list[Volume], users: list[list[Volume]]
+) -> None:
+    nodes = [
+        make_node_info(make_node(f"n{i}"), make_pod(f"u{i}", node_name=f"n{i}", volumes=used))
+        for i, used in enumerate(users)
+    ]
+    plugin = volumerestrictions.new(None, FakeHandle(nodes, claims))
+    pod = PodInfo.of(make_pod(volumes=volumes))
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, nodes)[1].is_success
+    statuses = plugin.filter_nodes(state, pod, nodes)
+    assert statuses == [plugin.filter(state, pod, node) for node in nodes]
+    assert all(status is SUCCESS for status in statuses if status.is_success)
+
+
+def test_filter_nodes_without_pre_filter_state() -> None:
+    """The disk check needs no state; every other node fails reading it."""
+    nodes = [
+        make_node_info(make_node("n1"), make_pod("u", node_name="n1", volumes=[gce("a")])),
+        make_node_info(make_node("n2")),
+    ]
+    plugin = volumerestrictions.new(None, FakeHandle(nodes))
+    statuses = plugin.filter_nodes(CycleState(), PodInfo.of(make_pod(volumes=[gce("a")])), nodes)
+    assert [status.code for status in statuses] == [Code.UNSCHEDULABLE, Code.ERROR]
+
+
+def test_pods_without_volumes_skip_without_reading_the_snapshot() -> None:
+    class NoSnapshot(FakeHandle):
+        @property
+        def snapshot(self) -> Any:
+            raise AssertionError("the snapshot was read")
+
+    plugin = volumerestrictions.new(None, NoSnapshot())
+    _, status = plugin.pre_filter(CycleState(), PodInfo.of(make_pod()), [])
+    assert status.code is Code.SKIP
