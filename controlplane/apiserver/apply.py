@@ -383,6 +383,8 @@ def _compare(
     old: Any, new: Any, node: _Node, path: Path, out: Comparison, item: bool = False
 ) -> None:
     """``item``: the value is a list item or a map entry, not a struct field."""
+    if old == new:
+        return  # equal subtrees differ nowhere: one C-level comparison prunes most of the walk
     shape = _shape(node)
     if (
         shape.kind == LEAF
@@ -401,10 +403,13 @@ def _compare(
         left = old if isinstance(old, dict) else {}
         right = new if isinstance(new, dict) else {}
         for key in dict.fromkeys([*left, *right]):
+            before, after = left.get(key, _MISSING), right.get(key, _MISSING)
+            if before == after:
+                continue
             child_node, _ = _child(shape, key)
             _compare(
-                left.get(key, _MISSING),
-                right.get(key, _MISSING),
+                before,
+                after,
                 child_node,
                 (*path, f"f:{key}"),
                 out,

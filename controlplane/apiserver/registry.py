@@ -717,4 +717,8 @@ async def _with_bookmarks(
             yield event
     finally:
         if pending is not None:
+            # The pending read holds ``events`` open: let its cancellation finish, or the
+            # caller's ``aclose()`` of ``events`` finds the generator still running.
             pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+                await pending

@@ -38,7 +38,6 @@ from controlplane.scheduler.framework.types import (
     ImageState,
     NodeInfo,
     PodInfo,
-    Resources,
     next_generation,
 )
 from kubelab.api.kinds.core_v1.node import Node
@@ -226,9 +225,7 @@ class SchedulerCache:
             raise CacheError(f"node {name} is not found")
         info = item.info
         self._remove_images(name, info.node)
-        info.node = None
-        info.allocatable = Resources()
-        info.generation = next_generation()
+        info.clear_node()
         if info.pods:
             self._move_to_head(item)
         else:

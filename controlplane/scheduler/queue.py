@@ -222,6 +222,10 @@ class Nominator:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return list(self._by_node.get(node_name, {}).values())
 
+    def nominated_nodes(self) -> set[str]:
+        """The nodes some pod is nominated to (usually none)."""
+        return {name for name, pods in self._by_node.items() if pods}
+
 
 def _nominated_node(pod: Pod) -> str:
     return (pod.status.nominated_node_name if pod.status else None) or ""
@@ -588,6 +592,9 @@ class SchedulingQueue:
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return self._nominator.nominated_pods_for_node(node_name)
+
+    def nominated_nodes(self) -> set[str]:
+        return self._nominator.nominated_nodes()
 
     # --- inspection ----------------------------------------------------------------------
 

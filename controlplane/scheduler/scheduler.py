@@ -289,6 +289,9 @@ class Scheduler:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return self.queue.nominated_pods_for_node(node_name)
 
+    def nominated_nodes(self) -> set[str]:
+        return self.queue.nominated_nodes()
+
     def _namespace_labels(self, name: str) -> Mapping[str, str]:
         namespace = self._informers.informer_for(Namespace).lister.get(name)
         return (namespace.metadata.labels or {}) if namespace else {}
@@ -561,15 +564,11 @@ class Scheduler:
 
     def _select_host(self, scores: NodeScores) -> str:
         """The best-scoring node; among equals, each is chosen with the same probability."""
-        best, chosen, ties = -1, "", 0
-        for name, total in zip(scores.names, scores.totals, strict=True):
-            if total > best:
-                best, chosen, ties = total, name, 1
-            elif total == best:
-                ties += 1
-                if self.rng.randrange(ties) == 0:
-                    chosen = name
-        return chosen
+        best = max(scores.totals)
+        tied = [
+            name for name, total in zip(scores.names, scores.totals, strict=True) if total == best
+        ]
+        return tied[0] if len(tied) == 1 else self.rng.choice(tied)
 
     # The binding cycle.
 

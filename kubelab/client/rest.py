@@ -11,7 +11,10 @@ discovery.  Both go through one request path that owns the policy:
 - retries: a 429 or 5xx answer is retried after its ``Retry-After`` (or an exponential
   backoff), a connection that was refused is retried for every verb, any other connection
   failure only for reads, since a write may have landed;
-- a ``User-Agent`` per component, so the API server's logs and metrics say who asked.
+- a ``User-Agent`` per component, so the API server's logs and metrics say who asked;
+- at most ``connections`` connections (each open watch holds one); requests beyond that wait
+  for a free one rather than open another, since every new connection costs the server a
+  TLS handshake, which is dearer than the request it carries.
 
 Failures surface as ``ApiError`` (the server's Status) or ``ClientError`` (no answer).  A watch
 is an async iterator of ``(type, object)`` pairs; an ERROR event raises ``ApiError`` so that
@@ -144,6 +147,7 @@ class Client:
         qps: float = 50.0,
         burst: int = 100,
         max_retries: int = 5,
+        connections: int = 100,
         clock: Clock | None = None,
     ) -> None:
         self.config = config
@@ -163,7 +167,7 @@ class Client:
         self._session = aiohttp.ClientSession(
             base_url=config.server.rstrip("/"),
             headers=headers,
-            connector=aiohttp.TCPConnector(ssl=self._ssl, limit=0),
+            connector=aiohttp.TCPConnector(ssl=self._ssl, limit=connections),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
         )
         self._resources: dict[str, ResourcePath] = {}

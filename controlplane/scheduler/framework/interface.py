@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -423,6 +423,10 @@ class Services(Protocol):
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         """Pods nominated to the node by preemption and not yet bound."""
+        ...
+
+    def nominated_nodes(self) -> Collection[str]:
+        """The nodes some pod is nominated to (usually none: a cheap test before filtering)."""
         ...
 
 

@@ -30,7 +30,7 @@ import asyncio
 import builtins
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
@@ -734,8 +734,9 @@ class Framework:
         """Each node's verdict: SUCCESS or the first plugin's rejection (or error)."""
         verdicts: list[Status] = [SUCCESS] * len(batch)
         alive: list[int] = []
+        nominated = self._services.nominated_nodes()
         for i, node in enumerate(batch):
-            if self._has_nominated_pods(pod, node):
+            if node.name in nominated and self._has_nominated_pods(pod, node):
                 verdicts[i] = self._filter_with_nominated_pods(state, pod, node)
             else:
                 alive.append(i)
@@ -987,6 +988,9 @@ class Framework:
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return self._services.nominated_pods_for_node(node_name)
+
+    def nominated_nodes(self) -> Collection[str]:
+        return self._services.nominated_nodes()
 
     def waiting_pod(self, uid: str) -> WaitingPod | None:
         return self._waiting.get(uid)

@@ -355,6 +355,7 @@ class NodeInfo:
         "allocatable",
         "generation",
         "image_states",
+        "name",
         "node",
         "non_zero_requested",
         "pods",
@@ -367,6 +368,8 @@ class NodeInfo:
 
     def __init__(self, node: Node | None = None) -> None:
         self.node: Node | None = None
+        self.name = ""
+        """The node's name ("" while the node is unknown); read for every node every cycle."""
         self.pods: list[PodInfo] = []
         self.pods_with_affinity: list[PodInfo] = []
         self.pods_with_required_anti_affinity: list[PodInfo] = []
@@ -380,14 +383,18 @@ class NodeInfo:
         if node is not None:
             self.set_node(node)
 
-    @property
-    def name(self) -> str:
-        return (self.node.metadata.name or "") if self.node else ""
-
     def set_node(self, node: Node) -> None:
         self.node = node
+        self.name = node.metadata.name or ""
         status = node.status
         self.allocatable = Resources.from_list(status.allocatable if status else None)
+        self.generation = next_generation()
+
+    def clear_node(self) -> None:
+        """The node is gone; what remains is a placeholder for the pods still bound to it."""
+        self.node = None
+        self.name = ""
+        self.allocatable = Resources()
         self.generation = next_generation()
 
     def add_pod(self, info: PodInfo) -> None:
@@ -434,6 +441,7 @@ class NodeInfo:
     def clone(self) -> NodeInfo:
         copy = NodeInfo()
         copy.node = self.node
+        copy.name = self.name
         copy.pods = list(self.pods)
         copy.pods_with_affinity = list(self.pods_with_affinity)
         copy.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)

@@ -262,6 +262,9 @@ class FakeHandle:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return list(self.nominated.get(node_name, ()))
 
+    def nominated_nodes(self) -> set[str]:
+        return {name for name, pods in self.nominated.items() if pods}
+
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod: PodInfo, node: NodeInfo
     ) -> Status:
