@@ -159,12 +159,6 @@ class PreFilterResult:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeScore:
-    name: str
-    score: int
-
-
-@dataclass(frozen=True, slots=True)
 class PostFilterResult:
     """What PostFilter achieved: the node the pod is nominated to after preemption."""
 
@@ -316,8 +310,12 @@ class PreScorePlugin(Plugin, Protocol):
 
 
 class ScoreExtensions(Protocol):
-    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
-        """Rewrite ``scores`` in place into MIN_NODE_SCORE..MAX_NODE_SCORE."""
+    def normalize_score(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[str], scores: list[int]
+    ) -> Status:
+        """Rewrite ``scores`` in place into MIN_NODE_SCORE..MAX_NODE_SCORE; ``nodes`` are the
+        scored nodes' names, in the same order (a normalizer that ignores some nodes needs
+        them)."""
         ...
 
 

@@ -51,7 +51,6 @@ from controlplane.scheduler.framework.interface import (
     FilterPlugin,
     Lister,
     NodeInfoLister,
-    NodeScore,
     PermitPlugin,
     Plugin,
     PluginFactory,
@@ -845,15 +844,14 @@ class Framework:
             normalized = raw
             extensions = plugin.score_extensions()
             if extensions is not None:
-                scored = [NodeScore(node, score) for node, score in zip(names, raw, strict=True)]
-                status = extensions.normalize_score(state, pod, scored)
+                normalized = list(raw)
+                status = extensions.normalize_score(state, pod, names, normalized)
                 if not status.is_success:
                     return result, _failed(
                         f"running Normalize on Score plugins: plugin {_q(name)} failed with",
                         status,
                         name,
                     )
-                normalized = [entry.score for entry in scored]
             if normalized and not (
                 min(normalized) >= MIN_NODE_SCORE and max(normalized) <= MAX_NODE_SCORE
             ):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controlplane.scheduler.framework.interface import SUCCESS, NodeScore, Status
+from controlplane.scheduler.framework.interface import SUCCESS, Status
 from kubelab.api import names
 from kubelab.api.kinds.core_v1.node import Node, Taint
 from kubelab.api.kinds.core_v1.pod import Pod, PreferredSchedulingTerm, Toleration
@@ -41,7 +41,7 @@ class NodeSelectorError(ValueError):
 # Score normalisation.
 
 
-def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> Status:
+def default_normalize_score(max_priority: int, reverse: bool, scores: list[int]) -> Status:
     """Scale ``scores`` in place so the highest becomes ``max_priority`` (upstream
     ``helper.DefaultNormalizeScore``).
 
@@ -49,15 +49,14 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
     every score is 0 they stay 0, or all become ``max_priority`` when reversed.  Scores are
     non-negative, so integer division truncates as Go's does.
     """
-    highest = max((node.score for node in scores), default=0)
-    for i, node in enumerate(scores):
-        if highest == 0:
-            score = max_priority if reverse else node.score
-        else:
-            score = max_priority * node.score // highest
-            if reverse:
-                score = max_priority - score
-        scores[i] = NodeScore(node.name, score)
+    highest = max(scores, default=0)
+    if highest == 0:
+        if reverse:
+            scores[:] = [max_priority] * len(scores)
+    elif reverse:
+        scores[:] = [max_priority - max_priority * score // highest for score in scores]
+    else:
+        scores[:] = [max_priority * score // highest for score in scores]
     return SUCCESS
 
 

@@ -43,7 +43,6 @@ from controlplane.scheduler.framework.interface import (
     CycleState,
     EventResource,
     Handle,
-    NodeScore,
     PreFilterResult,
     QueueingHint,
     Status,
@@ -543,7 +542,9 @@ class InterPodAffinity:
     def score_extensions(self) -> InterPodAffinity:
         return self
 
-    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+    def normalize_score(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[str], scores: list[int]
+    ) -> Status:
         """Scale linearly so the lowest score becomes 0 and the highest MAX_NODE_SCORE."""
         try:
             s = state.read(PRE_SCORE_STATE_KEY, _PreScoreState)
@@ -551,11 +552,13 @@ class InterPodAffinity:
             return Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
         if not s.topology_score or not scores:
             return SUCCESS
-        lowest = min(score.score for score in scores)
-        spread = max(score.score for score in scores) - lowest
-        for i, score in enumerate(scores):
-            normalized = int(MAX_NODE_SCORE * (score.score - lowest) / spread) if spread else 0
-            scores[i] = NodeScore(score.name, normalized)
+        lowest = min(scores)
+        spread = max(scores) - lowest
+        if spread:
+            # Divide before scaling, in floats, as upstream does: 29 of 100 truncates to 28.
+            scores[:] = [int(MAX_NODE_SCORE * ((score - lowest) / spread)) for score in scores]
+        else:
+            scores[:] = [0] * len(scores)
         return SUCCESS
 
     # Requeueing.

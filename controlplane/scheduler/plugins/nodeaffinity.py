@@ -31,7 +31,6 @@ from controlplane.scheduler.framework.interface import (
     CycleState,
     EventResource,
     Handle,
-    NodeScore,
     PreFilterResult,
     QueueingHint,
     Status,
@@ -211,7 +210,9 @@ class NodeAffinity:
     def score_extensions(self) -> NodeAffinity:
         return self
 
-    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+    def normalize_score(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[str], scores: list[int]
+    ) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, False, scores)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -46,7 +46,6 @@ from controlplane.scheduler.framework.interface import (
     CycleState,
     EventResource,
     Handle,
-    NodeScore,
     PreFilterResult,
     QueueingHint,
     Status,
@@ -618,22 +617,24 @@ class PodTopologySpread:
     def score_extensions(self) -> PodTopologySpread:
         return self
 
-    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+    def normalize_score(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[str], scores: list[int]
+    ) -> Status:
         """Reverse and scale: the fewest matching pods gets MAX_NODE_SCORE; ignored nodes 0."""
         try:
             s = state.read(PRE_SCORE_STATE_KEY, _PreScoreState)
         except (KeyError, TypeError) as error:
             return Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
-        counted = [score.score for score in scores if score.name not in s.ignored_nodes]
+        ignored = s.ignored_nodes
+        counted = [score for name, score in zip(nodes, scores, strict=True) if name not in ignored]
         lowest, highest = min(counted, default=0), max(counted, default=0)
-        for i, score in enumerate(scores):
-            if score.name in s.ignored_nodes:
-                normalized = 0
-            elif highest == 0:
-                normalized = MAX_NODE_SCORE
-            else:
-                normalized = MAX_NODE_SCORE * (highest + lowest - score.score) // highest
-            scores[i] = NodeScore(score.name, normalized)
+        if highest == 0:
+            scores[:] = [0 if name in ignored else MAX_NODE_SCORE for name in nodes]
+        else:
+            scores[:] = [
+                0 if name in ignored else MAX_NODE_SCORE * (highest + lowest - score) // highest
+                for name, score in zip(nodes, scores, strict=True)
+            ]
         return SUCCESS
 
     # Requeueing.

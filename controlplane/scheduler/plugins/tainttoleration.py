@@ -30,7 +30,6 @@ from controlplane.scheduler.framework.interface import (
     CycleState,
     EventResource,
     Handle,
-    NodeScore,
     QueueingHint,
     Status,
 )
@@ -143,7 +142,9 @@ class TaintToleration:
     def score_extensions(self) -> TaintToleration:
         return self
 
-    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+    def normalize_score(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[str], scores: list[int]
+    ) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, True, scores)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

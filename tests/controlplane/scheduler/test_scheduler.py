@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controlplane.scheduler.config import KubeSchedulerConfiguration
+from controlplane.scheduler.config import KubeSchedulerConfiguration, load
 from controlplane.scheduler.explain import render, to_json
 from controlplane.scheduler.scheduler import Scheduler
 from kubelab.api.kinds.core_v1.cluster import Event
@@ -108,11 +108,15 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 15.0)
 
 
 @pytest.fixture
-async def cluster(client: Client, namespace: str) -> AsyncIterator[Cluster]:
+async def cluster(
+    client: Client, namespace: str, request: pytest.FixtureRequest
+) -> AsyncIterator[Cluster]:
+    """A scheduler with the default configuration, or the YAML a test gives as its param."""
+    config = load(request.param) if hasattr(request, "param") else KubeSchedulerConfiguration()
     clock = RealClock()
     informers = SharedInformerFactory(client, clock=clock)
     recorder = EventRecorder(client, component="default-scheduler", clock=clock)
-    scheduler = Scheduler(client, informers, KubeSchedulerConfiguration(), recorder, clock)
+    scheduler = Scheduler(client, informers, config, recorder, clock)
     prefix = f"n{uuid.uuid4().hex[:5]}-"
     kubelet_informers = SharedInformerFactory(client, clock=clock)
     cluster = Cluster(client, namespace, scheduler, prefix, kubelet_informers)
@@ -154,16 +158,16 @@ def nodes(cluster: Cluster, count: int, suffix: str = "", **options: object) -> 
 
 
 async def test_taints_keep_pods_away_unless_tolerated(cluster: Cluster) -> None:
-    await cluster.add_nodes(
-        nodes(cluster, 3, taints=(TaintRule.parse("dedicated=infra:NoSchedule@0.67"),))
-    )
+    rule = TaintRule.parse("dedicated=infra:NoSchedule@0.67")
+    spec = nodes(cluster, 3, taints=(rule,))
+    await cluster.add_nodes(spec)
+    untainted = {spec.name(i) for i in range(3) if not rule.applies_to(i)}
+    assert len(untainted) == 1
     await cluster.create(*(pod(f"plain-{i}") for i in range(4)))
     toleration = Toleration(key="dedicated", operator="Equal", value="infra", effect="NoSchedule")
     await cluster.create(pod("tolerant", tolerations=[toleration]))
     placed = await cluster.placement([*(f"plain-{i}" for i in range(4)), "tolerant"])
-    untainted = {name for name in placed.values()}
-    plain_nodes = {placed[f"plain-{i}"] for i in range(4)}
-    assert len(plain_nodes) == 1 and plain_nodes <= untainted
+    assert {placed[f"plain-{i}"] for i in range(4)} == untainted
 
 
 async def test_node_selector_and_zone_spread(cluster: Cluster) -> None:
@@ -309,3 +313,36 @@ async def test_bound_pods_run_on_their_hollow_kubelet(cluster: Cluster) -> None:
     got = await cluster.client.get(Pod, "app", cluster.namespace)
     assert got.status is not None and got.status.host_ip
     assert placed["app"].startswith(cluster.prefix)
+
+
+TWO_PROFILES = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: bin-packer
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+"""
+
+
+@pytest.mark.parametrize("cluster", [pytest.param(TWO_PROFILES, id="two-profiles")], indirect=True)
+async def test_each_profile_schedules_its_own_pods(cluster: Cluster) -> None:
+    await cluster.add_nodes(nodes(cluster, 3, cpu="4"))
+    packed = [f"packed-{i}" for i in range(3)]
+    for name in packed:
+        await cluster.create(pod(name, cpu="1", scheduler_name="bin-packer"))
+        await cluster.placement([name])
+    spread = [f"spread-{i}" for i in range(3)]
+    for name in spread:
+        await cluster.create(pod(name, cpu="500m"))
+        await cluster.placement([name])
+    placed = await cluster.placement(packed + spread)
+    packed_on = {placed[name] for name in packed}
+    assert len(packed_on) == 1  # MostAllocated packs
+    assert not packed_on & {placed[name] for name in spread}  # LeastAllocated avoids the full one
+    decision = cluster.scheduler.decisions.get(f"{cluster.namespace}/packed-2")
+    assert decision is not None and decision.profile == "bin-packer"

@@ -32,7 +32,6 @@ from controlplane.scheduler.framework.interface import (
     CycleState,
     EventResource,
     Handle,
-    NodeScore,
     Plugin,
     PluginFactory,
     PostFilterResult,
@@ -121,11 +120,13 @@ class Fake:
     def score_extensions(self) -> Fake | None:
         return self if "normalize_score" in self.answers else None
 
-    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+    def normalize_score(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[str], scores: list[int]
+    ) -> Status:
         normalize: Status | Callable[[int], int] = self._answer("normalize_score", SUCCESS)
         if isinstance(normalize, Status):
             return normalize
-        scores[:] = [NodeScore(s.name, normalize(s.score)) for s in scores]
+        scores[:] = [normalize(score) for score in scores]
         return SUCCESS
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:

@@ -14,7 +14,6 @@ from controlplane.scheduler.framework.interface import (
     Code,
     CycleState,
     EventResource,
-    NodeScore,
     QueueingHint,
     Status,
 )
@@ -423,9 +422,10 @@ def run_score(
     for node in handle.nodes:
         score, status = plugin.score(state, info, node)
         assert status.is_success
-        scores.append(NodeScore(node.name, score))
-    assert plugin.score_extensions().normalize_score(state, info, scores).is_success
-    return {score.name: score.score for score in scores}
+        scores.append(score)
+    names = [node.name for node in handle.nodes]
+    assert plugin.score_extensions().normalize_score(state, info, names, scores).is_success
+    return dict(zip(names, scores, strict=True))
 
 
 def scores(n1: int = 0, n2: int = 0, n3: int = 0, n4: int = 0) -> dict[str, int]:
@@ -538,6 +538,7 @@ def test_score(
         pytest.param([-10, 0, -5], [0, 100, 50], id="negative"),
         pytest.param([-3, 0, 3], [0, 50, 100], id="mixed"),
         pytest.param([0, 3, 1], [0, 100, 33], id="truncates"),
+        pytest.param([0, 100, 29], [0, 100, 28], id="divides-before-scaling"),
     ],
 )
 def test_normalize_score(raw: list[int], want: list[int]) -> None:
@@ -547,9 +548,10 @@ def test_normalize_score(raw: list[int], want: list[int]) -> None:
         interpodaffinity.PRE_SCORE_STATE_KEY,
         interpodaffinity._PreScoreState({"zone": {"z": 1}}),
     )
-    node_scores = [NodeScore(f"n{i}", score) for i, score in enumerate(raw)]
-    assert plugin.normalize_score(state, PodInfo.of(pod()), node_scores).is_success
-    assert [score.score for score in node_scores] == want
+    names = [f"n{i}" for i in range(len(raw))]
+    normalized = list(raw)
+    assert plugin.normalize_score(state, PodInfo.of(pod()), names, normalized).is_success
+    assert normalized == want
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from controlplane.scheduler.framework.interface import (
     SUCCESS,
     Code,
     CycleState,
-    NodeScore,
     PreFilterResult,
     QueueingHint,
     Status,
@@ -32,7 +31,9 @@ def expr(key: str, operator: str, *values: str) -> NodeSelectorRequirement:
     return NodeSelectorRequirement(key=key, operator=operator, values=list(values) or None)
 
 
-def term(*expressions: NodeSelectorRequirement, fields: tuple[NodeSelectorRequirement, ...] = ()):
+def term(
+    *expressions: NodeSelectorRequirement, fields: tuple[NodeSelectorRequirement, ...] = ()
+) -> NodeSelectorTerm:
     return NodeSelectorTerm(
         match_expressions=list(expressions) or None, match_fields=list(fields) or None
     )
@@ -364,9 +365,10 @@ def test_score(pod: Pod, args: dict[str, Any] | None, expected: list[int]) -> No
     for node in nodes:
         score, status = plugin.score(state, info, node)
         assert status == SUCCESS
-        scores.append(NodeScore(node.name, score))
-    assert plugin.score_extensions().normalize_score(state, info, scores) == SUCCESS
-    assert [s.score for s in scores] == expected
+        scores.append(score)
+    names = [node.name for node in nodes]
+    assert plugin.score_extensions().normalize_score(state, info, names, scores) == SUCCESS
+    assert scores == expected
 
 
 def test_invalid_preferred_term_fails_score() -> None:

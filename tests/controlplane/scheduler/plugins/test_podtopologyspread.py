@@ -20,7 +20,6 @@ from controlplane.scheduler.framework.interface import (
     Code,
     CycleState,
     EventResource,
-    NodeScore,
     QueueingHint,
     Status,
 )
@@ -385,13 +384,14 @@ def run_score(
     info = PodInfo.of(incoming)
     if plugin.pre_score(state, info, handle.nodes).is_skip:
         return None
-    node_scores = []
+    scores = []
     for node in handle.nodes:
         score, status = plugin.score(state, info, node)
         assert status.is_success
-        node_scores.append(NodeScore(node.name, score))
-    assert plugin.score_extensions().normalize_score(state, info, node_scores).is_success
-    return {score.name: score.score for score in node_scores}
+        scores.append(score)
+    names = [node.name for node in handle.nodes]
+    assert plugin.score_extensions().normalize_score(state, info, names, scores).is_success
+    return dict(zip(names, scores, strict=True))
 
 
 def web(name: str, node: str | None = None) -> Pod:
@@ -476,16 +476,24 @@ def test_system_defaults_need_a_selecting_workload() -> None:
     assert run_score(web("incoming"), nodes, FakeHandle(nodes, [_replica_set("other")])) is None
 
 
-def test_normalize_score_gives_ignored_nodes_zero() -> None:
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        pytest.param([1, 2, 6], [0, 100, 33], id="ignored-node-left-out-of-range"),
+        pytest.param([5, 0, 0], [0, 100, 100], id="counted-all-zero"),
+    ],
+)
+def test_normalize_score_gives_ignored_nodes_zero(raw: list[int], want: list[int]) -> None:
     plugin = podtopologyspread.new(None, FakeHandle())
     state = CycleState()
     state.write(
         podtopologyspread.PRE_SCORE_STATE_KEY,
         podtopologyspread._PreScoreState((), [], {"ignored"}, [], []),
     )
-    node_scores = [NodeScore("ignored", 1), NodeScore("low", 2), NodeScore("high", 6)]
-    assert plugin.normalize_score(state, PodInfo.of(pod()), node_scores).is_success
-    assert [score.score for score in node_scores] == [0, 100, 33]
+    names = ["ignored", "low", "high"]
+    normalized = list(raw)
+    assert plugin.normalize_score(state, PodInfo.of(pod()), names, normalized).is_success
+    assert normalized == want
 
 
 def _owned(kind: str, api_version: str = "apps/v1") -> Pod:

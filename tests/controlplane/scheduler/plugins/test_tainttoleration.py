@@ -9,7 +9,6 @@ from controlplane.scheduler.framework.interface import (
     Code,
     CycleState,
     EventResource,
-    NodeScore,
     QueueingHint,
     Status,
 )
@@ -158,9 +157,10 @@ def test_score(
     for node in nodes:
         score, status = plugin.score(state, pod, node)
         assert status == SUCCESS
-        scores.append(NodeScore(node.name, score))
-    assert plugin.score_extensions().normalize_score(state, pod, scores) == SUCCESS
-    assert [s.score for s in scores] == expected
+        scores.append(score)
+    names = [node.name for node in nodes]
+    assert plugin.score_extensions().normalize_score(state, pod, names, scores) == SUCCESS
+    assert scores == expected
 
 
 def test_score_without_pre_score_fails() -> None:
