@@ -30,9 +30,10 @@ import asyncio
 import builtins
 import functools
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, NamedTuple, ParamSpec, TypeVar
 
 from controlplane.scheduler.config import ExtensionPoint, Profile
 from controlplane.scheduler.framework import interface
@@ -355,6 +356,100 @@ def _failed(context: str, status: Status, plugin: str) -> Status:
     return Status(Code.ERROR, (f"{context}: {status.message}",), plugin, status.error)
 
 
+V = TypeVar("V")
+
+
+class NodeMemo(Generic[V]):
+    """One plugin's last answer per node, reused while neither the node nor the pod's key
+    changed.
+
+    Filter and Score run for hundreds of nodes per pod, and between two cycles almost every
+    node is unchanged (only the one the last pod went to, and the one whose pod the watch
+    confirmed, move).  A plugin that names what it reads of the pod (``filter_cache_key``,
+    ``score_cache_key``: a hashable such as the pod's requests) lets the framework reuse a
+    node's answer while the node's ``generation`` and that key are what they were; every
+    change to a NodeInfo bumps its generation.  Answers computed on what-if states
+    (nominated pods, preemption) never pass through here.
+    """
+
+    __slots__ = ("_entries", "_key")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[int, V]] = {}
+        self._key: Hashable | None = None
+
+    def reuse(
+        self,
+        nodes: list[NodeInfo],
+        key: Hashable | None,
+        compute: Callable[[list[NodeInfo]], list[V] | None],
+    ) -> list[V]:
+        """``compute`` over ``nodes``, asking it only about nodes without a reusable answer;
+        a ``None`` from ``compute`` (a failure) is passed on as an empty list.  Answers are
+        kept for one key at a time: a pod with another key starts afresh."""
+        if key is None:
+            return compute(nodes) or []
+        if key != self._key:
+            self._entries, self._key = {}, key
+        entries = self._entries
+        answers: list[Any] = []
+        fresh: list[NodeInfo] = []
+        for node in nodes:
+            entry = entries.get(node.name)
+            if entry is not None and entry[0] == node.generation:
+                answers.append(entry[1])
+            else:
+                answers.append(_STALE)
+                fresh.append(node)
+        if not fresh:
+            return answers
+        computed = compute(fresh)
+        if computed is None:
+            return []
+        found = iter(computed)
+        for i, node in enumerate(nodes):
+            if answers[i] is _STALE:
+                answer = answers[i] = next(found)
+                entries[node.name] = (node.generation, answer)
+        return answers
+
+
+_STALE = object()
+
+
+def _key_of(plugin: Any, method: str, state: CycleState, pod: PodInfo) -> Hashable | None:
+    key_of = getattr(plugin, method, None)
+    return key_of(state, pod) if key_of is not None else None
+
+
+def _judge(plugin: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status]:
+    judge = getattr(plugin, "filter_nodes", None)
+    if judge is not None:
+        verdicts: list[Status] = judge(state, pod, nodes)
+        return verdicts
+    return [plugin.filter(state, pod, node) for node in nodes]
+
+
+def _raw_scores(
+    plugin: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], *, failure: list[Status]
+) -> list[int] | None:
+    """The plugin's scores of ``nodes``, or None with the failure appended to ``failure``."""
+    batch = getattr(plugin, "score_nodes", None)
+    if batch is not None:
+        scores, status = batch(state, pod, nodes)
+    else:
+        scores, status = [], SUCCESS
+        for node in nodes:
+            score, status = plugin.score(state, pod, node)
+            if not status.is_success:
+                break
+            scores.append(score)
+    if not status.is_success:
+        failure.append(status)
+        return None
+    return list(scores)
+
+
 class Framework:
     """The plugins of one profile, and the runners the scheduler calls at each extension point.
 
@@ -401,6 +496,7 @@ class Framework:
         self._pre_bind: list[tuple[str, PreBindPlugin]] = self._at(ExtensionPoint.PRE_BIND)
         self._bind: list[tuple[str, BindPlugin]] = self._at(ExtensionPoint.BIND)
         self._post_bind: list[tuple[str, PostBindPlugin]] = self._at(ExtensionPoint.POST_BIND)
+        self._memo: defaultdict[str, NodeMemo[Any]] = defaultdict(NodeMemo)
 
     # Construction.
 
@@ -744,11 +840,10 @@ class Framework:
             if not alive:
                 break
             nodes = [batch[i] for i in alive]
-            judge = getattr(plugin, "filter_nodes", None)
-            results = (
-                judge(state, pod, nodes)
-                if judge is not None
-                else [plugin.filter(state, pod, node) for node in nodes]
+            results = self._memo[name].reuse(
+                nodes,
+                _key_of(plugin, "filter_cache_key", state, pod),
+                functools.partial(_judge, plugin, state, pod),
             )
             survivors = []
             for i, status in zip(alive, results, strict=True):
@@ -827,16 +922,13 @@ class Framework:
         for name, plugin in self._score:
             if name in state.skip_score_plugins:
                 continue
-            batch = getattr(plugin, "score_nodes", None)
-            if batch is not None:
-                raw, status = batch(state, pod, nodes)
-            else:
-                raw, status = [], SUCCESS
-                for node in nodes:
-                    score, status = plugin.score(state, pod, node)
-                    if not status.is_success:
-                        break
-                    raw.append(score)
+            failure: list[Status] = []
+            raw = self._memo[f"{name}/score"].reuse(
+                nodes,
+                _key_of(plugin, "score_cache_key", state, pod),
+                functools.partial(_raw_scores, plugin, state, pod, failure=failure),
+            )
+            status = failure[0] if failure else SUCCESS
             if not status.is_success:
                 return result, _failed(
                     f"running Score plugins: plugin {_q(name)} failed with", status, name

@@ -18,8 +18,7 @@ standard deviation without building the fraction lists.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from controlplane.scheduler import names
@@ -35,7 +34,9 @@ from controlplane.scheduler.framework.interface import (
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.noderesourcesfit import (
     ResourceAllocationScorer,
+    ScoredRequests,
     parse_resource_specs,
+    scored_requests_key,
 )
 
 _PRE_SCORE_KEY = "PreScore" + names.NODE_RESOURCES_BALANCED_ALLOCATION
@@ -67,11 +68,6 @@ def _balanced_cpu_memory_score(
     return int((1 - abs((cpu_fraction - memory_fraction) / 2)) * MAX_NODE_SCORE)
 
 
-@dataclass(frozen=True, slots=True)
-class _PreScoreState:
-    pod_requests: list[int]
-
-
 class NodeResourcesBalancedAllocation:
     NAME: ClassVar[str] = names.NODE_RESOURCES_BALANCED_ALLOCATION
 
@@ -82,14 +78,14 @@ class NodeResourcesBalancedAllocation:
         requests = self._scorer.pod_requests(pod)
         if not any(requests):
             return SKIP
-        state.write(_PRE_SCORE_KEY, _PreScoreState(requests))
+        state.write(_PRE_SCORE_KEY, ScoredRequests(requests))
         return SUCCESS
 
     def score_nodes(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[list[int], Status]:
         pre_score = state.get(_PRE_SCORE_KEY)
-        if isinstance(pre_score, _PreScoreState):
+        if isinstance(pre_score, ScoredRequests):
             requests = pre_score.pod_requests
         else:
             requests = self._scorer.pod_requests(pod)
@@ -100,6 +96,9 @@ class NodeResourcesBalancedAllocation:
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
         scores, status = self.score_nodes(state, pod, (node,))
         return scores[0], status
+
+    def score_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        return scored_requests_key(state.get(_PRE_SCORE_KEY))
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None

@@ -26,7 +26,7 @@ NodeResourcesBalancedAllocation, as upstream shares ``resourceAllocationScorer``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
@@ -385,7 +385,7 @@ class _FitRequest:
     state share one.
     """
 
-    __slots__ = ("_checks", "_reasons", "_verdicts")
+    __slots__ = ("_checks", "_reasons", "_verdicts", "key")
 
     def __init__(
         self,
@@ -403,6 +403,8 @@ class _FitRequest:
                 and (name in ignored_resources or name.split("/", 1)[0] in ignored_groups)
             )
         ]
+        self.key = tuple(wanted)
+        """What a node's verdict depends on besides the node: reusable while it is equal."""
         self._checks = tuple(
             (amount, _TOO_MANY_PODS << (i + 1), _amount_of(name))
             for i, (name, amount) in enumerate(wanted)
@@ -445,8 +447,17 @@ def _amount_of(name: str) -> Callable[[Resources], int]:
 
 
 @dataclass(frozen=True, slots=True)
-class _PreScoreState:
+class ScoredRequests:
+    """What PreScore records for the resource scorers: the pod's requests, in the scorer's
+    resource order."""
+
     pod_requests: list[int]
+
+
+def scored_requests_key(pre_score: object) -> Hashable | None:
+    """The scored requests, when PreScore recorded them: a node's score holds while they and
+    the node are unchanged."""
+    return tuple(pre_score.pod_requests) if isinstance(pre_score, ScoredRequests) else None
 
 
 class NodeResourcesFit:
@@ -485,8 +496,16 @@ class NodeResourcesFit:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         return self.filter_nodes(state, pod, (node,))[0]
 
+    def filter_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """The checked requests: a node's verdict holds while they and the node are unchanged."""
+        request = state.get(_PRE_FILTER_KEY)
+        return request.key if isinstance(request, _FitRequest) else None
+
+    def score_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        return scored_requests_key(state.get(_PRE_SCORE_KEY))
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
-        state.write(_PRE_SCORE_KEY, _PreScoreState(self._scorer.pod_requests(pod)))
+        state.write(_PRE_SCORE_KEY, ScoredRequests(self._scorer.pod_requests(pod)))
         return SUCCESS
 
     def score_nodes(
@@ -495,7 +514,7 @@ class NodeResourcesFit:
         pre_score = state.get(_PRE_SCORE_KEY)
         requests = (
             pre_score.pod_requests
-            if isinstance(pre_score, _PreScoreState)
+            if isinstance(pre_score, ScoredRequests)
             else self._scorer.pod_requests(pod)
         )
         return self._scorer.score_nodes(nodes, requests)

@@ -42,6 +42,7 @@ from controlplane.scheduler.framework.runtime import (
     DecisionRecord,
     Framework,
     FrameworkError,
+    NodeMemo,
     ScoreBreakdown,
     WaitingPods,
     extension_point_histogram,
@@ -1107,3 +1108,42 @@ async def test_extension_point_latency_is_observed_per_status_and_profile() -> N
 )
 def test_go_duration(seconds: float, text: str) -> None:
     assert go_duration(seconds) == text
+
+
+# Reusing a node's answer while neither it nor the pod's key changed.
+
+
+def test_node_memo_asks_only_about_changed_nodes() -> None:
+    memo: NodeMemo[str] = NodeMemo()
+    nodes = [make_node_info(make_node(name)) for name in ("a", "b", "c")]
+    asked: list[list[str]] = []
+
+    def compute(fresh: list[NodeInfo]) -> list[str]:
+        asked.append([node.name for node in fresh])
+        return [f"{node.name}@{node.generation}" for node in fresh]
+
+    first = memo.reuse(nodes, ("1",), compute)
+    assert memo.reuse(nodes, ("1",), compute) == first
+    nodes[1].add_pod(PodInfo.of(make_pod("p", node_name="b")))
+    third = memo.reuse(nodes, ("1",), compute)
+    assert third[0] == first[0] and third[2] == first[2] and third[1] != first[1]
+    memo.reuse(nodes, ("2",), compute)
+    memo.reuse(nodes, None, compute)
+    assert asked == [["a", "b", "c"], ["b"], ["a", "b", "c"], ["a", "b", "c"]]
+
+
+def test_node_memo_passes_failures_on_without_keeping_them() -> None:
+    memo: NodeMemo[int] = NodeMemo()
+    nodes = [N1, N2]
+    assert memo.reuse(nodes, "k", lambda fresh: None) == []
+    assert memo.reuse(nodes, "k", lambda fresh: [1] * len(fresh)) == [1, 1]
+
+
+def test_filter_answers_are_reused_only_for_plugins_that_name_a_key() -> None:
+    built = Built(filter=["A", "B"])
+    built["A"].filter_cache_key = lambda state, pod: "same"  # type: ignore[attr-defined]
+    nodes = [make_node_info(make_node(name)) for name in ("x", "y")]
+    for _ in range(2):
+        state = CycleState()
+        built.framework.find_nodes_that_pass_filters(state, POD, nodes, 10)
+    assert built.log.count("A.filter(x)") == 1 and built.log.count("B.filter(x)") == 2
