@@ -21,16 +21,30 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kubelab.client.rest import Client
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration (``15s``, ``1m30s``, ``250ms``) in seconds; ValueError if it is not one."""
+    sign, body = (-1.0, text[1:]) if text.startswith("-") else (1.0, text.removeprefix("+"))
+    if body == "0":
+        return 0.0
+    parts = _DURATION_PART.findall(body)
+    if not parts or "".join(number + unit for number, unit in parts) != body:
+        raise ValueError(f"time: invalid duration {text!r}")
+    return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def duration(text: str) -> float:
-    """A Go-style duration (``5m``, ``1m30s``, ``250ms``) in seconds."""
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+    """A non-negative Go duration flag value (``5m``, ``1m30s``, ``250ms``) in seconds."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
         raise argparse.ArgumentTypeError(f"expected a duration such as 5m or 30s, got {text!r}")
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    return seconds
 
 
 def add_client_flags(

@@ -32,7 +32,6 @@ Not modelled: version conversion of field sets, unions, and the cap of ten Updat
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -48,6 +47,7 @@ from kubelab.api import codec, walk
 from kubelab.api.meta_v1 import ManagedFieldsEntry, Resource, StatusCause, StatusDetails
 from kubelab.api.scheme import KindInfo
 from kubelab.api.struct import NO_META, FieldMeta, Struct, field_meta
+from kubelab.api.typeinfo import fields_by_name, type_tree
 
 Path: TypeAlias = tuple[str, ...]
 """A path into an object: ``("f:spec", "f:containers", 'k:{"name":"nginx"}', "f:image")``."""
@@ -185,21 +185,6 @@ class _Shape:
 _LEAF: Final = _Shape(LEAF)
 
 
-@functools.cache
-def _root(cls: type[Struct]) -> mi.Type:
-    return mi.type_info(cls)
-
-
-_FIELDS: dict[int, tuple[mi.StructType, dict[str, mi.Field]]] = {}
-
-
-def _fields(struct: mi.StructType) -> dict[str, mi.Field]:
-    cached = _FIELDS.get(id(struct))
-    if cached is None or cached[0] is not struct:
-        cached = _FIELDS[id(struct)] = (struct, {f.encode_name: f for f in struct.fields})
-    return cached[1]
-
-
 def _shape(node: _Node) -> _Shape:
     """What a declared type makes of a value: a struct, a map, a keyed or set list, a leaf."""
     info = NO_META
@@ -242,7 +227,7 @@ def _child(shape: _Shape, key: str) -> tuple[_Node, bool]:
     """The declared type of member ``key`` and whether it is a named (struct) field."""
     if shape.kind == STRUCT:
         assert isinstance(shape.t, mi.StructType)
-        f = _fields(shape.t).get(key)
+        f = fields_by_name(shape.t).get(key)
         return (f.type, True) if f is not None else (None, False)
     if shape.kind == MAP:
         assert isinstance(shape.t, mi.DictType)
@@ -329,7 +314,7 @@ def _copy(value: Any) -> Any:
 def field_set(value: dict[str, Any], cls: type[Struct]) -> FieldSet:
     """The fields an applied configuration (plain values of kind ``cls``) sets."""
     out: set[Path] = set()
-    _to_set(value, _root(cls), (), out)
+    _to_set(value, type_tree(cls), (), out)
     return frozenset(out)
 
 
@@ -371,7 +356,7 @@ _MISSING: Final = object()
 def compare(old: dict[str, Any], new: dict[str, Any], cls: type[Struct]) -> Comparison:
     """The paths that differ between two objects of kind ``cls`` (plain values)."""
     result = Comparison()
-    _compare(old, new, _root(cls), (), result)
+    _compare(old, new, type_tree(cls), (), result)
     return result
 
 
@@ -445,7 +430,7 @@ def _compare(
 
 def merge(live: dict[str, Any], config: dict[str, Any], cls: type[Struct]) -> dict[str, Any]:
     """``config`` merged into ``live`` (new plain values; the inputs are not changed)."""
-    merged = _merge(live, config, _root(cls))
+    merged = _merge(live, config, type_tree(cls))
     assert isinstance(merged, dict)
     return _copy(merged)  # type: ignore[no-any-return]
 
@@ -521,7 +506,7 @@ def _merge_list(live: list[Any], config: list[Any], shape: _Shape) -> list[Any]:
 def _named(paths: Iterable[Path], cls: type[Struct]) -> set[Path]:
     """The paths, and every struct field on the way to one (``EnsureNamedFieldsAreMembers``)."""
     out = set(paths)
-    root = _root(cls)
+    root = type_tree(cls)
     for path in list(out):
         node: _Node = root
         for depth, element in enumerate(path[:-1]):

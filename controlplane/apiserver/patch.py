@@ -47,7 +47,6 @@ raises ``PatchError`` whose ``code`` is the HTTP status the API server answers w
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Hashable
@@ -57,6 +56,7 @@ from typing import Any, Final, TypeAlias
 from msgspec import inspect as mi
 
 from kubelab.api.struct import NO_META, FieldMeta, Struct, field_meta
+from kubelab.api.typeinfo import fields_by_name, type_tree
 
 _BAD_REQUEST: Final = 400
 _UNPROCESSABLE: Final = 422
@@ -361,22 +361,6 @@ class _Drop:
 _DROPPED: Final = _Drop()
 
 
-@functools.cache
-def _root(schema: type[Struct]) -> mi.Type:
-    return mi.type_info(schema)
-
-
-_FIELDS: dict[int, tuple[mi.StructType, dict[str, mi.Field]]] = {}
-
-
-def _fields(struct: mi.StructType) -> dict[str, mi.Field]:
-    """The fields of a struct type by JSON name (the type is kept alive by ``_root``)."""
-    cached = _FIELDS.get(id(struct))
-    if cached is None or cached[0] is not struct:
-        cached = _FIELDS[id(struct)] = (struct, {f.encode_name: f for f in struct.fields})
-    return cached[1]
-
-
 def _unwrap(t: _Node) -> tuple[_Node, FieldMeta]:
     """Strip Metadata and Optional from a type, keeping the outermost kubelab meta."""
     info = NO_META
@@ -409,7 +393,7 @@ def _lookup(node: _Node, key: str) -> tuple[_Node, FieldMeta]:
     """The type and declared patch metadata of member ``key`` of an object of type ``node``."""
     t = _pick(node, (mi.StructType, mi.DictType))
     if isinstance(t, mi.StructType):
-        f = _fields(t).get(key)
+        f = fields_by_name(t).get(key)
         return (f.type, _unwrap(f.type)[1]) if f is not None else (None, NO_META)
     if isinstance(t, mi.DictType):
         return t.value_type, NO_META
@@ -454,7 +438,7 @@ def _check_keys(patch: dict[str, Any], node: _Node, path: str) -> None:
             key.startswith("$")
             and key not in (_PATCH, _RETAIN_KEYS)
             and not key.startswith((_SET_ORDER, _DELETE_FROM))
-            and key not in _fields(struct)
+            and key not in fields_by_name(struct)
         ):
             raise PatchError(f"{_at(path)}: unknown directive {key!r}")
 
@@ -833,5 +817,5 @@ def apply_strategic_merge_patch(doc: Any, patch: Any, schema: type[Struct]) -> A
         raise PatchError(f"a strategic merge patch must be a JSON object, not {_describe(patch)}")
     if not isinstance(doc, dict):
         raise PatchError(f"cannot apply a strategic merge patch to a {_describe(doc)}")
-    root = _root(schema)
+    root = type_tree(schema)
     return _guard(lambda: _merge_map(_copy(doc), patch, root, ""))

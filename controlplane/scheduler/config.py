@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from controlplane.scheduler import names
 from kubelab.api.codec import DecodeError, load_yaml_documents
 from kubelab.api.errors import ROOT, ErrorList, Path
+from kubelab.component import parse_duration
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -258,20 +259,6 @@ def num_feasible_nodes_to_find(percentage: int | None, num_nodes: int) -> int:
 # Decoding.
 
 T = TypeVar("T")
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-
-
-def parse_duration(text: str) -> float:
-    """A Go duration (``15s``, ``1m30s``, ``250ms``) in seconds; ValueError if it is not one."""
-    sign, body = (-1.0, text[1:]) if text.startswith("-") else (1.0, text.removeprefix("+"))
-    if body == "0":
-        return 0.0
-    parts = _DURATION_PART.findall(body)
-    if not parts or "".join(number + unit for number, unit in parts) != body:
-        raise ValueError(f"time: invalid duration {text!r}")
-    return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 class _Decoder:

@@ -29,6 +29,7 @@ from kubelab.api.errors import ROOT, Path
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import SCHEME
 from kubelab.api.struct import field_meta
+from kubelab.api.typeinfo import type_tree
 
 T = TypeVar("T")
 
@@ -82,7 +83,7 @@ def from_builtins(raw: Any, cls: type[T]) -> Decoded[T]:
     """Convert plain JSON values (from YAML, a patch, ...) into ``cls``, collecting unknowns."""
     unknown: list[str] = []
     try:
-        cleaned = _strip_unknown(raw, mi.type_info(cls), ROOT, unknown)
+        cleaned = _strip_unknown(raw, type_tree(cls), ROOT, unknown)
         return Decoded(msgspec.convert(cleaned, cls), unknown)
     except msgspec.ValidationError as error:
         raise DecodeError(_explain(error)) from None

@@ -22,8 +22,8 @@ from controlplane.scheduler.config import (
     load,
     merge_plugin_set,
     num_feasible_nodes_to_find,
-    parse_duration,
 )
+from kubelab.component import parse_duration
 
 HEADER = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
