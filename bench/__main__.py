@@ -1,6 +1,7 @@
 """``python -m bench``: run every benchmark in turn and print its results."""
 
-from bench import api_codec, apiserver
+from bench import api_codec, apiserver, scheduler
 
 for benchmark in (api_codec, apiserver):
     benchmark.main()
+scheduler.main([])
