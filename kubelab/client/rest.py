@@ -24,7 +24,7 @@ is an async iterator of ``(type, object)`` pairs; an ERROR event raises ``ApiErr
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -227,7 +227,7 @@ class Client:
             await self.clock.sleep(_retry_delay(attempt, retry_after))
             attempt += 1
 
-    async def _stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[bytes]:
+    async def _stream(self, path: str, params: Mapping[str, str]) -> AsyncGenerator[bytes, None]:
         """The lines of a streamed answer (a watch), as they arrive.
 
         A stream left before its end (the caller stopped reading, or was cancelled) cannot
@@ -313,7 +313,7 @@ class Client:
         field_selector: str | None = None,
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
-    ) -> AsyncIterator[WatchEvent[R]]:
+    ) -> AsyncGenerator[WatchEvent[R], None]:
         """Events from ``resource_version`` on; an ERROR event raises its ApiError."""
         params = _selectors(label_selector, field_selector, {"watch": "true"})
         if resource_version is not None:
