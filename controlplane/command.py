@@ -1,10 +1,10 @@
 """``kubelab server``: every control-plane component in one process, like ``k3s server``.
 
-The API server starts first and writes its admin kubeconfig; the other components then run in
-the same event loop as clients of it, over HTTPS like any other client, so nothing about them
-differs from running each as its own command.  (They use the admin identity until the
-security issue gives each component its own.)  A component that stops with an error stops
-the whole server.
+The API server starts first and writes its admin kubeconfig; the scheduler and the
+controller-manager then run in the same event loop as its clients, over HTTPS like any other
+client, so nothing about them differs from running each as its own command.  (They use the
+admin identity until the security issue gives each component its own.)  A component that
+stops with an error stops the whole server.
 """
 
 from __future__ import annotations
@@ -16,12 +16,29 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controlplane.apiserver import command as apiserver_command
+from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
 from kubelab import component
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     apiserver_command.add_flags(parser)
+    parser.add_argument(
+        "--controllers",
+        default="*",
+        help="controllers to run: '*' for all, NAME to add one, -NAME to leave one out",
+    )
+    parser.add_argument("--cluster-cidr", default="10.244.0.0/16", help="pod addresses")
+    parser.add_argument(
+        "--node-cidr-mask-size", type=int, default=24, help="prefix of each node's podCIDR"
+    )
+    parser.add_argument(
+        "--controller-manager-port",
+        type=int,
+        default=controller_manager_command.DEFAULT_PORT,
+        help="the controller-manager's /healthz and /metrics port "
+        f"(default: {controller_manager_command.DEFAULT_PORT}; 0: any free port)",
+    )
     parser.add_argument(
         "--scheduler-config",
         type=Path,
@@ -44,7 +61,20 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             config=args.scheduler_config,
             port=args.scheduler_port,
         )
-        components = [asyncio.create_task(scheduler_command.run_scheduler(scheduler, stop))]
+        controllers = controller_manager_command.ControllerManagerOptions(
+            kubeconfig=data_dir / "admin.kubeconfig",
+            controllers=args.controllers,
+            cluster_cidr=args.cluster_cidr,
+            node_cidr_mask_size=args.node_cidr_mask_size,
+            service_cluster_ip_range=args.service_cluster_ip_range,
+            port=args.controller_manager_port,
+        )
+        components = [
+            asyncio.create_task(scheduler_command.run_scheduler(scheduler, stop)),
+            asyncio.create_task(
+                controller_manager_command.run_controller_manager(controllers, stop)
+            ),
+        ]
         stopping = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait(

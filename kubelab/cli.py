@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from controlplane import command as server_command
 from controlplane.apiserver import command as apiserver_command
+from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
 from kubelab import KUBERNETES_VERSION, __version__
 from node.hollow import command as hollow_command
@@ -43,7 +44,9 @@ COMPONENTS: dict[str, Component] = {
     "scheduler": Component(
         "the scheduler: framework and default plugins", configure=scheduler_command.configure
     ),
-    "controller-manager": Component("the controllers that drive the cluster", issue=5),
+    "controller-manager": Component(
+        "the controllers that drive the cluster", configure=controller_manager_command.configure
+    ),
     "cloud-controller-manager": Component(
         "node, route and service controllers over a cloud provider", issue=9
     ),

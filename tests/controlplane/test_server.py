@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import Namespace
+from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
 from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.rest import Client
@@ -60,7 +60,9 @@ def pod(name: str, namespace: str) -> Pod:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data_dir = tmp_path_factory.mktemp("server") / "data"
     data_dir.mkdir()
-    process = start_server(data_dir, "--scheduler-port", "0", command="server")
+    process = start_server(
+        data_dir, "--scheduler-port", "0", "--controller-manager-port", "0", command="server"
+    )
     try:
         yield process
     finally:
@@ -68,11 +70,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def scheduler_port(server: ServerProcess) -> int:
+    """The scheduler's port, from the lines the components print once they serve."""
     assert server.process.stdout is not None
-    line = server.process.stdout.readline()
-    match = re.search(r"serving health on http://[^:]+:(\d+)", line)
-    assert match, line
-    return int(match.group(1))
+    for _ in range(2):
+        line = server.process.stdout.readline()
+        match = re.search(r"kubelab scheduler: serving health on http://[^:]+:(\d+)", line)
+        if match:
+            return int(match.group(1))
+    raise AssertionError("the scheduler never said where it serves")
 
 
 async def place_one_pod(server: ServerProcess) -> dict[str, str]:
@@ -81,7 +86,14 @@ async def place_one_pod(server: ServerProcess) -> dict[str, str]:
         fleet = NodeFleet(client, FleetSpec(count=3, name_prefix="srv-"), RealClock())
         await fleet.register()
         await client.create(pod("web", "work"))
-        return await bound_pods(client, "work", ["web"])
+        placed = await bound_pods(client, "work", ["web"])
+
+        async def default_account() -> bool:
+            accounts = await client.list(ServiceAccount, "work")
+            return [a.metadata.name for a in accounts.items] == ["default"]
+
+        await eventually(default_account)  # the controller-manager runs too
+        return placed
 
 
 def test_server_schedules_pods_and_explains_them(server: ServerProcess) -> None:

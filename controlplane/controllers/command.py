@@ -1,0 +1,226 @@
+"""``kubelab controller-manager``: every enabled controller in one process, under one lease.
+
+Serves plain HTTP on ``--bind-address:--port`` (upstream: HTTPS on 10257 behind delegated
+authentication, which arrives with the security issue): ``/healthz``, ``/readyz`` and
+``/metrics`` with ``leader_election_master_status``.  With ``--leader-elect`` only the holder
+of ``kube-system/kube-controller-manager`` runs the controllers; one that cannot renew its
+lease stops at once and the process exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from kubelab import component
+
+LOG = logging.getLogger("kubelab.controller-manager")
+DEFAULT_PORT = 10257
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    component.add_client_flags(parser, qps=100.0, burst=200)
+    parser.add_argument(
+        "--controllers",
+        default="*",
+        help="controllers to run: '*' for all, NAME to add one, -NAME to leave one out "
+        "(default: *)",
+    )
+    parser.add_argument("--cluster-cidr", default="10.244.0.0/16", help="pod addresses")
+    parser.add_argument(
+        "--node-cidr-mask-size", type=int, default=24, help="prefix of each node's podCIDR"
+    )
+    parser.add_argument(
+        "--service-cluster-ip-range", default="10.96.0.0/12", help="Service ClusterIPs"
+    )
+    parser.add_argument(
+        "--node-monitor-grace-period",
+        type=component.duration,
+        default=40.0,
+        help="how long a node may go unheard before it is NotReady (default: 40s)",
+    )
+    parser.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the controllers only while holding the kube-controller-manager Lease",
+    )
+    parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz etc.")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port for /healthz and /metrics (default: {DEFAULT_PORT}; 0: any free port)",
+    )
+
+
+@dataclass(frozen=True)
+class ControllerManagerOptions:
+    """How to run the controller-manager, whichever command starts it."""
+
+    kubeconfig: Path
+    controllers: str = "*"
+    cluster_cidr: str = "10.244.0.0/16"
+    node_cidr_mask_size: int = 24
+    service_cluster_ip_range: str = "10.96.0.0/12"
+    node_monitor_grace_period: float = 40.0
+    leader_elect: bool = True
+    bind_address: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    qps: float = 100.0
+    burst: int = 200
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ControllerManagerOptions:
+        return cls(
+            kubeconfig=args.kubeconfig,
+            controllers=args.controllers,
+            cluster_cidr=args.cluster_cidr,
+            node_cidr_mask_size=args.node_cidr_mask_size,
+            service_cluster_ip_range=args.service_cluster_ip_range,
+            node_monitor_grace_period=args.node_monitor_grace_period,
+            leader_elect=args.leader_elect,
+            bind_address=args.bind_address,
+            port=args.port,
+            qps=args.kube_api_qps,
+            burst=args.kube_api_burst,
+        )
+
+
+def health_app(leading: Callable[[], bool], synced: Callable[[], bool]) -> web.Application:
+    from kubelab.metrics import Registry
+
+    metrics = Registry()
+    leader = metrics.gauge(
+        "leader_election_master_status",
+        "1 while this instance holds the lease it competes for (or runs without one).",
+        ("name",),
+    )
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if synced():
+            return web.Response(text="ok")
+        return web.Response(status=503, text="informer caches not synced yet")
+
+    async def render(_: web.Request) -> web.Response:
+        leader.set("kube-controller-manager", value=1 if leading() else 0)
+        return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", render)
+    return app
+
+
+async def run_controller_manager(options: ControllerManagerOptions, stop: asyncio.Event) -> int:
+    """Run the enabled controllers until ``stop`` is set (0) or the lease is lost (1)."""
+    from controlplane.controllers.context import ControllerContext, ControllerOptions
+    from controlplane.controllers.manager import UnknownControllerError, enabled, run_controllers
+    from controlplane.controllers.registry import CONTROLLERS, OFF_BY_DEFAULT
+    from kubelab.client.events import EventRecorder
+    from kubelab.client.informers import SharedInformerFactory
+    from kubelab.client.leaderelection import (
+        LeaderElectionConfig,
+        LeaderElector,
+        LeadershipLost,
+        leader_identity,
+    )
+    from kubelab.client.rest import Client
+    from kubelab.clock import RealClock
+
+    try:
+        names = enabled(options.controllers, list(CONTROLLERS), OFF_BY_DEFAULT)
+    except UnknownControllerError as error:
+        raise SystemExit(f"kubelab controller-manager: {error}") from None
+    clock = RealClock()
+    identity = leader_identity()
+    client = Client.from_kubeconfig(
+        options.kubeconfig,
+        user_agent="kubelab-controller-manager",
+        qps=options.qps,
+        burst=options.burst,
+    )
+    async with client:
+        recorder = EventRecorder(client, component="kube-controller-manager", clock=clock)
+        informers = SharedInformerFactory(client, clock=clock)
+        ctx = ControllerContext(
+            client=client,
+            informers=informers,
+            recorder=recorder,
+            clock=clock,
+            options=ControllerOptions(
+                cluster_cidr=options.cluster_cidr,
+                node_cidr_mask_size=options.node_cidr_mask_size,
+                service_cluster_ip_range=options.service_cluster_ip_range,
+                node_monitor_grace_period=options.node_monitor_grace_period,
+            ),
+        )
+        elector = (
+            LeaderElector(
+                client,
+                LeaderElectionConfig(lock_name="kube-controller-manager", identity=identity),
+                clock,
+            )
+            if options.leader_elect
+            else None
+        )
+        synced = asyncio.Event()
+
+        async def controllers() -> None:
+            task = asyncio.create_task(run_controllers(ctx, CONTROLLERS, names))
+            await informers.wait_for_cache_sync()
+            synced.set()
+            await task
+
+        leading = (lambda: elector.is_leader) if elector is not None else (lambda: True)
+        runner = web.AppRunner(health_app(leading, synced.is_set), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, options.bind_address, options.port)
+        await site.start()
+        port = runner.addresses[0][1]
+        print(
+            f"kubelab controller-manager: {len(names)} controllers; serving health on "
+            f"http://{options.bind_address}:{port}",
+            flush=True,
+        )
+        await recorder.start()
+        work = asyncio.create_task(
+            elector.run(controllers) if elector is not None else controllers()
+        )
+        stopping = asyncio.create_task(stop.wait())
+        code = 0
+        try:
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if work.done() and isinstance(work.exception(), LeadershipLost):
+                LOG.error("leader election lost (%s): exiting", identity)
+                code = 1
+            elif work.done() and work.exception() is not None:
+                raise work.exception()  # type: ignore[misc]
+        finally:
+            for task in (work, stopping):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+                    await task
+            await informers.shutdown()
+            await recorder.close()
+            await runner.cleanup()
+    return code
+
+
+def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    add_flags(parser)
+    return lambda args: component.run(
+        lambda stop: run_controller_manager(ControllerManagerOptions.from_args(args), stop)
+    )

@@ -1,0 +1,38 @@
+"""What every controller is given: the API, the shared informers, events, time and options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kubelab.client.events import EventRecorder
+from kubelab.client.informers import SharedInformerFactory
+from kubelab.client.rest import Client
+from kubelab.clock import Clock
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    """The controller-manager's flags that controllers read."""
+
+    cluster_cidr: str = "10.244.0.0/16"
+    node_cidr_mask_size: int = 24
+    service_cluster_ip_range: str = "10.96.0.0/12"
+    node_monitor_grace_period: float = 40.0
+    """Seconds without a Lease renewal or status update before a node is NotReady."""
+    node_eviction_rate: float = 0.1
+    """Nodes per second whose pods may be evicted (upstream --node-eviction-rate)."""
+    terminated_pod_gc_threshold: int = 12500
+    concurrent_syncs: dict[str, int] = field(default_factory=dict)
+    """Workers per controller name; 5 when absent."""
+
+    def workers(self, controller: str) -> int:
+        return self.concurrent_syncs.get(controller, 5)
+
+
+@dataclass(frozen=True)
+class ControllerContext:
+    client: Client
+    informers: SharedInformerFactory
+    recorder: EventRecorder
+    clock: Clock
+    options: ControllerOptions = field(default_factory=ControllerOptions)
