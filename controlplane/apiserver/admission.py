@@ -2,6 +2,9 @@
 
 - **NamespaceLifecycle**: objects are created only in namespaces that exist and are not
   terminating; the system namespaces cannot be deleted.
+- **DefaultTolerationSeconds**: a pod that does not say how long it tolerates its node being
+  not-ready or unreachable tolerates it for 300 seconds, after which the taint eviction of
+  the node-lifecycle controller moves it.
 - **Priority**: a pod's ``priorityClassName`` (or the cluster's global default class) becomes
   its ``spec.priority`` and ``spec.preemptionPolicy``; an unknown class is refused, as are
   values the pod sets itself that disagree with its class, and the two system classes outside
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry import Admission, RequestContext
 from controlplane.apiserver.watchcache import WatchCache
-from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.api.kinds.core_v1.pod import Pod, Toleration
 from kubelab.api.kinds.scheduling_v1 import PriorityClass
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import KindInfo
@@ -125,6 +128,38 @@ def priority(classes: WatchCache) -> Admission:
         spec.preemption_policy = policy
 
     return admit
+
+
+DEFAULT_TOLERATION_SECONDS = 300
+NODE_CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def default_toleration_seconds() -> Admission:
+    async def admit(
+        operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
+    ) -> None:
+        if operation != "CREATE" or not isinstance(obj, Pod) or obj.spec is None:
+            return
+        tolerations = list(obj.spec.tolerations or ())
+        for key in NODE_CONDITION_TAINTS:
+            if not any(_tolerates_no_execute(t, key) for t in tolerations):
+                tolerations.append(
+                    Toleration(
+                        key=key,
+                        operator="Exists",
+                        effect="NoExecute",
+                        toleration_seconds=DEFAULT_TOLERATION_SECONDS,
+                    )
+                )
+        obj.spec.tolerations = tolerations
+
+    return admit
+
+
+def _tolerates_no_execute(toleration: Toleration, key: str) -> bool:
+    """Whether the pod already says how it treats ``key``'s NoExecute taint: a toleration of
+    that key or of every key, for NoExecute or every effect (as upstream checks)."""
+    return toleration.key in (key, None, "") and toleration.effect in (None, "", "NoExecute")
 
 
 def caches(stores: dict[tuple[str, str, str], ResourceStore]) -> tuple[WatchCache, WatchCache]:

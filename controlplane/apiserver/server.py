@@ -223,6 +223,7 @@ class APIServer:
         self.namespaces, self.priority_classes = builtin_admission.caches(self.stores)
         stages = [
             builtin_admission.namespace_lifecycle(self.namespaces),
+            builtin_admission.default_toleration_seconds(),
             builtin_admission.priority(self.priority_classes),
             *admission,
         ]
