@@ -1,4 +1,5 @@
-"""A real ``kubelab apiserver`` process, started as users start it, for tests of any package.
+"""Real ``kubelab`` processes, started as users start them, and the pinned kubectl, for tests
+of any package.
 
 The server runs as a subprocess (``python -m kubelab apiserver --secure-port 0``) so blocking
 clients (kubectl, the official Python client) can talk to it from the test.  ``stop_server``
@@ -7,6 +8,7 @@ ends it by PID.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -87,3 +89,35 @@ def stop_server(server: ServerProcess) -> None:
     if server.process.stdout is not None:
         server.process.stdout.close()
     server.log.close()
+
+
+@dataclass
+class Kubectl:
+    kubeconfig: Path
+    cache_dir: Path
+    namespace: str
+
+    def run(
+        self, *args: str, input: str | None = None, check: bool = True, namespaced: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        command = [
+            str(KUBECTL),
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--cache-dir",
+            str(self.cache_dir),
+        ]
+        if namespaced:
+            command += ["-n", self.namespace]
+        result = subprocess.run(
+            [*command, *args], input=input, capture_output=True, text=True, timeout=60
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+            )
+        return result
+
+    def json(self, *args: str) -> dict[str, object]:
+        loaded: dict[str, object] = json.loads(self.run(*args, "-o", "json").stdout)
+        return loaded

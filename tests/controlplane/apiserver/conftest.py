@@ -11,14 +11,13 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import kubernetes
 import pytest
 
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
-from tests.servers import KUBECTL, ServerProcess, start_server, stop_server
+from tests.servers import KUBECTL, Kubectl, ServerProcess, start_server, stop_server
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
@@ -44,38 +43,6 @@ def apiserver(
         stop_server(server)
         if etcd is not None:
             etcd.stop()
-
-
-@dataclass
-class Kubectl:
-    kubeconfig: Path
-    cache_dir: Path
-    namespace: str
-
-    def run(
-        self, *args: str, input: str | None = None, check: bool = True, namespaced: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        command = [
-            str(KUBECTL),
-            "--kubeconfig",
-            str(self.kubeconfig),
-            "--cache-dir",
-            str(self.cache_dir),
-        ]
-        if namespaced:
-            command += ["-n", self.namespace]
-        result = subprocess.run(
-            [*command, *args], input=input, capture_output=True, text=True, timeout=60
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
-            )
-        return result
-
-    def json(self, *args: str) -> dict[str, object]:
-        loaded: dict[str, object] = json.loads(self.run(*args, "-o", "json").stdout)
-        return loaded
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from controlplane.apiserver.registry import RequestContext
 from kubelab.api import codec
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import SCHEME, KindInfo
-from tests.controlplane.apiserver.conftest import Kubectl
+from tests.servers import Kubectl
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 LATER = NOW + datetime.timedelta(minutes=5)

@@ -19,8 +19,7 @@ import yaml
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ApiException
 
-from tests.controlplane.apiserver.conftest import Kubectl
-from tests.servers import KUBECTL, ServerProcess
+from tests.servers import KUBECTL, Kubectl, ServerProcess
 
 MANIFESTS = Path(__file__).parents[2] / "kubelab" / "api" / "manifests"
 CRONTAB_CRD = MANIFESTS / "apiextensions-customresourcedefinition-crontab.yaml"

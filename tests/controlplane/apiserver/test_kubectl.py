@@ -10,8 +10,7 @@ import time
 import pytest
 import yaml
 
-from tests.controlplane.apiserver.conftest import Kubectl
-from tests.servers import KUBECTL, ServerProcess
+from tests.servers import KUBECTL, Kubectl, ServerProcess
 
 DEPLOYMENT = """
 apiVersion: apps/v1

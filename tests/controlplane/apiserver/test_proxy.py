@@ -26,8 +26,7 @@ from kubelab.api.kinds.core_v1.node import (
 from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.pki import CertificateAuthority, KeyPair, identity
-from tests.controlplane.apiserver.conftest import Kubectl
-from tests.servers import ServerProcess
+from tests.servers import Kubectl, ServerProcess
 
 
 def _node(port: int, addresses: list[tuple[str, str]] | None = None) -> Node:

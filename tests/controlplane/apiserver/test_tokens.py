@@ -11,8 +11,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from tests.controlplane.apiserver.conftest import Kubectl
-from tests.servers import ServerProcess
+from tests.servers import Kubectl, ServerProcess
 
 
 def _part(text: str) -> bytes:
