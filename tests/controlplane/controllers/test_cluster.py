@@ -1,0 +1,388 @@
+"""The controllers end to end: a real API server, the scheduler and every controller in this
+process, and hollow nodes with their kubelets, driven with the real kubectl."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from controlplane.controllers.context import ControllerContext, ControllerOptions
+from controlplane.controllers.manager import run_controllers
+from controlplane.controllers.registry import CONTROLLERS
+from controlplane.scheduler.config import KubeSchedulerConfiguration
+from controlplane.scheduler.scheduler import Scheduler
+from kubelab.api.kinds.apps_v1 import ReplicaSet
+from kubelab.api.kinds.core_v1.cluster import Namespace
+from kubelab.api.kinds.core_v1.node import Node
+from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kubelab.api.meta_v1 import ObjectMeta
+from kubelab.client.errors import ApiError
+from kubelab.client.events import EventRecorder
+from kubelab.client.informers import SharedInformerFactory
+from kubelab.client.rest import Client
+from kubelab.clock import RealClock
+from node.hollow.nodes import FleetSpec, NodeFleet
+from node.hollow.pods import HollowKubelet
+from tests.servers import Kubectl, ServerProcess
+
+GRACE = 3.0
+"""The node-monitor grace period here: seconds of silence before a node is NotReady."""
+
+
+@dataclass
+class Cluster:
+    client: Client
+    kubectl: Kubectl
+    namespace: str
+    prefix: str
+    kubelet_informers: SharedInformerFactory
+    fleets: list[NodeFleet] = field(default_factory=list)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def add_nodes(self, count: int, suffix: str = "") -> NodeFleet:
+        clock = RealClock()
+        spec = FleetSpec(count=count, name_prefix=f"{self.prefix}{suffix}")
+        fleet = NodeFleet(self.client, spec, clock, renew_interval=0.5, lease_duration=2)
+        await fleet.register()
+        self.fleets.append(fleet)
+        kubelet = HollowKubelet(self.client, self.kubelet_informers, spec, clock)
+        self.kubelet_informers.start()
+        await self.kubelet_informers.wait_for_cache_sync()
+        self.tasks += [
+            asyncio.create_task(kubelet.run()),
+            asyncio.create_task(fleet.renew_forever()),
+        ]
+        return fleet
+
+    async def pods(self, **selectors: str) -> list[Pod]:
+        return (await self.client.list(Pod, self.namespace, **selectors)).items
+
+    async def kube(self, *args: str, input: str | None = None) -> str:
+        """kubectl in this namespace, off the event loop (it blocks)."""
+        result = await asyncio.to_thread(self.kubectl.run, *args, input=input)
+        return result.stdout
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+async def cluster(
+    apiserver: ServerProcess, client: Client, namespace: str, tmp_path: Path
+) -> AsyncIterator[Cluster]:
+    clock = RealClock()
+    informers = SharedInformerFactory(client, clock=clock)
+    recorder = EventRecorder(client, component="kube-controller-manager", clock=clock)
+    scheduler_informers = SharedInformerFactory(client, clock=clock)
+    scheduler = Scheduler(
+        client, scheduler_informers, KubeSchedulerConfiguration(), recorder, clock
+    )
+    ctx = ControllerContext(
+        client, informers, recorder, clock, ControllerOptions(node_monitor_grace_period=GRACE)
+    )
+    cluster = Cluster(
+        client,
+        Kubectl(apiserver.kubeconfig, tmp_path / "kube-cache", namespace),
+        namespace,
+        f"c{uuid.uuid4().hex[:5]}-",
+        SharedInformerFactory(client, clock=clock),
+    )
+    await recorder.start()
+    cluster.tasks += [
+        asyncio.create_task(scheduler.run()),
+        asyncio.create_task(run_controllers(ctx, CONTROLLERS, list(CONTROLLERS))),
+    ]
+    try:
+        yield cluster
+    finally:
+        for task in cluster.tasks:
+            task.cancel()
+        for task in cluster.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for factory in (informers, scheduler_informers, cluster.kubelet_informers):
+            await factory.shutdown()
+        await recorder.close()
+        for fleet in cluster.fleets:
+            await fleet.deregister()
+
+
+async def test_a_deployment_rolls_out_within_its_surge_and_unavailability(
+    cluster: Cluster,
+) -> None:
+    await cluster.add_nodes(3)
+    await cluster.kube("create", "deployment", "web", "--image=nginx:1", "--replicas=4")
+    await cluster.kube("rollout", "status", "deployment/web", "--timeout=60s")
+    peak, low = 0, 4
+    watching = True
+
+    async def observe() -> None:
+        nonlocal peak, low
+        while watching:
+            pods = [p for p in await cluster.pods(label_selector="app=web")]
+            alive = [p for p in pods if not p.metadata.deletion_timestamp]
+            ready = [
+                p
+                for p in alive
+                if p.status
+                and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or ())
+            ]
+            peak, low = max(peak, len(alive)), min(low, len(ready))
+            await asyncio.sleep(0.02)
+
+    observer = asyncio.create_task(observe())
+    await cluster.kube("set", "image", "deployment/web", "nginx=nginx:2")
+    await cluster.kube("rollout", "status", "deployment/web", "--timeout=60s")
+    watching = False
+    await observer
+    # 25% of 4: maxSurge rounds up to 1, maxUnavailable down to 1.
+    assert peak <= 5 and low >= 3
+    images = {p.spec.containers[0].image for p in await cluster.pods(label_selector="app=web")}  # type: ignore[index,union-attr]
+    assert images == {"nginx:2"}
+    await cluster.kube("rollout", "undo", "deployment/web")
+    await cluster.kube("rollout", "status", "deployment/web", "--timeout=60s")
+    deployment = json.loads(await cluster.kube("get", "deployment", "web", "-o", "json"))
+    assert deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1"
+
+
+@pytest.mark.parametrize(
+    ("cascade", "replicasets_left"),
+    [
+        pytest.param("orphan", 1, id="orphan"),
+        pytest.param("foreground", 0, id="foreground"),
+        pytest.param("background", 0, id="background"),
+    ],
+)
+async def test_deleting_a_deployment_does_what_kubectl_promises(
+    cluster: Cluster, cascade: str, replicasets_left: int
+) -> None:
+    await cluster.add_nodes(2)
+    await cluster.kube("create", "deployment", "app", "--image=nginx", "--replicas=2")
+    await cluster.kube("rollout", "status", "deployment/app", "--timeout=60s")
+    await cluster.kube("delete", "deployment", "app", f"--cascade={cascade}", "--timeout=60s")
+
+    async def settled() -> bool:
+        sets = (await cluster.client.list(ReplicaSet, cluster.namespace)).items
+        pods = [p for p in await cluster.pods() if not p.metadata.deletion_timestamp]
+        return len(sets) == replicasets_left and len(pods) == 2 * replicasets_left
+
+    await eventually(settled)
+    if cascade == "orphan":
+        (orphan,) = (await cluster.client.list(ReplicaSet, cluster.namespace)).items
+        assert not orphan.metadata.owner_references
+
+
+async def test_a_daemonset_covers_every_node_even_new_ones(cluster: Cluster) -> None:
+    first = await cluster.add_nodes(2)
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "a", "image": "agent"}]},
+            },
+        },
+    }
+    await cluster.kube("apply", "-f", "-", input=json.dumps(manifest))
+
+    async def on(nodes: set[str]) -> bool:
+        running = {
+            p.spec.node_name
+            for p in await cluster.pods(label_selector="app=agent")
+            if p.spec and p.status and p.status.phase == "Running"
+        }
+        return nodes <= running
+
+    await eventually(lambda: on(set(first.names)))
+    later = await cluster.add_nodes(1, suffix="late-")
+    await eventually(lambda: on(set(first.names) | set(later.names)))
+
+
+async def test_a_statefulset_comes_up_in_order_with_its_claims(cluster: Cluster) -> None:
+    await cluster.add_nodes(2)
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": f"{cluster.prefix}local"},
+        "provisioner": "kubelab.io/hostpath",
+        "volumeBindingMode": "Immediate",
+    }
+    await cluster.kube("apply", "-f", "-", input=json.dumps(storage_class))
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db"},
+        "spec": {
+            "replicas": 3,
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "db",
+                            "image": "db",
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        }
+                    ]
+                },
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": f"{cluster.prefix}local",
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                }
+            ],
+        },
+    }
+    await cluster.kube("apply", "-f", "-", input=json.dumps(manifest))
+    await cluster.kube("rollout", "status", "statefulset/db", "--timeout=90s")
+    pods = sorted(await cluster.pods(label_selector="app=db"), key=lambda p: p.metadata.name or "")
+    assert [p.metadata.name for p in pods] == ["db-0", "db-1", "db-2"]
+    started = [p.status.start_time for p in pods if p.status]
+    assert started == sorted(started)  # OrderedReady: each after the one before
+    claims = (await cluster.client.list(PersistentVolumeClaim, cluster.namespace)).items
+    bound = {c.metadata.name: c.status.phase if c.status else None for c in claims}
+    assert bound == {f"data-db-{i}": "Bound" for i in range(3)}
+
+
+async def test_deleting_a_namespace_empties_and_removes_it(cluster: Cluster) -> None:
+    await cluster.add_nodes(1)
+    name = f"{cluster.prefix}gone"
+    await cluster.client.create(Namespace(metadata=ObjectMeta(name=name)))
+    await asyncio.to_thread(
+        cluster.kubectl.run,
+        "-n",
+        name,
+        "create",
+        "deployment",
+        "x",
+        "--image=nginx",
+        namespaced=False,
+    )
+    await asyncio.to_thread(
+        cluster.kubectl.run,
+        "-n",
+        name,
+        "create",
+        "configmap",
+        "c",
+        "--from-literal=a=b",
+        namespaced=False,
+    )
+    await asyncio.to_thread(
+        cluster.kubectl.run, "delete", "namespace", name, "--timeout=60s", namespaced=False
+    )
+
+    async def gone() -> bool:
+        try:
+            await cluster.client.get(Namespace, name)
+        except ApiError as error:
+            return error.not_found
+        return False
+
+    await eventually(gone)
+
+
+async def test_a_silent_node_is_tainted_and_its_pods_move(cluster: Cluster) -> None:
+    fleet = await cluster.add_nodes(2)
+    toleration = {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 1,
+    }
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "mover"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "mover"}},
+            "template": {
+                "metadata": {"labels": {"app": "mover"}},
+                "spec": {
+                    "containers": [{"name": "m", "image": "m"}],
+                    "tolerations": [toleration],
+                },
+            },
+        },
+    }
+    await cluster.kube("apply", "-f", "-", input=json.dumps(manifest))
+    await cluster.kube("rollout", "status", "deployment/mover", "--timeout=60s")
+    silent = fleet.names[0]
+    fleet.silent.add(silent)
+
+    async def tainted() -> bool:
+        node = await cluster.client.get(Node, silent)
+        taints = {t.key for t in (node.spec.taints if node.spec else None) or ()}
+        ready = [
+            c for c in (node.status.conditions if node.status else None) or () if c.type == "Ready"
+        ]
+        return "node.kubernetes.io/unreachable" in taints and ready[0].status == "Unknown"
+
+    await eventually(tainted)
+
+    async def moved() -> bool:
+        pods = [p for p in await cluster.pods(label_selector="app=mover")]
+        running = [
+            p
+            for p in pods
+            if not p.metadata.deletion_timestamp and p.status and p.status.phase == "Running"
+        ]
+        return len(running) == 2 and all(p.spec and p.spec.node_name != silent for p in running)
+
+    await eventually(moved, within=60)
+
+
+async def test_endpoints_follow_pod_readiness(cluster: Cluster) -> None:
+    await cluster.add_nodes(1)
+    await cluster.kube("create", "deployment", "api", "--image=nginx", "--replicas=2")
+    await cluster.kube("expose", "deployment", "api", "--port=80")
+    await cluster.kube("rollout", "status", "deployment/api", "--timeout=60s")
+
+    async def addresses() -> int:
+        endpoints = json.loads(await cluster.kube("get", "endpoints", "api", "-o", "json"))
+        return sum(len(s.get("addresses", [])) for s in endpoints.get("subsets") or [])
+
+    async def two() -> bool:
+        return await addresses() == 2
+
+    await eventually(two, within=5)
+    pod = (await cluster.pods(label_selector="app=api"))[0]
+    await cluster.client.patch(
+        Pod,
+        pod.metadata.name or "",
+        cluster.namespace,
+        {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+        patch_type="strategic",
+        subresource="status",
+    )
+
+    async def one() -> bool:
+        return await addresses() == 1
+
+    await eventually(one, within=2)
