@@ -1,7 +1,8 @@
 """``python -m bench``: run every benchmark in turn and print its results."""
 
-from bench import api_codec, apiserver, scheduler
+from bench import api_codec, apiserver, controllers, scheduler
 
 for benchmark in (api_codec, apiserver):
     benchmark.main()
 scheduler.main([])
+controllers.main()

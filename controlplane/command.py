@@ -33,6 +33,18 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--node-cidr-mask-size", type=int, default=24, help="prefix of each node's podCIDR"
     )
     parser.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=200.0,
+        help="requests per second the scheduler and the controller-manager may send (default: 200)",
+    )
+    parser.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=400,
+        help="requests they may send in a burst above that (default: 400)",
+    )
+    parser.add_argument(
         "--controller-manager-port",
         type=int,
         default=controller_manager_command.DEFAULT_PORT,
@@ -60,6 +72,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             kubeconfig=data_dir / "admin.kubeconfig",
             config=args.scheduler_config,
             port=args.scheduler_port,
+            qps=args.kube_api_qps,
+            burst=args.kube_api_burst,
         )
         controllers = controller_manager_command.ControllerManagerOptions(
             kubeconfig=data_dir / "admin.kubeconfig",
@@ -68,6 +82,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             node_cidr_mask_size=args.node_cidr_mask_size,
             service_cluster_ip_range=args.service_cluster_ip_range,
             port=args.controller_manager_port,
+            qps=args.kube_api_qps,
+            burst=args.kube_api_burst,
         )
         components = [
             asyncio.create_task(scheduler_command.run_scheduler(scheduler, stop)),
