@@ -4,7 +4,7 @@ One informer watches every assigned pod (``spec.nodeName!=``) for the whole flee
 nodes outside the fleet are ignored.  Handlers only enqueue keys; workers read the pod from
 the cache and do what a kubelet would at that point, level-triggered:
 
-- bound and not yet running → the status a kubelet reports once every container started
+- bound and not started yet → the status a kubelet reports once every container started
   (phase Running, the four conditions True, a pod IP, each container running and ready);
 - marked for deletion → the final delete with grace period 0 (the kubelet's confirmation
   that the containers are gone), conditioned on the pod's uid.
@@ -71,7 +71,7 @@ class HollowKubelet:
         return bool(pod.spec and pod.spec.node_name in self._nodes)
 
     def _on_pod(self, pod: Pod) -> None:
-        if self._ours(pod) and (pod.metadata.deletion_timestamp or not _running(pod)):
+        if self._ours(pod) and (pod.metadata.deletion_timestamp or not _started(pod)):
             self.queue.add(object_key(pod))
 
     def _on_gone(self, pod: Pod | DeletedFinalStateUnknown[Pod]) -> None:
@@ -117,7 +117,7 @@ class HollowKubelet:
             except ApiError as error:
                 if not (error.not_found or error.conflict):
                     raise
-        elif not _running(pod):
+        elif not _started(pod):
             status = self.running_status(pod)
             await self.client.patch(
                 Pod, name, namespace, {"status": codec.to_builtins(status)}, subresource="status"
@@ -163,5 +163,6 @@ class HollowKubelet:
         return str(POD_ADDRESSES[index * 256 + host])
 
 
-def _running(pod: Pod) -> bool:
-    return bool(pod.status and pod.status.phase == "Running")
+def _started(pod: Pod) -> bool:
+    """Running, or finished: a kubelet never brings a terminated pod back."""
+    return bool(pod.status and pod.status.phase in ("Running", "Succeeded", "Failed"))

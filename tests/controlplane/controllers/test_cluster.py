@@ -386,3 +386,113 @@ async def test_endpoints_follow_pod_readiness(cluster: Cluster) -> None:
         return await addresses() == 1
 
     await eventually(one, within=2)
+
+
+async def test_scale_pause_and_resume(cluster: Cluster) -> None:
+    await cluster.add_nodes(2)
+    await cluster.kube("create", "deployment", "web", "--image=nginx:1", "--replicas=2")
+    await cluster.kube("rollout", "status", "deployment/web", "--timeout=60s")
+    await cluster.kube("scale", "deployment/web", "--replicas=4")
+    await cluster.kube("rollout", "status", "deployment/web", "--timeout=60s")
+    assert len(await cluster.pods(label_selector="app=web")) == 4
+    await cluster.kube("rollout", "pause", "deployment/web")
+    await cluster.kube("set", "image", "deployment/web", "nginx=nginx:2")
+    await asyncio.sleep(1)
+    images = {p.spec.containers[0].image for p in await cluster.pods(label_selector="app=web")}  # type: ignore[index,union-attr]
+    assert images == {"nginx:1"}  # paused: the template change waits
+    await cluster.kube("rollout", "resume", "deployment/web")
+    await cluster.kube("rollout", "status", "deployment/web", "--timeout=60s")
+    images = {p.spec.containers[0].image for p in await cluster.pods(label_selector="app=web")}  # type: ignore[index,union-attr]
+    assert images == {"nginx:2"}
+
+
+async def test_restarting_the_controllers_mid_rollout_adds_no_pods(
+    cluster: Cluster, client: Client
+) -> None:
+    """Stop every controller while a Deployment is being created and start fresh ones (new
+    caches, no memory of what was in flight): the rollout finishes with exactly its pods."""
+    await cluster.add_nodes(3)
+    controllers = cluster.tasks.pop()  # the fixture's controller-manager
+    await cluster.kube("create", "deployment", "big", "--image=nginx", "--replicas=30")
+
+    async def some() -> bool:
+        return len(await cluster.pods(label_selector="app=big")) >= 5
+
+    await eventually(some)
+    controllers.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await controllers
+    clock = RealClock()
+    informers = SharedInformerFactory(client, clock=clock)
+    recorder = EventRecorder(client, component="kube-controller-manager", clock=clock)
+    ctx = ControllerContext(client, informers, recorder, clock)
+    cluster.tasks.append(asyncio.create_task(run_controllers(ctx, CONTROLLERS, list(CONTROLLERS))))
+    try:
+        await cluster.kube("rollout", "status", "deployment/big", "--timeout=90s")
+        await asyncio.sleep(1)
+        pods = await cluster.pods(label_selector="app=big")
+        assert len([p for p in pods if not p.metadata.deletion_timestamp]) == 30
+    finally:
+        task = cluster.tasks.pop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await informers.shutdown()
+
+
+async def finish_pods(cluster: Cluster, selector: str, phase: str) -> list[str]:
+    """Act as the kubelet for a Job's running pods: end them in ``phase``."""
+    finished = []
+    for pod in await cluster.pods(label_selector=selector):
+        if pod.status and pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
+            await cluster.client.patch(
+                Pod,
+                pod.metadata.name or "",
+                cluster.namespace,
+                {"status": {"phase": phase}},
+                subresource="status",
+            )
+            finished.append(pod.metadata.name or "")
+    return finished
+
+
+async def test_a_job_retries_then_completes(cluster: Cluster) -> None:
+    await cluster.add_nodes(1)
+    await cluster.kube("create", "job", "once", "--image=busybox")
+
+    async def running() -> bool:
+        pods = await cluster.pods(label_selector="job-name=once")
+        return any(p.status and p.status.phase == "Running" for p in pods)
+
+    await eventually(running)
+    assert await finish_pods(cluster, "job-name=once", "Failed")
+
+    async def retried() -> bool:
+        pods = await cluster.pods(label_selector="job-name=once")
+        return len(pods) == 2 and await running()
+
+    await eventually(retried, within=40)  # the first retry waits out a 10 s backoff
+    assert await finish_pods(cluster, "job-name=once", "Succeeded")
+
+    async def complete() -> bool:
+        job = json.loads(await cluster.kube("get", "job", "once", "-o", "json"))
+        conditions = {c["type"]: c["status"] for c in job["status"].get("conditions", [])}
+        return conditions.get("Complete") == "True"
+
+    await eventually(complete)
+    job = json.loads(await cluster.kube("get", "job", "once", "-o", "json"))
+    assert (job["status"]["succeeded"], job["status"]["failed"]) == (1, 1)
+
+
+@pytest.mark.slow
+async def test_a_cronjob_fires_every_minute(cluster: Cluster) -> None:
+    await cluster.add_nodes(1)
+    await cluster.kube("create", "cronjob", "tick", "--image=busybox", "--schedule=*/1 * * * *")
+
+    async def fired() -> bool:
+        jobs = json.loads(await cluster.kube("get", "jobs", "-o", "json"))["items"]
+        return any(j["metadata"]["name"].startswith("tick-") for j in jobs)
+
+    await eventually(fired, within=75)
+    cronjob = json.loads(await cluster.kube("get", "cronjob", "tick", "-o", "json"))
+    assert cronjob["status"]["lastScheduleTime"]
