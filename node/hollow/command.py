@@ -97,6 +97,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 async def run_fleet(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from kubelab.api.kinds.core_v1.node import Node
     from kubelab.client.informers import SharedInformerFactory
     from kubelab.clock import RealClock
     from node.hollow.nodes import FleetSpec, NodeFleet
@@ -118,8 +119,14 @@ async def run_fleet(args: argparse.Namespace, stop: asyncio.Event) -> int:
         images={name: int(size) for name, size in args.image},
     )
     async with component.client_from_flags(args, "kubelab-hollow-nodes") as client:
-        fleet = NodeFleet(client, spec, clock, renew_interval=args.lease_renew_interval)
         informers = SharedInformerFactory(client, clock=clock)
+        fleet = NodeFleet(
+            client,
+            spec,
+            clock,
+            renew_interval=args.lease_renew_interval,
+            nodes=informers.informer_for(Node).lister,
+        )
         kubelet = HollowKubelet(client, informers, spec, clock, workers=args.workers)
         await fleet.register()
         informers.start()

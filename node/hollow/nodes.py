@@ -15,6 +15,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kubelab.api import codec
 from kubelab.api.kinds.coordination_v1 import Lease, LeaseSpec
 from kubelab.api.kinds.core_v1.node import (
     ContainerImage,
@@ -31,6 +32,7 @@ from kubelab.api.kinds.core_v1.node import (
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.api.struct import micro_time
 from kubelab.client.errors import ApiError
+from kubelab.client.informers import Indexer
 from kubelab.client.rest import Client
 from kubelab.clock import Clock
 
@@ -175,6 +177,7 @@ class NodeFleet:
         renew_interval: float = 10.0,
         lease_duration: int = 40,
         concurrency: int = 32,
+        nodes: Indexer[Node] | None = None,
     ) -> None:
         self.client = client
         self.spec = spec
@@ -183,6 +186,9 @@ class NodeFleet:
         self.lease_duration = lease_duration
         self.concurrency = concurrency
         self._leases: dict[str, Lease] = {}
+        self._nodes = nodes
+        """A cache of the Nodes: with it, a node found not Ready reports Ready again, as a
+        kubelet's status update does after the node controller marked it Unknown."""
         self.silent: set[str] = set()
         """Nodes whose leases are not renewed: a node whose kubelet stopped, for tests."""
 
@@ -246,8 +252,22 @@ class NodeFleet:
                     continue
                 try:
                     await self._renew(name)
+                    await self._report_ready(name)
                 except ApiError as error:
                     LOG.warning("renewing the lease of %s: %s", name, error)
+
+    async def _report_ready(self, name: str) -> None:
+        node = self._nodes.get(name) if self._nodes is not None else None
+        conditions = (node.status.conditions if node and node.status else None) or ()
+        if node is None or any(c.type == "Ready" and c.status == "True" for c in conditions):
+            return
+        fresh = self.spec.node(self.names.index(name))
+        assert fresh.status is not None
+        now = self.clock.now()
+        for condition in fresh.status.conditions or ():
+            condition.last_heartbeat_time = condition.last_transition_time = now
+        status = {"conditions": codec.to_builtins(fresh.status.conditions)}
+        await self.client.patch(Node, name, None, {"status": status}, subresource="status")
 
     async def deregister(self) -> None:
         gate = asyncio.Semaphore(self.concurrency)

@@ -22,6 +22,7 @@ from kubelab.api.kinds.apps_v1 import ReplicaSet
 from kubelab.api.kinds.core_v1.cluster import Namespace
 from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.api.kinds.core_v1.service import Endpoints
 from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError
@@ -50,7 +51,14 @@ class Cluster:
     async def add_nodes(self, count: int, suffix: str = "") -> NodeFleet:
         clock = RealClock()
         spec = FleetSpec(count=count, name_prefix=f"{self.prefix}{suffix}")
-        fleet = NodeFleet(self.client, spec, clock, renew_interval=0.5, lease_duration=2)
+        fleet = NodeFleet(
+            self.client,
+            spec,
+            clock,
+            renew_interval=0.5,
+            lease_duration=2,
+            nodes=self.kubelet_informers.informer_for(Node).lister,
+        )
         await fleet.register()
         self.fleets.append(fleet)
         kubelet = HollowKubelet(self.client, self.kubelet_informers, spec, clock)
@@ -356,6 +364,14 @@ async def test_a_silent_node_is_tainted_and_its_pods_move(cluster: Cluster) -> N
         return len(running) == 2 and all(p.spec and p.spec.node_name != silent for p in running)
 
     await eventually(moved, within=60)
+    fleet.silent.discard(silent)  # the kubelet is back: it reports Ready, the taints go
+
+    async def back() -> bool:
+        node = await cluster.client.get(Node, silent)
+        taints = (node.spec.taints if node.spec else None) or ()
+        return not any(t.key == "node.kubernetes.io/unreachable" for t in taints)
+
+    await eventually(back)
 
 
 async def test_endpoints_follow_pod_readiness(cluster: Cluster) -> None:
@@ -365,8 +381,11 @@ async def test_endpoints_follow_pod_readiness(cluster: Cluster) -> None:
     await cluster.kube("rollout", "status", "deployment/api", "--timeout=60s")
 
     async def addresses() -> int:
-        endpoints = json.loads(await cluster.kube("get", "endpoints", "api", "-o", "json"))
-        return sum(len(s.get("addresses", [])) for s in endpoints.get("subsets") or [])
+        try:
+            endpoints = await cluster.client.get(Endpoints, "api", cluster.namespace)
+        except ApiError:
+            return 0
+        return sum(len(subset.addresses or ()) for subset in endpoints.subsets or ())
 
     async def two() -> bool:
         return await addresses() == 2
@@ -385,7 +404,7 @@ async def test_endpoints_follow_pod_readiness(cluster: Cluster) -> None:
     async def one() -> bool:
         return await addresses() == 1
 
-    await eventually(one, within=2)
+    await eventually(one, within=1)  # endpoints follow readiness within a second
 
 
 async def test_scale_pause_and_resume(cluster: Cluster) -> None:
