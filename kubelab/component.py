@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import re
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from kubelab.client.rest import Client
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
@@ -100,3 +103,37 @@ def run(main: Callable[[asyncio.Event], Awaitable[int]]) -> int:
         return await main(stop)
 
     return asyncio.run(until_stopped())
+
+
+async def serve_health(app: web.Application, address: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve a component's /healthz, /metrics, ... over plain HTTP; the runner and the port
+    (``port`` 0 picks a free one)."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, address, port).start()
+    return runner, int(runner.addresses[0][1])
+
+
+async def until_stopped(work: Coroutine[Any, Any, object], stop: asyncio.Event, name: str) -> int:
+    """Run ``work`` until it ends or ``stop`` is set, and say how the process should exit:
+    0, or 1 when the component lost its leader lease (it must stop acting at once, and a
+    supervisor restarts it as a standby).  Any other failure propagates."""
+    from kubelab.client.leaderelection import LeadershipLost
+
+    task = asyncio.create_task(work)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done() and isinstance(task.exception(), LeadershipLost):
+            logging.getLogger(f"kubelab.{name}").error("leader election lost: exiting")
+            return 1
+        if task.done() and (error := task.exception()) is not None:
+            raise error
+        return 0
+    finally:
+        for pending in (task, stopping):
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+                await pending

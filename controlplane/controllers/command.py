@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from kubelab import component
 
-LOG = logging.getLogger("kubelab.controller-manager")
+if TYPE_CHECKING:
+    from aiohttp import web
+
 DEFAULT_PORT = 10257
 
 
@@ -95,6 +94,8 @@ class ControllerManagerOptions:
 
 
 def health_app(leading: Callable[[], bool], synced: Callable[[], bool]) -> web.Application:
+    from aiohttp import web
+
     from kubelab.metrics import Registry
 
     metrics = Registry()
@@ -134,7 +135,6 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
     from kubelab.client.leaderelection import (
         LeaderElectionConfig,
         LeaderElector,
-        LeadershipLost,
         leader_identity,
     )
     from kubelab.client.rest import Client
@@ -185,38 +185,22 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
             await task
 
         leading = (lambda: elector.is_leader) if elector is not None else (lambda: True)
-        runner = web.AppRunner(health_app(leading, synced.is_set), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, options.bind_address, options.port)
-        await site.start()
-        port = runner.addresses[0][1]
+        runner, port = await component.serve_health(
+            health_app(leading, synced.is_set), options.bind_address, options.port
+        )
         print(
             f"kubelab controller-manager: {len(names)} controllers; serving health on "
             f"http://{options.bind_address}:{port}",
             flush=True,
         )
         await recorder.start()
-        work = asyncio.create_task(
-            elector.run(controllers) if elector is not None else controllers()
-        )
-        stopping = asyncio.create_task(stop.wait())
-        code = 0
+        work = elector.run(controllers) if elector is not None else controllers()
         try:
-            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if work.done() and isinstance(work.exception(), LeadershipLost):
-                LOG.error("leader election lost (%s): exiting", identity)
-                code = 1
-            elif work.done() and work.exception() is not None:
-                raise work.exception()  # type: ignore[misc]
+            return await component.until_stopped(work, stop, "controller-manager")
         finally:
-            for task in (work, stopping):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
-                    await task
             await informers.shutdown()
             await recorder.close()
             await runner.cleanup()
-    return code
 
 
 def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:

@@ -24,7 +24,7 @@ from kubelab.api.keys import object_key
 from kubelab.api.meta_v1 import Resource
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.informers import DeletedFinalStateUnknown
-from kubelab.client.workqueue import RateLimitingQueue, ShutDown
+from kubelab.client.workqueue import RateLimitingQueue
 
 log = logging.getLogger("kubelab.controllers")
 
@@ -75,25 +75,16 @@ class Controller:
         await self.ctx.informers.wait_for_cache_sync()
         log.info("%s controller: caches synced, %d workers", self.NAME, workers)
         try:
-            await asyncio.gather(*(self._worker() for _ in range(workers)))
+            await asyncio.gather(
+                *(self.queue.work(self.sync, self._failed) for _ in range(workers))
+            )
         finally:
             self.queue.shutdown()
 
-    async def _worker(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except ShutDown:
-                return
-            try:
-                await self.sync(key)
-            except (ApiError, ClientError) as error:
-                log.info("%s controller: syncing %s: %s; will retry", self.NAME, key, error)
-                self.queue.add_rate_limited(key)
-            except Exception:
-                log.exception("%s controller: syncing %s failed; will retry", self.NAME, key)
-                self.queue.add_rate_limited(key)
-            else:
-                self.queue.forget(key)
-            finally:
-                self.queue.done(key)
+    def _failed(self, key: str, error: Exception) -> None:
+        if isinstance(error, ApiError | ClientError):
+            log.info("%s controller: syncing %s: %s; will retry", self.NAME, key, error)
+        else:
+            log.error(
+                "%s controller: syncing %s failed; will retry", self.NAME, key, exc_info=error
+            )

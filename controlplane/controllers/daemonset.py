@@ -80,6 +80,7 @@ from kubelab.api.kinds.core_v1.volume import (
 from kubelab.api.labels import Operator, Requirement, Selector, SelectorError, selector_of
 from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
 from kubelab.api.owners import controller_of
+from kubelab.api.taints import tolerates
 from kubelab.client.errors import ApiError
 
 NAME = "daemonset"
@@ -114,17 +115,6 @@ _LABEL_OPERATORS = {
 
 
 # Scheduling predicates, from the template alone.
-
-
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """Upstream ``Toleration.ToleratesTaint``: empty effect and key match any."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator in (None, "", "Equal"):
-        return (toleration.value or "") == (taint.value or "")
-    return toleration.operator == "Exists"
 
 
 def _untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration], *effects: str) -> bool:

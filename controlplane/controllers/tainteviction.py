@@ -33,10 +33,10 @@ from controlplane.controllers.nodeutil import (
     no_execute_taints,
     patch_pod_status,
 )
-from controlplane.scheduler.plugins.helper import tolerates
 from kubelab.api.keys import object_key
 from kubelab.api.kinds.core_v1.node import Node, Taint
 from kubelab.api.kinds.core_v1.pod import Pod, PodCondition, Toleration
+from kubelab.api.taints import tolerates
 from kubelab.client.errors import ApiError
 from kubelab.client.informers import NODE_NAME_INDEX
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import logging
 import sys
 import urllib.error
 import urllib.request
@@ -27,15 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
 from kubelab import component
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from controlplane.scheduler.config import KubeSchedulerConfiguration
     from controlplane.scheduler.scheduler import Scheduler
 
-LOG = logging.getLogger("kubelab.scheduler")
 DEFAULT_PORT = 10259
 
 
@@ -98,6 +95,8 @@ def explain(args: argparse.Namespace) -> int:
 
 def health_app(scheduler: Scheduler, leading: Callable[[], bool]) -> web.Application:
     """/healthz, /readyz, /metrics (with ``leader_election_master_status``) and explain."""
+    from aiohttp import web
+
     from controlplane.scheduler.explain import to_json
 
     leader = scheduler.metrics.gauge(
@@ -185,7 +184,6 @@ async def run_scheduler(options: SchedulerOptions, stop: asyncio.Event) -> int:
     from kubelab.client.leaderelection import (
         LeaderElectionConfig,
         LeaderElector,
-        LeadershipLost,
         leader_identity,
     )
     from kubelab.client.rest import Client
@@ -227,11 +225,9 @@ async def run_scheduler(options: SchedulerOptions, stop: asyncio.Event) -> int:
             else None
         )
         leading = (lambda: elector.is_leader) if elector is not None else (lambda: True)
-        runner = web.AppRunner(health_app(scheduler, leading), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, options.bind_address, options.port)
-        await site.start()
-        port = runner.addresses[0][1]
+        runner, port = await component.serve_health(
+            health_app(scheduler, leading), options.bind_address, options.port
+        )
         print(
             f"kubelab scheduler: serving health on http://{options.bind_address}:{port}",
             flush=True,
@@ -242,25 +238,12 @@ async def run_scheduler(options: SchedulerOptions, stop: asyncio.Event) -> int:
             await scheduler.sync()
             await (elector.run(scheduler.run) if elector is not None else scheduler.run())
 
-        work = asyncio.create_task(sync_then_schedule())
-        stopping = asyncio.create_task(stop.wait())
-        code = 0
         try:
-            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if work.done() and isinstance(work.exception(), LeadershipLost):
-                LOG.error("leader election lost (%s): exiting", identity)
-                code = 1
-            elif work.done() and work.exception() is not None:
-                raise work.exception()  # type: ignore[misc]
+            return await component.until_stopped(sync_then_schedule(), stop, "scheduler")
         finally:
-            for task in (work, stopping):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
-                    await task
             await informers.shutdown()
             await recorder.close()
             await runner.cleanup()
-    return code
 
 
 def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:

@@ -38,7 +38,7 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
 from kubelab.client.flowcontrol import TokenBucket
@@ -357,3 +357,26 @@ class RateLimitingQueue(WorkQueue[K]):
 
     def num_requeues(self, key: K) -> int:
         return self._rate_limiter.retries(key)
+
+    async def work(
+        self,
+        sync: Callable[[K], Awaitable[None]],
+        on_error: Callable[[K, Exception], None],
+    ) -> None:
+        """One worker: take keys until the queue shuts down.  A key whose ``sync`` succeeds
+        has its failures forgotten; one whose ``sync`` raises is reported to ``on_error``
+        and comes back after its backoff.  Either way it is marked done."""
+        while True:
+            try:
+                key = await self.get()
+            except ShutDown:
+                return
+            try:
+                await sync(key)
+            except Exception as error:
+                on_error(key, error)
+                self.add_rate_limited(key)
+            else:
+                self.forget(key)
+            finally:
+                self.done(key)

@@ -35,7 +35,7 @@ from kubelab.api.meta_v1 import Preconditions
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from kubelab.client.rest import Client
-from kubelab.client.workqueue import RateLimitingQueue, ShutDown
+from kubelab.client.workqueue import RateLimitingQueue
 from kubelab.clock import Clock
 from node.hollow.nodes import FleetSpec
 
@@ -80,25 +80,15 @@ class HollowKubelet:
     async def run(self) -> None:
         """Process pods until cancelled."""
         try:
-            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+            await asyncio.gather(
+                *(self.queue.work(self.sync, self._failed) for _ in range(self.workers))
+            )
         finally:
             self.queue.shutdown()
 
-    async def _worker(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except ShutDown:
-                return
-            try:
-                await self.sync(key)
-            except (ApiError, ClientError) as error:
-                LOG.warning("syncing pod %s: %s", key, error)
-                self.queue.add_rate_limited(key)
-            else:
-                self.queue.forget(key)
-            finally:
-                self.queue.done(key)
+    def _failed(self, key: str, error: Exception) -> None:
+        expected = isinstance(error, ApiError | ClientError)
+        LOG.warning("syncing pod %s: %s", key, error, exc_info=None if expected else error)
 
     async def sync(self, key: str) -> None:
         pod = self.pods.lister.get(key)

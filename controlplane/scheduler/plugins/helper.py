@@ -15,13 +15,13 @@ preferred terms, whose error fails the Score).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controlplane.scheduler.framework.interface import SUCCESS, Status
 from kubelab.api import names
 from kubelab.api.kinds.core_v1.node import Node, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, PreferredSchedulingTerm, Toleration
+from kubelab.api.kinds.core_v1.pod import Pod, PreferredSchedulingTerm
 from kubelab.api.kinds.core_v1.volume import NodeSelectorRequirement, NodeSelectorTerm
 from kubelab.api.labels import Operator, Requirement, Selector
 
@@ -311,46 +311,7 @@ class PreferredTerms:
 # Taints and tolerations.
 
 
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """Whether ``toleration`` tolerates ``taint`` (upstream ``Toleration.ToleratesTaint``).
-
-    An empty effect or key matches any; operator ``Exists`` matches any value, ``Equal`` (or
-    none) needs the same value.
-    """
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    match toleration.operator:
-        case None | "" | "Equal":
-            return (toleration.value or "") == (taint.value or "")
-        case "Exists":
-            return True
-    return False
-
-
-def tolerations_tolerate_taint(tolerations: Iterable[Toleration] | None, taint: Taint) -> bool:
-    """Whether any of ``tolerations`` tolerates ``taint``."""
-    return any(tolerates(toleration, taint) for toleration in tolerations or ())
-
-
 def do_not_schedule_taints(taint: Taint) -> bool:
     """The taints Filter checks: NoSchedule and NoExecute (upstream
     ``DoNotScheduleTaintsFilterFunc``)."""
     return taint.effect in (NO_SCHEDULE, NO_EXECUTE)
-
-
-def find_untolerated_taint(
-    taints: Iterable[Taint] | None,
-    tolerations: Iterable[Toleration] | None,
-    include: Callable[[Taint], bool] | None = None,
-) -> Taint | None:
-    """The first of ``taints`` that ``include`` selects (all if None) and no toleration
-    tolerates, or None (upstream ``FindMatchingUntoleratedTaint``)."""
-    tolerations = list(tolerations or ())
-    for taint in taints or ():
-        if include is not None and not include(taint):
-            continue
-        if not tolerations_tolerate_taint(tolerations, taint):
-            return taint
-    return None

@@ -30,10 +30,10 @@ from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.helper import (
     NO_SCHEDULE,
     TAINT_NODE_UNSCHEDULABLE,
-    tolerations_tolerate_taint,
 )
 from kubelab.api.kinds.core_v1.node import Node, Taint
 from kubelab.api.kinds.core_v1.pod import Pod, Toleration
+from kubelab.api.taints import tolerations_tolerate_taint
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"

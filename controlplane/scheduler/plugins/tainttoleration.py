@@ -38,11 +38,10 @@ from controlplane.scheduler.plugins.helper import (
     PREFER_NO_SCHEDULE,
     default_normalize_score,
     do_not_schedule_taints,
-    find_untolerated_taint,
-    tolerations_tolerate_taint,
 )
 from kubelab.api.kinds.core_v1.node import Node, Taint
 from kubelab.api.kinds.core_v1.pod import Pod, Toleration
+from kubelab.api.taints import find_untolerated_taint, tolerations_tolerate_taint
 
 PRE_SCORE_STATE_KEY = "PreScore" + names.TAINT_TOLERATION
 

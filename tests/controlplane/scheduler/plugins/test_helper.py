@@ -1,13 +1,9 @@
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from controlplane.scheduler.framework.interface import SUCCESS
 from controlplane.scheduler.plugins import helper
-from kubelab.api.kinds.core_v1.node import Taint
-from kubelab.api.kinds.core_v1.pod import Toleration
 from kubelab.api.kinds.core_v1.volume import NodeSelectorRequirement, NodeSelectorTerm
 from tests.controlplane.scheduler.builders import make_node, make_pod
 
@@ -102,58 +98,3 @@ def test_required_node_affinity_reports_parse_error() -> None:
         False,
     )
     assert helper.pod_matches_node_affinity(pod, make_node(labels={"zone": "b"})) is False
-
-
-TAINT = Taint(key="k", value="v", effect="NoSchedule")
-
-
-@pytest.mark.parametrize(
-    ("toleration", "expected"),
-    [
-        pytest.param(
-            Toleration(key="k", operator="Equal", value="v", effect="NoSchedule"), True, id="exact"
-        ),
-        pytest.param(Toleration(key="k", value="v"), True, id="defaults"),
-        pytest.param(Toleration(key="k", operator="Equal", value="w"), False, id="other-value"),
-        pytest.param(Toleration(key="k", operator="Exists"), True, id="exists"),
-        pytest.param(Toleration(operator="Exists"), True, id="exists-any-key"),
-        pytest.param(Toleration(key="j", operator="Exists"), False, id="other-key"),
-        pytest.param(
-            Toleration(key="k", operator="Exists", effect="NoExecute"), False, id="other-effect"
-        ),
-        pytest.param(Toleration(key="k", operator="Gt", value="v"), False, id="unknown-operator"),
-    ],
-)
-def test_tolerates(toleration: Toleration, expected: bool) -> None:
-    assert helper.tolerates(toleration, TAINT) is expected
-
-
-@pytest.mark.parametrize(
-    ("taints", "tolerations", "include", "expected"),
-    [
-        pytest.param([], [], None, None, id="no-taints"),
-        pytest.param([TAINT], [], None, TAINT, id="untolerated"),
-        pytest.param([TAINT], [Toleration(key="k", operator="Exists")], None, None, id="tolerated"),
-        pytest.param(
-            [Taint(key="p", effect="PreferNoSchedule")],
-            [],
-            helper.do_not_schedule_taints,
-            None,
-            id="filtered-out",
-        ),
-        pytest.param(
-            [Taint(key="p", effect="PreferNoSchedule"), TAINT],
-            [],
-            helper.do_not_schedule_taints,
-            TAINT,
-            id="first-included",
-        ),
-    ],
-)
-def test_find_untolerated_taint(
-    taints: list[Taint],
-    tolerations: list[Toleration],
-    include: Callable[[Taint], bool] | None,
-    expected: Taint | None,
-) -> None:
-    assert helper.find_untolerated_taint(taints, tolerations, include) == expected
