@@ -10,9 +10,10 @@ create) say so in a subclass, registered in ``STRATEGIES``.
 
 from __future__ import annotations
 
+from kubelab.api.kinds.batch_v1 import Job
 from kubelab.api.kinds.core_v1.cluster import Namespace, NamespaceStatus
 from kubelab.api.kinds.core_v1.pod import Pod, PodStatus, qos_class
-from kubelab.api.meta_v1 import DeleteOptions, Resource
+from kubelab.api.meta_v1 import DeleteOptions, LabelSelector, ObjectMeta, Resource
 from kubelab.api.scheme import KindInfo
 
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
@@ -147,8 +148,36 @@ class LegacyOrphan(Strategy):
     default_propagation = "Orphan"
 
 
+class JobStrategy(Strategy):
+    """Jobs get a generated selector, unless ``manualSelector`` says the user chose one: the
+    pods' template carries the Job's uid and name, and the selector matches the uid, so a
+    Job's pods are its own even if another Job has the same labels (upstream
+    ``generateSelector``)."""
+
+    def prepare_for_create(self, obj: Resource) -> None:
+        super().prepare_for_create(obj)
+        assert isinstance(obj, Job)
+        spec = obj.spec
+        if spec is None or spec.manual_selector or spec.template is None:
+            return
+        uid, name = obj.metadata.uid or "", obj.metadata.name or ""
+        template_meta = spec.template.metadata = spec.template.metadata or ObjectMeta()
+        labels = template_meta.labels = dict(template_meta.labels or {})
+        for key, value in (
+            ("job-name", name),
+            ("batch.kubernetes.io/job-name", name),
+            ("controller-uid", uid),
+            ("batch.kubernetes.io/controller-uid", uid),
+        ):
+            labels.setdefault(key, value)
+        selector = spec.selector = spec.selector or LabelSelector()
+        match = selector.match_labels = dict(selector.match_labels or {})
+        match.setdefault("batch.kubernetes.io/controller-uid", uid)
+
+
 STRATEGIES: dict[tuple[str, str], type[Strategy]] = {
     ("", "Pod"): PodStrategy,
+    ("batch", "Job"): JobStrategy,
     ("", "Namespace"): NamespaceStrategy,
     ("", "Endpoints"): CreateOnUpdate,
     ("", "Event"): CreateOnUpdate,

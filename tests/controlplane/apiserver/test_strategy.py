@@ -1,0 +1,42 @@
+"""Per-kind behaviour of writes that the API server applies: generated Job selectors."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubelab.api.kinds.batch_v1 import Job, JobSpec
+from kubelab.api.kinds.core_v1.pod import Container, PodSpec, PodTemplateSpec
+from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
+from kubelab.client.errors import ApiError
+from kubelab.client.rest import Client
+
+
+def job(name: str, namespace: str, **spec: object) -> Job:
+    template = PodTemplateSpec(
+        spec=PodSpec(containers=[Container(name="c", image="busybox")], restart_policy="Never")
+    )
+    return Job(
+        metadata=ObjectMeta(name=name, namespace=namespace),
+        spec=JobSpec(template=template, **spec),  # type: ignore[arg-type]
+    )
+
+
+async def test_a_job_selects_its_own_pods_by_uid(client: Client, namespace: str) -> None:
+    created = await client.create(job("once", namespace))
+    uid = created.metadata.uid
+    assert created.spec is not None and created.spec.selector is not None
+    assert created.spec.selector.match_labels == {"batch.kubernetes.io/controller-uid": uid}
+    assert created.spec.template is not None and created.spec.template.metadata is not None
+    assert created.spec.template.metadata.labels == {
+        "job-name": "once",
+        "batch.kubernetes.io/job-name": "once",
+        "controller-uid": uid,
+        "batch.kubernetes.io/controller-uid": uid,
+    }
+
+
+async def test_a_selector_needs_manual_selector(client: Client, namespace: str) -> None:
+    chosen = LabelSelector(match_labels={"app": "x"})
+    with pytest.raises(ApiError) as refused:
+        await client.create(job("mine", namespace, selector=chosen))
+    assert refused.value.code == 422
