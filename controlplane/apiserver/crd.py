@@ -7,8 +7,13 @@ one free-form field per top-level property of the version's schema, whose ``set_
 (``controlplane.apiserver.crd_schema``); and a ``KindInfo`` with the CRD's names, scope,
 subresources and printer columns.  The generic ``ResourceStore`` then serves it unchanged, with
 two differences kept in ``CustomResourceStore``: every version reads and writes the same keys
-(``/registry/<group>/<plural>/...``, stored at the storage version, conversion ``None``: only
-``apiVersion`` changes), and defaults are applied on read as upstream does.
+(``/registry/<group>/<plural>/...``, stored at the storage version), and defaults are applied
+on read as upstream does.  Objects are converted between the stored and the requested version
+as ``spec.conversion`` says (``controlplane.apiserver.conversion``): strategy ``None`` rewrites
+only ``apiVersion``, on the decoded struct, with no JSON round trip; strategy ``Webhook`` puts a
+``ConvertingStore`` under the store, so every value read (get, a list page in one review, a
+watch event) arrives at the served version and every value written leaves at the storage
+version, converted by the CRD's webhook.
 
 A ``Controller`` started with the server lists and watches the CRDs and, on every change,
 (re)builds the served kinds, drops those of deleted CRDs, and reports through the status
@@ -17,8 +22,8 @@ subresource what upstream's controllers report: ``NamesAccepted`` and ``Establis
 ``customresourcecleanup.apiextensions.k8s.io``, condition ``Terminating``); the controller
 deletes its objects, then removes the finalizer, and the CRD goes.
 
-Not done: CEL rules (``x-kubernetes-validations``), conversion webhooks, top-level unknown
-fields under a root ``x-kubernetes-preserve-unknown-fields``, selectable fields.
+Not done: CEL rules (``x-kubernetes-validations``), top-level unknown fields under a root
+``x-kubernetes-preserve-unknown-fields``, selectable fields.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import json
 import keyword
 import logging
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from controlplane.apiserver import apply, crd_schema, errors
+from controlplane.apiserver import apply, conversion, crd_schema, errors
 from controlplane.apiserver.registry import (
     Admission,
     RequestContext,
@@ -445,7 +451,11 @@ class CustomResourceStore(ResourceStore):
     """A ResourceStore for one version of a custom resource (see the module docstring)."""
 
     def __init__(
-        self, served: ServedVersion, template: ResourceStore, admission: Sequence[Admission]
+        self,
+        served: ServedVersion,
+        template: ResourceStore,
+        admission: Sequence[Admission],
+        converter: conversion.Converter | None = None,
     ) -> None:
         super().__init__(
             served.info,
@@ -457,8 +467,18 @@ class CustomResourceStore(ResourceStore):
         group = served.info.group
         self.storage_api_version = f"{group}/{served.storage_version}"
         self._known = frozenset(served.info.cls.__struct_encode_fields__)
+        converter = converter or conversion.NoneConverter()
+        # Strategy None rewrites apiVersion here, in encode and decode; any other converts
+        # every value between this store and the backend.
+        self._rewrite = converter.strategy == "None"
+        if not self._rewrite:
+            self.store = conversion.ConvertingStore(
+                template.store, converter, served.info.api_version, self.storage_api_version
+            )
 
     def encode(self, obj: Resource) -> bytes:
+        if not self._rewrite:
+            return super().encode(obj)
         version = obj.api_version
         obj.api_version = self.storage_api_version
         try:
@@ -627,10 +647,11 @@ class Controller:
         if current is not None and current.fingerprint == fingerprint:
             return
         versions = served_versions(crd)
+        converter = self._converter(crd)
         keys = []
         for served in versions:
             info = served.info
-            store = CustomResourceStore(served, self.crds, self._admission(name, served))
+            store = CustomResourceStore(served, self.crds, self._admission(name, served), converter)
             key = (info.group, info.version, info.plural)
             self.server.add_store(store)
             keys.append(key)
@@ -640,6 +661,11 @@ class Controller:
         self.served[name] = _Served(
             fingerprint, spec.group or "", spec.names.plural or "", spec.names.kind or "", keys
         )
+
+    def _converter(self, crd: CustomResourceDefinition) -> conversion.Converter:
+        """The CRD's converter; its service references resolve through our own stores."""
+        resolve = functools.partial(conversion.resolve_service, self.server.stores)
+        return conversion.new_converter(crd, resolve)
 
     def _admission(self, crd_name: str, served: ServedVersion) -> list[Admission]:
         async def admit(
@@ -748,7 +774,7 @@ class Controller:
                 versions[0] if versions else None,
             )
             if storage is not None:
-                store = CustomResourceStore(storage, self.crds, [])
+                store = CustomResourceStore(storage, self.crds, [], self._converter(crd))
                 while True:
                     listed = await store.list()
                     if not listed.items:
