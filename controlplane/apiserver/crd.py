@@ -22,8 +22,9 @@ subresource what upstream's controllers report: ``NamesAccepted`` and ``Establis
 ``customresourcecleanup.apiextensions.k8s.io``, condition ``Terminating``); the controller
 deletes its objects, then removes the finalizer, and the CRD goes.
 
-Not done: CEL rules (``x-kubernetes-validations``), top-level unknown fields under a root
-``x-kubernetes-preserve-unknown-fields``, selectable fields.
+Validation rules (``x-kubernetes-validations``) are evaluated with CEL (``crd_schema`` and
+``cel``), transition rules (``oldSelf``) on update.  Not done: top-level unknown fields
+under a root ``x-kubernetes-preserve-unknown-fields``, selectable fields.
 """
 
 from __future__ import annotations
@@ -338,11 +339,18 @@ def make_class(
     def validate(self: Any, path: Path, errors: ErrorList) -> None:
         crd_schema.validate(custom_body(self), body_schema, path, errors)
 
+    def validate_update(self: Any, old: Any, errors: ErrorList) -> None:
+        """Transition rules (those reading ``oldSelf``) need the object being replaced."""
+        crd_schema.validate_transitions(
+            custom_body(self), custom_body(old), body_schema, Path(), errors
+        )
+
     namespace: dict[str, Any] = {
         "custom_body": custom_body,
         "prune_unknown": prune_unknown,
         "set_defaults": set_defaults,
         "validate": validate,
+        "validate_update": validate_update,
     }
     if scale is not None:
         spec_path = _simple_path(scale.spec_replicas_path)

@@ -11,9 +11,15 @@ plain JSON, as the CRD carries it), in upstream's order:
 - ``validate``: types (``integer`` against ``number``, ``x-kubernetes-int-or-string``,
   ``nullable``), ``required``, ``enum`` and the value constraints, with Kubernetes field paths
   and the error types and messages upstream's validator reports (``spec.replicas: Invalid
-  value: 11: spec.replicas in body should be less than or equal to 10``).
-
-CEL rules (``x-kubernetes-validations``) are not evaluated.
+  value: 11: spec.replicas in body should be less than or equal to 10``); then, unless those
+  found a blocking problem (a type, required, enum, too-long or too-many error: upstream then
+  reports only that some rules were not checked), the CEL rules (``x-kubernetes-validations``)
+  of every node the value has, objects, arrays and scalars, below ``properties``, ``items``,
+  ``additionalProperties`` and ``allOf`` (``controlplane.apiserver.cel`` evaluates one node's).
+  Given the ``old`` object of an update, the transition rules (those using ``oldSelf``) are
+  evaluated too, where the old object has a value at the same path;
+  ``validate_transitions`` evaluates only those, for an update hook that runs after
+  ``validate``.  One ``cel.Budget`` bounds the rule evaluations of each call.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from controlplane.apiserver import cel
 from kubelab.api.errors import ROOT, ErrorList, ErrorType, FieldError, Path
 
 Schema = dict[str, Any]
@@ -112,10 +119,110 @@ def _default(value: Any, schema: Schema) -> None:
 # Validation.
 
 
-def validate(value: Any, schema: Schema | None, path: Path, errors: ErrorList) -> None:
-    """Append every problem of ``value`` against ``schema`` (at ``path``) to ``errors``."""
+def validate(
+    value: Any, schema: Schema | None, path: Path, errors: ErrorList, old: Any = None
+) -> None:
+    """Append every problem of ``value`` against ``schema`` (at ``path``) to ``errors``, the
+    CEL rules' included; ``old``: the object an update replaces (None on create)."""
     if schema:
         _validate(value, schema, path, errors)
+        if cel.has_rules(schema) and not _blocked(errors):
+            _validate_rules(value, old, schema, path, errors, cel.Budget(), False)
+
+
+def validate_transitions(
+    value: Any, old: Any, schema: Schema | None, path: Path, errors: ErrorList
+) -> None:
+    """Append the failures of the transition rules (those using ``oldSelf``) of an update from
+    ``old`` to ``value``: what an update adds to ``validate(value, ...)`` run without ``old``.
+    Nothing when ``errors`` already holds a blocking problem."""
+    if schema and old is not None and cel.has_rules(schema) and not _blocked(errors):
+        _validate_rules(value, old, schema, path, errors, cel.Budget(), True)
+
+
+_BLOCKING = frozenset(
+    {
+        ErrorType.NOT_SUPPORTED,
+        ErrorType.REQUIRED,
+        ErrorType.TOO_LONG,
+        ErrorType.TOO_MANY,
+        ErrorType.TYPE_INVALID,
+    }
+)
+RULES_NOT_CHECKED = (
+    "some validation rules were not checked because the object was invalid; "
+    "correct the existing errors to complete validation"
+)
+
+
+def _blocked(errors: ErrorList) -> bool:
+    """Whether ``errors`` stops the CEL rules (as upstream's ``hasBlockingErr``); records so,
+    once, when it does."""
+    if not any(e.type in _BLOCKING for e in errors):
+        return False
+    if not any(e.detail == RULES_NOT_CHECKED for e in errors):
+        errors.invalid(ROOT, "null", RULES_NOT_CHECKED)
+    return True
+
+
+def _validate_rules(
+    value: Any,
+    old: Any,
+    schema: Schema,
+    path: Path,
+    errors: ErrorList,
+    budget: cel.Budget,
+    transitions_only: bool,
+) -> None:
+    """The CEL rules of ``value``'s node and of every node below it, ``old`` beside it."""
+    if value is None or budget.exhausted():
+        return
+    cel.evaluate_rules(schema, value, old, path, errors, budget, transitions_only)
+    for sub in schema.get("allOf") or ():
+        if isinstance(sub, dict):
+            _validate_rules(value, old, sub, path, errors, budget, transitions_only)
+    if isinstance(value, dict):
+        properties: dict[str, Schema] = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        olds = old if isinstance(old, dict) else {}
+        for key, item in value.items():
+            if budget.exhausted():
+                return
+            if key in properties:
+                sub_schema, child = properties[key], path.child(str(key))
+            elif isinstance(additional, dict):
+                sub_schema, child = additional, path.key(str(key))
+            else:
+                continue
+            _validate_rules(
+                item, olds.get(key), sub_schema, child, errors, budget, transitions_only
+            )
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if not isinstance(items, dict):
+            return
+        correlated = _correlated_items(schema, old)
+        for i, item in enumerate(value):
+            if budget.exhausted():
+                return
+            old_item = correlated(item)
+            _validate_rules(item, old_item, items, path.index(i), errors, budget, transitions_only)
+
+
+def _correlated_items(schema: Schema, old: Any) -> Callable[[Any], Any]:
+    """The old item of a new one: by the keys of an ``x-kubernetes-list-type: map`` list, none
+    in any other list (upstream correlates only map lists)."""
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    if schema.get("x-kubernetes-list-type") != "map" or not keys or not isinstance(old, list):
+        return lambda item: None
+
+    def key_of(item: Any) -> str | None:
+        if not isinstance(item, dict):
+            return None
+        return json.dumps([item.get(k) for k in keys], sort_keys=True)
+
+    by_key = {key_of(item): item for item in old if key_of(item) is not None}
+    return lambda item: by_key.get(key_of(item))
 
 
 def json_type(value: Any) -> str:

@@ -4,12 +4,15 @@ A CRD names a new kind (group, plural, singular, kind, short names, categories),
 one or more versions, each with an OpenAPI v3 schema (``JSONSchemaProps``, recursive), optional
 ``status``/``scale`` subresources and extra printer columns; exactly one version is stored.  The
 schema checks here are the per-node rules upstream applies and the structural-schema basics
-(every specified field typed, object at the root); CEL rules are kept as written, not compiled,
-and defaults in schemas are not checked against them.
+(every specified field typed, object at the root).  CEL rules (``x-kubernetes-validations``) are
+compiled by the compiler the API server installs with ``use_rule_compiler`` (its
+``controlplane.apiserver.cel``, which this package may not import); without one they are kept as
+written.  Defaults in schemas are not checked against the schema.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Self
 
 import msgspec
@@ -80,6 +83,19 @@ def _has_newline(text: str) -> bool:
     return "\n" in text or "\r" in text
 
 
+RuleCompiler = Callable[[str], str | None]
+"""Compiles a CEL expression: None, or why it does not compile (cel-go-like issue text)."""
+
+_rule_compiler: RuleCompiler | None = None
+
+
+def use_rule_compiler(compiler: RuleCompiler | None) -> None:
+    """Install the compiler ``ValidationRule`` checks its ``rule`` and ``messageExpression``
+    with (``controlplane.apiserver.cel`` installs its own on import)."""
+    global _rule_compiler
+    _rule_compiler = compiler
+
+
 class ExternalDocumentation(Struct):
     """A link to more documentation about a schema."""
 
@@ -120,6 +136,27 @@ class ValidationRule(Struct):
             )
         if self.field_path and _has_newline(self.field_path):
             errors.invalid(path.child("fieldPath"), self.field_path, "must not contain line breaks")
+        self._compile(rule, path, errors)
+
+    def _compile(self, rule: str, path: Path, errors: ErrorList) -> None:
+        """Upstream's compilation errors: ``rule: Invalid value: {...}: compilation failed: ...``
+        (the value is the whole rule, as upstream reports it)."""
+        compiler = _rule_compiler
+        if compiler is None:
+            return
+        message_expression = (self.message_expression or "").strip()
+        problem = compiler(rule) if rule else None
+        if problem is not None:
+            errors.invalid(
+                path.child("rule"), msgspec.to_builtins(self), f"compilation failed: {problem}"
+            )
+        problem = compiler(message_expression) if message_expression else None
+        if problem is not None:
+            errors.invalid(
+                path.child("messageExpression"),
+                msgspec.to_builtins(self),
+                f"messageExpression compilation failed: {problem}",
+            )
 
 
 _FREE_FORM = meta(preserve_unknown=True)
