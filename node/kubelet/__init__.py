@@ -1,0 +1,1 @@
+"""The node agent: pods on containerd over CRI."""
