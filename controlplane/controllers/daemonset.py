@@ -77,8 +77,9 @@ from kubelab.api.kinds.core_v1.volume import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
 )
-from kubelab.api.labels import Operator, Requirement, Selector, SelectorError, selector_of
+from kubelab.api.labels import Selector, SelectorError, selector_of
 from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
+from kubelab.api.nodeaffinity import OBJECT_NAME_FIELD, RequiredNodeAffinity
 from kubelab.api.owners import controller_of
 from kubelab.api.taints import tolerates
 from kubelab.client.errors import ApiError
@@ -87,7 +88,6 @@ NAME = "daemonset"
 
 BURST_REPLICAS = 250
 """Most creations (and deletions) one sync asks for."""
-OBJECT_NAME_FIELD = "metadata.name"
 
 FAILED_DAEMON_POD = "FailedDaemonPod"
 SELECTING_ALL = "SelectingAll"
@@ -104,16 +104,6 @@ _DAEMON_TOLERATIONS = (
     (nodeutil.TAINT_UNSCHEDULABLE, nodeutil.NO_SCHEDULE),
 )
 
-_LABEL_OPERATORS = {
-    "In": Operator.IN,
-    "NotIn": Operator.NOT_IN,
-    "Exists": Operator.EXISTS,
-    "DoesNotExist": Operator.DOES_NOT_EXIST,
-    "Gt": Operator.GREATER_THAN,
-    "Lt": Operator.LESS_THAN,
-}
-
-
 # Scheduling predicates, from the template alone.
 
 
@@ -125,44 +115,10 @@ def _untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration], *ef
     )
 
 
-def _requirement_matches(requirement: NodeSelectorRequirement, node: Node) -> bool:
-    operator = _LABEL_OPERATORS.get(requirement.operator or "")
-    if operator is None:
-        return False
-    values = tuple(requirement.values or ())
-    return Requirement(requirement.key or "", operator, values).matches(node.metadata.labels or {})
-
-
-def _field_matches(requirement: NodeSelectorRequirement, node: Node) -> bool:
-    values = requirement.values or []
-    if requirement.key != OBJECT_NAME_FIELD or len(values) != 1:
-        return False
-    equal = (node.metadata.name or "") == values[0]
-    if requirement.operator == "In":
-        return equal
-    return requirement.operator == "NotIn" and not equal
-
-
-def _term_matches(term: NodeSelectorTerm, node: Node) -> bool:
-    """All requirements of the term hold; a term without any matches nothing."""
-    if not term.match_expressions and not term.match_fields:
-        return False
-    return all(_requirement_matches(r, node) for r in term.match_expressions or ()) and all(
-        _field_matches(r, node) for r in term.match_fields or ()
-    )
-
-
 def fits_node(spec: PodSpec, node: Node) -> bool:
     """Upstream ``GetRequiredNodeAffinity(pod).Match(node)``: the nodeSelector and one of the
     required node affinity terms (if there are any) hold."""
-    labels = node.metadata.labels or {}
-    if any(labels.get(k) != v for k, v in (spec.node_selector or {}).items()):
-        return False
-    affinity = spec.affinity.node_affinity if spec.affinity else None
-    required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
-    if required is None:
-        return True
-    return any(_term_matches(term, node) for term in required.node_selector_terms or ())
+    return RequiredNodeAffinity.of(Pod(spec=spec)).matches(node)
 
 
 def should_run(template: PodTemplateSpec, node: Node) -> tuple[bool, bool]:

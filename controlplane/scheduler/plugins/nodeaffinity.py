@@ -36,18 +36,18 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from controlplane.scheduler.plugins.helper import (
+from controlplane.scheduler.plugins.helper import default_normalize_score
+from kubelab.api.codec import from_builtins
+from kubelab.api.kinds.core_v1.node import Node
+from kubelab.api.kinds.core_v1.pod import NodeAffinity as NodeAffinitySpec
+from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.api.nodeaffinity import (
     OBJECT_NAME_FIELD,
     NodeSelectorError,
     NodeSelectorMatcher,
     PreferredTerms,
     RequiredNodeAffinity,
-    default_normalize_score,
 )
-from kubelab.api.codec import from_builtins
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import NodeAffinity as NodeAffinitySpec
-from kubelab.api.kinds.core_v1.pod import Pod
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_AFFINITY
 PRE_SCORE_STATE_KEY = "PreScore" + names.NODE_AFFINITY

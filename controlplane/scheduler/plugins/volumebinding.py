@@ -64,7 +64,6 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from controlplane.scheduler.plugins.helper import node_matches_selector_terms
 from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.kinds.core_v1.volume import (
@@ -75,6 +74,7 @@ from kubelab.api.kinds.core_v1.volume import (
 )
 from kubelab.api.kinds.storage_v1 import StorageClass
 from kubelab.api.labels import selector_of
+from kubelab.api.nodeaffinity import node_matches_selector_terms
 from kubelab.api.quantity import Quantity
 from kubelab.client.errors import ApiError, ClientError
 
