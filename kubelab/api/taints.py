@@ -50,3 +50,16 @@ def find_untolerated_taint(
         if not tolerations_tolerate_taint(tolerations, taint):
             return taint
     return None
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def parse_taint(text: str) -> Taint:
+    """``key[=value]:Effect``, as kubectl taint and the kubelet's --register-with-taints
+    spell a taint; ValueError otherwise."""
+    key_value, sep, effect = text.rpartition(":")
+    key, _, value = key_value.partition("=")
+    if not sep or not key or effect not in TAINT_EFFECTS:
+        raise ValueError(f"expected key[=value]:Effect, got {text!r}")
+    return Taint(key=key, value=value or None, effect=effect)

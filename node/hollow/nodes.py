@@ -31,6 +31,7 @@ from kubelab.api.kinds.core_v1.node import (
 )
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.api.struct import micro_time
+from kubelab.api.taints import parse_taint
 from kubelab.client.errors import ApiError
 from kubelab.client.informers import Indexer
 from kubelab.client.rest import Client
@@ -54,17 +55,17 @@ class TaintRule:
     @classmethod
     def parse(cls, text: str) -> TaintRule:
         spec, _, share = text.partition("@")
-        key_value, sep, effect = spec.rpartition(":")
-        key, _, value = key_value.partition("=")
-        if not sep or not key or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise ValueError(f"expected key[=value]:Effect[@fraction], got {text!r}")
+        try:
+            taint = parse_taint(spec)
+        except ValueError:
+            raise ValueError(f"expected key[=value]:Effect[@fraction], got {text!r}") from None
         try:
             fraction = float(share) if share else 1.0
         except ValueError:
             raise ValueError(f"the fraction in {text!r} is not a number") from None
         if not 0 < fraction <= 1:
             raise ValueError(f"the fraction in {text!r} must be in (0, 1]")
-        return cls(Taint(key=key, value=value or None, effect=effect), fraction)
+        return cls(taint, fraction)
 
     def applies_to(self, index: int) -> bool:
         """Whether node ``index`` carries the taint: evenly spread over the indices."""
