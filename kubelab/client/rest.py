@@ -413,13 +413,16 @@ class Client:
 
     async def create_subresource(
         self, cls: type[Resource], name: str, namespace: str | None, subresource: str, body: Any
-    ) -> None:
-        """POST ``body`` to a subresource such as ``pods/binding`` or ``pods/eviction``."""
+    ) -> dict[str, Any]:
+        """POST ``body`` to a subresource such as ``pods/binding``, ``pods/eviction`` or
+        ``serviceaccounts/token``; the answer's JSON."""
         payload = body.typed() if isinstance(body, Resource) else body
-        await self.request(
-            "POST",
-            _path(cls).url(namespace, name, subresource),
-            body=codec.encode_json(payload),
+        return _json(
+            await self.request(
+                "POST",
+                _path(cls).url(namespace, name, subresource),
+                body=codec.encode_json(payload),
+            )
         )
 
     # Dynamic access.
