@@ -61,6 +61,7 @@ from kubelab.api.kinds.core_v1.pod import (
     PodStatus,
     qos_class,
 )
+from node.kubelet.staticpods import is_static_pod
 
 # Waiting reasons the kubelet itself gives.
 CONTAINER_CREATING = "ContainerCreating"
@@ -121,6 +122,13 @@ class RuntimeContainer:
     message: str = ""
     restart_count: int = 0
     """The restart count the kubelet stored on this instance (its attempt)."""
+    spec_hash: str = ""
+    """The hash of the container spec it was created from (restart when the spec's differs)."""
+    sandbox_id: str = ""
+    grace_seconds: int | None = None
+    """The pod's grace period stored on it, for killing it when the pod is gone."""
+    pre_stop: str = ""
+    """The preStop handler stored on it (JSON, "" for none), for the same reason."""
 
 
 class StartFailure(NamedTuple):
@@ -500,17 +508,12 @@ def pod_phase(
     if counts.running and not counts.unknown:
         return "Running"
     if not counts.running and counts.stopped and not counts.unknown:
-        if terminal and not _is_static(pod):
+        if terminal and not is_static_pod(pod):
             return "Succeeded" if counts.stopped == counts.succeeded else "Failed"
         if counts.stopped != counts.stopped_final:
             return "Running"
         return "Succeeded" if counts.stopped == counts.succeeded else "Failed"
     return "Pending"
-
-
-def _is_static(pod: Pod) -> bool:
-    source = (pod.metadata.annotations or {}).get("kubernetes.io/config.source", "api")
-    return source != "api"
 
 
 def _count_init(
