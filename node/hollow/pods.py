@@ -31,13 +31,13 @@ from kubelab.api.kinds.core_v1.pod import (
     PodIP,
     PodStatus,
 )
-from kubelab.api.meta_v1 import Preconditions
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from kubelab.client.rest import Client
 from kubelab.client.workqueue import RateLimitingQueue
 from kubelab.clock import Clock
 from node.hollow.nodes import FleetSpec
+from node.kubelet.statusmanager import delete_pod_now
 
 LOG = logging.getLogger("kubelab.hollow")
 
@@ -96,17 +96,7 @@ class HollowKubelet:
             return
         namespace, name = split_key(key)
         if pod.metadata.deletion_timestamp:
-            try:
-                await self.client.delete(
-                    Pod,
-                    name,
-                    namespace,
-                    grace_period_seconds=0,
-                    preconditions=Preconditions(uid=pod.metadata.uid),
-                )
-            except ApiError as error:
-                if not (error.not_found or error.conflict):
-                    raise
+            await delete_pod_now(self.client, namespace, name, pod.metadata.uid)
         elif not _started(pod):
             status = self.running_status(pod)
             await self.client.patch(
