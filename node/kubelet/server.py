@@ -1,0 +1,396 @@
+"""The kubelet's HTTPS server (port 10250): pods, logs, exec, attach and port-forward.
+
+The API server reaches it with its kubelet-client certificate to serve ``pods/log``,
+``pods/exec``, ``pods/attach`` and ``pods/portforward`` (see controlplane/apiserver/proxy.py):
+
+- ``GET /healthz`` → ``ok``, without a client certificate (like upstream's healthz port);
+- ``GET /pods`` → a v1 PodList of the pods the kubelet runs;
+- ``GET /containerLogs/{ns}/{pod}/{container}`` → the container's log as text, chunked, with
+  the PodLogOptions query (``logs.LogOptions``), following if asked;
+- ``/exec/{ns}/{pod}/{container}?command=..&stdin=&stdout=&stderr=&tty=`` and
+  ``/attach/...`` → WebSocket (``streams.CHANNEL_PROTOCOLS``) relayed to the runtime's
+  streaming server;
+- ``/portForward/{ns}/{pod}`` → WebSocket ``v4.channel.k8s.io`` with ``?ports=`` (or
+  ``?port=``), or ``SPDY/3.1+portforward.k8s.io`` carrying kubectl's SPDY session.
+
+Every path but ``/healthz`` needs a client certificate that verifies against ``client_ca``:
+the TLS layer rejects a certificate that does not, and a request without one gets 401.  With
+``client_ca=None`` no certificate is asked for and every request is served (a lab without a
+PKI); there is no authorization beyond authentication (upstream asks the API server with a
+SubjectAccessReview).  Errors are plain text with upstream's wording where there is one.
+
+The kubelet provides what the server needs to know through ``PodLookup``; the runtime is
+reached through the few ``RuntimeClient`` calls in ``StreamRuntime``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+import aiohttp
+import grpc
+from aiohttp import web
+
+from kubelab.api.codec import to_builtins
+from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.clock import Clock, RealClock
+from node.cri.client import CRIError
+from node.cri.pb import api_pb2 as pb
+from node.kubelet import logs, streams
+from node.kubelet.spdy import SpdyError, SpdySession
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class PodLookup(Protocol):
+    """What the server asks the kubelet (implemented by the Kubelet)."""
+
+    def pods(self) -> list[Pod]: ...
+
+    def find_pod(self, namespace: str, name: str) -> Pod | None: ...
+
+    def container_id(self, pod_uid: str, container: str, previous: bool = False) -> str | None:
+        """The runtime id of the container's current (or previous) instance, if any."""
+        ...
+
+    def sandbox_id(self, pod_uid: str) -> str | None: ...
+
+
+class StreamRuntime(Protocol):
+    """The CRI calls the server makes (``RuntimeClient`` has them)."""
+
+    async def container_status(self, container_id: str) -> pb.ContainerStatus: ...
+
+    async def exec(
+        self,
+        container_id: str,
+        cmd: Iterable[str],
+        *,
+        tty: bool = False,
+        stdin: bool = False,
+        stdout: bool = True,
+        stderr: bool = True,
+    ) -> str: ...
+
+    async def attach(
+        self,
+        container_id: str,
+        *,
+        tty: bool = False,
+        stdin: bool = False,
+        stdout: bool = True,
+        stderr: bool = True,
+    ) -> str: ...
+
+    async def port_forward(self, sandbox_id: str, ports: Iterable[int]) -> str: ...
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in ("1", "true")
+
+
+def _container_names(pod: Pod) -> Iterator[str]:
+    spec = pod.spec
+    if spec is None:
+        return
+    for group in (spec.containers, spec.init_containers, spec.ephemeral_containers):
+        for container in group or ():
+            if container.name:
+                yield container.name
+
+
+def _cri_error(error: CRIError) -> _HTTPError:
+    if error.code == grpc.StatusCode.NOT_FOUND:
+        return _HTTPError(404, str(error))
+    if error.code == grpc.StatusCode.FAILED_PRECONDITION:
+        return _HTTPError(400, str(error))
+    return _HTTPError(500, str(error))
+
+
+class KubeletServer:
+    """Serves the endpoints above on ``address:port`` (0: any free port) over TLS."""
+
+    def __init__(
+        self,
+        lookup: PodLookup,
+        cri: StreamRuntime,
+        *,
+        address: str,
+        port: int,
+        tls_cert: Path,
+        tls_key: Path,
+        client_ca: Path | None,
+        clock: Clock | None = None,
+        log_poll_interval: float = 0.2,
+    ) -> None:
+        self._lookup = lookup
+        self._cri = cri
+        self._address = address
+        self._port = port
+        self._clock = clock or RealClock()
+        self._poll = log_poll_interval
+        self._authenticate = client_ca is not None
+        self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._ssl.load_cert_chain(tls_cert, tls_key)
+        if client_ca is not None:
+            self._ssl.load_verify_locations(cafile=client_ca)
+            # Optional at the TLS layer so /healthz works without one; enforced per request.
+            self._ssl.verify_mode = ssl.CERT_OPTIONAL
+        self._runner: web.AppRunner | None = None
+
+    def _app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors, self._auth])
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/pods", self._pods)
+        app.router.add_get("/pods/", self._pods)
+        app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
+        app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec)
+        app.router.add_route("*", "/attach/{namespace}/{pod}/{container}", self._attach)
+        app.router.add_route("*", "/portForward/{namespace}/{pod}", self._port_forward)
+        return app
+
+    async def start(self) -> int:
+        """Listen; returns the bound port."""
+        self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._address, self._port, ssl_context=self._ssl)
+        await site.start()
+        address = self._runner.addresses[0]
+        return int(address[1])
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- middlewares --------------------------------------------------------------------------
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except _HTTPError as error:
+            return web.Response(status=error.status, text=error.message + "\n")
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self._authenticate and request.path != "/healthz":
+            transport = request.transport
+            certificate = transport.get_extra_info("peercert") if transport else None
+            if not certificate:
+                raise _HTTPError(401, "Unauthorized")
+        return await handler(request)
+
+    # -- simple endpoints ---------------------------------------------------------------------
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _pods(self, request: web.Request) -> web.Response:
+        items = [to_builtins(pod) for pod in self._lookup.pods()]
+        body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+        return web.Response(text=json.dumps(body), content_type="application/json")
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def _pod(self, request: web.Request) -> Pod:
+        namespace, name = request.match_info["namespace"], request.match_info["pod"]
+        pod = self._lookup.find_pod(namespace, name)
+        if pod is None:
+            raise _HTTPError(404, f'pod "{namespace}/{name}" not found')
+        return pod
+
+    def _container_id(self, request: web.Request, *, previous: bool = False) -> str:
+        pod = self._pod(request)
+        container = request.match_info["container"]
+        name = pod.metadata.name
+        if container not in _container_names(pod):
+            raise _HTTPError(404, f'container "{container}" in pod "{name}" not found')
+        container_id = self._lookup.container_id(pod.metadata.uid or "", container, previous)
+        if container_id is None:
+            if previous:
+                raise _HTTPError(
+                    400, f'previous terminated container "{container}" in pod "{name}" not found'
+                )
+            raise _HTTPError(400, f'container "{container}" in pod "{name}" is waiting to start')
+        return container_id
+
+    # -- logs ---------------------------------------------------------------------------------
+
+    async def _logs(self, request: web.Request) -> web.StreamResponse:
+        try:
+            options = logs.LogOptions.from_query(request.query, self._clock.now())
+        except ValueError as error:
+            raise _HTTPError(400, str(error)) from None
+        container_id = self._container_id(request, previous=options.previous)
+        status = await self._status(container_id)
+        response = web.StreamResponse()
+        response.content_type = "text/plain"
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        if status.log_path:
+
+            async def running() -> bool:
+                current = await self._status(container_id)
+                return current.state == pb.CONTAINER_RUNNING
+
+            try:
+                await logs.stream_logs(
+                    Path(status.log_path),
+                    options,
+                    response.write,
+                    running=running,
+                    clock=self._clock,
+                    poll_interval=self._poll,
+                )
+            except (ConnectionError, _HTTPError) as error:
+                log.debug("log stream of %s ended: %s", container_id, error)
+                return response
+        await response.write_eof()
+        return response
+
+    async def _status(self, container_id: str) -> pb.ContainerStatus:
+        try:
+            return await self._cri.container_status(container_id)
+        except CRIError as error:
+            raise _cri_error(error) from None
+
+    # -- exec / attach ------------------------------------------------------------------------
+
+    async def _exec(self, request: web.Request) -> web.StreamResponse:
+        command = request.query.getall("command", [])
+        if not command:
+            raise _HTTPError(400, "you must specify at least one command for the container")
+        return await self._remote_command(request, command)
+
+    async def _attach(self, request: web.Request) -> web.StreamResponse:
+        return await self._remote_command(request, None)
+
+    async def _remote_command(
+        self, request: web.Request, command: list[str] | None
+    ) -> web.StreamResponse:
+        protocol = self._protocol(request, streams.CHANNEL_PROTOCOLS)
+        tty = _flag(request, "tty")
+        stdin, stdout, stderr = (_flag(request, n) for n in ("stdin", "stdout", "stderr"))
+        if not (stdin or stdout or stderr):
+            raise _HTTPError(400, "you must specify at least 1 of stdin, stdout, stderr")
+        container_id = self._container_id(request)
+        options = {"tty": tty, "stdin": stdin, "stdout": stdout, "stderr": stderr}
+        try:
+            if command is None:
+                url = await self._cri.attach(container_id, **options)
+            else:
+                url = await self._cri.exec(container_id, command, **options)
+        except CRIError as error:
+            raise _cri_error(error) from None
+        return await self._relay(request, protocol, url, None, tty=tty)
+
+    # -- port-forward -------------------------------------------------------------------------
+
+    async def _port_forward(self, request: web.Request) -> web.StreamResponse:
+        offered = request.headers.get("Sec-WebSocket-Protocol", "")
+        pod = self._pod(request)
+        sandbox_id = self._lookup.sandbox_id(pod.metadata.uid or "")
+        if sandbox_id is None:
+            raise _HTTPError(400, f'pod "{pod.metadata.name}" has no running sandbox')
+        if streams.negotiate(offered, (streams.SPDY_TUNNEL_PROTOCOL,)):
+            return await self._spdy_port_forward(request, pod, sandbox_id)
+        protocol = self._protocol(request, streams.PORT_FORWARD_PROTOCOLS)
+        ports = _ports(request)
+        try:
+            url = await self._cri.port_forward(sandbox_id, ports)
+        except CRIError as error:
+            raise _cri_error(error) from None
+        params = [("port", str(p)) for p in ports]
+        return await self._relay(request, protocol, url, params, tty=False)
+
+    async def _spdy_port_forward(
+        self, request: web.Request, pod: Pod, sandbox_id: str
+    ) -> web.StreamResponse:
+        async def dial(port: int) -> streams.PortStream:
+            try:
+                url = await self._cri.port_forward(sandbox_id, [port])
+            except CRIError as error:
+                raise streams.PortForwardError(str(error)) from None
+            return await streams.CriPortStream.open(url, port)
+
+        forward = streams.SpdyPortForward(dial, pod.metadata.name or "", pod.metadata.uid or "")
+        client = web.WebSocketResponse(protocols=(streams.SPDY_TUNNEL_PROTOCOL,), max_msg_size=0)
+        await client.prepare(request)
+        session = SpdySession(client.send_bytes, forward.accept)
+        try:
+            async for message in client:
+                if message.type != aiohttp.WSMsgType.BINARY:
+                    break
+                await session.feed(message.data)
+        except SpdyError as error:
+            log.warning("port-forward to %s: %s", pod.metadata.name, error)
+        finally:
+            session.close()
+            await forward.close()
+            await client.close()
+        return client
+
+    # -- shared -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _protocol(request: web.Request, supported: tuple[str, ...]) -> str:
+        offered = request.headers.get("Sec-WebSocket-Protocol", "")
+        protocol = streams.negotiate(offered, supported)
+        if protocol is None or request.headers.get("Upgrade", "").lower() != "websocket":
+            raise _HTTPError(
+                400, "upgrade to a WebSocket with one of the subprotocols " + ", ".join(supported)
+            )
+        return protocol
+
+    async def _relay(
+        self,
+        request: web.Request,
+        protocol: str,
+        url: str,
+        params: list[tuple[str, str]] | None,
+        *,
+        tty: bool,
+    ) -> web.StreamResponse:
+        async with aiohttp.ClientSession() as session:
+            try:
+                upstream = await streams.open_upstream(session, url, params)
+            except (aiohttp.ClientError, OSError) as error:
+                raise _HTTPError(
+                    500, f"error connecting to the runtime's stream: {error}"
+                ) from None
+            client = web.WebSocketResponse(protocols=(protocol,), max_msg_size=0)
+            await client.prepare(request)
+            await streams.relay_channels(client, upstream, protocol, tty=tty)
+            return client
+
+
+def _ports(request: web.Request) -> list[int]:
+    texts = request.query.getall("ports", []) + request.query.getall("port", [])
+    ports: list[int] = []
+    for text in texts:
+        for item in text.split(","):
+            try:
+                port = int(item)
+            except ValueError:
+                raise _HTTPError(400, f"unable to parse {item!r} as a port") from None
+            if not 0 < port < 65536:
+                raise _HTTPError(400, f"port {port} must be between 1 and 65535")
+            ports.append(port)
+    if not ports:
+        raise _HTTPError(400, 'query parameter "port" is required')
+    return ports
