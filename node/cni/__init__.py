@@ -11,6 +11,10 @@ The plugin is three layers, so that most of it is tested without root:
   whose peer is born inside the pod's netns as ``eth0``, address, default route, hairpin) and
   the NAT rules (masquerade, hostPort DNAT) through one ``iptables-restore --noflush`` call.
 
-The reference plugins (``bridge`` + ``host-local`` from /usr/lib/cni) read a config of the same
-shape, so either can be selected by the network config's ``type``.
+Because the runtime starts the executable for every call, the executable is a stdlib-only
+shim (:mod:`node.cni.shim`) that hands the call to :mod:`node.cni.agent`, a server the kubelet
+runs in the node's netns with pyroute2 already imported, and runs the plugin in-process only
+when no agent answers.  :mod:`node.cni.netconf` renders the node's ``.conflist`` and installs
+the executables, either for this plugin or for the reference plugins (``bridge`` +
+``host-local`` + ``portmap`` from /usr/lib/cni), which read a config of the same shape.
 """

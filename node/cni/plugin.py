@@ -118,6 +118,10 @@ class Reply(NamedTuple):
     exit_code: int
     stdout: str
 
+    def output(self) -> bytes:
+        """The bytes the executable writes to stdout: the JSON and a newline, or nothing."""
+        return (self.stdout + "\n").encode() if self.stdout else b""
+
 
 def parse_invocation(env: Mapping[str, str]) -> Invocation:
     """The call's environment; CniError(4) when a variable its command needs is missing."""
@@ -346,12 +350,14 @@ def _ipam_call(call: Callable[[], T]) -> T:
         raise CniError(ERR_IO, "IPAM state I/O failed", str(e)) from e
 
 
+def node_plugin() -> Plugin:
+    """The plugin over the real netlink and iptables of the current (node) netns."""
+    return Plugin(Pyroute2Network(), NatRules(SubprocessIptables()))
+
+
 def main() -> NoReturn:
-    """The ``kubelab-cni`` executable."""
-    reply = Plugin(Pyroute2Network(), NatRules(SubprocessIptables())).run(
-        os.environ, sys.stdin.buffer.read()
-    )
-    if reply.stdout:
-        sys.stdout.write(reply.stdout + "\n")
+    """The plugin in-process, as one executable run (the shim's fallback does the same)."""
+    reply = node_plugin().run(os.environ, sys.stdin.buffer.read())
+    sys.stdout.buffer.write(reply.output())
     sys.stdout.flush()
     sys.exit(reply.exit_code)
