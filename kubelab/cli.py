@@ -20,6 +20,7 @@ from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
 from kubelab import KUBERNETES_VERSION, __version__
 from node.hollow import command as hollow_command
+from node.kubelet import command as kubelet_command
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ COMPONENTS: dict[str, Component] = {
     "cloud-controller-manager": Component(
         "node, route and service controllers over a cloud provider", issue=9
     ),
-    "kubelet": Component("the node agent: pods on containerd over CRI", issue=6),
+    "kubelet": Component(
+        "the node agent: pods on containerd over CRI", configure=kubelet_command.configure
+    ),
     "proxy": Component("kube-proxy: Service VIPs in iptables", issue=7),
     "lab": Component("a multi-node cluster in network namespaces", issue=8),
     "hollow-nodes": Component(

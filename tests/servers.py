@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -41,12 +42,17 @@ class ServerProcess:
         return f"https://127.0.0.1:{self.port}"
 
 
-def start_server(data_dir: Path, *extra: str, command: str = "apiserver") -> ServerProcess:
-    """``kubelab COMMAND`` (``apiserver`` or ``server``) on a free port, once it serves."""
+def start_server(
+    data_dir: Path, *extra: str, command: str = "apiserver", prefix: Sequence[str] = ()
+) -> ServerProcess:
+    """``kubelab COMMAND`` (``apiserver`` or ``server``) on a free port, once it serves.
+
+    ``prefix`` runs it under another command (``nsenter --net=... --``)."""
     log_path = data_dir.parent / f"{data_dir.name}.log"
     log = log_path.open("w")
     process = subprocess.Popen(
         [
+            *prefix,
             sys.executable,
             "-m",
             "kubelab",

@@ -1,0 +1,446 @@
+"""The kubelet on a real containerd in a node namespace, driven with the real kubectl.
+
+One cluster per module (``kubelet_node.KubeletCluster``): ``kubelab server`` and
+``kubelab kubelet`` in the node's network namespace beside containerd, the pod network from
+our CNI plugin once the node IPAM controller gave the Node its podCIDR.  Each test works in a
+namespace of its own and checks what a user would: pod status, ``kubectl logs/exec/
+port-forward``, restarts, deletion, and that nothing is left behind on the node.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.node.containerd_node import containerd_images_fixture  # noqa: F401 (fixture)
+from tests.node.kubelet_node import KubeletCluster, kubelet_logs, pod_cgroups
+from tests.servers import Kubectl
+
+pytestmark = [pytest.mark.privileged, pytest.mark.containerd]
+
+BUSYBOX = "docker.io/library/busybox:1.35"
+TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    containerd_images: list[Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KubeletCluster]:
+    with KubeletCluster(containerd_images, tmp_path_factory.mktemp("kubelet-cluster")) as c:
+        kubectl = c.kubectl()
+        try:
+            wait_for(
+                lambda: _node_ready(kubectl, c.node_name), f"node {c.node_name} to be Ready", c
+            )
+            yield c
+        finally:
+            print(kubelet_logs(c))
+
+
+def wait_for(
+    check: Callable[[], bool], what: str, cluster: KubeletCluster, timeout: float = TIMEOUT
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}\n{kubelet_logs(cluster)}")
+        time.sleep(0.25)
+
+
+def _node_ready(kubectl: Kubectl, name: str) -> bool:
+    result = kubectl.run("get", "node", name, "-o", "json", check=False, namespaced=False)
+    if result.returncode != 0:
+        return False
+    node = json.loads(result.stdout)
+    conditions = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
+    return conditions.get("Ready") == "True" and bool(node["spec"].get("podCIDR"))
+
+
+@pytest.fixture
+def kubectl(cluster: KubeletCluster) -> Iterator[Kubectl]:
+    namespace = f"t-{uuid.uuid4().hex[:6]}"
+    kubectl = cluster.kubectl(namespace)
+    kubectl.run("create", "namespace", namespace, namespaced=False)
+    wait_for(
+        lambda: kubectl.run("get", "serviceaccount", "default", check=False).returncode == 0,
+        "the default service account",
+        cluster,
+    )
+    yield kubectl
+    kubectl.run("delete", "namespace", namespace, "--wait=false", namespaced=False)
+
+
+def apply(kubectl: Kubectl, *objects: dict[str, Any]) -> None:
+    kubectl.run("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objects))
+
+
+def pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": containers, "terminationGracePeriodSeconds": 2, **spec},
+    }
+
+
+def get_pod(kubectl: Kubectl, name: str) -> dict[str, Any]:
+    return kubectl.json("get", "pod", name)
+
+
+def phase(kubectl: Kubectl, name: str) -> str:
+    result = kubectl.run("get", "pod", name, "-o", "jsonpath={.status.phase}", check=False)
+    return result.stdout
+
+
+def wait_phase(cluster: KubeletCluster, kubectl: Kubectl, name: str, want: str) -> None:
+    wait_for(lambda: phase(kubectl, name) == want, f"pod {name} to be {want}", cluster)
+
+
+def wait_ready(cluster: KubeletCluster, kubectl: Kubectl, name: str) -> None:
+    def ready() -> bool:
+        result = kubectl.run(
+            "get",
+            "pod",
+            name,
+            "-o",
+            'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+            check=False,
+        )
+        return result.stdout == "True"
+
+    wait_for(ready, f"pod {name} to be Ready", cluster)
+
+
+def test_a_pod_with_init_containers_volumes_and_env_from_every_source(
+    cluster: KubeletCluster, kubectl: Kubectl
+) -> None:
+    secret_value = base64.b64encode(b"s3cret").decode()
+    apply(
+        kubectl,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cfg"},
+            "data": {"greeting": "hello", "file.txt": "from a configmap"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "sec"},
+            "data": {"password": secret_value},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "backend"},
+            "spec": {"ports": [{"port": 8080, "name": "http"}]},
+        },
+    )
+    wait_for(
+        lambda: kubectl.run("get", "svc", "backend", check=False).returncode == 0,
+        "the service",
+        cluster,
+    )
+    app = {
+        "name": "app",
+        "image": BUSYBOX,
+        "command": [
+            "sh",
+            "-c",
+            "env | sort; cat /work/init.txt; cat /cfg/file.txt; "
+            "cat /sec/password; echo; cat /proj/labels; echo; "
+            "ls /var/run/secrets/kubernetes.io/serviceaccount; sleep 3600",
+        ],
+        "env": [
+            {"name": "LITERAL", "value": "plain"},
+            {"name": "EXPANDED", "value": "$(LITERAL)-x"},
+            {
+                "name": "FROM_CM",
+                "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "greeting"}},
+            },
+            {
+                "name": "FROM_SECRET",
+                "valueFrom": {"secretKeyRef": {"name": "sec", "key": "password"}},
+            },
+            {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {
+                "name": "MEM_LIMIT",
+                "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}},
+            },
+        ],
+        "envFrom": [{"prefix": "CM_", "configMapRef": {"name": "cfg"}}],
+        "resources": {"limits": {"memory": "64Mi", "cpu": "200m"}},
+        "volumeMounts": [
+            {"name": "work", "mountPath": "/work"},
+            {"name": "cfg", "mountPath": "/cfg"},
+            {"name": "sec", "mountPath": "/sec"},
+            {"name": "proj", "mountPath": "/proj"},
+        ],
+    }
+    init = [
+        {
+            "name": "first",
+            "image": BUSYBOX,
+            "command": ["sh", "-c", "echo one > /work/init.txt"],
+            "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+        },
+        {
+            "name": "second",
+            "image": BUSYBOX,
+            "command": ["sh", "-c", "test -f /work/init.txt && echo two >> /work/init.txt"],
+            "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+        },
+    ]
+    volumes = [
+        {"name": "work", "emptyDir": {}},
+        {"name": "cfg", "configMap": {"name": "cfg"}},
+        {"name": "sec", "secret": {"secretName": "sec"}},
+        {
+            "name": "proj",
+            "projected": {
+                "sources": [
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
+                            ]
+                        }
+                    }
+                ]
+            },
+        },
+    ]
+    spec = pod("full", [app], initContainers=init, volumes=volumes)
+    spec["metadata"]["labels"] = {"app": "full"}
+    apply(kubectl, spec)
+    wait_phase(cluster, kubectl, "full", "Running")
+    status = get_pod(kubectl, "full")["status"]
+    assert [s["state"]["terminated"]["reason"] for s in status["initContainerStatuses"]] == [
+        "Completed",
+        "Completed",
+    ]
+    assert status["podIP"].startswith("10.244.")
+
+    def logged() -> str:
+        return kubectl.run("logs", "full", "-c", "app", check=False).stdout
+
+    wait_for(lambda: "token" in logged(), "the app's output", cluster)
+    out = logged()
+    for line in (
+        "LITERAL=plain",
+        "EXPANDED=plain-x",
+        "FROM_CM=hello",
+        "FROM_SECRET=s3cret",
+        "MY_POD=full",
+        f"MY_IP={status['podIP']}",
+        "MEM_LIMIT=64",
+        "CM_greeting=hello",
+        "BACKEND_SERVICE_PORT=8080",
+        "BACKEND_SERVICE_PORT_HTTP=8080",
+        "KUBERNETES_SERVICE_HOST=",
+        "one\ntwo",
+        "from a configmap",
+        "s3cret",
+        'app="full"',
+        "ca.crt\nnamespace\ntoken",
+    ):
+        assert line in out, f"{line!r} not in the logs:\n{out}"
+
+
+def test_kubectl_exec_logs_and_port_forward_through_the_api_server(
+    cluster: KubeletCluster, kubectl: Kubectl
+) -> None:
+    apply(
+        kubectl,
+        pod(
+            "web",
+            [
+                {
+                    "name": "web",
+                    "image": BUSYBOX,
+                    "command": [
+                        "sh",
+                        "-c",
+                        "echo started; mkdir -p /www; echo hello-from-pod > "
+                        "/www/index.html; exec httpd -f -p 8080 -h /www",
+                    ],
+                    "ports": [{"containerPort": 8080}],
+                    "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+                }
+            ],
+        ),
+    )
+    wait_ready(cluster, kubectl, "web")
+    assert kubectl.run("exec", "web", "--", "echo", "hi").stdout == "hi\n"
+    failed = kubectl.run("exec", "web", "--", "sh", "-c", "exit 3", check=False)
+    assert failed.returncode == 3
+    assert "started" in kubectl.run("logs", "web").stdout
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        local = probe.getsockname()[1]
+    forward = subprocess.Popen(
+        [
+            str(kubectl_binary()),
+            "--kubeconfig",
+            str(kubectl.kubeconfig),
+            "-n",
+            kubectl.namespace,
+            "port-forward",
+            "pod/web",
+            f"{local}:8080",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert forward.stdout is not None
+        assert "Forwarding from" in forward.stdout.readline()
+        body = subprocess.run(
+            ["curl", "-s", "--max-time", "10", f"http://127.0.0.1:{local}/"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        assert body == "hello-from-pod\n"
+    finally:
+        forward.terminate()
+        forward.wait(10)
+        forward.stdout.close() if forward.stdout else None
+        forward.stderr.close() if forward.stderr else None
+
+
+def kubectl_binary() -> Path:
+    from tests.servers import KUBECTL
+
+    return KUBECTL
+
+
+def test_liveness_failure_restarts_and_crash_loop_backs_off(
+    cluster: KubeletCluster, kubectl: Kubectl
+) -> None:
+    apply(
+        kubectl,
+        pod(
+            "live",
+            [
+                {
+                    "name": "live",
+                    "image": BUSYBOX,
+                    "command": ["sh", "-c", "touch /tmp/healthy; sleep 3600"],
+                    "livenessProbe": {
+                        "exec": {"command": ["test", "-f", "/tmp/healthy"]},
+                        "periodSeconds": 1,
+                        "failureThreshold": 1,
+                    },
+                }
+            ],
+        ),
+        pod("crash", [{"name": "crash", "image": BUSYBOX, "command": ["sh", "-c", "exit 2"]}]),
+    )
+    wait_phase(cluster, kubectl, "live", "Running")
+    kubectl.run("exec", "live", "--", "rm", "/tmp/healthy")
+
+    def restarts(name: str) -> int:
+        statuses = get_pod(kubectl, name)["status"].get("containerStatuses") or [{}]
+        return int(statuses[0].get("restartCount", 0))
+
+    wait_for(lambda: restarts("live") >= 1, "the liveness restart", cluster)
+    wait_for(lambda: restarts("crash") >= 2, "two crash restarts", cluster, timeout=90)
+    status = get_pod(kubectl, "crash")["status"]["containerStatuses"][0]
+    assert status["lastState"]["terminated"]["exitCode"] == 2
+    started = [
+        e
+        for e in kubectl.json("get", "events", "--field-selector", "involvedObject.name=crash")[
+            "items"
+        ]
+        if e["reason"] == "BackOff"
+    ]
+    assert started, "no BackOff event for the crashing container"
+
+
+def test_oom_killed_under_a_small_memory_limit(cluster: KubeletCluster, kubectl: Kubectl) -> None:
+    apply(
+        kubectl,
+        pod(
+            "oom",
+            [
+                {
+                    "name": "oom",
+                    "image": BUSYBOX,
+                    "command": [
+                        "sh",
+                        "-c",
+                        "x=$(head -c 100000000 /dev/zero | tr '\\0' a); sleep 1",
+                    ],
+                    "resources": {"limits": {"memory": "16Mi"}},
+                }
+            ],
+            restartPolicy="Never",
+        ),
+    )
+    wait_phase(cluster, kubectl, "oom", "Failed")
+    terminated = get_pod(kubectl, "oom")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["reason"] == "OOMKilled"
+
+
+def test_graceful_deletion_runs_pre_stop_and_leaves_nothing_behind(
+    cluster: KubeletCluster, kubectl: Kubectl
+) -> None:
+    marker = cluster.work_dir / f"prestop-{kubectl.namespace}"
+    apply(
+        kubectl,
+        pod(
+            "bye",
+            [
+                {
+                    "name": "bye",
+                    "image": BUSYBOX,
+                    "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+                    "lifecycle": {
+                        "preStop": {"exec": {"command": ["sh", "-c", "echo bye > /host/done"]}}
+                    },
+                    "volumeMounts": [{"name": "host", "mountPath": "/host"}],
+                }
+            ],
+            volumes=[
+                {"name": "host", "hostPath": {"path": str(marker), "type": "DirectoryOrCreate"}}
+            ],
+        ),
+    )
+    wait_phase(cluster, kubectl, "bye", "Running")
+    uid = get_pod(kubectl, "bye")["metadata"]["uid"]
+    veths = len(cluster.interfaces())
+    kubectl.run("delete", "pod", "bye", "--wait=true", "--timeout=60s")
+    assert (marker / "done").read_text() == "bye\n"
+    wait_for(lambda: len(cluster.interfaces()) == veths - 1, "the pod's veth to go", cluster)
+    assert not (cluster.kubelet_root / "pods" / uid).exists()
+    assert not any(uid.replace("-", "_") in str(p) or uid in str(p) for p in pod_cgroups(cluster))
+    assert not any(uid in str(m) for m in cluster.containerd.mounts())
+
+
+def test_a_restarted_kubelet_adopts_its_pods_without_duplicates(
+    cluster: KubeletCluster, kubectl: Kubectl
+) -> None:
+    apply(
+        kubectl, pod("steady", [{"name": "steady", "image": BUSYBOX, "command": ["sleep", "3600"]}])
+    )
+    wait_phase(cluster, kubectl, "steady", "Running")
+    before = get_pod(kubectl, "steady")["status"]["containerStatuses"][0]["containerID"]
+    cluster.stop_kubelet()
+    cluster.start_kubelet()
+    time.sleep(5)
+    after = get_pod(kubectl, "steady")["status"]
+    assert after["phase"] == "Running"
+    assert after["containerStatuses"][0]["containerID"] == before
+    assert after["containerStatuses"][0]["restartCount"] == 0
