@@ -47,6 +47,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 MASQ_CHAIN = "KUBELAB-CNI-MASQ"
+HAIRPIN_MARK = "0x2000/0x2000"
+"""Marks a pod's packets to its own hostPort, which must be masqueraded to come back."""
+IP_FORWARD = "/proc/sys/net/ipv4/ip_forward"
 HOSTPORT_CHAIN_PREFIX = "KUBELAB-HP-"
 IPTABLES_WAIT_SECONDS = "5"
 NETNS_DIR = "/run/netns"
@@ -212,6 +215,7 @@ class Pyroute2Network:
             prefixlen=gateway.network.prefixlen,
         )
         ipr.link("set", index=index, state="up")
+        _enable_forwarding()
         return index
 
     def _configure_pod(self, attachment: Attachment) -> str:
@@ -231,6 +235,15 @@ class Pyroute2Network:
     @staticmethod
     def _delete_link(ipr: Any, name: str) -> None:
         _tolerate(errno.ENODEV, ipr.link, "del", ifname=name)
+
+
+def _enable_forwarding() -> None:
+    """Route between the bridge and the node's other links (hostPort DNAT, other nodes),
+    as the reference bridge plugin does with ``isGateway``; in the current netns only."""
+    with open(IP_FORWARD, "r+") as setting:
+        if setting.read().strip() != "1":
+            setting.seek(0)
+            setting.write("1")
 
 
 def _tolerate(code: int, call: Any, *args: Any, **kwargs: Any) -> None:
@@ -321,21 +334,27 @@ class NatRules:
         cluster_cidr: ipaddress.IPv4Network | None,
         mappings: Sequence[PortMapping],
     ) -> None:
-        """Ensure the node's masquerade chain and the pod's hostPorts; idempotent."""
+        """Ensure the node's masquerade chain and the pod's hostPorts; idempotent.
+
+        The masquerade chain is rewritten whole each time: traffic leaving the cluster CIDR,
+        and packets a pod sent to its own hostPort (marked in its hostPort chain), which
+        without a new source would come back to the pod from itself and be dropped.
+        """
         if cluster_cidr is None and not mappings:
             return
         saved = self.iptables.save("nat")
-        lines: list[str] = []
+        lines = [
+            f":{MASQ_CHAIN} - [0:0]",
+            f"-A {MASQ_CHAIN} -m mark --mark {HAIRPIN_MARK} -j MASQUERADE",
+        ]
         if cluster_cidr is not None:
-            lines += [
-                f":{MASQ_CHAIN} - [0:0]",
-                f"-A {MASQ_CHAIN} -s {pod_cidr} ! -d {cluster_cidr} -j MASQUERADE",
-            ]
-            if not _jumps(saved, "POSTROUTING", MASQ_CHAIN):
-                lines.append(f"-I POSTROUTING -j {MASQ_CHAIN}")
+            lines.append(f"-A {MASQ_CHAIN} -s {pod_cidr} ! -d {cluster_cidr} -j MASQUERADE")
+        if not _jumps(saved, "POSTROUTING", MASQ_CHAIN):
+            lines.append(f"-I POSTROUTING -j {MASQ_CHAIN}")
         if mappings:
             chain = hostport_chain(container_id, ifname)
             lines.append(f":{chain} - [0:0]")
+            lines.append(f"-A {chain} -s {pod_ip}/32 -j MARK --set-xmark {HAIRPIN_MARK}")
             lines += [_dnat(chain, pod_ip, m) for m in mappings]
             lines += [
                 f"-A {parent} -m addrtype --dst-type LOCAL -j {chain}"

@@ -114,20 +114,7 @@ def test_host_port_from_the_node_and_cleanup(lab: CniLab) -> None:
     assert f"--dport {HOST_PORT}" not in lab.run_in(lab.node, "iptables-save", "-t", "nat")
 
 
-HAIRPIN_GAP = (
-    "kubelab-cni neither masquerades hairpin traffic nor enables ip_forward in the node netns"
-)
-
-
-@pytest.mark.parametrize(
-    "lab",
-    [
-        pytest.param(flavour, marks=pytest.mark.xfail(strict=True, reason=HAIRPIN_GAP))
-        for flavour in ("kubelab", "kubelab-inprocess")
-    ]
-    + ["reference"],
-    indirect=True,
-)
+@pytest.mark.parametrize("lab", ["kubelab", "kubelab-inprocess", "reference"], indirect=True)
 def test_hairpin_through_own_host_port(lab: CniLab) -> None:
     """A pod reaches itself at the node's address and its own hostPort.
 

@@ -295,7 +295,8 @@ def test_masquerade_chain_is_rewritten_and_jumped_to_once(
     call(plugin, "ADD", config, CNI_CONTAINERID="other")
     assert iptables.chains["POSTROUTING"] == ["-A POSTROUTING -j KUBELAB-CNI-MASQ"]
     assert iptables.chains["KUBELAB-CNI-MASQ"] == [
-        "-A KUBELAB-CNI-MASQ -s 10.244.1.0/24 ! -d 10.244.0.0/16 -j MASQUERADE"
+        "-A KUBELAB-CNI-MASQ -m mark --mark 0x2000/0x2000 -j MASQUERADE",
+        "-A KUBELAB-CNI-MASQ -s 10.244.1.0/24 ! -d 10.244.0.0/16 -j MASQUERADE",
     ]
 
 
@@ -318,6 +319,7 @@ def test_host_ports_added_and_removed(
     call(plugin, "ADD", config)
     call(plugin, "ADD", config)
     assert iptables.chains[chain] == [
+        f"-A {chain} -s 10.244.1.2/32 -j MARK --set-xmark 0x2000/0x2000",
         f"-A {chain} -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.244.1.2:80",
         f"-A {chain} -d 192.0.2.1 -p udp -m udp --dport 5353 "
         "-j DNAT --to-destination 10.244.1.2:53",
