@@ -57,7 +57,7 @@ from node.kubelet.pleg import PodLifecycleEventGenerator
 from node.kubelet.podworkers import PodWorkers, SyncOutcome
 from node.kubelet.probes import NetworkProber, ProbeManager, ProbeType, ProbeUpdate
 from node.kubelet.runtime.cgroups import Cgroups, SysCgroups
-from node.kubelet.runtime.manager import PodInputs, RuntimeManager
+from node.kubelet.runtime.manager import PodInputs, RuntimeManager, SyncResult
 from node.kubelet.runtime.options import NodeRuntimeOptions
 from node.kubelet.runtime.state import PodRuntimeState
 from node.kubelet.server import KubeletServer
@@ -69,7 +69,7 @@ from node.kubelet.status import (
     generate_pod_status,
 )
 from node.kubelet.statusmanager import StatusManager, delete_pod_now
-from node.kubelet.volumes.manager import Mounter, SubprocessMounter, VolumeError, VolumeManager
+from node.kubelet.volumes.manager import Mounter, SystemMounter, VolumeError, VolumeManager
 from node.kubelet.volumes.sources import mount_service_account_token
 
 log = logging.getLogger("kubelab.kubelet")
@@ -166,7 +166,7 @@ class Kubelet:
         )
         self.volumes = VolumeManager(
             config.runtime.root_dir,
-            mounter if mounter is not None else SubprocessMounter(),
+            mounter if mounter is not None else SystemMounter(),
             self.clock,
         )
         self.statuses = StatusManager(client)
@@ -337,9 +337,30 @@ class Kubelet:
             await self.mirrors.create(pod)
         pod = await self._as_run(pod)
         state = await self.runtime.observe(uid)
-        status = await self._report(pod, state)
+        status = self._status(pod, state)
+        # A new pod's first status (Pending, ContainerCreating) would only delay its start:
+        # it is sent after the runtime's work, or if that fails.
+        fresh = self.statuses.get(uid) is None and not state.sandboxes
+        if not fresh or status.phase in TERMINAL_PHASES:
+            await self._send(pod, status)
         if status.phase in TERMINAL_PHASES:
             return SyncOutcome(terminal=True)
+        try:
+            result = await self._run_pod(pod, state)
+        except Exception:
+            if fresh:
+                await self._send(pod, status)
+            raise
+        self._start_failures[uid] = dict(result.start_failures)
+        state = await self.runtime.observe(uid)
+        self.pleg.observed(state)
+        await self._report(pod, state)
+        self.probes.poke(uid)
+        return SyncOutcome(resync_after=result.retry_after)
+
+    async def _run_pod(self, pod: Pod, state: PodRuntimeState) -> SyncResult:
+        """The pod's network, volumes and probes, then the runtime manager's sync."""
+        uid = pod.metadata.uid or ""
         if not _host_network(pod) and self.config.network is not None and not self.pod_cidr:
             self.recorder.event(
                 pod, "Warning", "NetworkNotReady", "network is not ready: no pod CIDR yet"
@@ -352,7 +373,7 @@ class Kubelet:
             raise
         self.probes.add_pod(pod)
         unhealthy = frozenset(self._unhealthy.pop(uid, set()))
-        result = await self.runtime.sync_pod(
+        return await self.runtime.sync_pod(
             pod,
             state,
             PodInputs(
@@ -362,12 +383,6 @@ class Kubelet:
                 node_allocatable=self.node_status.allocatable(),
             ),
         )
-        self._start_failures[uid] = dict(result.start_failures)
-        state = await self.runtime.observe(uid)
-        self.pleg.observed(state)
-        await self._report(pod, state)
-        self.probes.poke(uid)
-        return SyncOutcome(resync_after=result.retry_after)
 
     async def sync_terminating_pod(self, pod: Pod, grace_seconds: int) -> None:
         uid = pod.metadata.uid or ""
@@ -422,6 +437,11 @@ class Kubelet:
         self, pod: Pod, state: PodRuntimeState, *, terminal: bool = False
     ) -> PodStatus:
         """Compute the pod's status from ``state`` and send it if it changed."""
+        status = self._status(pod, state, terminal=terminal)
+        await self._send(pod, status)
+        return status
+
+    def _status(self, pod: Pod, state: PodRuntimeState, *, terminal: bool = False) -> PodStatus:
         uid = pod.metadata.uid or ""
         seen = Observation(
             now=self.clock.now(),
@@ -435,11 +455,12 @@ class Kubelet:
             terminal=terminal,
             runtime_type=self.runtime_type,
         )
-        status = generate_pod_status(pod, seen, self.statuses.get(uid))
+        return generate_pod_status(pod, seen, self.statuses.get(uid))
+
+    async def _send(self, pod: Pod, status: PodStatus) -> None:
         target = self._status_target(pod)
         if target is not None:
             await self.statuses.set(pod, status, target)
-        return status
 
     def _status_target(self, pod: Pod) -> Pod | None:
         """The API object a pod's status is written to: itself, or a static pod's mirror."""

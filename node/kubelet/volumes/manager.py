@@ -24,8 +24,9 @@ first (without upstream's jitter, so tests are exact).  A per-pod task sleeps on
 until the next renewal and refreshes the pod then; on failure it retries every
 ``TOKEN_RETRY_SECONDS``.
 
-Side effects sit behind narrow interfaces: the ``Mounter`` (``SubprocessMounter`` runs
-``mount``/``umount``; ``FakeMounter`` records), the ``SourcesGetter`` (the API), the ``Clock``.
+Side effects sit behind narrow interfaces: the ``Mounter`` (``SystemMounter`` calls
+mount(2)/umount(2), no process per mount; ``FakeMounter`` records), the ``SourcesGetter``
+(the API), the ``Clock``.
 Files are written directly (small, local).  ``teardown`` works from the disk alone, so a
 restarted kubelet can remove the volumes of pods it no longer knows (``pods_on_disk``).
 """
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import logging
 import os
@@ -56,7 +58,7 @@ __all__ = [
     "MountError",
     "Mounter",
     "SourcesGetter",
-    "SubprocessMounter",
+    "SystemMounter",
     "VolumeError",
     "VolumeManager",
 ]
@@ -78,12 +80,13 @@ HOST_PATH = "host-path"
 
 
 class MountError(Exception):
-    """A mount command that failed, with the command and what it printed."""
+    """A mount operation that failed: what was asked (as the ``mount`` command would say it),
+    the error number and its text."""
 
-    def __init__(self, command: list[str], returncode: int, output: str) -> None:
-        super().__init__(f"{' '.join(command)} exited with {returncode}: {output.strip()}")
+    def __init__(self, command: list[str], code: int, output: str) -> None:
+        super().__init__(f"{' '.join(command)} failed ({code}): {output.strip()}")
         self.command = command
-        self.returncode = returncode
+        self.code = code
         self.output = output
 
 
@@ -99,38 +102,31 @@ class Mounter(Protocol):
     def is_mountpoint(self, target: Path) -> bool: ...
 
 
-def _unescape_mountinfo(field: str) -> str:
-    """Mount points in mountinfo have space, tab, newline and backslash as octal escapes."""
-    for code in ("040", "011", "012", "134"):
-        field = field.replace("\\" + code, chr(int(code, 8)))
-    return field
-
-
-class SubprocessMounter:
-    """The real mount table, through ``mount(8)`` and ``umount(8)`` (needs root)."""
-
-    def __init__(self, mountinfo: Path = Path("/proc/self/mountinfo")) -> None:
-        self._mountinfo = mountinfo
-
-    async def _run(self, command: list[str]) -> None:
-        process = await asyncio.create_subprocess_exec(
-            *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        output, _ = await process.communicate()
-        if process.returncode:
-            raise MountError(command, process.returncode, output.decode(errors="replace"))
+class SystemMounter:
+    """The real mount table, through mount(2) and umount(2) (needs root)."""
 
     async def mount_tmpfs(self, target: Path, size_bytes: int | None) -> None:
-        options = ["-o", f"size={size_bytes}"] if size_bytes else []
-        await self._run(["mount", "-t", "tmpfs", *options, "tmpfs", str(target)])
+        options = f"size={size_bytes}" if size_bytes else ""
+        if _libc.mount(b"tmpfs", os.fsencode(target), b"tmpfs", 0, options.encode() or None):
+            command = ["mount", "-t", "tmpfs", *(["-o", options] if options else []), "tmpfs"]
+            raise _mount_error([*command, str(target)])
 
     async def unmount(self, target: Path) -> None:
-        await self._run(["umount", str(target)])
+        if _libc.umount2(os.fsencode(target), 0):
+            raise _mount_error(["umount", str(target)])
 
     def is_mountpoint(self, target: Path) -> bool:
-        wanted = os.path.realpath(target)
-        with self._mountinfo.open() as mountinfo:
-            return any(_unescape_mountinfo(line.split(" ")[4]) == wanted for line in mountinfo)
+        # The kubelet only mounts tmpfs, a filesystem of its own: a device change tells, in
+        # one stat, what a scan of the node's (long) mount table would.
+        return os.path.ismount(target)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_error(command: list[str]) -> MountError:
+    code = ctypes.get_errno()
+    return MountError(command, code, os.strerror(code))
 
 
 class FakeMounter:

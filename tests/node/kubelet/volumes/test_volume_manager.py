@@ -25,7 +25,13 @@ from kubelab.api.kinds.core_v1.volume import (
 )
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.clock import FakeClock
-from node.kubelet.volumes.manager import FakeMounter, VolumeError, VolumeManager
+from node.kubelet.volumes.manager import (
+    FakeMounter,
+    MountError,
+    SystemMounter,
+    VolumeError,
+    VolumeManager,
+)
 
 GI = 2**30
 
@@ -351,3 +357,20 @@ async def test_teardown_from_disk_after_restart(
 
     assert mounter.mounts == {}
     assert after.pods_on_disk() == set()
+
+
+@pytest.mark.privileged
+async def test_the_system_mounter_mounts_and_unmounts_tmpfs(tmp_path: Path) -> None:
+    mounter = SystemMounter()
+    target = tmp_path / "volume"
+    target.mkdir()
+    assert not mounter.is_mountpoint(target)
+    await mounter.mount_tmpfs(target, 1024 * 1024)
+    try:
+        assert mounter.is_mountpoint(target)
+        assert os.statvfs(target).f_blocks * os.statvfs(target).f_frsize == 1024 * 1024
+    finally:
+        await mounter.unmount(target)
+    assert not mounter.is_mountpoint(target)
+    with pytest.raises(MountError, match=r"umount .* failed \(22\): Invalid argument"):
+        await mounter.unmount(target)
