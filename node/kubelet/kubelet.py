@@ -398,6 +398,7 @@ class Kubelet:
     async def sync_removed_pod(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""
         await self.runtime.remove_pod(await self.runtime.observe(uid))
+        self.pleg.observed(await self.runtime.observe(uid))
         self._forget(pod)
         if pod.metadata.deletion_timestamp is not None and not is_static_pod(pod):
             await delete_pod_now(
@@ -494,7 +495,7 @@ class Kubelet:
         self.workers.forget_missing(uids)
         known = uids | self.workers.known()
         for uid, state in list(self.pleg.pods.items()):
-            if uid not in known:
+            if uid not in known and (state.sandboxes or state.containers):
                 log.info("removing orphaned pod %s/%s (%s)", state.namespace, state.name, uid)
                 await self.runtime.kill_pod(None, state, None)
                 await self.runtime.remove_pod(state)

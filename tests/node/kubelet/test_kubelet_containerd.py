@@ -9,6 +9,7 @@ port-forward``, restarts, deletion, and that nothing is left behind on the node.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import socket
@@ -21,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from node.cri.client import RuntimeClient
+from node.kubelet.runtime.labels import POD_UID_LABEL
 from tests.node.containerd_node import containerd_images_fixture  # noqa: F401 (fixture)
 from tests.node.kubelet_node import KubeletCluster, kubelet_logs, pod_cgroups
 from tests.servers import Kubectl
@@ -356,17 +359,89 @@ def test_liveness_failure_restarts_and_crash_loop_backs_off(
         return int(statuses[0].get("restartCount", 0))
 
     wait_for(lambda: restarts("live") >= 1, "the liveness restart", cluster)
-    wait_for(lambda: restarts("crash") >= 2, "two crash restarts", cluster, timeout=90)
+    # CrashLoopBackOff: the first restart is at once, the second 10 s after, the third 20 s.
+    wait_for(lambda: restarts("crash") >= 2, "the second crash restart", cluster)
+    second = time.monotonic()
+    wait_for(lambda: restarts("crash") >= 3, "the third crash restart", cluster)
+    assert 15 <= time.monotonic() - second <= 30
     status = get_pod(kubectl, "crash")["status"]["containerStatuses"][0]
     assert status["lastState"]["terminated"]["exitCode"] == 2
-    started = [
-        e
+    reasons = [
+        e["reason"]
         for e in kubectl.json("get", "events", "--field-selector", "involvedObject.name=crash")[
             "items"
         ]
-        if e["reason"] == "BackOff"
     ]
-    assert started, "no BackOff event for the crashing container"
+    assert "BackOff" in reasons, reasons
+    assert "Killing" in [
+        e["reason"]
+        for e in kubectl.json("get", "events", "--field-selector", "involvedObject.name=live")[
+            "items"
+        ]
+    ]
+
+
+def test_logs_of_the_previous_instance_and_followed_logs(
+    cluster: KubeletCluster, kubectl: Kubectl
+) -> None:
+    apply(
+        kubectl,
+        pod(
+            "talk",
+            [
+                {
+                    "name": "talk",
+                    "image": BUSYBOX,
+                    "command": [
+                        "sh",
+                        "-c",
+                        "echo run-$(cat /data/n 2>/dev/null || echo 0); "
+                        "echo 1 > /data/n; i=0; while true; do echo tick-$i; i=$((i+1)); "
+                        "sleep 0.2; [ $i = 5 ] && [ ! -f /data/stay ] && touch /data/stay "
+                        "&& exit 1; done",
+                    ],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                }
+            ],
+            volumes=[{"name": "data", "emptyDir": {}}],
+        ),
+    )
+
+    def restarted() -> bool:
+        statuses = get_pod(kubectl, "talk")["status"].get("containerStatuses") or [{}]
+        return statuses[0].get("restartCount", 0) >= 1 and "running" in statuses[0]["state"]
+
+    wait_for(restarted, "the talking container to restart", cluster)
+    previous = kubectl.run("logs", "talk", "--previous").stdout
+    assert previous.startswith("run-0\ntick-0\n") and "tick-4" in previous
+    follow = subprocess.Popen(
+        [
+            str(kubectl_binary()),
+            "--kubeconfig",
+            str(kubectl.kubeconfig),
+            "-n",
+            kubectl.namespace,
+            "logs",
+            "-f",
+            "talk",
+            "--tail",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follow.stdout is not None
+        lines = [follow.stdout.readline() for _ in range(3)]
+        numbers = [int(line.strip().removeprefix("tick-")) for line in lines]
+        assert numbers == sorted(numbers) and len(set(numbers)) == 3, lines
+    finally:
+        follow.terminate()
+        follow.wait(10)
+        for stream in (follow.stdout, follow.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def test_oom_killed_under_a_small_memory_limit(cluster: KubeletCluster, kubectl: Kubectl) -> None:
@@ -421,12 +496,17 @@ def test_graceful_deletion_runs_pre_stop_and_leaves_nothing_behind(
     wait_phase(cluster, kubectl, "bye", "Running")
     uid = get_pod(kubectl, "bye")["metadata"]["uid"]
     veths = len(cluster.interfaces())
+    pod_ip = get_pod(kubectl, "bye")["status"]["podIP"]
     kubectl.run("delete", "pod", "bye", "--wait=true", "--timeout=60s")
     assert (marker / "done").read_text() == "bye\n"
     wait_for(lambda: len(cluster.interfaces()) == veths - 1, "the pod's veth to go", cluster)
+    wait_for(
+        lambda: runtime_pods(cluster, uid) == (0, 0), "the pod's sandbox to be removed", cluster
+    )
     assert not (cluster.kubelet_root / "pods" / uid).exists()
     assert not any(uid.replace("-", "_") in str(p) or uid in str(p) for p in pod_cgroups(cluster))
     assert not any(uid in str(m) for m in cluster.containerd.mounts())
+    assert pod_ip not in allocated_ips(cluster)
 
 
 def test_a_restarted_kubelet_adopts_its_pods_without_duplicates(
@@ -436,7 +516,9 @@ def test_a_restarted_kubelet_adopts_its_pods_without_duplicates(
         kubectl, pod("steady", [{"name": "steady", "image": BUSYBOX, "command": ["sleep", "3600"]}])
     )
     wait_phase(cluster, kubectl, "steady", "Running")
+    uid = get_pod(kubectl, "steady")["metadata"]["uid"]
     before = get_pod(kubectl, "steady")["status"]["containerStatuses"][0]["containerID"]
+    assert runtime_pods(cluster, uid) == (1, 1)
     cluster.stop_kubelet()
     cluster.start_kubelet()
     time.sleep(5)
@@ -444,3 +526,22 @@ def test_a_restarted_kubelet_adopts_its_pods_without_duplicates(
     assert after["phase"] == "Running"
     assert after["containerStatuses"][0]["containerID"] == before
     assert after["containerStatuses"][0]["restartCount"] == 0
+    assert runtime_pods(cluster, uid) == (1, 1)
+
+
+def runtime_pods(cluster: KubeletCluster, uid: str) -> tuple[int, int]:
+    """How many sandboxes and containers containerd has for the pod with ``uid``."""
+
+    async def count() -> tuple[int, int]:
+        async with RuntimeClient(cluster.containerd.endpoint) as cri:
+            sandboxes = await cri.list_pod_sandbox(labels={POD_UID_LABEL: uid})
+            containers = await cri.list_containers(labels={POD_UID_LABEL: uid})
+        return len(sandboxes), len(containers)
+
+    return asyncio.run(count())
+
+
+def allocated_ips(cluster: KubeletCluster) -> set[str]:
+    """Addresses the node's IPAM holds (one file per address)."""
+    ipam = cluster.kubelet_root / "cni"
+    return {p.name for p in ipam.rglob("*") if p.is_file() and p.name.count(".") == 3}
