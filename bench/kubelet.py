@@ -172,16 +172,16 @@ def report(floor: list[float], startup: list[float], pods: int, rate: float) -> 
 
 async def run(pods: int, rate: float) -> tuple[list[float], list[float]]:
     archives = build_images(IMAGE_CACHE)
-    with tempfile.TemporaryDirectory(prefix="kubelab-bench-kubelet-") as work:
-        with KubeletCluster(archives, Path(work)) as cluster:
-            async with Client.from_kubeconfig(
-                cluster.host_kubeconfig, user_agent="bench"
-            ) as client:
-                await node_ready(client, cluster.node_name)
-                floor = await cri_floor(
-                    cluster.containerd.endpoint, cluster.containerd.cgroup_parent, FLOOR_RUNS
-                )
-                startup = await startup_latencies(client, pods, rate)
+    with (
+        tempfile.TemporaryDirectory(prefix="kubelab-bench-kubelet-") as work,
+        KubeletCluster(archives, Path(work)) as cluster,
+    ):
+        async with Client.from_kubeconfig(cluster.host_kubeconfig, user_agent="bench") as client:
+            await node_ready(client, cluster.node_name)
+            floor = await cri_floor(
+                cluster.containerd.endpoint, cluster.containerd.cgroup_parent, FLOOR_RUNS
+            )
+            startup = await startup_latencies(client, pods, rate)
     return floor, startup
 
 
