@@ -231,6 +231,11 @@ class Kubelet:
                 loops.append(self.static.run(self._static_pods_changed))
             if self.server is not None:
                 await self.server.start()
+            else:
+                log.warning(
+                    "no --tls-cert-file: the kubelet server is off, so kubectl logs, exec and "
+                    "port-forward cannot reach this node's pods"
+                )
             try:
                 await asyncio.gather(*loops)
             finally:
