@@ -9,7 +9,8 @@ The API server reaches it with its kubelet-client certificate to serve ``pods/lo
   the PodLogOptions query (``logs.LogOptions``), following if asked;
 - ``/exec/{ns}/{pod}/{container}?command=..&stdin=&stdout=&stderr=&tty=`` and
   ``/attach/...`` → WebSocket (``streams.CHANNEL_PROTOCOLS``) relayed to the runtime's
-  streaming server;
+  streaming server over SPDY (``streams.RemoteCommand``); with a tty there is no stderr
+  (upstream drops it too: the terminal merges it into stdout);
 - ``/portForward/{ns}/{pod}`` → WebSocket ``v4.channel.k8s.io`` with ``?ports=`` (or
   ``?port=``), or ``SPDY/3.1+portforward.k8s.io`` carrying kubectl's SPDY session.
 
@@ -286,6 +287,7 @@ class KubeletServer:
         protocol = self._protocol(request, streams.CHANNEL_PROTOCOLS)
         tty = _flag(request, "tty")
         stdin, stdout, stderr = (_flag(request, n) for n in ("stdin", "stdout", "stderr"))
+        stderr = stderr and not tty
         if not (stdin or stdout or stderr):
             raise _HTTPError(400, "you must specify at least 1 of stdin, stdout, stderr")
         container_id = self._container_id(request)
@@ -297,7 +299,17 @@ class KubeletServer:
                 url = await self._cri.exec(container_id, command, **options)
         except CRIError as error:
             raise _cri_error(error) from None
-        return await self._relay(request, protocol, url, None, tty=tty)
+        try:
+            remote = await streams.RemoteCommand.open(url, streams.Options(**options))
+        except streams.RemoteCommandError as error:
+            raise _HTTPError(500, f"error connecting to the runtime's stream: {error}") from None
+        try:
+            client = web.WebSocketResponse(protocols=(protocol,), max_msg_size=0)
+            await client.prepare(request)
+            await remote.relay(client, protocol)
+        finally:
+            await remote.close()
+        return client
 
     # -- port-forward -------------------------------------------------------------------------
 
@@ -316,7 +328,7 @@ class KubeletServer:
         except CRIError as error:
             raise _cri_error(error) from None
         params = [("port", str(p)) for p in ports]
-        return await self._relay(request, protocol, url, params, tty=False)
+        return await self._relay(request, protocol, url, params)
 
     async def _spdy_port_forward(
         self, request: web.Request, pod: Pod, sandbox_id: str
@@ -362,9 +374,7 @@ class KubeletServer:
         request: web.Request,
         protocol: str,
         url: str,
-        params: list[tuple[str, str]] | None,
-        *,
-        tty: bool,
+        params: list[tuple[str, str]],
     ) -> web.StreamResponse:
         async with aiohttp.ClientSession() as session:
             try:
@@ -375,7 +385,7 @@ class KubeletServer:
                 ) from None
             client = web.WebSocketResponse(protocols=(protocol,), max_msg_size=0)
             await client.prepare(request)
-            await streams.relay_channels(client, upstream, protocol, tty=tty)
+            await streams.relay_channels(client, upstream)
             return client
 
 

@@ -1,4 +1,4 @@
-"""A minimal SPDY/3.1 server session: what ``kubectl port-forward`` needs, nothing more.
+"""A minimal SPDY/3.1 session, server or client: what the kubelet's streams need, no more.
 
 kubectl (client-go ``tools/portforward``) still speaks SPDY/3.1 for port-forwarding.  Since
 Kubernetes 1.30 it tunnels that SPDY byte stream through a WebSocket whose subprotocol is
@@ -16,8 +16,17 @@ Wire format (SPDY/3 draft, as moby/spdystream implements it):
   shared zlib state drifts.  Uncompressed: ``count(32)`` then ``len(32) name len(32) value``
   pairs, names lower case, multiple values joined by NUL.
 
-The session accepts client-initiated streams (SYN_STREAM → SYN_REPLY with no headers) and hands
-each to a callback, answers PING by echoing it, ends on GOAWAY, and honours FIN and RST_STREAM.
+The same ``SpdySession`` serves both ends:
+
+- server (kubectl's port-forward, tunnelled): it accepts the peer's streams (SYN_STREAM →
+  SYN_REPLY with no headers) and hands each to a callback;
+- client (exec/attach to the runtime's streaming server, ``SpdyClient``): ``open_stream``
+  sends SYN_STREAM with headers on the next odd stream id (even ids are the server's) and the
+  stream's ``wait_reply`` returns once the peer's SYN_REPLY came.  ``SpdyClient.connect`` does
+  the HTTP/1.1 ``Upgrade: SPDY/3.1`` handshake over a plain asyncio connection and then feeds
+  the session from it.
+
+Either end answers PING by echoing it, ends on GOAWAY, and honours FIN and RST_STREAM.
 It does no flow control: spdystream neither sends WINDOW_UPDATE nor waits for one, so neither
 do we (received SETTINGS and WINDOW_UPDATE are ignored).  Server push, priorities and
 unidirectional streams are not used by kubectl and not implemented.
@@ -26,12 +35,17 @@ unidirectional streams are not used by kubectl and not implemented.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import logging
 import struct
+import urllib.parse
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
+
+log = logging.getLogger(__name__)
 
 VERSION: Final = 3
 FLAG_FIN: Final = 0x01
@@ -231,6 +245,13 @@ class FrameReader:
         return frames
 
 
+def _header_map(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    headers: dict[str, list[str]] = {}
+    for name, value in pairs:
+        headers.setdefault(name.lower(), []).extend(value.split("\0"))
+    return headers
+
+
 def _stream_id(payload: bytes) -> int:
     if len(payload) < 4:
         raise SpdyError("control frame too short")
@@ -245,7 +266,9 @@ class SpdyStream:
         self.id = stream_id
         self.headers = headers
         self.reset = False
+        self.reply_headers: Headers | None = None
         self._reset_event = asyncio.Event()
+        self._reply_event = asyncio.Event()
         self._incoming: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._remote_closed = False
         self._local_closed = False
@@ -297,27 +320,46 @@ class SpdyStream:
         """Return once the stream was reset, by either side."""
         await self._reset_event.wait()
 
+    async def wait_reply(self) -> Headers:
+        """For a stream we opened: the headers of the peer's SYN_REPLY, once it came.
+
+        Raises ``SpdyError`` if the stream was reset (or the session closed) first."""
+        await self._reply_event.wait()
+        if self.reply_headers is None:
+            raise SpdyError(f"stream {self.id} was reset before the peer replied")
+        return self.reply_headers
+
+    def _mark_replied(self, headers: Headers) -> None:
+        if self.reply_headers is None and not self.reset:
+            self.reply_headers = headers
+            self._reply_event.set()
+
     def _mark_reset(self) -> None:
         if self.reset:
             return
         self.reset = True
         self._reset_event.set()
+        self._reply_event.set()
         self._local_closed = True
         self._incoming.put_nowait(None)
 
 
 class SpdySession:
-    """The server end of one SPDY/3.1 connection.
+    """One end of a SPDY/3.1 connection, the server's unless ``client``.
 
     ``send`` writes raw bytes to the peer (calls are serialized here); ``on_stream`` is called
-    for each stream the peer opens, after the SYN_REPLY went out.  ``feed`` takes bytes as
-    they arrive and raises ``SpdyError`` when the peer breaks the protocol.
+    for each stream the peer opens, after the SYN_REPLY went out (None: such streams are
+    refused with RST_STREAM, as a client that expects no pushed streams does).  ``feed`` takes
+    bytes as they arrive and raises ``SpdyError`` when the peer breaks the protocol.
+    ``open_stream`` opens a stream of our own: odd ids for a client, even for a server.
     """
 
     def __init__(
         self,
         send: Callable[[bytes], Awaitable[None]],
-        on_stream: Callable[[SpdyStream], None],
+        on_stream: Callable[[SpdyStream], None] | None = None,
+        *,
+        client: bool = False,
     ) -> None:
         self._send = send
         self._on_stream = on_stream
@@ -325,8 +367,30 @@ class SpdySession:
         self._reader = FrameReader()
         self._inflate = HeaderDecompressor()
         self._deflate = HeaderCompressor()
+        self._next_id = 1 if client else 2
         self.streams: dict[int, SpdyStream] = {}
         self.closed = False
+
+    async def open_stream(
+        self, headers: Iterable[tuple[str, str]], *, fin: bool = False
+    ) -> SpdyStream:
+        """Send SYN_STREAM with ``headers`` (FIN: we will send no data); the peer's reply
+        comes later (``SpdyStream.wait_reply``)."""
+        if self.closed:
+            raise SpdyError("the session is closed")
+        pairs = list(headers)
+        async with self._lock:
+            # Ids must increase in the order SYN_STREAMs go out, and the peer inflates header
+            # blocks in that order too: allocate, compress and send under one lock.
+            stream_id, self._next_id = self._next_id, self._next_id + 2
+            stream = SpdyStream(self, stream_id, _header_map(pairs))
+            self.streams[stream_id] = stream
+            payload = struct.pack(">IIH", stream_id, 0, 0) + self._deflate.compress(pairs)
+            flags = FLAG_FIN if fin else 0
+            await self._send(encode_control(FrameType.SYN_STREAM, payload, flags))
+        if fin:
+            stream._local_closed = True
+        return stream
 
     async def send(self, data: bytes) -> None:
         async with self._lock:
@@ -351,7 +415,14 @@ class SpdySession:
                 stream._deliver(frame.payload, frame.fin)
         elif frame.type == FrameType.SYN_STREAM:
             await self._syn_stream(frame)
-        elif frame.type in (FrameType.SYN_REPLY, FrameType.HEADERS):
+        elif frame.type == FrameType.SYN_REPLY:
+            headers = self._inflate.decompress(frame.payload[4:])
+            stream = self.streams.get(_stream_id(frame.payload))
+            if stream is not None:
+                stream._mark_replied(headers)
+                if frame.fin:
+                    stream._deliver(b"", True)
+        elif frame.type == FrameType.HEADERS:
             self._inflate.decompress(frame.payload[4:])
         elif frame.type == FrameType.RST_STREAM:
             stream = self.streams.get(_stream_id(frame.payload))
@@ -371,6 +442,9 @@ class SpdySession:
         if stream_id in self.streams:
             await self._reset(stream_id, RstStatus.PROTOCOL_ERROR)
             return
+        if self._on_stream is None:
+            await self._reset(stream_id, RstStatus.REFUSED_STREAM)
+            return
         stream = SpdyStream(self, stream_id, headers)
         self.streams[stream_id] = stream
         await self._syn_reply(stream_id)
@@ -388,3 +462,143 @@ class SpdySession:
 
     async def _reset(self, stream_id: int, status: RstStatus) -> None:
         await self.send(encode_control(FrameType.RST_STREAM, struct.pack(">II", stream_id, status)))
+
+
+class UpgradeError(Exception):
+    """The server did not switch to SPDY/3.1; ``status`` and ``body`` are its answer."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"upgrade to SPDY/3.1 refused ({status}): {body.strip()}")
+        self.status = status
+        self.body = body
+
+
+UPGRADE_PROTOCOL: Final = "SPDY/3.1"
+_MAX_RESPONSE_HEAD: Final = 64 * 1024
+
+
+class SpdyClient:
+    """A client SPDY session over an HTTP/1.1 connection upgraded to ``SPDY/3.1``.
+
+    ``connect`` sends ``POST`` with ``Connection: Upgrade`` and ``Upgrade: SPDY/3.1`` plus the
+    caller's headers (client-go's SPDY round tripper does the same), expects ``101 Switching
+    Protocols`` and from then on feeds every byte read to the session in a task of its own.
+    ``response_headers`` are the 101's headers (names lower case).  ``closed`` is set once the
+    connection is gone, by either side; every stream then reads EOF.  Only ``http://`` URLs:
+    the runtime's streaming server listens on loopback without TLS.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        response_headers: dict[str, list[str]],
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.response_headers = response_headers
+        self.session = SpdySession(self._write, client=True)
+        self.closed = asyncio.Event()
+        self._task = asyncio.create_task(self._read())
+
+    @classmethod
+    async def connect(cls, url: str, headers: Iterable[tuple[str, str]] = ()) -> SpdyClient:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"cannot upgrade {url!r}: only http:// URLs are supported")
+        port = parts.port or 80
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        reader, writer = await asyncio.open_connection(parts.hostname, port)
+        try:
+            host = parts.netloc.rsplit("@", 1)[-1]
+            lines = [
+                f"POST {target} HTTP/1.1",
+                f"Host: {host}",
+                "Content-Length: 0",
+                "Connection: Upgrade",
+                f"Upgrade: {UPGRADE_PROTOCOL}",
+                *(f"{name}: {value}" for name, value in headers),
+            ]
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            await writer.drain()
+            status, response_headers = await _read_response_head(reader)
+            if status != 101:
+                raise UpgradeError(status, await _read_body(reader, response_headers))
+            upgrade = response_headers.get("upgrade", [""])[0]
+            if upgrade.lower() != UPGRADE_PROTOCOL.lower():
+                raise UpgradeError(status, f"the server upgraded to {upgrade!r}")
+        except BaseException:
+            writer.close()
+            raise
+        return cls(reader, writer, response_headers)
+
+    async def open_stream(self, headers: Iterable[tuple[str, str]]) -> SpdyStream:
+        return await self.session.open_stream(headers)
+
+    async def _write(self, data: bytes) -> None:
+        if self.closed.is_set():
+            raise ConnectionResetError("the SPDY connection is closed")
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def _read(self) -> None:
+        # Bytes the server sent right after the 101 are still in the reader's buffer.
+        try:
+            while data := await self._reader.read(65536):
+                await self.session.feed(data)
+        except (SpdyError, OSError) as error:
+            log.debug("SPDY connection ended: %r", error)
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        if not self.closed.is_set():
+            self.closed.set()
+            self.session.close()
+            self._writer.close()
+
+    async def close(self) -> None:
+        """Drop the connection (idempotent): every stream is reset on our side."""
+        self._finish()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def _read_response_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, list[str]]]:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as error:
+        raise UpgradeError(0, f"connection closed before a response: {error.partial!r}") from None
+    except asyncio.LimitOverrunError:
+        raise UpgradeError(0, "response head too large") from None
+    lines = head.decode("latin-1").split("\r\n")
+    status_line = lines[0].split(" ", 2)
+    try:
+        status = int(status_line[1])
+    except (IndexError, ValueError):
+        raise UpgradeError(0, f"bad status line {lines[0]!r}") from None
+    headers: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers.setdefault(name.strip().lower(), []).append(value.strip())
+    return status, headers
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: Mapping[str, list[str]]) -> str:
+    """The body of a refusal, for the error message (bounded; best effort)."""
+    try:
+        length = int(headers.get("content-length", ["-1"])[0])
+    except ValueError:
+        length = -1
+    try:
+        if length >= 0:
+            body = await reader.readexactly(min(length, _MAX_RESPONSE_HEAD))
+        else:
+            body = await asyncio.wait_for(reader.read(_MAX_RESPONSE_HEAD), 1)
+    except (asyncio.IncompleteReadError, TimeoutError, OSError):
+        body = b""
+    return body.decode(errors="replace")

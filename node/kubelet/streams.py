@@ -2,20 +2,27 @@
 
 For exec, attach and port-forward the CRI runtime does not stream itself over gRPC: Exec,
 Attach and PortForward return a URL of its streaming server (containerd 1.6 embeds
-``k8s.io/kubelet/cri/streaming``), single-use, which speaks the Kubernetes channel protocol
-over WebSocket up to ``v4.channel.k8s.io``.  The kubelet accepts the client's WebSocket (relayed
-by the API server), opens one to that URL as a client with ``v4.channel.k8s.io`` and relays:
+``k8s.io/kubelet/cri/streaming``), single-use.  The kubelet accepts the client's WebSocket
+(relayed by the API server) and relays:
 
-- exec/attach (``relay_channels``): frames are ``[channel, data...]``; channels 0 stdin,
-  1 stdout, 2 stderr, 3 status (a JSON ``Status``: Success, or NonZeroExitCode with the exit
-  code in ``details.causes``), 4 resize (tty) are the same in v1..v5 and pass unchanged.
-  v5 adds a close frame ``[255, channel]``; a v4 server has no way to receive it, since the
-  only half-close v4 knows is closing the whole WebSocket, which would also cut stdout.  So a
-  v5 close of stdin becomes, with a tty, an end-of-file character (Ctrl-D) that the terminal's
-  line discipline turns into EOF for the process; without a tty it is dropped, and a process
-  reading stdin to its end (``cat``) keeps waiting until the client disconnects.  Clients of
-  ``channel.k8s.io``, v2 and v3 expect plain text on channel 3, so the v4 Status is turned into
-  its message (and dropped on Success).
+- exec/attach (``RemoteCommand``): the client's frames are ``[channel, data...]``, channels
+  0 stdin, 1 stdout, 2 stderr, 3 status, 4 resize (the same in v1..v5); v5 adds the close
+  frame ``[255, channel]``.  Towards the runtime the kubelet speaks SPDY/3.1, not WebSocket,
+  because a v4 WebSocket has no way to close stdin while still reading stdout (so
+  ``echo hi | kubectl exec -i POD -- cat`` would never end), and SPDY has: a FIN on the stdin
+  stream.  It upgrades with ``X-Stream-Protocol-Version: v4.channel.k8s.io`` and opens one
+  stream per channel with a ``streamType`` header, in client-go's order: error, stdin,
+  stdout, stderr (never with a tty), resize (only with a tty).  The server waits for exactly
+  the streams the CRI request asked for (``Options``), so the set must match it.  Then:
+  channel 0 → stdin stream, a v5 close of channel 0 → FIN on it (with or without a tty),
+  channel 4 → resize stream (JSON ``{"Width","Height"}``, decoded there as a JSON stream);
+  stdout/stderr streams → channels 1/2; the error stream, read to its end, → channel 3 once
+  stdout and stderr ended.  With v4 it carries a JSON ``Status``: Success, or NonZeroExitCode
+  with the exit code in ``details.causes``; v4/v5 clients get it unchanged, clients of
+  ``channel.k8s.io``, v2 and v3 expect plain text, so they get its message (nothing on
+  Success).  The runtime then resets every stream and closes the connection; the kubelet
+  closes the WebSocket.  If the client goes away first, the connection to the runtime is
+  dropped, which ends the process's streams there.
 - port-forward from a WebSocket client (``v4.channel.k8s.io``, the Python client): the same
   framing with data channel 2i and error channel 2i+1 per requested port, each channel's first
   frame being the port as two little-endian bytes.  Asking the runtime for the same ports in
@@ -41,7 +48,7 @@ from typing import Any, Final, Protocol
 import aiohttp
 from aiohttp import web
 
-from node.kubelet.spdy import SpdyStream
+from node.kubelet.spdy import SpdyClient, SpdyError, SpdyStream, UpgradeError
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +58,16 @@ CHANNEL_PROTOCOLS: Final = (V5, V4, "v3.channel.k8s.io", "v2.channel.k8s.io", "c
 PORT_FORWARD_PROTOCOLS: Final = (V4,)
 SPDY_TUNNEL_PROTOCOL: Final = "SPDY/3.1+portforward.k8s.io"
 UPSTREAM_PROTOCOL: Final = V4
+STREAM_PROTOCOL_HEADER: Final = "X-Stream-Protocol-Version"
+STREAM_TYPE_HEADER: Final = "streamType"
 
 STDIN: Final = 0
+STDOUT: Final = 1
+STDERR: Final = 2
 STATUS: Final = 3
+RESIZE: Final = 4
 CLOSE: Final = 255
-END_OF_TRANSMISSION: Final = b"\x04"
+OPEN_TIMEOUT: Final = 30.0  # upstream's default stream creation timeout
 
 
 def negotiate(offered: str, supported: tuple[str, ...]) -> str | None:
@@ -84,50 +96,24 @@ def legacy_status(payload: bytes) -> bytes | None:
     return str(status.get("message", "")).encode()
 
 
-async def _to_upstream(
-    client: web.WebSocketResponse,
-    upstream: aiohttp.ClientWebSocketResponse,
-    protocol: str,
-    tty: bool,
+async def _pump_frames(
+    source: aiohttp.ClientWebSocketResponse | web.WebSocketResponse,
+    sink: aiohttp.ClientWebSocketResponse | web.WebSocketResponse,
 ) -> None:
-    async for message in client:
-        if message.type != aiohttp.WSMsgType.BINARY or not message.data:
-            continue
-        data: bytes = message.data
-        if protocol == V5 and data[0] == CLOSE:
-            if len(data) > 1 and data[1] == STDIN and tty:
-                await upstream.send_bytes(bytes([STDIN]) + END_OF_TRANSMISSION)
-            continue
-        await upstream.send_bytes(data)
-
-
-async def _to_client(
-    upstream: aiohttp.ClientWebSocketResponse, client: web.WebSocketResponse, protocol: str
-) -> None:
-    legacy = protocol not in (V5, V4)
-    async for message in upstream:
-        if message.type != aiohttp.WSMsgType.BINARY or not message.data:
-            continue
-        data: bytes = message.data
-        if legacy and data[0] == STATUS:
-            text = legacy_status(data[1:])
-            if text is None:
-                continue
-            data = bytes([STATUS]) + text
-        await client.send_bytes(data)
+    async for message in source:
+        if message.type == aiohttp.WSMsgType.BINARY and message.data:
+            await sink.send_bytes(message.data)
 
 
 async def relay_channels(
-    client: web.WebSocketResponse,
-    upstream: aiohttp.ClientWebSocketResponse,
-    protocol: str,
-    *,
-    tty: bool = False,
+    client: web.WebSocketResponse, upstream: aiohttp.ClientWebSocketResponse
 ) -> None:
-    """Relay channel frames both ways until either side closes; then close both."""
+    """Relay channel frames unchanged both ways until either side closes; then close both.
+
+    Used for port-forward from a v4 WebSocket client, where both sides frame alike."""
     tasks = [
-        asyncio.ensure_future(_to_upstream(client, upstream, protocol, tty)),
-        asyncio.ensure_future(_to_client(upstream, client, protocol)),
+        asyncio.ensure_future(_pump_frames(client, upstream)),
+        asyncio.ensure_future(_pump_frames(upstream, client)),
     ]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -140,6 +126,149 @@ async def relay_channels(
                 log.debug("stream relay ended: %r", result)
         await upstream.close()
         await client.close()
+
+
+class RemoteCommandError(Exception):
+    """The runtime's streaming server could not be reached or refused the session."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Which streams an exec/attach has: what the CRI request asked for, exactly."""
+
+    stdin: bool
+    stdout: bool
+    stderr: bool
+    tty: bool
+
+    def stream_types(self) -> list[str]:
+        """The SPDY streams to open, in client-go's order."""
+        wanted = [
+            ("error", True),
+            ("stdin", self.stdin),
+            ("stdout", self.stdout),
+            ("stderr", self.stderr and not self.tty),
+            ("resize", self.tty),
+        ]
+        return [name for name, on in wanted if on]
+
+
+class RemoteCommand:
+    """One exec/attach session with the runtime's streaming server, over SPDY (see above).
+
+    ``open`` connects, upgrades and opens the streams (waiting for their replies), so a
+    failure can still be answered with an HTTP error; ``relay`` then serves the client's
+    WebSocket until the command ends or the client leaves; ``close`` drops the connection.
+    """
+
+    def __init__(self, connection: SpdyClient, streams: dict[str, SpdyStream]) -> None:
+        self._connection = connection
+        self._streams = streams
+
+    @classmethod
+    async def open(cls, url: str, options: Options) -> RemoteCommand:
+        try:
+            async with asyncio.timeout(OPEN_TIMEOUT):
+                connection = await SpdyClient.connect(url, [(STREAM_PROTOCOL_HEADER, V4)])
+                try:
+                    negotiated = connection.response_headers.get(
+                        STREAM_PROTOCOL_HEADER.lower(), [""]
+                    )[0]
+                    if negotiated != V4:
+                        raise RemoteCommandError(
+                            f"the runtime's streaming server chose protocol {negotiated!r},"
+                            f" not {V4}"
+                        )
+                    streams: dict[str, SpdyStream] = {}
+                    for kind in options.stream_types():
+                        streams[kind] = await connection.open_stream([(STREAM_TYPE_HEADER, kind)])
+                    for stream in streams.values():
+                        await stream.wait_reply()
+                except BaseException:
+                    await connection.close()
+                    raise
+        except (UpgradeError, SpdyError, OSError, ValueError) as error:
+            raise RemoteCommandError(str(error)) from None
+        except TimeoutError:
+            raise RemoteCommandError("timed out opening the runtime's streams") from None
+        return cls(connection, streams)
+
+    async def close(self) -> None:
+        await self._connection.close()
+
+    async def relay(self, client: web.WebSocketResponse, protocol: str) -> None:
+        """Serve ``client`` (speaking ``protocol``) until either side ends; closes both."""
+        tasks = [
+            asyncio.ensure_future(self._from_client(client, protocol)),
+            asyncio.ensure_future(self._to_client(client, protocol)),
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            for result in results:
+                if isinstance(result, Exception):
+                    log.debug("exec relay ended: %r", result)
+            await self.close()
+            await client.close()
+
+    async def _from_client(self, client: web.WebSocketResponse, protocol: str) -> None:
+        stdin, resize = self._streams.get("stdin"), self._streams.get("resize")
+        async for message in client:
+            if message.type == aiohttp.WSMsgType.BINARY:
+                data = bytes(message.data)
+            elif message.type == aiohttp.WSMsgType.TEXT:
+                # The Python client sends str data as text frames: chr(channel) + text.
+                data = message.data.encode()
+            else:
+                continue
+            if not data:
+                continue
+            channel, payload = data[0], data[1:]
+            closes_stdin = protocol == V5 and channel == CLOSE and payload[:1] == bytes([STDIN])
+            try:
+                if channel == STDIN and stdin is not None:
+                    await stdin.write(payload)
+                elif channel == RESIZE and resize is not None:
+                    await resize.write(payload)
+                elif closes_stdin and stdin is not None:
+                    await stdin.close()
+            except OSError as error:
+                # The runtime's connection is going away; _to_client sees it end and still
+                # delivers what the runtime sent before, the status included.
+                log.debug("exec input dropped: %r", error)
+
+    async def _to_client(self, client: web.WebSocketResponse, protocol: str) -> None:
+        outputs = [
+            _copy_stream(self._streams[kind], channel, client)
+            for kind, channel in (("stdout", STDOUT), ("stderr", STDERR))
+            if kind in self._streams
+        ]
+        error = asyncio.ensure_future(_read_all(self._streams["error"]))
+        try:
+            await asyncio.gather(*outputs)
+            status = await error
+        finally:
+            error.cancel()
+        if status and protocol not in (V5, V4):
+            status = legacy_status(status) or b""
+        if status:
+            await client.send_bytes(bytes([STATUS]) + status)
+
+
+async def _copy_stream(stream: SpdyStream, channel: int, client: web.WebSocketResponse) -> None:
+    prefix = bytes([channel])
+    while data := await stream.read():
+        await client.send_bytes(prefix + data)
+
+
+async def _read_all(stream: SpdyStream) -> bytes:
+    chunks = []
+    while data := await stream.read():
+        chunks.append(data)
+    return b"".join(chunks)
 
 
 class PortForwardError(Exception):

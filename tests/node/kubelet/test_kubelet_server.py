@@ -1,12 +1,12 @@
 """The kubelet server end to end over TLS: client-certificate checks, /pods, container logs,
-exec/attach relayed to a fake runtime streaming server, and port-forward both as a v4
-WebSocket and as kubectl's SPDY session tunnelled in a WebSocket.
+exec/attach relayed to a fake runtime streaming server over SPDY, and port-forward both as a
+v4 WebSocket and as kubectl's SPDY session tunnelled in a WebSocket.
 
-The fake streaming server behaves like containerd's (k8s.io/kubelet/cri/streaming) for what
-the kubelet relies on: v4 channel framing; exec and attach echo stdin to stdout, report
-``exit N`` as a v4 Status on channel 3 and close, Ctrl-D ends with Success, resizes are echoed;
-port-forward sends each channel's port prefix and connects ``?port=`` on 127.0.0.1 (an echo
-server here)."""
+Exec and attach go to ``FakeStreamingServer`` (test_streams.py), which behaves like
+containerd's for what the kubelet relies on: SPDY/3.1 with v4.channel.k8s.io, echo stdin to
+stdout until a FIN on stdin or ``exit N``, then a v4 Status on the error stream.  The
+WebSocket ``StreamingServer`` here serves port-forward: each channel's port prefix, then
+``?port=`` on 127.0.0.1 (an echo server here)."""
 
 from __future__ import annotations
 
@@ -41,38 +41,24 @@ from node.kubelet.spdy import (
     encode_control,
     encode_data,
 )
+from node.kubelet.streams import Options
+from tests.node.kubelet.test_streams import FakeStreamingServer
 
 V4 = "v4.channel.k8s.io"
 V5 = "v5.channel.k8s.io"
 SPDY = "SPDY/3.1+portforward.k8s.io"
 
 
-def exit_status(code: int) -> bytes:
-    if code == 0:
-        return json.dumps({"status": "Success", "metadata": {}}).encode()
-    return json.dumps(
-        {
-            "status": "Failure",
-            "message": f"command terminated with non-zero exit code: {code}",
-            "reason": "NonZeroExitCode",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-        }
-    ).encode()
-
-
 class StreamingServer:
-    """containerd's streaming server, as far as the kubelet can tell."""
+    """containerd's streaming server for port-forward, as far as the kubelet can tell."""
 
     def __init__(self) -> None:
-        self.received: list[bytes] = []
         self.queries: list[dict[str, list[str]]] = []
         self.url = ""
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
         app = web.Application()
-        app.router.add_get("/exec/{token}", self._remote_command)
-        app.router.add_get("/attach/{token}", self._remote_command)
         app.router.add_get("/portforward/{token}", self._port_forward)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
@@ -89,25 +75,6 @@ class StreamingServer:
         ws = web.WebSocketResponse(protocols=(V4, "channel.k8s.io"))
         await ws.prepare(request)
         assert ws.ws_protocol == V4
-        return ws
-
-    async def _remote_command(self, request: web.Request) -> web.WebSocketResponse:
-        ws = await self._accept(request)
-        async for message in ws:
-            data: bytes = message.data
-            self.received.append(data)
-            channel, payload = data[0], data[1:]
-            if channel == 4:
-                await ws.send_bytes(b"\x01resize:" + payload)
-            elif payload == b"\x04":
-                await ws.send_bytes(b"\x03" + exit_status(0))
-                break
-            elif payload.startswith(b"exit "):
-                await ws.send_bytes(b"\x03" + exit_status(int(payload[5:])))
-                break
-            else:
-                await ws.send_bytes(b"\x01" + payload)
-        await ws.close()
         return ws
 
     async def _port_forward(self, request: web.Request) -> web.WebSocketResponse:
@@ -148,6 +115,7 @@ class Runtime:
     """The RuntimeClient calls the server makes, answered from dicts."""
 
     streaming: StreamingServer
+    spdy: FakeStreamingServer
     statuses: dict[str, pb.ContainerStatus] = field(default_factory=dict)
     calls: list[tuple[str, object]] = field(default_factory=list)
 
@@ -167,7 +135,7 @@ class Runtime:
         stderr: bool = True,
     ) -> str:
         self.calls.append(("exec", (container_id, list(cmd), tty, stdin, stdout, stderr)))
-        return f"{self.streaming.url}/exec/token"
+        return self.spdy.register(Options(stdin, stdout, stderr, tty))
 
     async def attach(
         self,
@@ -179,7 +147,7 @@ class Runtime:
         stderr: bool = True,
     ) -> str:
         self.calls.append(("attach", (container_id, tty, stdin, stdout, stderr)))
-        return f"{self.streaming.url}/attach/token"
+        return self.spdy.register(Options(stdin, stdout, stderr, tty), "attach")
 
     async def port_forward(self, sandbox_id: str, ports: Iterable[int]) -> str:
         self.calls.append(("port_forward", (sandbox_id, list(ports))))
@@ -252,6 +220,16 @@ async def streaming() -> AsyncIterator[StreamingServer]:
         await server.stop()
 
 
+@pytest.fixture
+async def spdy() -> AsyncIterator[FakeStreamingServer]:
+    server = FakeStreamingServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
 @contextlib.asynccontextmanager
 async def serve(lookup: PodLookup, cri: StreamRuntime, pki: Pki) -> AsyncIterator[str]:
     """A KubeletServer on a free port; yields its URL."""
@@ -277,6 +255,7 @@ class Node:
     url: str
     runtime: Runtime
     streaming: StreamingServer
+    spdy: FakeStreamingServer
     pki: Pki
     log_path: Path
 
@@ -286,15 +265,17 @@ class Node:
 
 
 @pytest.fixture
-async def node(tmp_path: Path, pki: Pki, streaming: StreamingServer) -> AsyncIterator[Node]:
+async def node(
+    tmp_path: Path, pki: Pki, streaming: StreamingServer, spdy: FakeStreamingServer
+) -> AsyncIterator[Node]:
     log_path = tmp_path / "logs" / "app" / "0.log"
     log_path.parent.mkdir(parents=True)
-    runtime = Runtime(streaming)
+    runtime = Runtime(streaming, spdy)
     runtime.statuses["cid-app"] = pb.ContainerStatus(
         id="cid-app", state=pb.CONTAINER_RUNNING, log_path=str(log_path)
     )
     async with serve(Lookup(), runtime, pki) as url:
-        yield Node(url, runtime, streaming, pki, log_path)
+        yield Node(url, runtime, streaming, spdy, pki, log_path)
 
 
 async def get(node: Node, path: str, tls: ssl.SSLContext | None = None) -> tuple[int, str]:
@@ -398,14 +379,67 @@ async def test_exec_v5_relays_stdio_and_exit_status(node: Node) -> None:
     ]
 
 
-async def test_exec_v5_stdin_close_with_a_tty_sends_end_of_file(node: Node) -> None:
-    query = "command=sh&stdin=1&stdout=1&tty=1"
+@pytest.mark.parametrize("tty", [False, True], ids=["pipe", "tty"])
+async def test_exec_v5_stdin_close_is_a_fin(node: Node, tty: bool) -> None:
+    query = f"command=cat&stdin=1&stdout=1&stderr=1&tty={int(tty)}"
     session, ws = await connect(node, f"/exec/default/web/app?{query}", (V5,))
     async with session:
+        await ws.send_bytes(b"\x00hello")
         await ws.send_bytes(b"\xff\x00")
         received = await asyncio.wait_for(frames(ws), 5)
-    assert json.loads(received[0][1:])["status"] == "Success"
-    assert node.streaming.received == [b"\x00\x04"]
+    assert received[0] == b"\x01hello"
+    assert json.loads(received[1][1:])["status"] == "Success"
+    assert len(received) == 2
+    assert node.spdy.stdin_fin.is_set() and node.spdy.stdin == [b"hello"]
+    types = (
+        ["error", "stdin", "stdout", "resize"] if tty else ["error", "stdin", "stdout", "stderr"]
+    )
+    assert node.spdy.stream_types == [types]
+    # With a tty there is no stderr stream: the CRI request must not ask for one either.
+    assert node.runtime.calls == [("exec", ("cid-app", ["cat"], tty, True, True, not tty))]
+
+
+async def test_exec_stderr_and_text_frames(node: Node) -> None:
+    query = "command=sh&stdin=1&stdout=1&stderr=1"
+    session, ws = await connect(node, f"/exec/default/web/app?{query}", (V4,))
+    async with session:
+        await ws.send_bytes(b"\x00err:oops")
+        assert await ws.receive_bytes() == b"\x02err:oops"
+        # The Python client sends str data as text frames.
+        await ws.send_str("\x00typed")
+        assert await ws.receive_bytes() == b"\x01typed"
+        await ws.send_str("\x00exit 0")
+        received = await asyncio.wait_for(frames(ws), 5)
+    assert json.loads(received[0][1:]) == {"metadata": {}, "status": "Success"}
+
+
+async def test_exec_without_stdin_ends_with_the_process(node: Node) -> None:
+    session, ws = await connect(node, "/exec/default/web/app?command=true&stdout=1", (V5,))
+    async with session:
+        received = await asyncio.wait_for(frames(ws), 5)
+    assert [json.loads(f[1:])["status"] for f in received] == ["Success"]
+    assert node.spdy.stream_types == [["error", "stdout"]]
+
+
+async def test_client_leaving_drops_the_runtime_connection(node: Node) -> None:
+    session, ws = await connect(node, "/exec/default/web/app?command=cat&stdin=1&stdout=1", (V5,))
+    async with session:
+        await ws.send_bytes(b"\x00hi")
+        assert await ws.receive_bytes() == b"\x01hi"
+        await ws.close()
+    await asyncio.wait_for(node.spdy.stdin_dropped.wait(), 5)
+    assert not node.spdy.stdin_fin.is_set()
+
+
+async def test_runtime_refusing_the_stream_is_a_500(node: Node) -> None:
+    node.runtime.spdy = FakeStreamingServer()  # knows no token: the real one answers 404
+    node.runtime.spdy.url = node.spdy.url
+    headers = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Protocol": V5}
+    path = "/exec/default/web/app?command=ls&stdout=1"
+    async with node.session() as session, session.get(node.url + path, headers=headers) as response:
+        assert response.status == 500
+        text = await response.text()
+    assert "error connecting to the runtime's stream" in text and "(404): not found" in text
 
 
 async def test_exec_v1_gets_status_as_text(node: Node) -> None:
@@ -415,16 +449,18 @@ async def test_exec_v1_gets_status_as_text(node: Node) -> None:
     async with session:
         await ws.send_bytes(b"\x00exit 1")
         received = await asyncio.wait_for(frames(ws), 5)
-    assert received == [b"\x03command terminated with non-zero exit code: 1"]
+    assert received == [b"\x03command terminated with non-zero exit code: exit status 1"]
 
 
 async def test_attach_passes_resize_through(node: Node) -> None:
-    session, ws = await connect(node, "/attach/default/web/app?stdin=1&stdout=1&tty=1", (V4,))
+    path = "/attach/default/web/app?stdin=1&stdout=1&stderr=1&tty=1"
+    session, ws = await connect(node, path, (V4,))
     async with session:
         await ws.send_bytes(b'\x04{"Width":80,"Height":24}')
         assert (await ws.receive_bytes()) == b'\x01resize:{"Width":80,"Height":24}'
         await ws.close()
     assert node.runtime.calls == [("attach", ("cid-app", True, True, True, False))]
+    assert node.spdy.stream_types == [["error", "stdin", "stdout", "resize"]]
 
 
 @pytest.mark.parametrize(
@@ -540,10 +576,11 @@ async def test_port_forward_spdy_reports_a_refused_port(node: Node) -> None:
 
 
 async def test_through_the_fake_cri_runtime(
-    tmp_path: Path, pki: Pki, streaming: StreamingServer
+    tmp_path: Path, pki: Pki, streaming: StreamingServer, spdy: FakeStreamingServer
 ) -> None:
     """The same paths with the real RuntimeClient, over gRPC to a FakeRuntime."""
-    runtime = FakeRuntime(images=["busybox:1.35"], streaming_url=streaming.url)
+    spdy.default = Options(stdin=True, stdout=True, stderr=False, tty=False)
+    runtime = FakeRuntime(images=["busybox:1.35"], streaming_url=spdy.url)
     await runtime.start(tmp_path / "cri.sock")
     try:
         async with RuntimeClient(runtime.endpoint) as cri:
@@ -562,7 +599,7 @@ async def test_through_the_fake_cri_runtime(
             await cri.start_container(container)
             runtime.write_log(container, "from the runtime")
             async with serve(Lookup(container, sandbox), cri, pki) as url:
-                node = Node(url, Runtime(streaming), streaming, pki, tmp_path)
+                node = Node(url, Runtime(streaming, spdy), streaming, spdy, pki, tmp_path)
                 assert await get(node, "/containerLogs/default/web/app") == (
                     200,
                     "from the runtime\n",

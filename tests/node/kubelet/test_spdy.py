@@ -1,5 +1,7 @@
-"""The SPDY/3.1 framing and server session, driven by a small client built from the same
-framing functions, and the header dictionary checked against a real browser's frame."""
+"""The SPDY/3.1 framing and session: the server end driven by a small client built from the
+same framing functions, the client end (stream ids, SYN_REPLY, refused pushes), a client and
+a server session talking to each other, the HTTP upgrade, and the header dictionary checked
+against a real browser's frame."""
 
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from node.kubelet.spdy import (
     HeaderCompressor,
     HeaderDecompressor,
     RstStatus,
+    SpdyClient,
     SpdyError,
     SpdySession,
     SpdyStream,
+    UpgradeError,
     encode_control,
     encode_data,
 )
@@ -172,3 +176,112 @@ async def test_server_reset_and_goaway() -> None:
 
     await session.feed(encode_control(FrameType.GOAWAY, struct.pack(">II", 3, 0)))
     assert session.closed
+
+
+async def test_client_session_opens_odd_streams_and_waits_for_replies() -> None:
+    server = Client()  # parses what the client session sends
+    session = SpdySession(server.sink, client=True)
+    first = await session.open_stream([("streamType", "error")])
+    second = await session.open_stream([("streamType", "stdin")], fin=True)
+    assert (first.id, second.id) == (1, 3)
+    assert second.header("streamtype") == "stdin"
+    syns = [f for f in server.received if f.type == FrameType.SYN_STREAM]
+    assert [struct.unpack(">I", f.payload[:4])[0] for f in syns] == [1, 3]
+    assert [f.fin for f in syns] == [False, True]
+    assert [server.inflate.decompress(f.payload[10:]) for f in syns] == [
+        {"streamtype": ["error"]},
+        {"streamtype": ["stdin"]},
+    ]
+
+    deflate = HeaderCompressor()
+    reply = encode_control(FrameType.SYN_REPLY, struct.pack(">I", 1) + deflate.compress([]))
+    await session.feed(reply)
+    assert await asyncio.wait_for(first.wait_reply(), 1) == {}
+    await session.feed(encode_control(FrameType.RST_STREAM, struct.pack(">II", 3, 5)))
+    with pytest.raises(SpdyError, match="reset before the peer replied"):
+        await second.wait_reply()
+
+    # A stream pushed by the server is refused: this end has no on_stream.
+    syn = struct.pack(">IIH", 2, 1, 0) + deflate.compress([("a", "b")])
+    await session.feed(encode_control(FrameType.SYN_STREAM, syn))
+    assert struct.unpack(">II", server.received[-1].payload) == (2, RstStatus.REFUSED_STREAM)
+    session.close()
+    with pytest.raises(SpdyError, match="closed"):
+        await session.open_stream([("streamType", "stdout")])
+
+
+async def test_client_and_server_sessions_talk() -> None:
+    accepted: list[SpdyStream] = []
+    to_client: list[bytes] = []
+
+    async def client_sends(data: bytes) -> None:
+        await server.feed(data)
+
+    async def server_sends(data: bytes) -> None:
+        to_client.append(data)
+
+    server = SpdySession(server_sends, accepted.append)
+    client = SpdySession(client_sends, client=True)
+    stream = await client.open_stream([("streamType", "stdin"), ("x", "1\x002")])
+    assert accepted[0].headers == {"streamtype": ["stdin"], "x": ["1", "2"]}
+    for data in to_client:
+        await client.feed(data)
+    assert await stream.wait_reply() == {}
+    await stream.write(b"hello")
+    await stream.close()
+    assert [await accepted[0].read(), await accepted[0].read()] == [b"hello", b""]
+    await accepted[0].write(b"back")
+    await accepted[0].send_reset()
+    for data in to_client[1:]:
+        await client.feed(data)
+    assert [await stream.read(), await stream.read()] == [b"back", b""]
+    assert stream.reset
+
+
+async def test_spdy_client_upgrades_then_speaks_spdy() -> None:
+    requests: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        requests.append(await reader.readuntil(b"\r\n\r\n"))
+        # The first frame comes in the same write as the 101: it must not be lost.
+        ping = encode_control(FrameType.PING, b"\x00\x00\x00\x02")
+        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: SPDY/3.1\r\nX-A: b\r\n\r\n")
+        writer.write(ping)
+        echoed = FrameReader().feed(await reader.readexactly(len(ping)))
+        assert echoed == [Frame(FrameType.PING, 0, b"\x00\x00\x00\x02")]
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        connection = await SpdyClient.connect(
+            f"http://127.0.0.1:{port}/exec/t?x=1", [("X-Stream-Protocol-Version", "v4")]
+        )
+        assert connection.response_headers["x-a"] == ["b"]
+        await asyncio.wait_for(connection.closed.wait(), 5)
+        await connection.close()
+        head = requests[0].decode()
+        assert head.startswith("POST /exec/t?x=1 HTTP/1.1\r\n")
+        for line in ("Connection: Upgrade", "Upgrade: SPDY/3.1", "X-Stream-Protocol-Version: v4"):
+            assert f"\r\n{line}\r\n" in head
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_spdy_client_refused() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 13\r\n\r\nno such token")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(UpgradeError, match=r"\(403\): no such token") as refused:
+            await SpdyClient.connect(f"http://127.0.0.1:{port}/exec/x")
+        assert refused.value.status == 403
+    finally:
+        server.close()
+        await server.wait_closed()
