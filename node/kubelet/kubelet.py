@@ -152,9 +152,7 @@ class Kubelet:
             self.informers.informer_for(Service).lister,
             self.informers.informer_for(ServiceAccount).lister,
         )
-        self.node_status = NodeStatusManager(
-            client, config.node, self.cri, self.clock, events=self.recorder
-        )
+
         self.backoff = CrashLoopBackOff(self.clock)
         self.runtime = RuntimeManager(
             self.cri,
@@ -179,6 +177,14 @@ class Kubelet:
         )
         self.workers = PodWorkers(self, self.clock)
         self.pleg = PodLifecycleEventGenerator(self.runtime.snapshot, self.workers.sync, self.clock)
+        self.node_status = NodeStatusManager(
+            client,
+            config.node,
+            self.cri,
+            self.clock,
+            events=self.recorder,
+            health_checks=[self.pleg.healthy],
+        )
         self.static = (
             StaticPodSource(config.pod_manifest_path, self.node_name, self.clock)
             if config.pod_manifest_path is not None

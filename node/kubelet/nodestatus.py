@@ -28,7 +28,8 @@ for the Lease's owner, the last status written):
 
 Ready is False (``KubeletNotReady``) with upstream's messages when the runtime has not
 answered CRI Status for 30 s ("container runtime is down"), when RuntimeReady or NetworkReady
-is false, or when the kubelet said so through ``set_network_error`` (no podCIDR yet); several
+is false, when the kubelet said so through ``set_network_error`` (no podCIDR yet), or when one
+of the ``health_checks`` fails (the PLEG's "PLEG is not healthy"); several
 reasons are joined as upstream's error aggregate prints them.  The machine (CPU, memory,
 disk, pressure signals, identity) is read through ``MachineInfo``: ``HostMachine`` reads
 psutil, cgroup limits and /etc, ``StaticMachine`` is given its numbers (tests, hollow nodes).
@@ -44,7 +45,7 @@ import logging
 import os
 import platform
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -569,6 +570,7 @@ class NodeStatusManager:
         clock: Clock,
         machine: MachineInfo | None = None,
         events: NodeEventSink | None = None,
+        health_checks: Sequence[Callable[[], tuple[bool, str]]] = (),
     ) -> None:
         check_node_labels(options.labels)
         self._thresholds = parse_eviction_hard(options.eviction_hard)
@@ -580,6 +582,7 @@ class NodeStatusManager:
         self._clock = clock
         self._machine: MachineInfo = machine or HostMachine(options.root_dir)
         self._events = events
+        self._health_checks = list(health_checks)
         self._node: Node | None = None
         self._lease: Lease | None = None
         self._allocatable: dict[str, QuantityValue] | None = None
@@ -833,6 +836,9 @@ class NodeStatusManager:
         errors += self._runtime_errors + self._network_errors
         if self._network_error:
             errors.append(self._network_error)
+        errors += [
+            message for healthy, message in (c() for c in self._health_checks) if not healthy
+        ]
         ready = not errors
         reason = KUBELET_READY if ready else KUBELET_NOT_READY
         message = READY_MESSAGE if ready else not_ready_message(errors)

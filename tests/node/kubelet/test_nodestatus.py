@@ -391,6 +391,24 @@ async def test_not_ready_reasons(
     assert recorder.reasons().count("NodeReady") == 1
 
 
+async def test_a_failing_health_check_makes_the_node_not_ready(
+    client: Client, cri: RuntimeClient, clock: FakeClock, machine: StaticMachine, tmp_path: Path
+) -> None:
+    verdict = (False, "PLEG is not healthy: pleg was last seen active 200s ago; threshold is 180s")
+    options = NodeOptions(
+        node_name="n", node_ips=("10.0.0.5",), hostname="n", root_dir=tmp_path / "kubelet"
+    )
+    manager = NodeStatusManager(
+        client, options, cri, clock, machine, health_checks=[lambda: verdict]
+    )
+    node = Node(metadata=ObjectMeta(name="n"))
+    node.status = await manager.compute_status(node)
+    assert condition(node, "Ready").message == verdict[1]
+    verdict = (True, "")
+    node.status = await manager.compute_status(node)
+    assert condition(node, "Ready").status == "True"
+
+
 async def test_pressure_conditions(make: Make, machine: StaticMachine, recorder: Recorder) -> None:
     manager = make(
         eviction_hard={
