@@ -5,24 +5,28 @@ Attach and PortForward return a URL of its streaming server (containerd 1.6 embe
 ``k8s.io/kubelet/cri/streaming``), single-use.  The kubelet accepts the client's WebSocket
 (relayed by the API server) and relays:
 
-- exec/attach (``RemoteCommand``): the client's frames are ``[channel, data...]``, channels
-  0 stdin, 1 stdout, 2 stderr, 3 status, 4 resize (the same in v1..v5); v5 adds the close
-  frame ``[255, channel]``.  Towards the runtime the kubelet speaks SPDY/3.1, not WebSocket,
-  because a v4 WebSocket has no way to close stdin while still reading stdout (so
-  ``echo hi | kubectl exec -i POD -- cat`` would never end), and SPDY has: a FIN on the stdin
-  stream.  It upgrades with ``X-Stream-Protocol-Version: v4.channel.k8s.io`` and opens one
-  stream per channel with a ``streamType`` header, in client-go's order: error, stdin,
-  stdout, stderr (never with a tty), resize (only with a tty).  The server waits for exactly
-  the streams the CRI request asked for (``Options``), so the set must match it.  Then:
-  channel 0 → stdin stream, a v5 close of channel 0 → FIN on it (with or without a tty),
-  channel 4 → resize stream (JSON ``{"Width","Height"}``, decoded there as a JSON stream);
-  stdout/stderr streams → channels 1/2; the error stream, read to its end, → channel 3 once
-  stdout and stderr ended.  With v4 it carries a JSON ``Status``: Success, or NonZeroExitCode
-  with the exit code in ``details.causes``; v4/v5 clients get it unchanged, clients of
-  ``channel.k8s.io``, v2 and v3 expect plain text, so they get its message (nothing on
-  Success).  The runtime then resets every stream and closes the connection; the kubelet
-  closes the WebSocket.  If the client goes away first, the connection to the runtime is
-  dropped, which ends the process's streams there.
+- exec/attach (``RemoteCommand``): the client's frames are ``[channel, data...]``, channels 0
+  stdin, 1 stdout, 2 stderr, 3 status, 4 resize (the same in v1..v5); v5 adds the close frame
+  ``[255, channel]``.  Towards the runtime the kubelet speaks SPDY/3.1, not WebSocket, because
+  a v4 WebSocket has no way to close stdin while still reading stdout (so ``echo hi | kubectl
+  exec -i POD -- cat`` would never end), and SPDY has: a FIN on the stdin stream.  It upgrades
+  with ``X-Stream-Protocol-Version: v4.channel.k8s.io`` and opens one stream per channel with
+  a ``streamType`` header, in client-go's order: error, stdin, stdout, stderr (never with a
+  tty), resize (only with a tty).  The server waits for exactly the streams the CRI request
+  asked for (``Options``), so the set must match it.  Then channel 0 → stdin stream; a v5
+  close of channel 0 → FIN on it (with a tty, see below); channel 4 → resize stream (JSON
+  ``{"Width","Height"}``, decoded there as a JSON stream); stdout/stderr streams → channels
+  1/2; the error stream, read to its end, → channel 3 once stdout and stderr ended.  With v4
+  it carries a JSON ``Status``: Success, or NonZeroExitCode with the exit code in
+  ``details.causes``; v4/v5 clients get it unchanged, clients of ``channel.k8s.io``, v2 and v3
+  expect plain text, so they get its message (nothing on Success).  The runtime then resets
+  every stream and closes the connection; the kubelet closes the WebSocket.  If the client
+  goes away first, the connection to the runtime is dropped, which ends the process's streams
+  there.  With a tty the close is a Ctrl-D on stdin instead of a FIN, as a user at the
+  terminal would type it: the line discipline makes it the end of file for a reader at the
+  start of a line.  On containerd 1.6 a FIN does not (seen: ``cat`` kept running), and a
+  Ctrl-D followed at once by a FIN lost all the output, the terminal's echo included (seen in
+  every run; without the FIN it arrives: test_exec_stdin.py).
 - port-forward from a WebSocket client (``v4.channel.k8s.io``, the Python client): the same
   framing with data channel 2i and error channel 2i+1 per requested port, each channel's first
   frame being the port as two little-endian bytes.  Asking the runtime for the same ports in
@@ -67,6 +71,7 @@ STDERR: Final = 2
 STATUS: Final = 3
 RESIZE: Final = 4
 CLOSE: Final = 255
+END_OF_FILE: Final = b"\x04"  # a terminal's VEOF, Ctrl-D
 OPEN_TIMEOUT: Final = 30.0  # upstream's default stream creation timeout
 
 
@@ -161,9 +166,12 @@ class RemoteCommand:
     WebSocket until the command ends or the client leaves; ``close`` drops the connection.
     """
 
-    def __init__(self, connection: SpdyClient, streams: dict[str, SpdyStream]) -> None:
+    def __init__(
+        self, connection: SpdyClient, streams: dict[str, SpdyStream], options: Options
+    ) -> None:
         self._connection = connection
         self._streams = streams
+        self._options = options
 
     @classmethod
     async def open(cls, url: str, options: Options) -> RemoteCommand:
@@ -191,7 +199,7 @@ class RemoteCommand:
             raise RemoteCommandError(str(error)) from None
         except TimeoutError:
             raise RemoteCommandError("timed out opening the runtime's streams") from None
-        return cls(connection, streams)
+        return cls(connection, streams, options)
 
     async def close(self) -> None:
         await self._connection.close()
@@ -234,24 +242,23 @@ class RemoteCommand:
                 elif channel == RESIZE and resize is not None:
                     await resize.write(payload)
                 elif closes_stdin and stdin is not None:
-                    await stdin.close()
+                    if self._options.tty:
+                        await stdin.write(END_OF_FILE)  # see the module docstring
+                    else:
+                        await stdin.close()
             except OSError as error:
                 # The runtime's connection is going away; _to_client sees it end and still
                 # delivers what the runtime sent before, the status included.
                 log.debug("exec input dropped: %r", error)
 
     async def _to_client(self, client: web.WebSocketResponse, protocol: str) -> None:
-        outputs = [
-            _copy_stream(self._streams[kind], channel, client)
-            for kind, channel in (("stdout", STDOUT), ("stderr", STDERR))
-            if kind in self._streams
-        ]
-        error = asyncio.ensure_future(_read_all(self._streams["error"]))
-        try:
-            await asyncio.gather(*outputs)
-            status = await error
-        finally:
-            error.cancel()
+        async with asyncio.TaskGroup() as group:
+            # Read the error stream all along, but forward it after the output.
+            error = group.create_task(_read_all(self._streams["error"]))
+            for kind, channel in (("stdout", STDOUT), ("stderr", STDERR)):
+                if kind in self._streams:
+                    group.create_task(_copy_stream(self._streams[kind], channel, client))
+        status = error.result()
         if status and protocol not in (V5, V4):
             status = legacy_status(status) or b""
         if status:

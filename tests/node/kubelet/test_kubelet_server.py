@@ -380,7 +380,8 @@ async def test_exec_v5_relays_stdio_and_exit_status(node: Node) -> None:
 
 
 @pytest.mark.parametrize("tty", [False, True], ids=["pipe", "tty"])
-async def test_exec_v5_stdin_close_is_a_fin(node: Node, tty: bool) -> None:
+async def test_exec_v5_stdin_close(node: Node, tty: bool) -> None:
+    """A FIN on the stdin stream; with a tty a Ctrl-D instead (the terminal's end of file)."""
     query = f"command=cat&stdin=1&stdout=1&stderr=1&tty={int(tty)}"
     session, ws = await connect(node, f"/exec/default/web/app?{query}", (V5,))
     async with session:
@@ -390,7 +391,8 @@ async def test_exec_v5_stdin_close_is_a_fin(node: Node, tty: bool) -> None:
     assert received[0] == b"\x01hello"
     assert json.loads(received[1][1:])["status"] == "Success"
     assert len(received) == 2
-    assert node.spdy.stdin_fin.is_set() and node.spdy.stdin == [b"hello"]
+    assert node.spdy.stdin == ([b"hello", b"\x04"] if tty else [b"hello"])
+    assert node.spdy.stdin_fin.is_set() != tty
     types = (
         ["error", "stdin", "stdout", "resize"] if tty else ["error", "stdin", "stdout", "stderr"]
     )

@@ -223,7 +223,8 @@ class FakeStreamingServer:
     streams the options imply (error, stdin, stdout, stderr unless tty, resize with tty) and
     runs the "process": stdin is echoed to stdout (``err:`` lines to stderr), ``exit N`` ends
     it with code N, a FIN on stdin ends it with 0 (``stdin_fin``; a reset or a dropped
-    connection sets ``stdin_dropped`` instead), a resize message is echoed to stdout as
+    connection sets ``stdin_dropped`` instead) except with a tty: there, as with containerd
+    1.6, only a Ctrl-D ends it and a FIN changes nothing, a resize message is echoed to stdout as
     ``resize:<json>``; without stdin it ends at once with 0.  Then, like upstream, the Status
     goes on the error stream, every stream is reset and the connection closed (GOAWAY)."""
 
@@ -324,10 +325,19 @@ class FakeStreamingServer:
                 self.stdin.append(data)
                 if data.startswith(b"exit "):
                     return int(data[5:])
+                if resize is not None and data == b"\x04":
+                    return 0
                 target = stderr if data.startswith(b"err:") else stdout
                 if target is not None:
                     await target.write(data)
-            (self.stdin_dropped if stdin.reset else self.stdin_fin).set()
+            if stdin.reset:
+                self.stdin_dropped.set()
+                return 0
+            self.stdin_fin.set()
+            if resize is not None:
+                # The terminal stays open: the process waits until the connection goes.
+                await stdin.wait_reset()
+                self.stdin_dropped.set()
             return 0
         finally:
             if resizing is not None:
