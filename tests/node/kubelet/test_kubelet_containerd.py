@@ -366,19 +366,14 @@ def test_liveness_failure_restarts_and_crash_loop_backs_off(
     assert 15 <= time.monotonic() - second <= 30
     status = get_pod(kubectl, "crash")["status"]["containerStatuses"][0]
     assert status["lastState"]["terminated"]["exitCode"] == 2
-    reasons = [
-        e["reason"]
-        for e in kubectl.json("get", "events", "--field-selector", "involvedObject.name=crash")[
-            "items"
-        ]
-    ]
-    assert "BackOff" in reasons, reasons
-    assert "Killing" in [
-        e["reason"]
-        for e in kubectl.json("get", "events", "--field-selector", "involvedObject.name=live")[
-            "items"
-        ]
-    ]
+    assert "BackOff" in event_reasons(kubectl, "crash")
+    assert "Killing" in event_reasons(kubectl, "live")
+
+
+def event_reasons(kubectl: Kubectl, name: str) -> list[str]:
+    events = kubectl.json("get", "events", "--field-selector", f"involvedObject.name={name}")
+    items: list[dict[str, Any]] = events["items"]  # type: ignore[assignment]
+    return [e["reason"] for e in items]
 
 
 def test_logs_of_the_previous_instance_and_followed_logs(
@@ -545,3 +540,58 @@ def allocated_ips(cluster: KubeletCluster) -> set[str]:
     """Addresses the node's IPAM holds (one file per address)."""
     ipam = cluster.kubelet_root / "cni"
     return {p.name for p in ipam.rglob("*") if p.is_file() and p.name.count(".") == 3}
+
+
+@pytest.fixture
+def shell(cluster: KubeletCluster, kubectl: Kubectl) -> str:
+    """A running busybox pod to exec into."""
+    apply(kubectl, pod("shell", [{"name": "sh", "image": BUSYBOX, "command": ["sleep", "3600"]}]))
+    wait_phase(cluster, kubectl, "shell", "Running")
+    return "shell"
+
+
+def test_kubectl_exec_stdin_ends_with_the_pipe(kubectl: Kubectl, shell: str) -> None:
+    """kubectl's v5 close of stdin becomes a FIN on containerd's SPDY stdin stream."""
+    result = kubectl.run("exec", "-i", shell, "--", "cat", input="hello\n")
+    assert (result.returncode, result.stdout) == (0, "hello\n")
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["pipe", "tty"])
+def test_python_client_exec_closes_stdin(
+    cluster: KubeletCluster, kubectl: Kubectl, shell: str, tty: bool
+) -> None:
+    from kubernetes import client, config
+    from kubernetes.stream import stream
+
+    api = config.new_client_from_config(config_file=str(cluster.host_kubeconfig))
+    try:
+        core = client.CoreV1Api(api)
+        ws = stream(
+            core.connect_get_namespaced_pod_exec,
+            shell,
+            kubectl.namespace,
+            command=["cat"],
+            stdin=True,
+            stdout=True,
+            stderr=not tty,
+            tty=tty,
+            _preload_content=False,
+        )
+        try:
+            ws.write_stdin("from python\n")
+            # v5: the end of stdin, right away (with a tty, the output must not be lost).
+            ws.close_channel(0)
+            ws.run_forever(timeout=TIMEOUT)
+            assert not ws.is_open(), "the session did not end after stdin was closed"
+            # A terminal echoes the input and turns newlines into CR LF.
+            expected = "from python\r\nfrom python\r\n" if tty else "from python\n"
+            assert ws.read_stdout() == expected
+            assert ws.returncode == 0
+        finally:
+            ws.close()
+            if ws.sock is not None:
+                # websocket-client's close() returns early once it answered the peer's close
+                # frame, leaving the socket open: close it.
+                ws.sock.shutdown()
+    finally:
+        api.close()
