@@ -21,6 +21,7 @@ from controlplane.scheduler import command as scheduler_command
 from kubelab import KUBERNETES_VERSION, __version__
 from node.hollow import command as hollow_command
 from node.kubelet import command as kubelet_command
+from node.proxy import command as proxy_command
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ COMPONENTS: dict[str, Component] = {
     "kubelet": Component(
         "the node agent: pods on containerd over CRI", configure=kubelet_command.configure
     ),
-    "proxy": Component("kube-proxy: Service VIPs in iptables", issue=7),
+    "proxy": Component("kube-proxy: Service VIPs in iptables", configure=proxy_command.configure),
     "lab": Component("a multi-node cluster in network namespaces", issue=8),
     "hollow-nodes": Component(
         "many nodes without containers in one process (for tests and benchmarks)",

@@ -22,15 +22,16 @@ pyroute2 0.9 traps (verified): ``IPRoute(netns=path)`` creates a missing namespa
 that sets hairpin.
 
 NAT (:class:`NatRules`) builds the whole change for one call and applies it with a single
-``iptables-restore --noflush`` (the nft-backed ``iptables`` of Debian 12, never the legacy
-tables): a ``KUBELAB-CNI-MASQ`` chain in ``nat/POSTROUTING`` masquerading the podCIDR's traffic
-that leaves the cluster CIDR, rewritten whole on every ADD (declaring a chain in a
+``iptables-restore --noflush`` (on the backend the node uses: nft unless the node's rules
+are in the legacy tables): a ``KUBELAB-CNI-MASQ`` chain in ``nat/POSTROUTING`` masquerading the
+podCIDR's traffic that leaves the cluster CIDR, rewritten whole on every ADD (declaring a chain in a
 ``--noflush`` restore flushes it), and per pod a ``KUBELAB-HP-<hash>`` chain of hostPort DNAT
 rules jumped to from ``PREROUTING`` and ``OUTPUT`` for local destinations.  The jumps from
 built-in chains are added only when ``iptables-save`` does not show them yet.
-:class:`SubprocessIptables` refuses to run unless the current netns is one bind-mounted under
-/run/netns (a lab node's): on the lab machines the host's own iptables must never change, and
-the initial namespace is never named there.
+The iptables backend is the node's shared one (:mod:`node.iptables`): it refuses to run
+unless the current netns
+is one bind-mounted under /run/netns (a lab node's), and its errors are turned into
+:class:`NetworkError` here so the plugin reports them as CNI errors.
 """
 
 from __future__ import annotations
@@ -40,19 +41,18 @@ import errno
 import hashlib
 import ipaddress
 import os
-import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from node.iptables import Iptables, IptablesError
 
 MASQ_CHAIN = "KUBELAB-CNI-MASQ"
 HAIRPIN_MARK = "0x2000/0x2000"
 """Marks a pod's packets to its own hostPort, which must be masqueraded to come back."""
 IP_FORWARD = "/proc/sys/net/ipv4/ip_forward"
 HOSTPORT_CHAIN_PREFIX = "KUBELAB-HP-"
-IPTABLES_WAIT_SECONDS = "5"
-NETNS_DIR = "/run/netns"
 
 
 class NetworkError(Exception):
@@ -114,18 +114,6 @@ class PodNetwork(Protocol):
 
     def check(self, attachment: Attachment) -> None:
         """Raise :class:`NetworkError` unless the pod is wired as ``attachment`` says."""
-        ...
-
-
-class Iptables(Protocol):
-    """The two iptables operations NAT needs, on one table of the current netns."""
-
-    def save(self, table: str) -> str:
-        """The table as ``iptables-save`` prints it; read-only."""
-        ...
-
-    def restore(self, table: str, lines: Sequence[str]) -> None:
-        """Apply ``lines`` (chain declarations and rules) in one ``--noflush`` transaction."""
         ...
 
 
@@ -280,45 +268,6 @@ def _pod_iproute(netns: str) -> Iterator[Any]:
         yield ipr
 
 
-class SubprocessIptables:
-    """:class:`Iptables` through the ``iptables-save``/``iptables-restore`` commands."""
-
-    def save(self, table: str) -> str:
-        return self._run(["iptables-save", "-t", table], "")
-
-    def restore(self, table: str, lines: Sequence[str]) -> None:
-        text = "\n".join([f"*{table}", *lines, "COMMIT", ""])
-        self._run(["iptables-restore", "--noflush", "--wait", IPTABLES_WAIT_SECONDS], text)
-
-    @staticmethod
-    def _run(argv: list[str], stdin: str) -> str:
-        if not _in_named_netns():
-            raise NetworkError(f"refusing to run {argv[0]} outside a netns under {NETNS_DIR}")
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise NetworkError(
-                f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}\n{stdin}"
-            )
-        return done.stdout
-
-
-def _in_named_netns() -> bool:
-    """Whether this process's netns is one bind-mounted under /run/netns (a lab node's)."""
-    current = os.stat("/proc/self/ns/net")
-    try:
-        names = os.listdir(NETNS_DIR)
-    except FileNotFoundError:
-        return False
-    for name in names:
-        try:
-            named = os.stat(os.path.join(NETNS_DIR, name))
-        except OSError:
-            continue
-        if (named.st_dev, named.st_ino) == (current.st_dev, current.st_ino):
-            return True
-    return False
-
-
 class NatRules:
     """Masquerade and hostPort DNAT of the node's pods, in the ``nat`` table."""
 
@@ -342,7 +291,7 @@ class NatRules:
         """
         if cluster_cidr is None and not mappings:
             return
-        saved = self.iptables.save("nat")
+        saved = self._save()
         lines = [
             f":{MASQ_CHAIN} - [0:0]",
             f"-A {MASQ_CHAIN} -m mark --mark {HAIRPIN_MARK} -j MASQUERADE",
@@ -361,12 +310,12 @@ class NatRules:
                 for parent in ("PREROUTING", "OUTPUT")
                 if not _jumps(saved, parent, chain)
             ]
-        self.iptables.restore("nat", lines)
+        self._restore(lines)
 
     def remove(self, container_id: str, ifname: str) -> None:
         """Remove the pod's hostPort chain and its jumps; idempotent."""
         chain = hostport_chain(container_id, ifname)
-        saved = self.iptables.save("nat")
+        saved = self._save()
         if f":{chain} " not in saved:
             return
         lines = [f":{chain} - [0:0]"]
@@ -376,7 +325,19 @@ class NatRules:
             if _jumps(saved, parent, chain)
         ]
         lines.append(f"-X {chain}")
-        self.iptables.restore("nat", lines)
+        self._restore(lines)
+
+    def _save(self) -> str:
+        try:
+            return self.iptables.save("nat")
+        except IptablesError as e:
+            raise NetworkError(str(e)) from e
+
+    def _restore(self, lines: list[str]) -> None:
+        try:
+            self.iptables.restore("nat", lines)
+        except IptablesError as e:
+            raise NetworkError(f"{e}\n" + "\n".join(e.context())) from e
 
 
 def _jumps(saved: str, parent: str, chain: str) -> bool:

@@ -47,8 +47,8 @@ from node.cni.network import (
     PodNetwork,
     PortMapping,
     Pyroute2Network,
-    SubprocessIptables,
 )
+from node.iptables import RestoreIptables
 
 T = TypeVar("T")
 
@@ -352,7 +352,7 @@ def _ipam_call(call: Callable[[], T]) -> T:
 
 def node_plugin() -> Plugin:
     """The plugin over the real netlink and iptables of the current (node) netns."""
-    return Plugin(Pyroute2Network(), NatRules(SubprocessIptables()))
+    return Plugin(Pyroute2Network(), NatRules(RestoreIptables()))
 
 
 def main() -> NoReturn:

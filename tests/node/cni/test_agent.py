@@ -36,6 +36,8 @@ class FakeNetwork:
 
 
 class NoIptables:
+    backend = "nft"
+
     def save(self, table: str) -> str:
         return ""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 
 from node.cni.network import Attached, Attachment, Link, NatRules, NetworkError, hostport_chain
 from node.cni.plugin import Plugin, Reply
+from node.iptables import FakeIptables
 
 CID = "0123456789abcdef"
 NETNS = "/run/netns/pod-a"
@@ -37,37 +37,6 @@ class FakeNetwork:
     def check(self, attachment: Attachment) -> None:
         if self.attached.get((attachment.container_id, attachment.ifname)) != attachment:
             raise NetworkError("not attached")
-
-
-class FakeIptables:
-    """Keeps the nat table as iptables-save lines; applies only what NatRules writes."""
-
-    def __init__(self) -> None:
-        self.chains: dict[str, list[str]] = {"PREROUTING": [], "OUTPUT": [], "POSTROUTING": []}
-        self.restores: list[list[str]] = []
-
-    def save(self, table: str) -> str:
-        assert table == "nat"
-        lines = [f":{chain} - [0:0]" for chain in self.chains]
-        lines += [rule for rules in self.chains.values() for rule in rules]
-        return "\n".join(["*nat", *lines, "COMMIT"])
-
-    def restore(self, table: str, lines: Sequence[str]) -> None:
-        assert table == "nat"
-        self.restores.append(list(lines))
-        for line in lines:
-            op, chain, *rest = line.split(" ")
-            rule = " ".join(["-A", chain, *rest])
-            if op.startswith(":"):
-                self.chains[op[1:]] = []
-            elif op == "-A":
-                self.chains[chain].append(rule)
-            elif op == "-I":
-                self.chains[chain].insert(0, rule)
-            elif op == "-D":
-                self.chains[chain].remove(rule)
-            elif op == "-X":
-                del self.chains[chain]
 
 
 @pytest.fixture
@@ -293,8 +262,8 @@ def test_masquerade_chain_is_rewritten_and_jumped_to_once(
     config = conf(tmp_path, clusterCIDR="10.244.0.0/16")
     call(plugin, "ADD", config)
     call(plugin, "ADD", config, CNI_CONTAINERID="other")
-    assert iptables.chains["POSTROUTING"] == ["-A POSTROUTING -j KUBELAB-CNI-MASQ"]
-    assert iptables.chains["KUBELAB-CNI-MASQ"] == [
+    assert iptables.rules("nat", "POSTROUTING") == ["-A POSTROUTING -j KUBELAB-CNI-MASQ"]
+    assert iptables.rules("nat", "KUBELAB-CNI-MASQ") == [
         "-A KUBELAB-CNI-MASQ -m mark --mark 0x2000/0x2000 -j MASQUERADE",
         "-A KUBELAB-CNI-MASQ -s 10.244.1.0/24 ! -d 10.244.0.0/16 -j MASQUERADE",
     ]
@@ -318,15 +287,17 @@ def test_host_ports_added_and_removed(
     assert len(chain) <= 28
     call(plugin, "ADD", config)
     call(plugin, "ADD", config)
-    assert iptables.chains[chain] == [
+    assert iptables.rules("nat", chain) == [
         f"-A {chain} -s 10.244.1.2/32 -j MARK --set-xmark 0x2000/0x2000",
         f"-A {chain} -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.244.1.2:80",
         f"-A {chain} -d 192.0.2.1 -p udp -m udp --dport 5353 "
         "-j DNAT --to-destination 10.244.1.2:53",
     ]
     for parent in ("PREROUTING", "OUTPUT"):
-        assert iptables.chains[parent] == [f"-A {parent} -m addrtype --dst-type LOCAL -j {chain}"]
+        assert iptables.rules("nat", parent) == [
+            f"-A {parent} -m addrtype --dst-type LOCAL -j {chain}"
+        ]
     call(plugin, "DEL", config)
     call(plugin, "DEL", config)
-    assert chain not in iptables.chains
-    assert iptables.chains["PREROUTING"] == iptables.chains["OUTPUT"] == []
+    assert chain not in iptables.tables["nat"]
+    assert iptables.rules("nat", "PREROUTING") == iptables.rules("nat", "OUTPUT") == []

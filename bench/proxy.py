@@ -1,0 +1,225 @@
+"""kube-proxy sync time: full syncs of 1,000 / 5,000 / 10,000 Services beside the floor, and a
+one-Service partial sync at the largest size.
+
+For each size, a fresh "node" network namespace gets a worker process (``nsenter --net``, as
+the proxy runs on a node) that feeds the :class:`~node.proxy.proxier.IptablesProxier` that many
+ClusterIP Services with ``ENDPOINTS`` endpoints each (in-memory lookups, no API server: only
+the sync is timed) over :class:`~node.iptables.RestoreIptables`, and measures:
+
+- ``full (cold)``: the first sync, into empty tables: render every rule, save, restore;
+- ``full (warm)``: the periodic full sync, everything already in the kernel;
+- ``partial``: one Service gains an endpoint, and only its chains (plus the top-level chains)
+  are rewritten;
+- the **floor** beside each: ``iptables-restore --noflush`` of the identical input the proxier
+  produced (both tables in one file), into empty tables (in a second fresh namespace) and into
+  the loaded ones.  With the legacy backend any change, however small, costs a read and a
+  rewrite of the whole table in the kernel, so the partial sync's own floor is printed too.
+
+Targets (issue 7): full sync at most 1.5x the floor at 10,000 Services, and the partial sync
+under 10% of the full one.  ``python -m bench.proxy [--sizes 1000,5000,10000]`` needs root;
+everything it creates lives in namespaces it deletes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SIZES = (1_000, 5_000, 10_000)
+ENDPOINTS = 10
+FULL_TARGET = 1.5
+PARTIAL_TARGET = 0.10
+
+
+def address(first: int, n: int) -> str:
+    """The ``n``-th address of 10.<first>.0.0 onwards."""
+    return f"10.{first + n // 65536}.{n // 256 % 256}.{n % 256}"
+
+
+def worker(services: int, floor_netns: str, backend: str) -> dict[str, float]:
+    """Run inside the node netns: the proxier's syncs and the floor, in seconds."""
+    from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+    from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+    from kubelab.api.meta_v1 import ObjectMeta
+    from kubelab.clock import RealClock
+    from node.iptables import RestoreIptables
+    from node.proxy.model import SERVICE_NAME_LABEL
+    from node.proxy.proxier import IptablesProxier
+
+    def service(i: int) -> Service:
+        return Service(
+            metadata=ObjectMeta(namespace="bench", name=f"svc-{i}"),
+            spec=ServiceSpec(
+                type="ClusterIP",
+                cluster_ip=address(96, i),
+                ports=[ServicePort(name="http", protocol="TCP", port=80)],
+            ),
+        )
+
+    def endpoint_slice(i: int, count: int) -> EndpointSlice:
+        base = i * 16
+        return EndpointSlice(
+            metadata=ObjectMeta(
+                namespace="bench", name=f"svc-{i}-1", labels={SERVICE_NAME_LABEL: f"svc-{i}"}
+            ),
+            address_type="IPv4",
+            ports=[EndpointPort(name="http", protocol="TCP", port=8080)],
+            endpoints=[
+                Endpoint(addresses=[address(128, base + n)], node_name="other")
+                for n in range(count)
+            ],
+        )
+
+    objects = {f"bench/svc-{i}": service(i) for i in range(services)}
+    slices = {f"bench/svc-{i}": [endpoint_slice(i, ENDPOINTS)] for i in range(services)}
+    iptables = RestoreIptables(backend)
+    recorded: dict[str, list[str]] = {}
+    restore = iptables.restore
+
+    def recording(table: str, lines: Sequence[str]) -> None:
+        recorded[table] = list(lines)
+        restore(table, lines)
+
+    iptables.restore = recording  # type: ignore[method-assign]
+    proxier = IptablesProxier(iptables, "node", RealClock(), cluster_cidr="10.128.0.0/9")
+    proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
+
+    async def sync() -> float:
+        start = time.perf_counter()
+        assert await proxier.sync(), "sync failed"
+        return time.perf_counter() - start
+
+    async def run() -> dict[str, float]:
+        for key in objects:
+            proxier.tracker.service_changed(key)
+        cold = await sync()
+        text = restore_text(recorded)
+        proxier._needs_full = True
+        warm = await sync()
+        slices["bench/svc-7"] = [endpoint_slice(7, ENDPOINTS + 1)]
+        proxier.tracker.service_changed("bench/svc-7")
+        partial = await sync()
+        partial_text = restore_text(recorded)
+        floor_partial = restore_time(backend, partial_text, None)
+        floor_warm = restore_time(backend, text, None)
+        floor_cold = restore_time(backend, text, floor_netns)
+        return {
+            "full_cold": cold,
+            "full_warm": warm,
+            "partial": partial,
+            "floor_cold": floor_cold,
+            "floor_warm": floor_warm,
+            "floor_partial": floor_partial,
+            "lines": text.count("\n"),
+        }
+
+    return asyncio.run(run())
+
+
+def restore_text(tables: dict[str, list[str]]) -> str:
+    """One ``iptables-restore`` input holding both tables, as the proxier restored them."""
+    return "".join(f"*{t}\n" + "\n".join(tables[t]) + "\nCOMMIT\n" for t in ("filter", "nat"))
+
+
+def restore_time(backend: str, text: str, netns: str | None) -> float:
+    """Seconds ``iptables-<backend>-restore --noflush`` takes to apply ``text``."""
+    argv = [f"iptables-{backend}-restore", "--noflush", "--wait", "5"]
+    if netns is not None:
+        argv = ["nsenter", f"--net=/run/netns/{netns}", *argv]
+    with tempfile.TemporaryFile("w+") as rules:
+        rules.write(text)
+        rules.seek(0)
+        start = time.perf_counter()
+        subprocess.run(argv, stdin=rules, check=True)
+        return time.perf_counter() - start
+
+
+def measure(services: int, backend: str) -> dict[str, float]:
+    node, floor = f"kl-bpx-{uuid.uuid4().hex[:6]}", f"kl-bpf-{uuid.uuid4().hex[:6]}"
+    try:
+        for name in (node, floor):
+            subprocess.run(["ip", "netns", "add", name], check=True)
+        done = subprocess.run(
+            [
+                "nsenter",
+                f"--net=/run/netns/{node}",
+                sys.executable,
+                "-m",
+                "bench.proxy",
+                "--worker",
+                str(services),
+                floor,
+                backend,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"bench worker failed:\n{done.stderr}")
+        result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+    finally:
+        for name in (node, floor):
+            subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def report(results: dict[int, dict[str, float]], backend: str) -> None:
+    print(f"kube-proxy sync, {ENDPOINTS} endpoints per Service, iptables-{backend} in a netns")
+    for size, r in results.items():
+        print(
+            f"  {size:>6} Services ({int(r['lines'])} restore lines): "
+            f"full cold {r['full_cold'] * 1e3:.0f} ms vs floor {r['floor_cold'] * 1e3:.0f} ms "
+            f"({r['full_cold'] / r['floor_cold']:.2f}x); "
+            f"full warm {r['full_warm'] * 1e3:.0f} ms vs floor {r['floor_warm'] * 1e3:.0f} ms "
+            f"({r['full_warm'] / r['floor_warm']:.2f}x); partial {r['partial'] * 1e3:.0f} ms "
+            f"vs floor {r['floor_partial'] * 1e3:.0f} ms"
+        )
+    largest = max(results)
+    r = results[largest]
+    for label, ratio, target in (
+        ("full (cold) / floor", r["full_cold"] / r["floor_cold"], FULL_TARGET),
+        ("full (warm) / floor", r["full_warm"] / r["floor_warm"], FULL_TARGET),
+        ("partial / full (warm)", r["partial"] / r["full_warm"], PARTIAL_TARGET),
+    ):
+        verdict = "meets" if ratio <= target else "MISSES"
+        print(f"  at {largest}: {label} = {ratio:.2f} vs target {target}: {verdict}")
+
+
+def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
+    parser = argparse.ArgumentParser(prog="python -m bench.proxy")
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=list(SIZES),
+        help="Service counts (default: 1000,5000,10000)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("nft", "legacy"),
+        default="nft",
+        help="iptables backend of the node (default: nft, Debian 12's)",
+    )
+    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        services, floor, backend = args.worker
+        print(json.dumps(worker(int(services), floor, backend)))
+        return {}
+    results = {size: measure(size, args.backend) for size in args.sizes}
+    report(results, args.backend)
+    return results
+
+
+if __name__ == "__main__":
+    main()

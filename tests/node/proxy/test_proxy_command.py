@@ -1,0 +1,84 @@
+"""``kubelab proxy`` flags and the modes and backends that are not available."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from unittest import mock
+
+import pytest
+
+from node.proxy import command
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kubelab proxy")
+    command.add_flags(parser)
+    return parser.parse_args(["--kubeconfig", "/tmp/kubeconfig", *argv])
+
+
+def test_defaults() -> None:
+    args = parse()
+    assert (args.proxy_mode, args.iptables_backend) == ("iptables", "restore")
+    assert (args.sync_period, args.min_sync_period) == (30.0, 1.0)
+    assert args.healthz_bind_address == ("0.0.0.0", 10256)
+    assert args.metrics_bind_address == ("127.0.0.1", 10249)
+    assert args.nodeport_addresses is None and args.cluster_cidr is None
+
+
+def test_flags() -> None:
+    args = parse(
+        "--cluster-cidr",
+        "10.244.0.0/16",
+        "--nodeport-addresses",
+        "127.0.0.0/8,192.168.1.7/24",
+        "--sync-period",
+        "1m",
+        "--min-sync-period",
+        "250ms",
+        "--healthz-bind-address",
+        "127.0.0.1:0",
+    )
+    assert args.nodeport_addresses == ["127.0.0.0/8", "192.168.1.0/24"]
+    assert (args.sync_period, args.min_sync_period) == (60.0, 0.25)
+    assert args.healthz_bind_address == ("127.0.0.1", 0)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["--cluster-cidr", "10.244.0.0/33"], id="bad-cidr"),
+        pytest.param(["--sync-period", "soon"], id="bad-duration"),
+        pytest.param(["--healthz-bind-address", "localhost:10256"], id="bad-address"),
+        pytest.param(["--proxy-mode", "ipvs"], id="unknown-mode"),
+    ],
+)
+def test_bad_flags_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse(*argv)
+    assert caught.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_userspace_mode_is_not_built_yet(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="kubelab proxy")
+    run = command.configure(parser)
+    args = parser.parse_args(["--kubeconfig", "/tmp/k", "--proxy-mode", "userspace"])
+    assert run(args) == 2
+    assert "not built yet" in capsys.readouterr().err
+
+
+def test_missing_libiptc_backend_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with (
+        mock.patch.dict(sys.modules, {"node.proxy.libiptc": None}),
+        pytest.raises(SystemExit) as caught,
+    ):
+        command.make_iptables("libiptc")
+    assert caught.value.code == 2
+    assert "libiptc is not built yet" in capsys.readouterr().err
+
+
+def test_restore_backend() -> None:
+    from node.iptables import RestoreIptables
+
+    assert isinstance(command.make_iptables("restore"), RestoreIptables)
