@@ -116,21 +116,27 @@ async def relay_channels(
     """Relay channel frames unchanged both ways until either side closes; then close both.
 
     Used for port-forward from a v4 WebSocket client, where both sides frame alike."""
-    tasks = [
-        asyncio.ensure_future(_pump_frames(client, upstream)),
-        asyncio.ensure_future(_pump_frames(upstream, client)),
-    ]
+    try:
+        await until_first_ends(
+            "stream relay", _pump_frames(client, upstream), _pump_frames(upstream, client)
+        )
+    finally:
+        await upstream.close()
+        await client.close()
+
+
+async def until_first_ends(what: str, *work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` side by side until one ends, then cancel the others; how each ended is
+    logged, never raised (a relay ends whenever either side goes away)."""
+    tasks = [asyncio.ensure_future(w) for w in work]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        for result in results:
+        for result in await asyncio.gather(*tasks, return_exceptions=True):
             if isinstance(result, Exception):
-                log.debug("stream relay ended: %r", result)
-        await upstream.close()
-        await client.close()
+                log.debug("%s ended: %r", what, result)
 
 
 class RemoteCommandError(Exception):
@@ -206,19 +212,11 @@ class RemoteCommand:
 
     async def relay(self, client: web.WebSocketResponse, protocol: str) -> None:
         """Serve ``client`` (speaking ``protocol``) until either side ends; closes both."""
-        tasks = [
-            asyncio.ensure_future(self._from_client(client, protocol)),
-            asyncio.ensure_future(self._to_client(client, protocol)),
-        ]
         try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            await until_first_ends(
+                "exec relay", self._from_client(client, protocol), self._to_client(client, protocol)
+            )
         finally:
-            for task in tasks:
-                task.cancel()
-            results = await asyncio.gather(*tasks, return_exceptions=True)
-            for result in results:
-                if isinstance(result, Exception):
-                    log.debug("exec relay ended: %r", result)
             await self.close()
             await client.close()
 
