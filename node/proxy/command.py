@@ -2,11 +2,13 @@
 
 Flags are upstream's: ``--kubeconfig``, ``--hostname-override``, ``--proxy-mode``,
 ``--cluster-cidr``, ``--nodeport-addresses``, ``--masquerade-all``, ``--sync-period``,
-``--min-sync-period``, ``--healthz-bind-address``, ``--metrics-bind-address``; and
-``--iptables-backend`` chooses how rules reach the kernel: ``restore`` (iptables-restore on
-whichever of nft and legacy the node uses) or ``libiptc`` (python-iptables, which writes the
-legacy tables only).  The process must run inside the node's network namespace: iptables
-commands refuse to run anywhere but in a namespace named under /run/netns.
+``--min-sync-period``, ``--healthz-bind-address``, ``--metrics-bind-address``, ``--udp-timeout``
+(userspace mode: how long an idle UDP association is kept); and ``--iptables-backend``
+chooses how rules reach the kernel: ``restore`` (iptables-restore on whichever of nft and
+legacy the node uses) or ``libiptc`` (python-iptables, which writes the legacy tables only).
+``--proxy-mode userspace`` proxies in this process (asyncio TCP and UDP relays, iptables
+REDIRECT to them; :mod:`node.proxy.userspace`).  The process must run inside the node's network
+namespace: iptables commands refuse to run anywhere but in a namespace named under /run/netns.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from typing import TYPE_CHECKING
 from kubelab import component
 
 if TYPE_CHECKING:
+    from kubelab.clock import Clock
     from node.iptables import Iptables
+    from node.proxy.health import ProxyMetrics, ServiceHealthServer
+    from node.proxy.proxier import IptablesProxier
 
 MODES = ("iptables", "userspace")
 BACKENDS = ("restore", "libiptc")
@@ -65,7 +70,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--proxy-mode",
         choices=MODES,
         default="iptables",
-        help="iptables (default) or userspace (not built yet)",
+        help="iptables (default), or userspace: a TCP/UDP proxy in this process that "
+        "iptables REDIRECTs service traffic to (endpoints see the node's address)",
     )
     parser.add_argument(
         "--iptables-backend",
@@ -103,6 +109,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="the least time between syncs; changes in between are coalesced (default: 1s)",
     )
     parser.add_argument(
+        "--udp-timeout",
+        type=component.duration,
+        default=0.25,
+        help="userspace mode: how long an idle UDP association is kept (default: 250ms)",
+    )
+    parser.add_argument(
         "--healthz-bind-address",
         type=_address,
         default=_address(DEFAULT_HEALTHZ),
@@ -134,17 +146,31 @@ def make_iptables(backend: str) -> Iptables:
     return iptables
 
 
-async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.Event) -> int:
-    from kubelab.client.informers import SharedInformerFactory
-    from kubelab.clock import RealClock
-    from node.proxy.health import ProxyMetrics, ServiceHealthServer, health_app, metrics_app
+def make_proxier(
+    args: argparse.Namespace,
+    iptables: Iptables,
+    node_name: str,
+    clock: Clock,
+    metrics: ProxyMetrics,
+    service_health: ServiceHealthServer,
+) -> IptablesProxier:
+    """The proxier of ``--proxy-mode`` (a UserspaceProxier is an IptablesProxier subclass)."""
+    if args.proxy_mode == "userspace":
+        from node.proxy.userspace import UserspaceProxier
+
+        return UserspaceProxier(
+            iptables,
+            node_name,
+            clock,
+            nodeport_cidrs=args.nodeport_addresses,
+            sync_period=args.sync_period,
+            min_sync_period=args.min_sync_period,
+            udp_idle_timeout=args.udp_timeout,
+            metrics=metrics,
+        )
     from node.proxy.proxier import IptablesProxier
 
-    clock = RealClock()
-    node_name = args.hostname_override or socket.gethostname()
-    metrics = ProxyMetrics(clock)
-    service_health = ServiceHealthServer()
-    proxier = IptablesProxier(
+    return IptablesProxier(
         iptables,
         node_name,
         clock,
@@ -156,6 +182,19 @@ async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.
         metrics=metrics,
         service_health=service_health,
     )
+
+
+async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.Event) -> int:
+    from kubelab.client.informers import SharedInformerFactory
+    from kubelab.clock import RealClock
+    from node.proxy.health import ProxyMetrics, ServiceHealthServer, health_app, metrics_app
+    from node.proxy.userspace import UserspaceProxier
+
+    clock = RealClock()
+    node_name = args.hostname_override or socket.gethostname()
+    metrics = ProxyMetrics(clock)
+    service_health = ServiceHealthServer()
+    proxier = make_proxier(args, iptables, node_name, clock, metrics, service_health)
     async with component.client_from_flags(args, "kubelab-proxy") as client:
         informers = SharedInformerFactory(client, clock=clock)
         proxier.bind(informers)
@@ -169,7 +208,8 @@ async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.
             informers.start()
             await informers.wait_for_cache_sync()
             print(
-                f"kubelab proxy: node {node_name}, iptables backend {args.iptables_backend} "
+                f"kubelab proxy: node {node_name}, mode {args.proxy_mode}, "
+                f"iptables backend {args.iptables_backend} "
                 f"({iptables.backend}); /healthz on port {health_port}, /metrics on port "
                 f"{metrics_port}",
                 flush=True,
@@ -177,6 +217,8 @@ async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.
             return await component.until_stopped(proxier.run(), stop, "proxy")
         finally:
             await informers.shutdown()
+            if isinstance(proxier, UserspaceProxier):
+                await proxier.close()
             await service_health.close()
             await served.cleanup()
             await health.cleanup()
@@ -186,9 +228,6 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     add_flags(parser)
 
     def run(args: argparse.Namespace) -> int:
-        if args.proxy_mode == "userspace":
-            print("kubelab proxy: --proxy-mode userspace is not built yet", file=sys.stderr)
-            return 2
         iptables = make_iptables(args.iptables_backend)
         return component.run(lambda stop: run_proxy(args, iptables, stop))
 

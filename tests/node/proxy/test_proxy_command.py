@@ -1,4 +1,5 @@
-"""``kubelab proxy`` flags and the modes and backends that are not available."""
+"""``kubelab proxy`` flags, the proxier each mode builds, and the backends that are not
+available."""
 
 from __future__ import annotations
 
@@ -60,12 +61,37 @@ def test_bad_flags_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixtu
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_userspace_mode_is_not_built_yet(capsys: pytest.CaptureFixture[str]) -> None:
+def test_userspace_mode_runs_a_userspace_proxier() -> None:
+    from kubelab.clock import FakeClock
+    from node.iptables import FakeIptables
+    from node.proxy.health import ProxyMetrics, ServiceHealthServer
+    from node.proxy.userspace import UserspaceProxier
+
+    args = parse(
+        "--proxy-mode", "userspace", "--udp-timeout", "2s", "--nodeport-addresses", "10.0.0.0/8"
+    )
+    assert args.udp_timeout == 2.0
+    clock = FakeClock()
+    proxier = command.make_proxier(
+        args, FakeIptables(), "node-a", clock, ProxyMetrics(clock), ServiceHealthServer()
+    )
+    assert isinstance(proxier, UserspaceProxier)
+    assert (proxier.node_name, proxier.udp_idle_timeout) == ("node-a", 2.0)
+    assert (proxier.sync_period, proxier.min_sync_period) == (30.0, 1.0)
+    iptables_mode = command.make_proxier(
+        parse(), FakeIptables(), "node-a", clock, ProxyMetrics(clock), ServiceHealthServer()
+    )
+    assert not isinstance(iptables_mode, UserspaceProxier)
+
+
+def test_userspace_mode_is_no_longer_refused() -> None:
     parser = argparse.ArgumentParser(prog="kubelab proxy")
     run = command.configure(parser)
     args = parser.parse_args(["--kubeconfig", "/tmp/k", "--proxy-mode", "userspace"])
-    assert run(args) == 2
-    assert "not built yet" in capsys.readouterr().err
+    with mock.patch("kubelab.component.run", return_value=0) as started:
+        assert run(args) == 0
+    started.assert_called_once()
+    assert parse().udp_timeout == 0.25
 
 
 def test_missing_libiptc_backend_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
