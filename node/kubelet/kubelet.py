@@ -557,6 +557,7 @@ class Kubelet:
         await self.cri.update_runtime_config(cidr)
         self.pod_cidr = cidr
         self.node_status.set_network_error(None)
+        await self.node_status.sync_status()  # Ready now, not at the next status period
         log.info("pod network configured for %s", cidr)
         for pod in self.desired_pods():
             self.workers.sync(pod.metadata.uid or "")
