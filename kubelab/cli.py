@@ -19,6 +19,7 @@ from controlplane.apiserver import command as apiserver_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
 from kubelab import KUBERNETES_VERSION, __version__
+from kubelab.lab import command as lab_command
 from node.hollow import command as hollow_command
 from node.kubelet import command as kubelet_command
 from node.proxy import command as proxy_command
@@ -56,7 +57,7 @@ COMPONENTS: dict[str, Component] = {
         "the node agent: pods on containerd over CRI", configure=kubelet_command.configure
     ),
     "proxy": Component("kube-proxy: Service VIPs in iptables", configure=proxy_command.configure),
-    "lab": Component("a multi-node cluster in network namespaces", issue=8),
+    "lab": Component("a multi-node cluster in network namespaces", configure=lab_command.configure),
     "hollow-nodes": Component(
         "many nodes without containers in one process (for tests and benchmarks)",
         configure=hollow_command.configure,

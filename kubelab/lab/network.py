@@ -1,0 +1,98 @@
+"""The lab's underlay: network namespaces, veth pairs, addresses and routes.
+
+Every lab address lives inside namespaces the lab creates, never on the host (the machines'
+network rule, docs/lab-notes.md): the ``router`` namespace holds the bridge ``lab0``
+(10.240.0.1/24), and each other node is a namespace whose ``eth0`` is one end of a veth pair
+whose other end (``r-NODE``) is a port of ``lab0``.  Nodes route everything via the router (a
+default route also covers the Service range, without which connect() to a VIP fails before
+kube-proxy's OUTPUT DNAT runs); the router learns each node's pod CIDR through
+``route_pod_cidrs`` once the Node has one.
+
+Sysctls, per namespace: ``ip_forward`` in the router and the workers (pods' traffic crosses
+them), ``route_localnet`` in the workers (NodePorts on 127.0.0.1), and
+``bridge-nf-call-iptables`` in the workers (pod → VIP → pod on one node; default 1 but set
+so it does not depend on the kernel's default).
+
+Everything goes through ``ip`` and ``sysctl`` commands (``kubelab.lab.processes.run``), so a
+failure names the command and its output.  ``create`` expects no namespace of the lab to
+exist (``destroy`` first); ``destroy`` is idempotent and removes the namespaces, which takes
+the bridge and every veth with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kubelab.lab.processes import run
+from kubelab.lab.topology import BRIDGE, ROUTER_IP, Lab, Node, Role
+
+FORWARDING = ("net.ipv4.ip_forward=1",)
+WORKER_SYSCTLS = (
+    "net.ipv4.ip_forward=1",
+    "net.ipv4.conf.all.route_localnet=1",
+    "net.bridge.bridge-nf-call-iptables=1",
+)
+
+
+def existing_namespaces() -> set[str]:
+    """The names ``ip netns list`` shows."""
+    return {line.split()[0] for line in run("ip", "netns", "list").splitlines() if line.strip()}
+
+
+def create(lab: Lab) -> None:
+    """Create the lab's namespaces, bridge, links, addresses, routes and sysctls."""
+    router = lab.router
+    for node in lab.nodes:
+        run("ip", "netns", "add", node.netns)
+        run("ip", "-n", node.netns, "link", "set", "lo", "up")
+    run("ip", "-n", router.netns, "link", "add", BRIDGE, "type", "bridge")
+    run("ip", "-n", router.netns, "addr", "add", f"{ROUTER_IP}/{lab.prefix_len}", "dev", BRIDGE)
+    run("ip", "-n", router.netns, "link", "set", BRIDGE, "up")
+    sysctl(router, FORWARDING)
+    for node in lab.hosts:
+        _attach(lab, node)
+        if node.role is Role.WORKER:
+            sysctl(node, WORKER_SYSCTLS)
+
+
+def _attach(lab: Lab, node: Node) -> None:
+    router = lab.router.netns
+    # The peer is born in the node's namespace, already named eth0.
+    run(
+        "ip", "-n", router, "link", "add", node.uplink, "type", "veth",
+        "peer", "name", "eth0", "netns", node.netns,
+    )  # fmt: skip
+    run("ip", "-n", router, "link", "set", node.uplink, "master", BRIDGE, "up")
+    run("ip", "-n", node.netns, "addr", "add", f"{node.ip}/{lab.prefix_len}", "dev", "eth0")
+    run("ip", "-n", node.netns, "link", "set", "eth0", "up")
+    run("ip", "-n", node.netns, "route", "add", "default", "via", ROUTER_IP, "dev", "eth0")
+
+
+def sysctl(node: Node, settings: tuple[str, ...]) -> None:
+    """Set sysctls inside the node's namespace (``sysctl`` under ``nsenter --net``)."""
+    run("sysctl", "-q", "-w", *settings, netns=node.netns_path)
+
+
+def route_pod_cidrs(lab: Lab, pod_cidrs: Mapping[str, str]) -> None:
+    """In the router, a route to each node's pod CIDR via that node (node name → CIDR);
+    idempotent (``ip route replace``)."""
+    for name, cidr in sorted(pod_cidrs.items()):
+        node = lab.node(name)
+        run("ip", "-n", lab.router.netns, "route", "replace", cidr, "via", node.ip)
+
+
+def router_routes(lab: Lab) -> str:
+    """The router's routing table (``ip route`` output), for status and tests."""
+    return run("ip", "-n", lab.router.netns, "route", "show")
+
+
+def destroy(lab: Lab) -> list[str]:
+    """Delete every namespace of the lab that exists; the names deleted.  Processes still
+    inside keep a namespace alive until they exit: stop them first."""
+    present = existing_namespaces()
+    deleted = []
+    for name in lab.netns_names():
+        if name in present:
+            run("ip", "netns", "delete", name)
+            deleted.append(name)
+    return deleted

@@ -1,0 +1,294 @@
+"""The lab's inventory: every name, address and path of one lab, computed from a ``LabSpec``.
+
+One place answers "where is it?" for every other module of the lab (as the one inventory file
+of Kubernetes The Hard Way does), so nothing else builds a path or an address by hand:
+
+- the underlay: a ``router`` network namespace holding the bridge ``lab0`` with 10.240.0.1/24;
+  each node namespace is linked to it by a veth pair (``eth0`` in the node, ``r-NODE`` on the
+  bridge);
+- ``controlplane`` (10.240.0.10) runs ``kubelab server``; workers ``node1..nodeN``
+  (10.240.0.11...) run containerd, the kubelet and the proxy; ``client`` (10.240.0.100)
+  stands for the outside world;
+- cluster CIDR 10.244.0.0/16 (a /24 per node), Service CIDR 10.96.0.0/12 (the ``kubernetes``
+  Service at 10.96.0.1, cluster DNS at 10.96.0.10);
+- network namespaces are named ``<lab>-<node>``; state lives under ``/run/kubelab/<lab>/``,
+  logs under ``/var/log/kubelab/<lab>/<node>/<component>.log``, the images cache in
+  ``/var/cache/kubelab``; pods' cgroups under ``/kubelab/<lab>/<node>``.
+
+Everything here is pure computation: reading it never touches the machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Final
+
+UNDERLAY_CIDR: Final = "10.240.0.0/24"
+ROUTER_IP: Final = "10.240.0.1"
+CONTROLPLANE_IP: Final = "10.240.0.10"
+FIRST_WORKER_HOST: Final = 11
+CLIENT_IP: Final = "10.240.0.100"
+CLUSTER_CIDR: Final = "10.244.0.0/16"
+SERVICE_CIDR: Final = "10.96.0.0/12"
+CLUSTER_DNS: Final = "10.96.0.10"
+BRIDGE: Final = "lab0"
+API_PORT: Final = 6443
+HOST_API_ADDRESS: Final = ("127.0.0.1", 6443)
+KUBELET_PORT: Final = 10250
+RUN_ROOT: Final = Path("/run/kubelab")
+LOG_ROOT: Final = Path("/var/log/kubelab")
+IMAGE_CACHE: Final = Path("/var/cache/kubelab")
+NETNS_DIR: Final = Path("/run/netns")
+CGROUP_ROOT: Final = "/kubelab"
+MAX_WORKERS: Final = 100 - FIRST_WORKER_HOST  # node1 .. node89 at 10.240.0.11 .. .99
+STORES: Final = ("sqlite",)
+CNIS: Final = ("kubelab", "reference")
+PROXY_MODES: Final = ("iptables", "userspace")
+IPTABLES_BACKENDS: Final = ("restore", "libiptc")
+_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")
+
+
+_WORKER_NETNS = re.compile(r"^node(\d+)$")
+
+
+class Role(Enum):
+    """What a node of the lab runs."""
+
+    ROUTER = "router"
+    CONTROLPLANE = "controlplane"
+    WORKER = "worker"
+    CLIENT = "client"
+
+
+class SpecError(ValueError):
+    """A LabSpec the lab cannot build (bad name, too many workers, unknown option)."""
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """What the user asked for; ``validate()`` says what cannot be built."""
+
+    name: str = "lab"
+    workers: int = 2
+    store: str = "sqlite"
+    cni: str = "kubelab"
+    proxy_mode: str = "iptables"
+    iptables_backend: str = "restore"
+
+    def validate(self) -> None:
+        if not _NAME.match(self.name):
+            raise SpecError(
+                f"lab name {self.name!r}: 1-10 lowercase letters and digits, starting with a "
+                "letter (it prefixes namespace names)"
+            )
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise SpecError(f"workers: 1 to {MAX_WORKERS}, got {self.workers}")
+        for value, allowed, what in (
+            (self.store, STORES, "store"),
+            (self.cni, CNIS, "cni"),
+            (self.proxy_mode, PROXY_MODES, "proxy mode"),
+            (self.iptables_backend, IPTABLES_BACKENDS, "iptables backend"),
+        ):
+            if value not in allowed:
+                raise SpecError(f"{what} {value!r}: one of {', '.join(allowed)}")
+
+    def save(self, path: Path) -> None:
+        """Write the spec as JSON (``up`` keeps it in the lab's state directory)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> LabSpec:
+        return cls(**json.loads(path.read_text()))
+
+
+def spec_file(name: str) -> Path:
+    """Where ``up`` saved the spec of lab ``name``."""
+    return RUN_ROOT / name / "spec.json"
+
+
+def running_spec(name: str, namespaces: set[str]) -> LabSpec:
+    """The spec of lab ``name`` as it runs, for every command but ``up``: the saved spec, or
+    (state directory gone after a crash) one with as many workers as ``namespaces`` (the
+    names ``ip netns list`` shows) has ``<name>-nodeN`` namespaces, so that ``down`` finds
+    every node."""
+    try:
+        return LabSpec.load(spec_file(name))
+    except (OSError, ValueError, TypeError):
+        pass
+    prefix = f"{name}-"
+    numbers = [
+        int(match.group(1))
+        for ns in namespaces
+        if ns.startswith(prefix) and (match := _WORKER_NETNS.match(ns.removeprefix(prefix)))
+    ]
+    return LabSpec(name=name, workers=max(numbers, default=LabSpec.workers))
+
+
+@dataclass(frozen=True)
+class Node:
+    """One network namespace of the lab and where its things live."""
+
+    lab: str
+    name: str
+    role: Role
+    ip: str
+
+    @property
+    def netns(self) -> str:
+        """The namespace's name under /run/netns."""
+        return f"{self.lab}-{self.name}"
+
+    @property
+    def netns_path(self) -> Path:
+        return NETNS_DIR / self.netns
+
+    @property
+    def uplink(self) -> str:
+        """The router's end of the node's veth pair (on ``lab0``; at most 15 characters)."""
+        return f"r-{self.name}"
+
+    @property
+    def state_dir(self) -> Path:
+        return RUN_ROOT / self.lab / self.name
+
+    @property
+    def log_dir(self) -> Path:
+        return LOG_ROOT / self.lab / self.name
+
+    def log(self, component: str) -> Path:
+        return self.log_dir / f"{component}.log"
+
+    @property
+    def containerd_dir(self) -> Path:
+        return self.state_dir / "containerd"
+
+    @property
+    def kubelet_dir(self) -> Path:
+        return self.state_dir / "kubelet"
+
+    @property
+    def pod_logs_dir(self) -> Path:
+        return self.state_dir / "pod-logs"
+
+    @property
+    def cni_bin_dir(self) -> Path:
+        return self.state_dir / "cni" / "bin"
+
+    @property
+    def cni_conf_dir(self) -> Path:
+        return self.state_dir / "cni" / "net.d"
+
+    @property
+    def cgroup_root(self) -> str:
+        """The kubelet's ``--cgroup-root``: pods of this node only, so ``down`` finds them."""
+        return f"{CGROUP_ROOT}/{self.lab}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Lab:
+    """The inventory of one lab: its nodes, addresses and paths (see the module docstring)."""
+
+    spec: LabSpec
+    nodes: tuple[Node, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.spec.validate()
+        name = self.spec.name
+        base = ipaddress.IPv4Address(ROUTER_IP) - 1
+        nodes = [
+            Node(name, "router", Role.ROUTER, ROUTER_IP),
+            Node(name, "controlplane", Role.CONTROLPLANE, CONTROLPLANE_IP),
+            *(
+                Node(name, f"node{i}", Role.WORKER, str(base + FIRST_WORKER_HOST + i - 1))
+                for i in range(1, self.spec.workers + 1)
+            ),
+            Node(name, "client", Role.CLIENT, CLIENT_IP),
+        ]
+        object.__setattr__(self, "nodes", tuple(nodes))
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def router(self) -> Node:
+        return self.node("router")
+
+    @property
+    def controlplane(self) -> Node:
+        return self.node("controlplane")
+
+    @property
+    def client(self) -> Node:
+        return self.node("client")
+
+    @property
+    def workers(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.role is Role.WORKER)
+
+    @property
+    def hosts(self) -> tuple[Node, ...]:
+        """Every namespace but the router: each has an ``eth0`` on ``lab0``."""
+        return tuple(n for n in self.nodes if n.role is not Role.ROUTER)
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        known = ", ".join(n.name for n in self.nodes)
+        raise KeyError(f"lab {self.name} has no node {name!r} (nodes: {known})")
+
+    @property
+    def prefix_len(self) -> int:
+        return ipaddress.IPv4Network(UNDERLAY_CIDR).prefixlen
+
+    @property
+    def state_dir(self) -> Path:
+        """``/run/kubelab/<lab>``: everything of the lab that ``down`` removes."""
+        return RUN_ROOT / self.name
+
+    @property
+    def process_file(self) -> Path:
+        """The processes the lab started: PID, start time and command of each."""
+        return self.state_dir / "processes.json"
+
+    @property
+    def server_dir(self) -> Path:
+        """``kubelab server``'s data directory (SQLite store and PKI)."""
+        return self.controlplane.state_dir / "server"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.server_dir / "pki"
+
+    @property
+    def node_kubeconfig(self) -> Path:
+        """The kubeconfig components inside the lab use (server https://10.240.0.10:6443)."""
+        return self.state_dir / "node.kubeconfig"
+
+    @property
+    def host_kubeconfig(self) -> Path:
+        """The kubeconfig for the host (server https://127.0.0.1:6443, the forwarder)."""
+        return self.state_dir / "admin.kubeconfig"
+
+    @property
+    def log_dir(self) -> Path:
+        return LOG_ROOT / self.name
+
+    @property
+    def api_url(self) -> str:
+        return f"https://{CONTROLPLANE_IP}:{API_PORT}"
+
+    @property
+    def host_api_url(self) -> str:
+        host, port = HOST_API_ADDRESS
+        return f"https://{host}:{port}"
+
+    def netns_names(self) -> list[str]:
+        return [n.netns for n in self.nodes]
