@@ -68,5 +68,5 @@ bench: setup
 	$(PY) -m bench
 
 lab: setup
-	@echo "make lab: the lab (kubelab lab up and its demo) is not built yet; it is tracked in issue 8." >&2
-	@exit 2
+	$(VENV)/bin/kubelab lab up
+	$(VENV)/bin/kubelab lab demo
