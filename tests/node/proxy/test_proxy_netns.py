@@ -12,20 +12,18 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+
+from tests.node.proxy.node_and_pod import NODE_IP, NodeAndPod, node_and_pod
 
 pytestmark = [
     pytest.mark.privileged,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
 ]
 
-REPO = Path(__file__).resolve().parents[3]
-NODE_IP, POD_IP = "10.77.0.1", "10.77.0.2"
+POD_IP = "10.77.0.2"
 
 SERVER = """
 import socket, sys
@@ -90,52 +88,13 @@ asyncio.run(main())
 """
 
 
-@dataclass
-class Lab:
-    node: str
-    pod: str
-
-    def run(self, netns: str, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["nsenter", f"--net=/run/netns/{netns}", *argv],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-            cwd=REPO,
-        )
-
-
-def ip(*argv: str) -> None:
-    subprocess.run(["ip", *argv], check=True, capture_output=True)
-
-
 @pytest.fixture
-def lab() -> Iterator[Lab]:
-    suffix = uuid.uuid4().hex[:6]
-    lab = Lab(node=f"kl-pxn-{suffix}", pod=f"kl-pxp-{suffix}")
-    ip("netns", "add", lab.node)
-    try:
-        ip("netns", "add", lab.pod)
-        ip("-n", lab.node, "link", "add", "vpod", "type", "veth", "peer", "eth0", "netns", lab.pod)
-        ip("-n", lab.node, "addr", "add", f"{NODE_IP}/24", "dev", "vpod")
-        ip("-n", lab.pod, "addr", "add", f"{POD_IP}/24", "dev", "eth0")
-        for netns, link in (
-            (lab.node, "vpod"),
-            (lab.pod, "eth0"),
-            (lab.node, "lo"),
-            (lab.pod, "lo"),
-        ):
-            ip("-n", netns, "link", "set", link, "up")
-        ip("-n", lab.pod, "route", "add", "default", "via", NODE_IP)
-        ip("-n", lab.node, "route", "add", "10.96.0.0/16", "dev", "vpod")
-        yield lab
-    finally:
-        for netns in (lab.pod, lab.node):
-            subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
+def lab() -> Iterator[NodeAndPod]:
+    with node_and_pod("kl-px", [POD_IP]) as pair:
+        yield pair
 
 
-def test_cluster_ip_node_port_and_reject_through_restored_rules(lab: Lab) -> None:
+def test_cluster_ip_node_port_and_reject_through_restored_rules(lab: NodeAndPod) -> None:
     server = subprocess.Popen(
         ["nsenter", f"--net=/run/netns/{lab.pod}", sys.executable, "-c", SERVER, POD_IP],
         stdout=subprocess.PIPE,

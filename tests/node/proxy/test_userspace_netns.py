@@ -14,21 +14,18 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.node.proxy.node_and_pod import NODE_IP, NodeAndPod, node_and_pod
 
 pytestmark = [
     pytest.mark.privileged,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
 ]
 
-REPO = Path(__file__).resolve().parents[3]
-NODE_IP = "10.77.0.1"
 POD_IPS = ("10.77.0.2", "10.77.0.3")
 DEAD_IP = "10.77.0.4"
 """An address of the pod with nothing listening: connections to it are refused."""
@@ -142,65 +139,17 @@ print(json.dumps(results))
 """
 
 
-@dataclass
-class Lab:
-    node: str
-    pod: str
-
-    def run(self, netns: str, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["nsenter", f"--net=/run/netns/{netns}", *argv],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-            cwd=REPO,
-        )
-
-    def popen(self, netns: str, *argv: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            ["nsenter", f"--net=/run/netns/{netns}", *argv],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-        )
-
-    def client(self, netns: str, *node_port_hosts: str) -> dict[str, Any]:
-        done = self.run(netns, sys.executable, "-c", CLIENT, *node_port_hosts)
-        assert done.returncode == 0, done.stderr
-        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return result
-
-
-def ip(*argv: str) -> None:
-    subprocess.run(["ip", *argv], check=True, capture_output=True)
-
-
 @pytest.fixture
-def lab() -> Iterator[Lab]:
-    suffix = uuid.uuid4().hex[:6]
-    lab = Lab(node=f"kl-usn-{suffix}", pod=f"kl-usp-{suffix}")
-    ip("netns", "add", lab.node)
-    try:
-        ip("netns", "add", lab.pod)
-        ip("-n", lab.node, "link", "add", "vpod", "type", "veth", "peer", "eth0", "netns", lab.pod)
-        ip("-n", lab.node, "addr", "add", f"{NODE_IP}/24", "dev", "vpod")
-        for address in (*POD_IPS, DEAD_IP):
-            ip("-n", lab.pod, "addr", "add", f"{address}/24", "dev", "eth0")
-        for netns, link in (
-            (lab.node, "vpod"),
-            (lab.pod, "eth0"),
-            (lab.node, "lo"),
-            (lab.pod, "lo"),
-        ):
-            ip("-n", netns, "link", "set", link, "up")
-        ip("-n", lab.pod, "route", "add", "default", "via", NODE_IP)
-        ip("-n", lab.node, "route", "add", "10.96.0.0/16", "dev", "vpod")
-        yield lab
-    finally:
-        for netns in (lab.pod, lab.node):
-            subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
+def lab() -> Iterator[NodeAndPod]:
+    with node_and_pod("kl-us", (*POD_IPS, DEAD_IP)) as pair:
+        yield pair
+
+
+def client(lab: NodeAndPod, netns: str, *node_port_hosts: str) -> dict[str, Any]:
+    done = lab.run(netns, sys.executable, "-c", CLIENT, *node_port_hosts)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def stop(process: subprocess.Popen[str], command: str = "stop") -> str:
@@ -212,7 +161,7 @@ def stop(process: subprocess.Popen[str], command: str = "stop") -> str:
     return out
 
 
-def start_proxy(lab: Lab) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+def start_proxy(lab: NodeAndPod) -> tuple[subprocess.Popen[str], dict[str, Any]]:
     proxy = lab.popen(lab.node, sys.executable, "-c", PROXY, *POD_IPS, DEAD_IP)
     assert proxy.stdout is not None
     line = proxy.stdout.readline()
@@ -243,20 +192,20 @@ def check(results: dict[str, Any]) -> None:
     assert other.startswith(f"udp from {NODE_IP} to ") and other[:-6] != first[:-7]
 
 
-def test_userspace_proxy_through_redirect(lab: Lab) -> None:
+def test_userspace_proxy_through_redirect(lab: NodeAndPod) -> None:
     server = lab.popen(lab.pod, sys.executable, "-c", SERVER, *POD_IPS)
     proxy: subprocess.Popen[str] | None = None
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "listening"
         proxy, started = start_proxy(lab)
         saved = lab.run(lab.node, "iptables-save", "-t", "nat").stdout
-        from_node = lab.client(lab.node, "127.0.0.1", NODE_IP)
-        from_pod = lab.client(lab.pod, NODE_IP)
+        from_node = client(lab, lab.node, "127.0.0.1", NODE_IP)
+        from_pod = client(lab, lab.pod, NODE_IP)
         exited = stop(proxy, "exit")
         # A restarted proxier rewrites the rules left behind for its new listeners.
         proxy, restarted = start_proxy(lab)
         resaved = lab.run(lab.node, "iptables-save", "-t", "nat").stdout
-        after_restart = lab.client(lab.node, "127.0.0.1", NODE_IP)
+        after_restart = client(lab, lab.node, "127.0.0.1", NODE_IP)
         stopped = stop(proxy)
         after = lab.run(lab.node, "iptables-save", "-t", "nat").stdout
     finally:

@@ -1,0 +1,88 @@
+"""A node namespace and a pod namespace joined by a veth, for privileged proxy tests.
+
+Not a test file.  The node side (``vpod``) holds ``NODE_IP`` and a route to the Service range;
+the pod side (``eth0``) holds the pod addresses asked for and a default route via the node.
+Commands run in either namespace with ``nsenter --net`` from the repository root, so the
+proxy under test runs in the node's namespace, never in the pytest process's own.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from tests.servers import REPO
+
+NODE_IP = "10.77.0.1"
+SERVICE_RANGE = "10.96.0.0/16"
+
+
+@dataclass(frozen=True)
+class NodeAndPod:
+    node: str
+    pod: str
+
+    def run(self, netns: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["nsenter", f"--net=/run/netns/{netns}", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            cwd=REPO,
+        )
+
+    def popen(self, netns: str, *argv: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{netns}", *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+
+
+def ip(*argv: str) -> None:
+    subprocess.run(["ip", *argv], check=True, capture_output=True)
+
+
+@contextmanager
+def node_and_pod(prefix: str, pod_ips: Sequence[str]) -> Iterator[NodeAndPod]:
+    """The two namespaces, deleted afterwards whatever happened."""
+    suffix = uuid.uuid4().hex[:6]
+    pair = NodeAndPod(node=f"{prefix}n-{suffix}", pod=f"{prefix}p-{suffix}")
+    ip("netns", "add", pair.node)
+    try:
+        ip("netns", "add", pair.pod)
+        ip(
+            "-n",
+            pair.node,
+            "link",
+            "add",
+            "vpod",
+            "type",
+            "veth",
+            "peer",
+            "eth0",
+            "netns",
+            pair.pod,
+        )
+        ip("-n", pair.node, "addr", "add", f"{NODE_IP}/24", "dev", "vpod")
+        for address in pod_ips:
+            ip("-n", pair.pod, "addr", "add", f"{address}/24", "dev", "eth0")
+        for netns, link in (
+            (pair.node, "vpod"),
+            (pair.pod, "eth0"),
+            (pair.node, "lo"),
+            (pair.pod, "lo"),
+        ):
+            ip("-n", netns, "link", "set", link, "up")
+        ip("-n", pair.pod, "route", "add", "default", "via", NODE_IP)
+        ip("-n", pair.node, "route", "add", SERVICE_RANGE, "dev", "vpod")
+        yield pair
+    finally:
+        for netns in (pair.pod, pair.node):
+            subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
