@@ -41,6 +41,7 @@ from pathlib import Path
 from kubelab.api.kinds.core_v1.cluster import ServiceAccount
 from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus
 from kubelab.api.kinds.core_v1.service import Service
+from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.events import EventRecorder
 from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from kubelab.client.rest import Client
@@ -557,7 +558,10 @@ class Kubelet:
         await self.cri.update_runtime_config(cidr)
         self.pod_cidr = cidr
         self.node_status.set_network_error(None)
-        await self.node_status.sync_status()  # Ready now, not at the next status period
+        try:  # Ready now, not at the next status period (which retries anyway)
+            await self.node_status.sync_status()
+        except (ApiError, ClientError) as error:
+            log.warning("reporting the node Ready: %s", error)
         log.info("pod network configured for %s", cidr)
         for pod in self.desired_pods():
             self.workers.sync(pod.metadata.uid or "")
