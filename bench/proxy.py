@@ -4,7 +4,7 @@ one-Service partial sync at the largest size.
 For each size, a fresh "node" network namespace gets a worker process (``nsenter --net``, as
 the proxy runs on a node) that feeds the :class:`~node.proxy.proxier.IptablesProxier` that many
 ClusterIP Services with ``ENDPOINTS`` endpoints each (in-memory lookups, no API server: only
-the sync is timed) over :class:`~node.iptables.RestoreIptables`, and measures:
+the sync is timed) over :class:`~kubelab.iptables.RestoreIptables`, and measures:
 
 - ``full (cold)``: the first sync, into empty tables: render every rule, save, restore;
 - ``full (warm)``: the periodic full sync, everything already in the kernel;
@@ -51,7 +51,7 @@ def worker(services: int, floor_netns: str, backend: str) -> dict[str, float]:
     from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
     from kubelab.api.meta_v1 import ObjectMeta
     from kubelab.clock import RealClock
-    from node.iptables import RestoreIptables
+    from kubelab.iptables import RestoreIptables
     from node.proxy.model import SERVICE_NAME_LABEL
     from node.proxy.proxier import IptablesProxier
 

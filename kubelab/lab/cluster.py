@@ -6,7 +6,8 @@
 2. ``CreateNetwork``: namespaces, ``lab0``, veths, addresses, routes (``network.create``);
 3. ``StartServer``: ``kubelab server`` in ``controlplane`` on 10.240.0.10:6443, SQLite;
 4. ``StartForwarder``: ``kubelab lab forward``, a detached process listening on the host's
-   127.0.0.1:6443 and connecting inside ``controlplane`` (``netns.NetnsForwarder``);
+   127.0.0.1:6443 (or ``--host-api-port``) and connecting inside ``controlplane``
+   (``netns.NetnsForwarder``);
 5. ``BuildImages`` then, per worker, ``StartContainerd`` (its config from
    ``node.kubelet.runtimeconfig``) and ``LoadImages`` (waits for CRI, imports pause+busybox);
    the API server starts meanwhile;
@@ -61,7 +62,6 @@ from kubelab.lab.topology import (
     CLUSTER_CIDR,
     CLUSTER_DNS,
     CONTROLPLANE_IP,
-    HOST_API_ADDRESS,
     IMAGE_CACHE,
     KUBELET_PORT,
     SERVICE_CIDR,
@@ -143,7 +143,7 @@ class CleanStale:
             earlier = Lab(running_spec(lab.name, network.existing_namespaces()))
             await down(earlier, report=lambda line: ctx.report(f"  {line}"))
         shutil.rmtree(lab.log_dir, ignore_errors=True)
-        host, port = HOST_API_ADDRESS
+        host, port = lab.host_api_address
         if _listening(host, port):
             raise LabError(
                 f"{host}:{port} is in use on the host: another lab or API server runs "
@@ -187,11 +187,11 @@ class StartServer:
 
 @dataclass
 class StartForwarder:
-    name: str = "host forwarder: 127.0.0.1:6443 → controlplane"
+    name: str = "host forwarder: 127.0.0.1 → controlplane"
 
     async def execute(self, ctx: Context) -> None:
         lab, cp = ctx.lab, ctx.lab.controlplane
-        host, port = HOST_API_ADDRESS
+        host, port = lab.host_api_address
         ctx.processes.start(
             key(cp, "forwarder"),
             [

@@ -4,10 +4,12 @@ A thin command (kind's shape): it parses flags, builds the inventory
 (``kubelab.lab.topology.Lab``) and hands it to ``kubelab.lab.cluster``.  Subcommands:
 
 - ``up [--name lab] [--workers 2] [--cni kubelab|reference] [--proxy-mode iptables]
-  [--iptables-backend restore|libiptc]``: one progress line per step, then how to use it;
+  [--iptables-backend restore|libiptc] [--host-api-port 6443]``: one progress line per step,
+  then how to use it;
 - ``down``: stop and remove everything of the lab;
 - ``status``: per node, each component's process and whether the Node is Ready;
-- ``kubeconfig``: the path of the host's kubeconfig (server https://127.0.0.1:6443);
+- ``kubeconfig``: the path of the host's kubeconfig (server https://127.0.0.1:6443, or
+  ``--host-api-port``);
 - ``exec NODE -- CMD...``: run a command in a node's network namespace (``nsenter --net``);
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
 - ``forward`` (hidden): the host forwarder process ``up`` starts.
@@ -25,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kubelab.lab.topology import (
+    API_PORT,
     CNIS,
     IPTABLES_BACKENDS,
     PROXY_MODES,
@@ -57,6 +60,12 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     up.add_argument("--cni", choices=CNIS, default="kubelab", help="pod network plugin")
     up.add_argument("--proxy-mode", choices=PROXY_MODES, default="iptables")
     up.add_argument("--iptables-backend", choices=IPTABLES_BACKENDS, default="restore")
+    up.add_argument(
+        "--host-api-port",
+        type=int,
+        default=API_PORT,
+        help=f"the host forwarder's port on 127.0.0.1 (default: {API_PORT})",
+    )
     for name, text in (
         ("down", "stop and remove everything of a lab"),
         ("status", "each node's processes and Node condition"),
@@ -105,6 +114,7 @@ def _lab(args: argparse.Namespace) -> Lab:
         cni=args.cni,
         proxy_mode=args.proxy_mode,
         iptables_backend=args.iptables_backend,
+        host_api_port=args.host_api_port,
     )
     return Lab(spec)
 

@@ -38,7 +38,7 @@ SERVICE_CIDR: Final = "10.96.0.0/12"
 CLUSTER_DNS: Final = "10.96.0.10"
 BRIDGE: Final = "lab0"
 API_PORT: Final = 6443
-HOST_API_ADDRESS: Final = ("127.0.0.1", 6443)
+HOST_API_HOST: Final = "127.0.0.1"
 KUBELET_PORT: Final = 10250
 RUN_ROOT: Final = Path("/run/kubelab")
 LOG_ROOT: Final = Path("/var/log/kubelab")
@@ -79,6 +79,8 @@ class LabSpec:
     cni: str = "kubelab"
     proxy_mode: str = "iptables"
     iptables_backend: str = "restore"
+    host_api_port: int = API_PORT
+    """The host forwarder's port on 127.0.0.1 (another one lets labs run side by side)."""
 
     def validate(self) -> None:
         if not _NAME.match(self.name):
@@ -86,6 +88,8 @@ class LabSpec:
                 f"lab name {self.name!r}: 1-10 lowercase letters and digits, starting with a "
                 "letter (it prefixes namespace names)"
             )
+        if not 1 <= self.host_api_port <= 65535:
+            raise SpecError(f"host API port: 1 to 65535, got {self.host_api_port}")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise SpecError(f"workers: 1 to {MAX_WORKERS}, got {self.workers}")
         for value, allowed, what in (
@@ -274,7 +278,7 @@ class Lab:
 
     @property
     def host_kubeconfig(self) -> Path:
-        """The kubeconfig for the host (server https://127.0.0.1:6443, the forwarder)."""
+        """The kubeconfig for the host (server https://127.0.0.1:<host_api_port>, the forwarder)."""
         return self.state_dir / "admin.kubeconfig"
 
     @property
@@ -286,8 +290,13 @@ class Lab:
         return f"https://{CONTROLPLANE_IP}:{API_PORT}"
 
     @property
+    def host_api_address(self) -> tuple[str, int]:
+        """Where the host forwarder listens: 127.0.0.1 and the spec's port."""
+        return HOST_API_HOST, self.spec.host_api_port
+
+    @property
     def host_api_url(self) -> str:
-        host, port = HOST_API_ADDRESS
+        host, port = self.host_api_address
         return f"https://{host}:{port}"
 
     def netns_names(self) -> list[str]:

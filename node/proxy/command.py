@@ -26,7 +26,7 @@ from kubelab import component
 
 if TYPE_CHECKING:
     from kubelab.clock import Clock
-    from node.iptables import Iptables
+    from kubelab.iptables import Iptables
     from node.proxy.health import ProxyMetrics, ServiceHealthServer
     from node.proxy.proxier import IptablesProxier
 
@@ -131,7 +131,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def make_iptables(backend: str) -> Iptables:
     """The iptables backend named by ``--iptables-backend``; SystemExit(2) if not built."""
     if backend == "restore":
-        from node.iptables import RestoreIptables
+        from kubelab.iptables import RestoreIptables
 
         return RestoreIptables()
     try:

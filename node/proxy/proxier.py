@@ -23,7 +23,7 @@ Shape of upstream's pkg/proxy/iptables/proxier.go:
 * Sysctls the rules need (``route_localnet`` for NodePorts on 127.0.0.1) are set at start;
   sysctls that are read-only in a non-initial network namespace are logged and skipped.
 
-iptables is reached only through :class:`node.iptables.Iptables`, from a worker thread
+iptables is reached only through :class:`kubelab.iptables.Iptables`, from a worker thread
 (``asyncio.to_thread``) so the event loop keeps serving informers and health checks.
 """
 
@@ -45,7 +45,7 @@ from kubelab.api.kinds.core_v1.service import Service
 from kubelab.api.kinds.discovery_v1 import EndpointSlice
 from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from kubelab.clock import Clock
-from node.iptables import Iptables, IptablesError, Runner, in_named_netns, run_command
+from kubelab.iptables import Iptables, IptablesError, Runner, in_named_netns, run_command
 from node.proxy.health import ProxyMetrics, ServiceHealth, ServiceHealthServer
 from node.proxy.model import (
     ChangeTracker,

@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kubelab.clock import Clock
-from node.iptables import Iptables, IptablesError
+from kubelab.iptables import Iptables, IptablesError
 from node.proxy.health import ProxyMetrics
 from node.proxy.model import EndpointInfo, ServicePortInfo, ServicePortName, usable
 from node.proxy.proxier import IptablesProxier, local_addresses

@@ -34,6 +34,7 @@ from kubelab.lab.topology import Lab, LabSpec, Role, SpecError, running_spec
 from tests.servers import REPO, Kubectl
 
 LAB_NAME = "kltest"
+TEST_API_PORT = 16443  # not 6443: a user's own lab may be running
 LAB_COMMAND = [sys.executable, "-m", "kubelab.lab.command"]
 BUSYBOX = "docker.io/library/busybox:1.35"
 UP_TIMEOUT = 240.0
@@ -70,6 +71,7 @@ def test_the_inventory_names_every_node_address_and_path() -> None:
         pytest.param(LabSpec(name="averylongname"), id="long-name"),
         pytest.param(LabSpec(workers=0), id="no-workers"),
         pytest.param(LabSpec(workers=90), id="too-many-workers"),
+        pytest.param(LabSpec(host_api_port=0), id="bad-host-api-port"),
         pytest.param(LabSpec(cni="calico"), id="unknown-cni"),
     ],
 )
@@ -181,12 +183,16 @@ class Running:
 
 @pytest.fixture(name="lab", scope="module")
 def lab_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    lab = Lab(LabSpec(name=LAB_NAME, workers=2))
+    lab = Lab(LabSpec(name=LAB_NAME, workers=2, host_api_port=TEST_API_PORT))
     kubectl = Kubectl(lab.host_kubeconfig, tmp_path_factory.mktemp("kubectl"), "default")
     running = Running(lab, kubectl)
     try:
         started = time.monotonic()
-        up = lab_command("up", "--name", LAB_NAME, "--workers", "2", timeout=UP_TIMEOUT)
+        up = lab_command(
+            "up",
+            *("--name", LAB_NAME, "--workers", "2", "--host-api-port", str(TEST_API_PORT)),
+            timeout=UP_TIMEOUT,
+        )
         print(f"kubelab lab up: {time.monotonic() - started:.1f}s\n{up.stdout}")
         assert up.returncode == 0, f"up failed:\n{up.stdout}\n{up.stderr}"
         running.up_output = up.stdout
@@ -278,7 +284,7 @@ def test_every_worker_is_ready_with_a_pod_cidr_routed_by_the_router(lab: Running
     assert lab_command("kubeconfig", "--name", LAB_NAME).stdout.strip() == str(
         lab.lab.host_kubeconfig
     )
-    assert "https://127.0.0.1:6443" in lab.lab.host_kubeconfig.read_text()
+    assert f"https://127.0.0.1:{TEST_API_PORT}" in lab.lab.host_kubeconfig.read_text()
 
 
 @pytest.mark.privileged

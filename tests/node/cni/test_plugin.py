@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from kubelab.iptables import FakeIptables
 from node.cni.network import Attached, Attachment, Link, NatRules, NetworkError, hostport_chain
 from node.cni.plugin import Plugin, Reply
-from node.iptables import FakeIptables
 
 CID = "0123456789abcdef"
 NETNS = "/run/netns/pod-a"

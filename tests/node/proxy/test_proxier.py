@@ -16,7 +16,7 @@ from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.informers import SharedInformerFactory
 from kubelab.client.rest import Client
 from kubelab.clock import FakeClock
-from node.iptables import FakeIptables
+from kubelab.iptables import FakeIptables
 from node.proxy import names
 from node.proxy.health import ServiceHealth, ServiceHealthServer
 from node.proxy.model import SERVICE_NAME_LABEL

@@ -63,7 +63,7 @@ def test_bad_flags_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixtu
 
 def test_userspace_mode_runs_a_userspace_proxier() -> None:
     from kubelab.clock import FakeClock
-    from node.iptables import FakeIptables
+    from kubelab.iptables import FakeIptables
     from node.proxy.health import ProxyMetrics, ServiceHealthServer
     from node.proxy.userspace import UserspaceProxier
 
@@ -105,6 +105,6 @@ def test_missing_libiptc_backend_exits_2(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_restore_backend() -> None:
-    from node.iptables import RestoreIptables
+    from kubelab.iptables import RestoreIptables
 
     assert isinstance(command.make_iptables("restore"), RestoreIptables)

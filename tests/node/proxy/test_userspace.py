@@ -22,7 +22,7 @@ from kubelab.api.kinds.core_v1.service import (
 from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.clock import FakeClock
-from node.iptables import FakeIptables
+from kubelab.iptables import FakeIptables
 from node.proxy import userspace
 from node.proxy.model import SERVICE_NAME_LABEL, EndpointInfo, ServicePortInfo, ServicePortName
 from node.proxy.userspace import (

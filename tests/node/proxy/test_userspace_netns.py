@@ -64,7 +64,7 @@ from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
 from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.clock import RealClock
-from node.iptables import RestoreIptables
+from kubelab.iptables import RestoreIptables
 from node.proxy.model import SERVICE_NAME_LABEL
 from node.proxy.userspace import UserspaceProxier
 

@@ -1,4 +1,4 @@
-"""node.iptables: the fake's transaction semantics, RestoreIptables over a fake runner, and
+"""kubelab.iptables: the fake's transaction semantics, RestoreIptables over a fake runner, and
 RestoreIptables for real inside a network namespace this test creates."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from node.iptables import (
+from kubelab.iptables import (
     FakeIptables,
     IptablesError,
     RestoreIptables,
@@ -72,7 +72,7 @@ class Runner:
 
 @pytest.fixture
 def named_netns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("node.iptables.in_named_netns", lambda: True)
+    monkeypatch.setattr("kubelab.iptables.in_named_netns", lambda: True)
 
 
 LEGACY_RULES = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\nCOMMIT\n"
@@ -144,7 +144,7 @@ def test_unknown_backend() -> None:
 
 SCRIPT = """
 import sys
-from node.iptables import IptablesError, RestoreIptables
+from kubelab.iptables import IptablesError, RestoreIptables
 ipt = RestoreIptables(sys.argv[1])
 ipt.restore("nat", [":KUBE-A - [0:0]", ":KUBE-B - [0:0]", "-A KUBE-A -j KUBE-B",
                     "-I OUTPUT -j KUBE-A"])

@@ -1,4 +1,4 @@
-"""The one iptables backend of the node: save a table, restore lines into it in one transaction.
+"""The one iptables backend: save a table, restore lines into it in one transaction.
 
 Everything on a node that writes iptables rules (the CNI plugin's NAT, the kube-proxy) talks to
 the :class:`Iptables` protocol, which has exactly the two operations upstream's proxier relies
