@@ -32,6 +32,11 @@ class ClientConfig:
     key_pem: bytes | None = None
     token: str | None = None
     insecure_skip_tls_verify: bool = False
+    token_file: Path | None = None
+    """A bearer token re-read whenever the file changes (bound service-account tokens rotate);
+    it wins over ``token``, as in client-go."""
+    namespace: str | None = None
+    """The namespace the credentials belong to, when the configuration says (in-cluster)."""
 
 
 def _b64(data: bytes) -> str:
@@ -123,4 +128,13 @@ def load(path: Path, context: str | None = None) -> ClientConfig:
         key_pem=_data(user, "client-key", base),
         token=user.get("token"),
         insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify")),
+        token_file=_path(user.get("tokenFile"), base),
+        namespace=ctx.get("namespace") or None,
     )
+
+
+def _path(value: object, base: Path) -> Path | None:
+    if not value:
+        return None
+    path = Path(str(value))
+    return path if path.is_absolute() else base / path

@@ -12,6 +12,8 @@ discovery.  Both go through one request path that owns the policy:
   backoff), a connection that was refused is retried for every verb, any other connection
   failure only for reads, since a write may have landed;
 - a ``User-Agent`` per component, so the API server's logs and metrics say who asked;
+- a bearer token from a file (in-cluster, :mod:`kubelab.client.incluster`) is asked for on
+  every request, so a token the kubelet rotated is used from the next request on;
 - at most ``connections`` connections (each open watch holds one); requests beyond that wait
   for a free one rather than open another, since every new connection costs the server a
   TLS handshake, which is dearer than the request it carries.
@@ -43,7 +45,7 @@ from kubelab.api.meta_v1 import (
     Status,
 )
 from kubelab.api.scheme import SCHEME, KindInfo
-from kubelab.client import kubeconfig
+from kubelab.client import incluster, kubeconfig
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.flowcontrol import TokenBucket
 from kubelab.clock import Clock, RealClock
@@ -162,7 +164,8 @@ class Client:
             verify=not config.insecure_skip_tls_verify,
         )
         headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
-        if config.token:
+        self._token_file = incluster.TokenFile(config.token_file) if config.token_file else None
+        if config.token and self._token_file is None:
             headers["Authorization"] = f"Bearer {config.token}"
         self._session = aiohttp.ClientSession(
             base_url=config.server.rstrip("/"),
@@ -175,6 +178,16 @@ class Client:
     @classmethod
     def from_kubeconfig(cls, path: Path | str, **options: Any) -> Client:
         return cls(kubeconfig.load(Path(path)), **options)
+
+    @classmethod
+    def in_cluster(cls, **options: Any) -> Client:
+        """A client for a component running in a pod (see :mod:`kubelab.client.incluster`)."""
+        return cls(incluster.load(), **options)
+
+    def _auth_headers(self) -> dict[str, str]:
+        if self._token_file is None:
+            return {}
+        return {"Authorization": f"Bearer {self._token_file.current()}"}
 
     async def close(self) -> None:
         await self._session.close()
@@ -207,7 +220,11 @@ class Client:
                     path,
                     params=params,
                     data=body,
-                    headers={"Content-Type": content_type} if body is not None else None,
+                    headers=(
+                        {**self._auth_headers(), "Content-Type": content_type}
+                        if body is not None
+                        else self._auth_headers()
+                    ),
                 ) as response:
                     data = await response.read()
                     if response.status < 400:
@@ -236,7 +253,9 @@ class Client:
         on the spot instead.
         """
         try:
-            async with self._session.get(path, params=params) as response:
+            async with self._session.get(
+                path, params=params, headers=self._auth_headers()
+            ) as response:
                 if response.status >= 400:
                     raise ApiError(_status_of(response.status, await response.read()))
                 finished = False
