@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from controlplane import command as server_command
 from controlplane.apiserver import command as apiserver_command
 from controlplane.controllers import command as controller_manager_command
+from controlplane.dns import command as dns_command
 from controlplane.scheduler import command as scheduler_command
 from kubelab import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
@@ -58,6 +59,10 @@ COMPONENTS: dict[str, Component] = {
     ),
     "proxy": Component("kube-proxy: Service VIPs in iptables", configure=proxy_command.configure),
     "lab": Component("a multi-node cluster in network namespaces", configure=lab_command.configure),
+    "dns": Component(
+        "the cluster DNS add-on: Services and EndpointSlices per the Kubernetes DNS spec",
+        configure=dns_command.configure,
+    ),
     "hollow-nodes": Component(
         "many nodes without containers in one process (for tests and benchmarks)",
         configure=hollow_command.configure,
