@@ -11,7 +11,10 @@ of the two backends a node uses is detected the way upstream's iptables wrapper 
 kubelet/kube-proxy hint chains first, then whichever backend already holds more rules, nft when
 neither holds any (Debian 12's default).  It refuses to run unless the current network
 namespace is one bind-mounted under /run/netns (a lab node's): on the lab machines the host's
-own tables must never change, and the initial namespace is never named there.
+own tables must never change, and the initial namespace is never named there.  Given
+``netns`` (a path under /run/netns), it runs the commands inside that namespace through
+``nsenter --net=PATH`` instead, from wherever the caller is (the cloud provider writes the lab
+router's rules that way); the same guard then applies to the target namespace.
 
 :class:`FakeIptables` keeps tables in memory and applies restore lines with the kernel's
 all-or-nothing semantics and the checks that matter for correctness (a rule may only jump to a
@@ -125,14 +128,18 @@ class RestoreIptables:
     """:class:`Iptables` through ``iptables-<backend>-save`` and ``-restore --noflush``.
 
     ``backend`` None detects it on first use (see the module docstring).  ``runner`` runs a
-    command; tests pass a fake.  Commands run only inside a netns named under /run/netns.
+    command; tests pass a fake.  Commands run only inside a netns named under /run/netns:
+    the current one, or ``netns`` (a path directly under /run/netns) entered with nsenter.
     """
 
-    def __init__(self, backend: str | None = None, runner: Runner = run_command) -> None:
+    def __init__(
+        self, backend: str | None = None, runner: Runner = run_command, netns: str | None = None
+    ) -> None:
         if backend is not None and backend not in BACKENDS:
             raise ValueError(f"iptables backend must be one of {', '.join(BACKENDS)}")
         self._backend = backend
         self._run = runner
+        self._netns = netns
 
     @property
     def backend(self) -> str:
@@ -168,6 +175,12 @@ class RestoreIptables:
         return done.stdout if done.returncode == 0 else ""
 
     def _checked(self, argv: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
+        if self._netns is not None:
+            if not is_named_netns(self._netns):
+                raise IptablesError(
+                    argv, f"refusing to run in {self._netns}: not a netns under {NETNS_DIR}"
+                )
+            return self._run(["nsenter", f"--net={self._netns}", "--", *argv], stdin)
         if not in_named_netns():
             raise IptablesError(argv, f"refusing to run outside a netns under {NETNS_DIR}")
         return self._run(argv, stdin)
@@ -195,6 +208,23 @@ def in_named_netns() -> bool:
         if (named.st_dev, named.st_ino) == (current.st_dev, current.st_ino):
             return True
     return False
+
+
+def is_named_netns(path: str) -> bool:
+    """Whether ``path`` is a namespace bind-mounted directly under /run/netns, other than the
+    host's own (the one of PID 1)."""
+    if os.path.dirname(os.path.normpath(path)) != NETNS_DIR:
+        return False
+    try:
+        target = os.stat(path)
+        if target.st_dev == os.stat(NETNS_DIR).st_dev:
+            return False  # a plain file, not a namespace bind-mounted there
+        host = os.stat("/proc/1/ns/net")
+    except PermissionError:
+        return True  # PID 1's netns is unreadable here (a container): the nsfs check must do
+    except OSError:
+        return False
+    return (target.st_dev, target.st_ino) != (host.st_dev, host.st_ino)
 
 
 class FakeIptables:

@@ -1,0 +1,63 @@
+"""``RestoreIptables(netns=...)``, the one option the lab cloud added to kubelab.iptables:
+commands run through ``nsenter --net=PATH`` only for a namespace bind-mounted under
+/run/netns."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kubelab.iptables import IptablesError, RestoreIptables
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.argv: list[list[str]] = []
+
+    def __call__(self, argv: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
+        self.argv.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "*nat\nCOMMIT\n", "")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/tmp/not-a-netns", "/run/netns/../netns-escape", "/run/netns/ccm-does-not-exist"],
+    ids=["outside", "dotdot", "missing"],
+)
+def test_targets_other_than_named_namespaces_are_refused(path: str) -> None:
+    runner = Recorder()
+    with pytest.raises(IptablesError, match="refusing to run in"):
+        RestoreIptables(backend="nft", runner=runner, netns=path).save("nat")
+    assert runner.argv == []
+
+
+@pytest.mark.privileged
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to write under /run/netns")
+def test_a_plain_file_under_run_netns_is_refused() -> None:
+    fake = Path("/run/netns/ccm-plain-file")
+    fake.touch()
+    try:
+        with pytest.raises(IptablesError, match="refusing"):
+            RestoreIptables(backend="nft", runner=Recorder(), netns=str(fake)).save("nat")
+    finally:
+        fake.unlink()
+
+
+@pytest.mark.privileged
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+def test_commands_enter_a_named_namespace_with_nsenter() -> None:
+    subprocess.run(["ip", "netns", "add", "ccm-ipt"], check=True)
+    try:
+        runner = Recorder()
+        tables = RestoreIptables(backend="nft", runner=runner, netns="/run/netns/ccm-ipt")
+        tables.save("nat")
+        tables.restore("nat", [":KUBELAB-LB - [0:0]"])
+        assert [argv[:3] for argv in runner.argv] == [
+            ["nsenter", "--net=/run/netns/ccm-ipt", "--"]
+        ] * 2
+        assert runner.argv[0][3:] == ["iptables-nft-save", "-t", "nat"]
+    finally:
+        subprocess.run(["ip", "netns", "del", "ccm-ipt"], check=True)
