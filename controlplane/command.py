@@ -1,10 +1,11 @@
 """``kubelab server``: every control-plane component in one process, like ``k3s server``.
 
 The API server starts first and writes its admin kubeconfig; the scheduler and the
-controller-manager then run in the same event loop as its clients, over HTTPS like any other
-client, so nothing about them differs from running each as its own command.  (They use the
-admin identity until the security issue gives each component its own.)  A component that
-stops with an error stops the whole server.
+controller-manager (and, given ``--cloud-provider``, the cloud-controller-manager) then run
+in the same event loop as its clients, over HTTPS like any other client, so nothing about
+them differs from running each as its own command.  (They use the admin identity until the
+security issue gives each component its own.)  A component that stops with an error stops
+the whole server.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controlplane.apiserver import command as apiserver_command
+from controlplane.cloud import command as cloud_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
 from kubelab import component
@@ -51,6 +53,14 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="the controller-manager's /healthz and /metrics port "
         f"(default: {controller_manager_command.DEFAULT_PORT}; 0: any free port)",
     )
+    parser.add_argument(
+        "--cloud-controller-manager-port",
+        type=int,
+        default=cloud_command.DEFAULT_PORT,
+        help="the cloud-controller-manager's /healthz and /metrics port "
+        f"(default: {cloud_command.DEFAULT_PORT}; 0: any free port)",
+    )
+    cloud_command.add_cloud_flags(parser, required=False)
     parser.add_argument(
         "--scheduler-config",
         type=Path,
@@ -91,6 +101,20 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
                 controller_manager_command.run_controller_manager(controllers, stop)
             ),
         ]
+        if args.cloud_provider is not None:
+            cloud = cloud_command.CloudControllerManagerOptions(
+                kubeconfig=data_dir / "admin.kubeconfig",
+                cloud_provider=args.cloud_provider,
+                cloud_config=args.cloud_config,
+                cluster_name=args.cluster_name,
+                configure_cloud_routes=args.configure_cloud_routes,
+                allow_untagged_cloud=args.allow_untagged_cloud,
+                cluster_cidr=args.cluster_cidr,
+                port=args.cloud_controller_manager_port,
+            )
+            components.append(
+                asyncio.create_task(cloud_command.run_cloud_controller_manager(cloud, stop))
+            )
         stopping = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from controlplane import command as server_command
 from controlplane.apiserver import command as apiserver_command
+from controlplane.cloud import command as cloud_controller_manager_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.dns import command as dns_command
 from controlplane.scheduler import command as scheduler_command
@@ -52,7 +53,8 @@ COMPONENTS: dict[str, Component] = {
         "the controllers that drive the cluster", configure=controller_manager_command.configure
     ),
     "cloud-controller-manager": Component(
-        "node, route and service controllers over a cloud provider", issue=9
+        "node, route and service controllers over a cloud provider",
+        configure=cloud_controller_manager_command.configure,
     ),
     "kubelet": Component(
         "the node agent: pods on containerd over CRI", configure=kubelet_command.configure

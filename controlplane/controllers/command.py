@@ -93,7 +93,9 @@ class ControllerManagerOptions:
         )
 
 
-def health_app(leading: Callable[[], bool], synced: Callable[[], bool]) -> web.Application:
+def health_app(
+    leading: Callable[[], bool], synced: Callable[[], bool], lease: str = "kube-controller-manager"
+) -> web.Application:
     from aiohttp import web
 
     from kubelab.metrics import Registry
@@ -114,7 +116,7 @@ def health_app(leading: Callable[[], bool], synced: Callable[[], bool]) -> web.A
         return web.Response(status=503, text="informer caches not synced yet")
 
     async def render(_: web.Request) -> web.Response:
-        leader.set("kube-controller-manager", value=1 if leading() else 0)
+        leader.set(lease, value=1 if leading() else 0)
         return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
 
     app = web.Application()
