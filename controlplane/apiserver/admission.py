@@ -37,19 +37,6 @@ SYSTEM_PRIORITY_CLASSES = {
 """The classes every cluster has, for the components that must never be preempted."""
 
 
-async def _cached_or_stored(cache: WatchCache, name: str) -> Resource | None:
-    """The cluster-scoped object ``name``: from the cache, else from the store."""
-    found = cache.get("", name)
-    if found is not None:
-        return found
-    try:
-        return await cache.store.get("", name)
-    except errors.ApiError as error:
-        if error.code == 404:
-            return None
-        raise
-
-
 def namespace_lifecycle(namespaces: WatchCache) -> Admission:
     async def admit(
         operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
@@ -66,7 +53,7 @@ def namespace_lifecycle(namespaces: WatchCache) -> Admission:
         if operation != "CREATE" or not info.namespaced:
             return
         name = obj.metadata.namespace or ""
-        namespace = await _cached_or_stored(namespaces, name)
+        namespace = await namespaces.lookup("", name)
         if namespace is None:
             raise errors.not_found(namespaces.store.info, name)
         if namespace.metadata.deletion_timestamp is not None:
@@ -94,7 +81,7 @@ def priority(classes: WatchCache) -> Admission:
 
         wanted = spec.priority_class_name
         if wanted:
-            found = await _cached_or_stored(classes, wanted)
+            found = await classes.lookup("", wanted)
             if not isinstance(found, PriorityClass):
                 raise refuse(f"no PriorityClass with name {wanted} was found")
             if wanted in SYSTEM_PRIORITY_CLASSES and obj.metadata.namespace != "kube-system":

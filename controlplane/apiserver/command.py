@@ -44,6 +44,33 @@ def _port_range(text: str) -> tuple[int, int]:
     return first, last
 
 
+def _boolean(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _comma_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _authorization_modes(text: str) -> list[str]:
+    from controlplane.apiserver.authz import MODES
+
+    modes = _comma_list(text)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(
+            f"unknown authorization mode {', '.join(unknown) or repr(text)}; "
+            f"choose from {', '.join(MODES)}"
+        )
+    if len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(f"authorization mode listed twice in {text!r}")
+    return modes
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
@@ -103,6 +130,32 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "interval or two (default: 5m)",
     )
     parser.add_argument(
+        "--anonymous-auth",
+        type=_boolean,
+        default=True,
+        help="serve requests without credentials as system:anonymous; false: 401 (default: true)",
+    )
+    parser.add_argument(
+        "--token-auth-file",
+        type=Path,
+        default=None,
+        help='static bearer tokens, CSV lines token,user,uid,"group1,group2"',
+    )
+    parser.add_argument(
+        "--api-audiences",
+        type=_comma_list,
+        default=[],
+        help="audiences a service-account token must name to be accepted "
+        "(default: the token issuer)",
+    )
+    parser.add_argument(
+        "--authorization-mode",
+        type=_authorization_modes,
+        default=["AlwaysAllow"],
+        help="comma-separated authorizers asked in order: AlwaysAllow, AlwaysDeny, Node, RBAC "
+        "(default: AlwaysAllow; a cluster exposed to others wants Node,RBAC)",
+    )
+    parser.add_argument(
         "--tls-san",
         action="append",
         default=[],
@@ -145,6 +198,10 @@ async def serving(args: argparse.Namespace, data_dir: Path) -> AsyncIterator[Run
         compaction_interval=args.etcd_compaction_interval,
         max_requests_inflight=args.max_requests_inflight,
         max_mutating_requests_inflight=args.max_mutating_requests_inflight,
+        anonymous_auth=args.anonymous_auth,
+        token_auth_file=args.token_auth_file,
+        api_audiences=args.api_audiences,
+        authorization_modes=args.authorization_mode,
     )
     store = await open_store(args.store, data_dir)
     try:

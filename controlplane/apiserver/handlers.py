@@ -173,7 +173,7 @@ class ResourceHandler:
         if reviewer is not None and verb == "create":
             review = await self._read_object(req, store)
             reviews.validate(store.info, review)
-            answered = reviewer(review, req.user, info.namespace)
+            answered = await reviewer(review, req.user, info.namespace)
             return self._respond(req, answered, 201, negotiation.Output(negotiation.JSON))
         if verb == "create":
             obj = await self._read_object(req, store)

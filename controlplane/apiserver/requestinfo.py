@@ -41,6 +41,8 @@ class RequestInfo:
     subresource: str = ""
     name: str = ""
     parts: tuple[str, ...] = ()
+    field_selector: str = ""
+    """The ``fieldSelector`` of a list or watch, which the Node authorizer reads."""
 
     @property
     def group_version(self) -> str:
@@ -104,4 +106,5 @@ def parse(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
         subresource=subresource,
         name=name,
         parts=tuple(rest),
+        field_selector=query.get("fieldSelector", "") if verb in ("list", "watch") else "",
     )

@@ -3,15 +3,19 @@
 ``SelfSubjectAccessReview`` (``kubectl auth can-i``), ``SubjectAccessReview``,
 ``LocalSubjectAccessReview``, ``SelfSubjectRulesReview`` (``kubectl auth can-i --list``),
 ``SelfSubjectReview`` (``kubectl auth whoami``) and ``TokenReview``: each is POSTed, filled in
-from the same authenticator and authorizer that guard every request, and returned with 201.
+from the same authenticators and authorizers that guard every request, and returned with 201.
+A SubjectAccessReview asks about exactly the user, groups, uid and extra it names (nothing is
+implied, as upstream); a SelfSubjectRulesReview lists the rules every authorization mode knows
+for the caller in the namespace, ``incomplete`` when some mode cannot list its rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from controlplane.apiserver import errors
-from controlplane.apiserver.auth import AUTHENTICATED, Authorizer, User
+from controlplane.apiserver.auth import Authorizer, User
+from controlplane.apiserver.authn import InvalidToken
 from controlplane.apiserver.requestinfo import RequestInfo
 from kubelab.api import walk
 from kubelab.api.errors import ROOT, ErrorList
@@ -32,16 +36,22 @@ from kubelab.api.kinds.authorization_v1 import (
     SubjectAccessReviewStatus,
     SubjectRulesReviewStatus,
 )
+from kubelab.api.kinds.rbac_v1 import PolicyRule
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import KindInfo
 
-Reviewer = Callable[[Resource, User, str], Resource]
+Reviewer = Callable[[Resource, User, str], Awaitable[Resource]]
+RulesResolver = Callable[[User, str], tuple[list[PolicyRule], bool]]
+"""The rules a user has in a namespace, and whether the list is incomplete."""
+TokenReviewer = Callable[[str, Sequence[str]], Awaitable[tuple[User, list[str]]]]
+"""A token's user and the audiences it is valid for; raises with the reason if invalid."""
 
 
 def _question(spec: object) -> RequestInfo:
     resource = getattr(spec, "resource_attributes", None)
     non_resource = getattr(spec, "non_resource_attributes", None)
     if resource is not None:
+        selector = resource.field_selector
         return RequestInfo(
             path="",
             verb=resource.verb or "",
@@ -52,28 +62,39 @@ def _question(spec: object) -> RequestInfo:
             resource=resource.resource or "",
             subresource=resource.subresource or "",
             name=resource.name or "",
+            field_selector=(selector.raw_selector or "") if selector is not None else "",
         )
     assert non_resource is not None
     return RequestInfo(path=non_resource.path or "", verb=non_resource.verb or "")
 
 
 def _answer(allowed: bool) -> SubjectAccessReviewStatus:
-    return SubjectAccessReviewStatus(allowed=allowed, reason="" if allowed else "no rule allows it")
+    return SubjectAccessReviewStatus(allowed=allowed)
 
 
-def reviewers(authorize: Authorizer) -> dict[tuple[str, str], Reviewer]:
-    """Answer functions by (group, kind); each gets the review, the caller and the namespace."""
+def reviewers(
+    authorize: Authorizer,
+    rules_for: RulesResolver,
+    review_token: Callable[[], TokenReviewer | None],
+) -> dict[tuple[str, str], Reviewer]:
+    """Answer functions by (group, kind); each gets the review, the caller and the namespace.
+    ``review_token`` gives the token authenticators once the server has its signing key."""
 
-    def self_access(review: Resource, user: User, namespace: str) -> Resource:
+    async def self_access(review: Resource, user: User, namespace: str) -> Resource:
         assert isinstance(review, SelfSubjectAccessReview)
         review.status = _answer(authorize(user, _question(review.spec)))
         return review
 
-    def subject_access(review: Resource, user: User, namespace: str) -> Resource:
+    async def subject_access(review: Resource, user: User, namespace: str) -> Resource:
         assert isinstance(review, SubjectAccessReview | LocalSubjectAccessReview)
         spec = review.spec
         assert spec is not None
-        subject = User(spec.user or "", (*(spec.groups or ()), AUTHENTICATED))
+        subject = User(
+            spec.user or "",
+            tuple(spec.groups or ()),
+            uid=spec.uid or "",
+            extra={k: tuple(v) for k, v in (spec.extra or {}).items()},
+        )
         question = _question(spec)
         if isinstance(review, LocalSubjectAccessReview):
             attributes = spec.resource_attributes
@@ -89,34 +110,54 @@ def reviewers(authorize: Authorizer) -> dict[tuple[str, str], Reviewer]:
         review.status = _answer(authorize(subject, question))
         return review
 
-    def self_rules(review: Resource, user: User, namespace: str) -> Resource:
+    async def self_rules(review: Resource, user: User, namespace: str) -> Resource:
         assert isinstance(review, SelfSubjectRulesReview)
-        everything = authorize(
-            user, RequestInfo(path="", verb="*", is_resource_request=True, group="*", resource="*")
-        )
+        wanted = review.spec.namespace if review.spec is not None else None
+        rules, incomplete = rules_for(user, wanted or "")
         review.status = SubjectRulesReviewStatus(
-            resource_rules=[ResourceRule(verbs=["*"], api_groups=["*"], resources=["*"])]
-            if everything
-            else [],
-            non_resource_rules=[NonResourceRule(verbs=["*"], non_resource_urls=["*"])]
-            if everything
-            else [],
-            incomplete=False,
+            resource_rules=[
+                ResourceRule(
+                    verbs=r.verbs,
+                    api_groups=r.api_groups,
+                    resources=r.resources,
+                    resource_names=r.resource_names,
+                )
+                for r in rules
+                if not r.non_resource_urls
+            ],
+            non_resource_rules=[
+                NonResourceRule(verbs=r.verbs, non_resource_urls=r.non_resource_urls)
+                for r in rules
+                if r.non_resource_urls
+            ],
+            incomplete=incomplete,
         )
         return review
 
-    def whoami(review: Resource, user: User, namespace: str) -> Resource:
+    async def whoami(review: Resource, user: User, namespace: str) -> Resource:
         assert isinstance(review, SelfSubjectReview)
-        review.status = SelfSubjectReviewStatus(
-            user_info=UserInfo(username=user.name, groups=list(user.groups))
-        )
+        review.status = SelfSubjectReviewStatus(user_info=_user_info(user))
         return review
 
-    def token(review: Resource, user: User, namespace: str) -> Resource:
+    async def token(review: Resource, user: User, namespace: str) -> Resource:
         assert isinstance(review, TokenReview)
-        review.status = TokenReviewStatus(
-            authenticated=False, error="no token authenticator is configured"
-        )
+        spec = review.spec
+        authenticate = review_token()
+        if spec is None or not spec.token:
+            review.status = TokenReviewStatus(authenticated=False, error="no token given")
+        elif authenticate is None:
+            review.status = TokenReviewStatus(
+                authenticated=False, error="no token authenticator is configured"
+            )
+        else:
+            try:
+                found, audiences = await authenticate(spec.token, spec.audiences or ())
+            except InvalidToken as error:
+                review.status = TokenReviewStatus(authenticated=False, error=str(error))
+            else:
+                review.status = TokenReviewStatus(
+                    authenticated=True, user=_user_info(found), audiences=audiences
+                )
         return review
 
     return {
@@ -127,6 +168,15 @@ def reviewers(authorize: Authorizer) -> dict[tuple[str, str], Reviewer]:
         ("authentication.k8s.io", "SelfSubjectReview"): whoami,
         ("authentication.k8s.io", "TokenReview"): token,
     }
+
+
+def _user_info(user: User) -> UserInfo:
+    return UserInfo(
+        username=user.name,
+        uid=user.uid or None,
+        groups=list(user.groups),
+        extra={k: list(v) for k, v in user.extra.items()} or None,
+    )
 
 
 def validate(info: KindInfo, review: Resource) -> None:

@@ -2,11 +2,14 @@
 
 Every request passes the same stages, in upstream's order: limits (body size, in-flight
 requests) → authentication → authorization → (for writes, inside the registry) admission →
-validation → storage.  Authentication and authorization are pluggable stages; today they are
-client certificates (CN = user, O = groups) with anonymous requests as ``system:anonymous``,
-and an authorizer that lets authenticated users do everything and anonymous ones reach only
-health, version and discovery (what upstream's default RBAC grants them).  The security issue
-replaces both stages without touching the rest.
+validation → storage.  Authentication is a chain (``authn``): client certificates (CN = user,
+O = groups), bearer tokens (static file, service-account JWTs, bootstrap tokens), else
+``system:anonymous`` unless ``--anonymous-auth=false``; then impersonation headers.
+Authorization is the union of ``--authorization-mode`` modes (``authz``: AlwaysAllow, the
+compatible default, or Node and RBAC).  RBAC, the Node authorizer and the token checks read
+watch caches the server keeps of the objects they need, never storage per request; writes of
+roles and bindings pass upstream's escalation check (``escalation``); the bootstrap RBAC
+policy (``policy``) is reconciled at every start.
 
 On first start the server creates its PKI under ``<data-dir>/pki`` (a cluster CA, a serving
 certificate naming every address clients use, an admin client certificate in the
@@ -16,6 +19,7 @@ certificate naming every address clients use, an admin client certificate in the
 from __future__ import annotations
 
 import asyncio
+import inspect
 import ipaddress
 import logging
 import platform
@@ -35,22 +39,30 @@ from controlplane.apiserver import admission as builtin_admission
 from controlplane.apiserver import (
     apply,
     auth,
+    authn,
+    authz,
     bootstrap,
     crd,
     discovery,
     errors,
+    escalation,
     negotiation,
+    policy,
     reviews,
 )
 from controlplane.apiserver.handlers import Request, ResourceHandler, json_response
+from controlplane.apiserver.nodeauthz import NodeAuthorizer
 from controlplane.apiserver.proxy import KubeletConnector
+from controlplane.apiserver.rbac import RBACAuthorizer
 from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
 from controlplane.apiserver.requestinfo import RequestInfo, parse
 from controlplane.apiserver.tokens import TokenIssuer
+from controlplane.apiserver.watchcache import WatchCache
 from controlplane.storage.interface import Store
 from controlplane.storage.metered import MeteredStore
 from kubelab import KUBERNETES_VERSION, __version__
 from kubelab.api import openapi
+from kubelab.api.kinds.rbac_v1 import GROUP as RBAC_GROUP
 from kubelab.api.scheme import SCHEME, KindInfo
 from kubelab.client import kubeconfig
 from kubelab.clock import Clock, RealClock
@@ -79,6 +91,11 @@ class ServerConfig:
     max_mutating_requests_inflight: int = 200
     bookmark_interval: float = 60.0
     compaction_interval: float = 300.0
+    anonymous_auth: bool = True
+    token_auth_file: Path | None = None
+    api_audiences: Sequence[str] = ()
+    """Audiences a token must name to reach this server (default: the token issuer)."""
+    authorization_modes: Sequence[str] = ("AlwaysAllow",)
 
     @property
     def advertise(self) -> str:
@@ -194,7 +211,7 @@ class APIServer:
         config: ServerConfig,
         clock: Clock | None = None,
         authenticators: Sequence[auth.Authenticator] = (auth.certificate_authenticator,),
-        authorizer: auth.Authorizer = auth.default_authorizer,
+        authorizer: auth.Authorizer | None = None,
         admission: Sequence[Admission] = (),
     ) -> None:
         self.metrics = Registry()
@@ -207,7 +224,7 @@ class APIServer:
         self.config = config
         self.clock = clock or RealClock()
         self.authenticators = list(authenticators)
-        self.authorizer = authorizer
+        self.tokens: authn.TokenChain | None = None
         self.stores: dict[tuple[str, str, str], ResourceStore] = {}
         self.allocation = bootstrap.ServiceAllocation(config)
         hooks = {("", "v1", "services"): [self.allocation]}
@@ -221,17 +238,42 @@ class APIServer:
                 track_fields=apply.record_update,
             )
         self.namespaces, self.priority_classes = builtin_admission.caches(self.stores)
+        self.caches = {
+            key: WatchCache(self.stores[key])
+            for key in (
+                ("", "v1", "serviceaccounts"),
+                ("", "v1", "pods"),
+                ("", "v1", "secrets"),
+                ("", "v1", "persistentvolumeclaims"),
+                (RBAC_GROUP, "v1", "roles"),
+                (RBAC_GROUP, "v1", "clusterroles"),
+                (RBAC_GROUP, "v1", "rolebindings"),
+                (RBAC_GROUP, "v1", "clusterrolebindings"),
+            )
+        }
+        """What authentication and authorization read instead of the store."""
+        self.authorization = authz.Union([self._mode(m) for m in config.authorization_modes])
+        self.authorizer: auth.Authorizer = authorizer or self.authorization
         stages = [
             builtin_admission.namespace_lifecycle(self.namespaces),
             builtin_admission.default_toleration_seconds(),
             builtin_admission.priority(self.priority_classes),
+            escalation.prevent_escalation(
+                self.authorizer,
+                self.authorization.rules_for,
+                self.caches[(RBAC_GROUP, "v1", "roles")],
+                self.caches[(RBAC_GROUP, "v1", "clusterroles")],
+            ),
             *admission,
         ]
         for resource_store in self.stores.values():
             resource_store.admission = list(stages)
         self.crds = crd.Controller(self)
         self.handler = ResourceHandler(
-            self.lookup, self.clock, reviews.reviewers(authorizer), config.bookmark_interval
+            self.lookup,
+            self.clock,
+            reviews.reviewers(self.authorizer, self.authorization.rules_for, self._token_reviewer),
+            config.bookmark_interval,
         )
         self._requests = self.metrics.counter(
             "apiserver_request_total",
@@ -252,6 +294,56 @@ class APIServer:
         self.port = config.secure_port
         self._ready = False
         self._openapi_cache: dict[tuple[str, str], bytes] = {}
+
+    def _mode(self, name: str) -> authz.Mode:
+        if name == "AlwaysAllow":
+            return authz.AlwaysAllow()
+        if name == "AlwaysDeny":
+            return authz.AlwaysDeny()
+        if name == "RBAC":
+            return RBACAuthorizer(
+                *(
+                    self.caches[(RBAC_GROUP, "v1", plural)]
+                    for plural in ("roles", "clusterroles", "rolebindings", "clusterrolebindings")
+                )
+            )
+        if name == "Node":
+            return NodeAuthorizer(
+                self.caches[("", "v1", "pods")],
+                self.caches[("", "v1", "persistentvolumeclaims")],
+                policy.NODE_RULES,
+            )
+        raise ValueError(f"unknown authorization mode {name!r} (one of {', '.join(authz.MODES)})")
+
+    def use_token_issuer(self, issuer: TokenIssuer) -> None:
+        """Issue service-account tokens with ``issuer`` and accept bearer tokens: the static
+        file's, service-account JWTs verified with the issuer's key, and bootstrap tokens."""
+        self.handler.tokens = issuer
+        config = self.config
+        audiences = list(config.api_audiences) or [issuer.issuer]
+        service_accounts = authn.ServiceAccountTokens(
+            key=issuer.key.public_key(),
+            issuers=[issuer.issuer],
+            audiences=audiences,
+            clock=self.clock,
+            accounts=self.caches[("", "v1", "serviceaccounts")],
+            pods=self.caches[("", "v1", "pods")],
+            secrets=self.caches[("", "v1", "secrets")],
+        )
+        token_authenticators: list[authn.TokenAuthenticator] = []
+        if config.token_auth_file is not None:
+            token_authenticators.append(
+                authn.StaticTokens(authn.load_token_file(config.token_auth_file))
+            )
+        token_authenticators += [
+            service_accounts,
+            authn.BootstrapTokens(self.caches[("", "v1", "secrets")], self.clock),
+        ]
+        self.tokens = authn.TokenChain(token_authenticators, audiences, service_accounts)
+        self.authenticators.append(self.tokens)
+
+    def _token_reviewer(self) -> reviews.TokenReviewer | None:
+        return self.tokens.authenticate if self.tokens is not None else None
 
     async def compact_forever(self) -> None:
         """Every interval, forget history older than the revision seen one interval ago.
@@ -298,8 +390,11 @@ class APIServer:
         self.port = port
         await bootstrap.repair(self, self.allocation)
         await bootstrap.ensure_objects(self)
+        await policy.reconcile(self)
         await self.namespaces.start()
         await self.priority_classes.start()
+        for cache in self.caches.values():
+            await cache.start()
         await self.crds.start()
         self._ready = True
 
@@ -346,9 +441,10 @@ class APIServer:
     ) -> web.StreamResponse:
         if request.content_length is not None and request.content_length > MAX_BODY:
             raise errors.too_large()
-        user = self._authenticate(request)
+        user = await self._authenticate(request)
+        user = authn.impersonate(request, user, self.authorizer)
         if not self.authorizer(user, info):
-            raise errors.forbidden(None, info.name, auth.denial_message(user, info))
+            raise auth.forbidden(user, info)
         request[USER] = user
         if info.verb == "watch":
             self._watchers.inc(info.resource)
@@ -374,11 +470,15 @@ class APIServer:
         finally:
             self._inflight[kind] -= 1
 
-    def _authenticate(self, request: web.Request) -> auth.User:
+    async def _authenticate(self, request: web.Request) -> auth.User:
         for authenticate in self.authenticators:
             user = authenticate(request)
+            if inspect.isawaitable(user):
+                user = await user
             if user is not None:
                 return user
+        if not self.config.anonymous_auth:
+            raise auth.unauthorized()
         return auth.ANONYMOUS_USER
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -539,6 +639,8 @@ class Running:
         self.server.crds.stop()
         self.server.namespaces.stop()
         self.server.priority_classes.stop()
+        for cache in self.server.caches.values():
+            cache.stop()
         await self.runner.cleanup()
         self.stopped.set()
 
@@ -548,7 +650,7 @@ async def serve(server: APIServer) -> Running:
     config = server.config
     pki = ensure_pki(config)
     server.handler.kubelets = KubeletConnector(pki.ca.cert_pem, pki.kubelet_client)
-    server.handler.tokens = TokenIssuer.load_or_create(config.data_dir / "pki")
+    server.use_token_issuer(TokenIssuer.load_or_create(config.data_dir / "pki"))
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(

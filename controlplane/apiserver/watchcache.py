@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from controlplane.apiserver.errors import ApiError
 from controlplane.apiserver.registry import ResourceStore
 from controlplane.storage.interface import DELETED
 from kubelab.api.meta_v1 import Resource
@@ -32,6 +33,19 @@ class WatchCache:
 
     def objects(self) -> list[Resource]:
         return list(self._objects.values())
+
+    async def lookup(self, namespace: str, name: str) -> Resource | None:
+        """The object from the cache, else from the store (``None`` if it does not exist):
+        for callers that must see an object created a moment ago."""
+        found = self.get(namespace, name)
+        if found is not None:
+            return found
+        try:
+            return await self.store.get(namespace, name)
+        except ApiError as error:
+            if error.code == 404:
+                return None
+            raise
 
     async def start(self) -> None:
         """Fill the cache, then follow changes in the background."""

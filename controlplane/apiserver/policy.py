@@ -1,0 +1,822 @@
+"""The bootstrap RBAC policy, and its reconciliation at every start.
+
+The roles and bindings upstream's ``bootstrappolicy`` defines, for users, for the cluster's
+own components and for certificate approval: ``cluster-admin`` (bound to ``system:masters``),
+the aggregated ``admin``/``edit``/``view`` with the ``system:aggregate-to-*`` roles that feed
+them, ``system:basic-user``, ``system:discovery``, ``system:public-info-viewer``,
+``system:node``, ``system:node-proxier``, ``system:kube-scheduler``,
+``system:kube-controller-manager``, ``system:kube-dns``, ``system:cloud-controller-manager``
+(the cloud package's own role, bound to ``system:cloud-controller-manager``),
+the CSR roles and approvers, the ``system:controller:<name>`` role of each controller kubelab
+runs (bound to the ``kube-system`` service account of that name, which a controller manager
+using per-controller credentials acts as), and the bindings upstream ships.
+
+Reconciliation is upstream's ``auth reconcile`` without removal: a missing object is created;
+an existing one whose ``rbac.authorization.kubernetes.io/autoupdate`` annotation is not
+``"false"`` gets the rules (or subjects, or aggregation selectors) it lacks added and its
+missing labels and annotations set, keeping everything the cluster's users added; a binding
+whose ``roleRef`` differs is recreated (``roleRef`` cannot change in place).  A rule counts as
+present when existing rules already cover it, so a second start writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from controlplane.apiserver import errors
+from controlplane.apiserver.rbac import covers
+from controlplane.apiserver.registry import RequestContext, ResourceStore
+from controlplane.cloud import rbac as cloud_rbac
+from kubelab.api.kinds.rbac_v1 import (
+    GROUP,
+    AggregationRule,
+    ClusterRole,
+    ClusterRoleBinding,
+    PolicyRule,
+    RoleRef,
+    Subject,
+)
+from kubelab.api.meta_v1 import DeleteOptions, LabelSelector, ObjectMeta, Resource
+
+if TYPE_CHECKING:
+    from controlplane.apiserver.server import APIServer
+
+log = logging.getLogger(__name__)
+
+AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
+BOOTSTRAPPING = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
+
+READ = ("get", "list", "watch")
+WRITE = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def rule(
+    verbs: Sequence[str],
+    groups: Sequence[str],
+    resources: Sequence[str],
+    names: Sequence[str] = (),
+) -> PolicyRule:
+    return PolicyRule(
+        verbs=list(verbs),
+        api_groups=list(groups),
+        resources=list(resources),
+        resource_names=list(names) or None,
+    )
+
+
+def url_rule(verbs: Sequence[str], urls: Sequence[str]) -> PolicyRule:
+    return PolicyRule(verbs=list(verbs), non_resource_urls=list(urls))
+
+
+EVENTS = (
+    rule(("create", "update", "patch"), ("",), ("events",)),
+    rule(("create", "update", "patch"), ("events.k8s.io",), ("events",)),
+)
+REVIEWS = (
+    rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)),
+    rule(("create",), ("authorization.k8s.io",), ("subjectaccessreviews",)),
+)
+
+NODE_RULES = [
+    rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)),
+    rule(
+        ("create",),
+        ("authorization.k8s.io",),
+        ("subjectaccessreviews", "localsubjectaccessreviews"),
+    ),
+    rule(READ, ("",), ("services",)),
+    rule(("create", "get", "list", "watch"), ("",), ("nodes",)),
+    rule(("update", "patch"), ("",), ("nodes/status",)),
+    rule(("update", "patch"), ("",), ("nodes",)),
+    *EVENTS,
+    rule(READ, ("",), ("pods",)),
+    rule(("create", "delete"), ("",), ("pods",)),
+    rule(("update", "patch"), ("",), ("pods/status",)),
+    rule(("create",), ("",), ("pods/eviction",)),
+    rule(READ, ("",), ("secrets", "configmaps")),
+    rule(("get",), ("",), ("persistentvolumeclaims", "persistentvolumes")),
+    rule(("get",), ("",), ("endpoints",)),
+    rule(
+        ("create", "get", "list", "watch"),
+        ("certificates.k8s.io",),
+        ("certificatesigningrequests",),
+    ),
+    rule(("get", "create", "update", "patch", "delete"), ("coordination.k8s.io",), ("leases",)),
+    rule(("get",), ("storage.k8s.io",), ("volumeattachments",)),
+    rule(("create",), ("",), ("serviceaccounts/token",)),
+    rule(("update", "patch"), ("",), ("persistentvolumeclaims/status",)),
+    rule(READ, ("storage.k8s.io",), ("csidrivers",)),
+    rule(("get", "create", "update", "patch", "delete"), ("storage.k8s.io",), ("csinodes",)),
+    rule(READ, ("node.k8s.io",), ("runtimeclasses",)),
+]
+"""What ``system:node`` grants; the Node authorizer narrows it to the kubelet's own objects."""
+
+
+def _cluster_role(
+    name: str,
+    rules: Sequence[PolicyRule] = (),
+    labels: dict[str, str] | None = None,
+    aggregate: str | None = None,
+) -> ClusterRole:
+    return ClusterRole(
+        metadata=ObjectMeta(
+            name=name,
+            labels={**BOOTSTRAPPING, **(labels or {})},
+            annotations={AUTOUPDATE: "true"},
+        ),
+        rules=list(rules) if aggregate is None else None,
+        aggregation_rule=AggregationRule(
+            cluster_role_selectors=[
+                LabelSelector(match_labels={f"{AGGREGATE_TO}{aggregate}": "true"})
+            ]
+        )
+        if aggregate is not None
+        else None,
+    )
+
+
+def _seeded(role: ClusterRole) -> ClusterRole:
+    """A role another package defines (its component's own data), marked as bootstrap policy."""
+    role.metadata.labels = {**(role.metadata.labels or {}), **BOOTSTRAPPING}
+    role.metadata.annotations = {**(role.metadata.annotations or {}), AUTOUPDATE: "true"}
+    return role
+
+
+def _user(name: str) -> Subject:
+    return Subject(kind="User", api_group=GROUP, name=name)
+
+
+def _group(name: str) -> Subject:
+    return Subject(kind="Group", api_group=GROUP, name=name)
+
+
+def _binding(name: str, role: str, subjects: Sequence[Subject]) -> ClusterRoleBinding:
+    return ClusterRoleBinding(
+        metadata=ObjectMeta(
+            name=name, labels=dict(BOOTSTRAPPING), annotations={AUTOUPDATE: "true"}
+        ),
+        role_ref=RoleRef(api_group=GROUP, kind="ClusterRole", name=role),
+        subjects=list(subjects) or None,
+    )
+
+
+def _aggregate(to: str) -> dict[str, str]:
+    return {f"{AGGREGATE_TO}{to}": "true"}
+
+
+def cluster_roles() -> list[ClusterRole]:
+    """Upstream's bootstrap ClusterRoles (without the per-controller ``system:controller:*``)."""
+    view = [
+        rule(
+            READ,
+            ("",),
+            (
+                "pods",
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/status",
+                "endpoints",
+                "persistentvolumeclaims",
+                "persistentvolumeclaims/status",
+                "configmaps",
+            ),
+        ),
+        rule(
+            READ,
+            ("",),
+            (
+                "limitranges",
+                "resourcequotas",
+                "bindings",
+                "events",
+                "pods/status",
+                "resourcequotas/status",
+                "namespaces/status",
+                "replicationcontrollers/status",
+                "pods/log",
+            ),
+        ),
+        rule(READ, ("",), ("namespaces",)),
+        rule(READ, ("discovery.k8s.io",), ("endpointslices",)),
+        rule(
+            READ,
+            ("apps",),
+            (
+                "controllerrevisions",
+                "statefulsets",
+                "statefulsets/scale",
+                "statefulsets/status",
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/scale",
+                "deployments/status",
+                "replicasets",
+                "replicasets/scale",
+                "replicasets/status",
+            ),
+        ),
+        rule(
+            READ, ("autoscaling",), ("horizontalpodautoscalers", "horizontalpodautoscalers/status")
+        ),
+        rule(READ, ("batch",), ("jobs", "cronjobs", "cronjobs/status", "jobs/status")),
+        rule(READ, ("policy",), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
+        rule(READ, ("networking.k8s.io",), ("networkpolicies", "ingresses", "ingresses/status")),
+    ]
+    edit = [
+        rule(
+            READ,
+            ("",),
+            (
+                "pods/attach",
+                "pods/proxy",
+                "pods/exec",
+                "pods/portforward",
+                "secrets",
+                "services/proxy",
+            ),
+        ),
+        rule(("impersonate",), ("",), ("serviceaccounts",)),
+        rule(WRITE, ("",), ("pods", "pods/attach", "pods/proxy", "pods/exec", "pods/portforward")),
+        rule(("create",), ("",), ("pods/eviction",)),
+        rule(
+            WRITE,
+            ("",),
+            (
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/proxy",
+                "persistentvolumeclaims",
+                "configmaps",
+                "secrets",
+                "events",
+            ),
+        ),
+        rule(("create",), ("",), ("serviceaccounts/token",)),
+        rule(
+            WRITE,
+            ("apps",),
+            (
+                "statefulsets",
+                "statefulsets/scale",
+                "daemonsets",
+                "deployments",
+                "deployments/scale",
+                "deployments/rollback",
+                "replicasets",
+                "replicasets/scale",
+            ),
+        ),
+        rule(WRITE, ("autoscaling",), ("horizontalpodautoscalers",)),
+        rule(WRITE, ("batch",), ("jobs", "cronjobs")),
+        rule(WRITE, ("policy",), ("poddisruptionbudgets",)),
+        rule(WRITE, ("networking.k8s.io",), ("networkpolicies", "ingresses")),
+        rule((*READ, *WRITE), ("coordination.k8s.io",), ("leases",)),
+    ]
+    admin = [
+        rule(("create",), ("authorization.k8s.io",), ("localsubjectaccessreviews",)),
+        rule((*READ, *WRITE), (GROUP,), ("roles", "rolebindings")),
+    ]
+    health = ("/healthz", "/livez", "/readyz", "/version", "/version/")
+    return [
+        _cluster_role("cluster-admin", [rule(("*",), ("*",), ("*",)), url_rule(("*",), ("*",))]),
+        _cluster_role(
+            "system:discovery",
+            [
+                url_rule(
+                    ("get",),
+                    ("/api", "/api/*", "/apis", "/apis/*", *health, "/openapi", "/openapi/*"),
+                )
+            ],
+        ),
+        _cluster_role("system:public-info-viewer", [url_rule(("get",), health)]),
+        _cluster_role(
+            "system:basic-user",
+            [
+                rule(
+                    ("create",),
+                    ("authorization.k8s.io",),
+                    ("selfsubjectaccessreviews", "selfsubjectrulesreviews"),
+                ),
+                rule(("create",), ("authentication.k8s.io",), ("selfsubjectreviews",)),
+            ],
+        ),
+        _cluster_role(
+            "system:monitoring",
+            [
+                url_rule(
+                    ("get",),
+                    (
+                        "/metrics",
+                        "/metrics/slis",
+                        "/livez",
+                        "/readyz",
+                        "/healthz",
+                        "/livez/*",
+                        "/readyz/*",
+                        "/healthz/*",
+                    ),
+                )
+            ],
+        ),
+        _cluster_role("admin", aggregate="admin"),
+        _cluster_role("edit", labels=_aggregate("admin"), aggregate="edit"),
+        _cluster_role("view", labels=_aggregate("edit"), aggregate="view"),
+        _cluster_role("system:aggregate-to-admin", admin, labels=_aggregate("admin")),
+        _cluster_role("system:aggregate-to-edit", edit, labels=_aggregate("edit")),
+        _cluster_role("system:aggregate-to-view", view, labels=_aggregate("view")),
+        _cluster_role("system:auth-delegator", REVIEWS),
+        _cluster_role("system:node", NODE_RULES),
+        _cluster_role(
+            "system:node-proxier",
+            [
+                rule(("list", "watch"), ("",), ("services", "endpoints")),
+                rule(READ, ("",), ("nodes",)),
+                *EVENTS,
+                rule(("list", "watch"), ("discovery.k8s.io",), ("endpointslices",)),
+            ],
+        ),
+        _cluster_role(
+            "system:node-bootstrapper",
+            [
+                rule(
+                    ("create", "get", "list", "watch"),
+                    ("certificates.k8s.io",),
+                    ("certificatesigningrequests",),
+                )
+            ],
+        ),
+        _cluster_role(
+            "system:kubelet-api-admin",
+            [
+                rule(("get", "list", "watch", "proxy"), ("",), ("nodes",)),
+                rule(
+                    ("*",),
+                    ("",),
+                    (
+                        "nodes/proxy",
+                        "nodes/metrics",
+                        "nodes/stats",
+                        "nodes/log",
+                        "nodes/spec",
+                        "nodes/configz",
+                        "nodes/healthz",
+                        "nodes/pods",
+                        "nodes/checkpoint",
+                    ),
+                ),
+            ],
+        ),
+        _cluster_role(
+            "system:kube-scheduler",
+            [
+                *EVENTS,
+                rule(("create",), ("coordination.k8s.io",), ("leases",)),
+                rule(("get", "update"), ("coordination.k8s.io",), ("leases",), ("kube-scheduler",)),
+                rule(READ, ("",), ("nodes",)),
+                rule(("get", "list", "watch", "delete"), ("",), ("pods",)),
+                rule(("create",), ("",), ("pods/binding", "bindings")),
+                rule(("patch", "update"), ("",), ("pods/status",)),
+                rule(READ, ("",), ("services", "replicationcontrollers")),
+                rule(READ, ("apps", "extensions"), ("replicasets",)),
+                rule(READ, ("apps",), ("statefulsets",)),
+                rule(READ, ("policy",), ("poddisruptionbudgets",)),
+                rule(READ, ("",), ("persistentvolumeclaims", "persistentvolumes")),
+                *REVIEWS,
+                rule(READ, ("storage.k8s.io",), ("csinodes", "csidrivers", "csistoragecapacities")),
+                rule(READ, ("",), ("namespaces",)),
+            ],
+        ),
+        _cluster_role(
+            "system:volume-scheduler",
+            [
+                rule(("get", "list", "patch", "update", "watch"), ("",), ("persistentvolumes",)),
+                rule(READ, ("storage.k8s.io",), ("storageclasses",)),
+                rule(
+                    ("get", "list", "patch", "update", "watch"), ("",), ("persistentvolumeclaims",)
+                ),
+            ],
+        ),
+        _cluster_role(
+            "system:kube-controller-manager",
+            [
+                *EVENTS,
+                rule(("create",), ("coordination.k8s.io",), ("leases",)),
+                rule(
+                    ("get", "update"),
+                    ("coordination.k8s.io",),
+                    ("leases",),
+                    ("kube-controller-manager",),
+                ),
+                rule(("create",), ("",), ("secrets", "serviceaccounts")),
+                rule(("delete",), ("",), ("secrets",)),
+                rule(("get",), ("",), ("configmaps", "namespaces", "secrets", "serviceaccounts")),
+                rule(("update",), ("",), ("secrets", "serviceaccounts")),
+                *REVIEWS,
+                rule(("list", "watch"), ("*",), ("*",)),
+                rule(("create",), ("",), ("serviceaccounts/token",)),
+            ],
+        ),
+        _seeded(cloud_rbac.cluster_role()),
+        _cluster_role(
+            "system:kube-dns",
+            [
+                rule(("list", "watch"), ("",), ("endpoints", "services")),
+                rule(("list", "watch"), ("discovery.k8s.io",), ("endpointslices",)),
+            ],
+        ),
+        _cluster_role(
+            "system:persistent-volume-provisioner",
+            [
+                rule(("get", "list", "watch", "create", "delete"), ("",), ("persistentvolumes",)),
+                rule(("get", "list", "watch", "update"), ("",), ("persistentvolumeclaims",)),
+                rule(READ, ("storage.k8s.io",), ("storageclasses",)),
+                rule(("watch",), ("",), ("events",)),
+                *EVENTS,
+            ],
+        ),
+        _cluster_role(
+            "system:service-account-issuer-discovery",
+            [
+                url_rule(
+                    ("get",),
+                    (
+                        "/.well-known/openid-configuration",
+                        "/.well-known/openid-configuration/",
+                        "/openid/v1/jwks",
+                        "/openid/v1/jwks/",
+                    ),
+                )
+            ],
+        ),
+        _cluster_role(
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            [
+                rule(
+                    ("create",),
+                    ("certificates.k8s.io",),
+                    ("certificatesigningrequests/nodeclient",),
+                )
+            ],
+        ),
+        _cluster_role(
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            [
+                rule(
+                    ("create",),
+                    ("certificates.k8s.io",),
+                    ("certificatesigningrequests/selfnodeclient",),
+                )
+            ],
+        ),
+        *(
+            _cluster_role(
+                f"system:certificates.k8s.io:{signer}-approver",
+                [
+                    rule(
+                        ("approve",),
+                        ("certificates.k8s.io",),
+                        ("signers",),
+                        (f"kubernetes.io/{signer}",),
+                    )
+                ],
+            )
+            for signer in (
+                "kube-apiserver-client",
+                "kube-apiserver-client-kubelet",
+                "kubelet-serving",
+                "legacy-unknown",
+            )
+        ),
+    ]
+
+
+def _controller_rules() -> dict[str, list[PolicyRule]]:
+    """Upstream's ``system:controller:<name>`` rules, for the controllers kubelab runs, by the
+    service account each runs as with ``--use-service-account-credentials``."""
+    apps = ("apps", "extensions")
+    return {
+        "clusterrole-aggregation-controller": [
+            rule(
+                ("escalate", "get", "list", "patch", "update", "watch"), (GROUP,), ("clusterroles",)
+            ),
+        ],
+        "cronjob-controller": [
+            rule(("get", "list", "watch", "update", "patch"), ("batch",), ("cronjobs",)),
+            rule(
+                ("get", "list", "watch", "create", "update", "delete", "patch"),
+                ("batch",),
+                ("jobs",),
+            ),
+            rule(("update",), ("batch",), ("cronjobs/status", "cronjobs/finalizers")),
+            rule(("list", "delete"), ("",), ("pods",)),
+        ],
+        "daemon-set-controller": [
+            rule(READ, apps, ("daemonsets",)),
+            rule(("update",), apps, ("daemonsets/status", "daemonsets/finalizers")),
+            rule(("list", "watch"), ("",), ("nodes",)),
+            rule(("list", "watch", "create", "delete", "patch"), ("",), ("pods",)),
+            rule(("create",), ("",), ("pods/binding",)),
+            rule(
+                ("create", "delete", "get", "list", "patch", "update", "watch"),
+                ("apps",),
+                ("controllerrevisions",),
+            ),
+        ],
+        "deployment-controller": [
+            rule(("get", "list", "watch", "update"), apps, ("deployments",)),
+            rule(("update",), apps, ("deployments/status", "deployments/finalizers")),
+            rule(
+                ("create", "delete", "get", "list", "patch", "update", "watch"),
+                apps,
+                ("replicasets",),
+            ),
+            rule(("get", "list", "watch", "update"), ("",), ("pods",)),
+        ],
+        "disruption-controller": [
+            rule(READ, apps, ("deployments", "replicasets")),
+            rule(READ, ("",), ("replicationcontrollers",)),
+            rule(READ, ("policy",), ("poddisruptionbudgets",)),
+            rule(READ, ("apps",), ("statefulsets",)),
+            rule(("update",), ("policy",), ("poddisruptionbudgets/status",)),
+            rule(("get",), ("*",), ("*/scale",)),
+            rule(("patch",), ("",), ("pods/status",)),
+        ],
+        "endpoint-controller": [
+            rule(READ, ("",), ("services", "pods")),
+            rule(("get", "list", "create", "update", "delete"), ("",), ("endpoints",)),
+            rule(("create",), ("",), ("endpoints/restricted",)),
+        ],
+        "endpointslice-controller": [
+            rule(READ, ("",), ("services", "pods", "nodes")),
+            rule(("update",), ("",), ("services/finalizers",)),
+            rule(
+                ("get", "list", "create", "update", "delete"),
+                ("discovery.k8s.io",),
+                ("endpointslices",),
+            ),
+        ],
+        "generic-garbage-collector": [
+            rule(("get", "list", "watch", "patch", "update", "delete"), ("*",), ("*",)),
+        ],
+        "job-controller": [
+            rule(("get", "list", "watch", "update", "patch"), ("batch",), ("jobs",)),
+            rule(("update",), ("batch",), ("jobs/status", "jobs/finalizers")),
+            rule(("list", "watch", "create", "delete", "patch"), ("",), ("pods",)),
+        ],
+        "namespace-controller": [
+            rule(("get", "list", "watch", "delete"), ("",), ("namespaces",)),
+            rule(("update",), ("",), ("namespaces/finalize", "namespaces/status")),
+            rule(("get", "list", "delete", "deletecollection"), ("*",), ("*",)),
+        ],
+        "node-controller": [
+            rule(("get", "list", "update", "delete", "patch"), ("",), ("nodes",)),
+            rule(("patch", "update"), ("",), ("nodes/status",)),
+            rule(("patch", "update"), ("",), ("pods/status",)),
+            rule(("list", "delete"), ("",), ("pods",)),
+        ],
+        "persistent-volume-binder": [
+            rule(
+                ("create", "delete", "get", "list", "update", "watch"),
+                ("",),
+                ("persistentvolumes",),
+            ),
+            rule(("update",), ("",), ("persistentvolumes/status",)),
+            rule(("get", "list", "update", "watch"), ("",), ("persistentvolumeclaims",)),
+            rule(("update",), ("",), ("persistentvolumeclaims/status",)),
+            rule(("get", "list", "watch", "delete"), ("",), ("pods",)),
+            rule(READ, ("storage.k8s.io",), ("storageclasses",)),
+            rule(("watch",), ("",), ("events",)),
+        ],
+        "pod-garbage-collector": [
+            rule(("list", "watch", "delete"), ("",), ("pods",)),
+            rule(READ, ("",), ("nodes",)),
+            rule(("patch",), ("",), ("pods/status",)),
+        ],
+        "replicaset-controller": [
+            rule(("get", "list", "watch", "update"), apps, ("replicasets",)),
+            rule(("update",), apps, ("replicasets/status", "replicasets/finalizers")),
+            rule(("list", "watch", "patch", "create", "delete"), ("",), ("pods",)),
+        ],
+        "replication-controller": [
+            rule(("get", "list", "watch", "update"), ("",), ("replicationcontrollers",)),
+            rule(
+                ("update",),
+                ("",),
+                ("replicationcontrollers/status", "replicationcontrollers/finalizers"),
+            ),
+            rule(("list", "watch", "patch", "create", "delete"), ("",), ("pods",)),
+        ],
+        "resourcequota-controller": [
+            rule(("list", "watch"), ("*",), ("*",)),
+            rule(("update",), ("",), ("resourcequotas/status",)),
+        ],
+        "root-ca-cert-publisher": [rule(("create", "update"), ("",), ("configmaps",))],
+        "service-account-controller": [rule(("create",), ("",), ("serviceaccounts",))],
+        "statefulset-controller": [
+            rule(("list", "watch"), ("",), ("pods",)),
+            rule(("list", "watch"), ("apps",), ("statefulsets",)),
+            rule(("get",), ("apps",), ("statefulsets",)),
+            rule(("update",), ("apps",), ("statefulsets/status", "statefulsets/finalizers")),
+            rule(("get", "create", "delete", "update", "patch"), ("",), ("pods",)),
+            rule(
+                ("get", "create", "delete", "update", "patch", "list", "watch"),
+                ("apps",),
+                ("controllerrevisions",),
+            ),
+            rule(("get", "create"), ("",), ("persistentvolumeclaims",)),
+            rule(("update", "delete", "patch"), ("",), ("persistentvolumeclaims",)),
+        ],
+        "ttl-after-finished-controller": [
+            rule(("get", "list", "watch", "delete"), ("batch",), ("jobs",))
+        ],
+        "pvc-protection-controller": [
+            rule(("get", "list", "watch", "update"), ("",), ("persistentvolumeclaims",)),
+            rule(("list", "watch", "get"), ("",), ("pods",)),
+        ],
+        "pv-protection-controller": [
+            rule(("get", "list", "watch", "update"), ("",), ("persistentvolumes",)),
+        ],
+        "taint-eviction-controller": [
+            rule(("list", "watch", "get", "delete"), ("",), ("pods",)),
+            rule(("patch",), ("",), ("pods/status",)),
+            rule(READ, ("",), ("nodes",)),
+        ],
+    }
+
+
+def controller_roles() -> list[ClusterRole]:
+    return [
+        _cluster_role(f"system:controller:{name}", [*rules, *EVENTS])
+        for name, rules in _controller_rules().items()
+    ]
+
+
+def cluster_role_bindings() -> list[ClusterRoleBinding]:
+    """Upstream's bootstrap ClusterRoleBindings."""
+    authenticated, unauthenticated = (
+        _group("system:authenticated"),
+        _group("system:unauthenticated"),
+    )
+    return [
+        _binding("cluster-admin", "cluster-admin", [_group("system:masters")]),
+        _binding("system:monitoring", "system:monitoring", [_group("system:monitoring")]),
+        _binding("system:discovery", "system:discovery", [authenticated]),
+        _binding("system:basic-user", "system:basic-user", [authenticated]),
+        _binding(
+            "system:public-info-viewer",
+            "system:public-info-viewer",
+            [authenticated, unauthenticated],
+        ),
+        _binding("system:node-proxier", "system:node-proxier", [_user("system:kube-proxy")]),
+        _binding(
+            "system:kube-controller-manager",
+            "system:kube-controller-manager",
+            [_user("system:kube-controller-manager")],
+        ),
+        _binding(
+            "system:cloud-controller-manager",
+            "system:cloud-controller-manager",
+            [_user("system:cloud-controller-manager")],
+        ),
+        _binding(
+            "system:kube-dns",
+            "system:kube-dns",
+            [Subject(kind="ServiceAccount", name="kube-dns", namespace="kube-system")],
+        ),
+        _binding(
+            "system:kube-scheduler", "system:kube-scheduler", [_user("system:kube-scheduler")]
+        ),
+        _binding(
+            "system:volume-scheduler", "system:volume-scheduler", [_user("system:kube-scheduler")]
+        ),
+        _binding("system:node", "system:node", []),
+        _binding(
+            "system:service-account-issuer-discovery",
+            "system:service-account-issuer-discovery",
+            [_group("system:serviceaccounts")],
+        ),
+        *(
+            _binding(
+                f"system:controller:{name}",
+                f"system:controller:{name}",
+                [Subject(kind="ServiceAccount", name=name, namespace="kube-system")],
+            )
+            for name in _controller_rules()
+        ),
+    ]
+
+
+# Reconciliation.
+
+
+def _merged_metadata(existing: ObjectMeta, wanted: ObjectMeta) -> bool:
+    """Add the labels and annotations ``existing`` lacks; whether anything changed."""
+    changed = False
+    for attribute in ("labels", "annotations"):
+        current = dict(getattr(existing, attribute) or {})
+        for key, value in (getattr(wanted, attribute) or {}).items():
+            if key not in current:
+                current[key] = value
+                changed = True
+        setattr(existing, attribute, current or None)
+    return changed
+
+
+def reconcile_role(existing: ClusterRole, wanted: ClusterRole) -> ClusterRole | None:
+    """The role to write, or ``None`` if ``existing`` already has everything (or opts out)."""
+    if (existing.metadata.annotations or {}).get(AUTOUPDATE) == "false":
+        return None
+    result = copy.deepcopy(existing)
+    changed = _merged_metadata(result.metadata, wanted.metadata)
+    if wanted.aggregation_rule is not None:
+        selectors = list(
+            result.aggregation_rule.cluster_role_selectors or ()
+            if result.aggregation_rule is not None
+            else ()
+        )
+        for selector in wanted.aggregation_rule.cluster_role_selectors or ():
+            if selector not in selectors:
+                selectors.append(selector)
+                changed = True
+        result.aggregation_rule = AggregationRule(cluster_role_selectors=selectors)
+    else:
+        rules = list(result.rules or ())
+        for wanted_rule in wanted.rules or ():
+            if not covers(rules, wanted_rule):
+                rules.append(wanted_rule)
+                changed = True
+        result.rules = rules
+    return result if changed else None
+
+
+def reconcile_binding(
+    existing: ClusterRoleBinding, wanted: ClusterRoleBinding
+) -> ClusterRoleBinding | None:
+    """The binding to write, or ``None``; a different roleRef means delete and recreate."""
+    if (existing.metadata.annotations or {}).get(AUTOUPDATE) == "false":
+        return None
+    result = copy.deepcopy(existing)
+    changed = _merged_metadata(result.metadata, wanted.metadata)
+    subjects = list(result.subjects or ())
+    for subject in wanted.subjects or ():
+        if subject not in subjects:
+            subjects.append(subject)
+            changed = True
+    result.subjects = subjects or None
+    if result.role_ref != wanted.role_ref:
+        result.role_ref = wanted.role_ref
+        changed = True
+    return result if changed else None
+
+
+async def reconcile(server: APIServer) -> int:
+    """Bring the bootstrap policy into the store; the number of objects written."""
+    ctx = RequestContext(user="system:apiserver", groups=("system:masters",))
+    roles = server.lookup(GROUP, "v1", "clusterroles")
+    bindings = server.lookup(GROUP, "v1", "clusterrolebindings")
+    assert roles is not None and bindings is not None
+    written = 0
+    for role in (*cluster_roles(), *controller_roles()):
+        written += await _reconcile_one(roles, role, ctx)
+    for binding in cluster_role_bindings():
+        written += await _reconcile_one(bindings, binding, ctx)
+    if written:
+        log.info("bootstrap RBAC policy: %d objects created or updated", written)
+    return written
+
+
+async def _reconcile_one(store: ResourceStore, wanted: Resource, ctx: RequestContext) -> int:
+    name = wanted.metadata.name or ""
+    try:
+        existing = await store.get("", name)
+    except errors.ApiError as error:
+        if error.code != 404:
+            raise
+        await store.create("", copy.deepcopy(wanted), ctx)
+        return 1
+    if isinstance(existing, ClusterRole):
+        assert isinstance(wanted, ClusterRole)
+        updated: Resource | None = reconcile_role(existing, wanted)
+    else:
+        assert isinstance(existing, ClusterRoleBinding) and isinstance(wanted, ClusterRoleBinding)
+        updated = reconcile_binding(existing, wanted)
+        if updated is not None and existing.role_ref != wanted.role_ref:
+            await store.delete("", name, DeleteOptions(), ctx)
+            updated.metadata = ObjectMeta(
+                name=name, labels=updated.metadata.labels, annotations=updated.metadata.annotations
+            )
+            await store.create("", updated, ctx)
+            return 1
+    if updated is None:
+        return 0
+    await store.update("", name, updated, ctx)
+    return 1
