@@ -27,8 +27,8 @@ from kubelab import component
 if TYPE_CHECKING:
     from kubelab.clock import Clock
     from kubelab.iptables import Iptables
+    from node.proxy.base import Proxier
     from node.proxy.health import ProxyMetrics, ServiceHealthServer
-    from node.proxy.proxier import IptablesProxier
 
 MODES = ("iptables", "userspace")
 BACKENDS = ("restore", "libiptc")
@@ -153,8 +153,8 @@ def make_proxier(
     clock: Clock,
     metrics: ProxyMetrics,
     service_health: ServiceHealthServer,
-) -> IptablesProxier:
-    """The proxier of ``--proxy-mode`` (a UserspaceProxier is an IptablesProxier subclass)."""
+) -> Proxier:
+    """The proxier of ``--proxy-mode``."""
     if args.proxy_mode == "userspace":
         from node.proxy.userspace import UserspaceProxier
 
@@ -188,7 +188,6 @@ async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.
     from kubelab.client.informers import SharedInformerFactory
     from kubelab.clock import RealClock
     from node.proxy.health import ProxyMetrics, ServiceHealthServer, health_app, metrics_app
-    from node.proxy.userspace import UserspaceProxier
 
     clock = RealClock()
     node_name = args.hostname_override or socket.gethostname()
@@ -217,8 +216,7 @@ async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.
             return await component.until_stopped(proxier.run(), stop, "proxy")
         finally:
             await informers.shutdown()
-            if isinstance(proxier, UserspaceProxier):
-                await proxier.close()
+            await proxier.close()
             await service_health.close()
             await served.cleanup()
             await health.cleanup()

@@ -37,8 +37,9 @@ Differences from iptables mode, inherent in the design: endpoints see the node's
 source, never the client's; the traffic policies (Local) are not applied, every usable endpoint
 is used; there is no REJECT for an unreachable service beyond the connection reset.
 
-The informer wiring, the sync loop and its rate limits are :class:`IptablesProxier`'s, reused by
-subclassing: only :meth:`UserspaceProxier.sync` (and the sysctls) differ.
+The informer wiring, the change tracking, the sync loop and its rate limits are the shared
+:class:`~node.proxy.base.Proxier`'s; this mode implements only what a sync programs
+(:meth:`UserspaceProxier.apply`: listeners and the REDIRECT chains) and :meth:`close`.
 
 UDP replies must leave from the address the datagram was sent to (after the REDIRECT, that is
 127.0.0.1 for the node's own traffic) or conntrack cannot undo the REDIRECT, so the UDP front
@@ -58,9 +59,9 @@ from dataclasses import dataclass, field
 
 from kubelab.clock import Clock
 from kubelab.iptables import Iptables, IptablesError
+from node.proxy.base import Applied, Proxier, local_addresses
 from node.proxy.health import ProxyMetrics
-from node.proxy.model import EndpointInfo, ServicePortInfo, ServicePortName, usable
-from node.proxy.proxier import IptablesProxier, local_addresses
+from node.proxy.model import Changes, EndpointInfo, ServicePortInfo, ServicePortName, usable
 
 log = logging.getLogger(__name__)
 
@@ -644,9 +645,9 @@ Proxy = TcpProxy | UdpProxy
 # The proxier.
 
 
-class UserspaceProxier(IptablesProxier):
+class UserspaceProxier(Proxier):
     """Programs Services as listeners of this process and REDIRECT rules; see the module
-    docstring.  Same informers, sync loop and metrics as :class:`IptablesProxier`."""
+    docstring."""
 
     def __init__(
         self,
@@ -663,7 +664,6 @@ class UserspaceProxier(IptablesProxier):
         metrics: ProxyMetrics | None = None,
     ) -> None:
         super().__init__(
-            iptables,
             node_name,
             clock,
             nodeport_cidrs=nodeport_cidrs,
@@ -672,6 +672,7 @@ class UserspaceProxier(IptablesProxier):
             addresses=addresses,
             metrics=metrics,
         )
+        self.iptables = iptables
         self.listen_ip = str(ipaddress.IPv4Address(listen_ip))
         self.udp_idle_timeout = udp_idle_timeout
         self.proxies: dict[ServicePortName, Proxy] = {}
@@ -687,12 +688,10 @@ class UserspaceProxier(IptablesProxier):
         """Nothing to set: REDIRECT to a local listener needs neither route_localnet nor
         conntrack tuning."""
 
-    async def sync(self) -> bool:
+    async def apply(self, changes: Changes, full: bool) -> Applied | None:
         """Open and close listeners for what changed, then rewrite the four chains (a full
-        sync also re-reads node addresses and ensures the jumps); whether it succeeded."""
-        started = self.clock.monotonic()
-        full = self._needs_full or started - self._last_full >= self.sync_period
-        changes = self.tracker.apply(self._services, self._slices)
+        sync also re-reads node addresses and ensures the jumps).  Not complete when a
+        listener could not be opened: the next (full) sync retries it."""
         wanted = set(changes.changed)
         if full:  # also retry listeners that could not be opened before
             wanted |= set(self.tracker.ports) - set(self.proxies)
@@ -700,8 +699,8 @@ class UserspaceProxier(IptablesProxier):
         for name in sorted(wanted):
             opened_all &= await self._update(name)
         if not full and not changes.changed:
-            return True
-        node_ips = await self._node_ips() if full else self._node_ip_list
+            return None
+        node_ips = await self.node_ips() if full else self._node_ip_list
         lines = render_rules(self.portals(), listen_ip=self.listen_ip, node_ips=node_ips)
         chains = list(lines)
         try:
@@ -710,22 +709,16 @@ class UserspaceProxier(IptablesProxier):
                 lines += missing_jumps(saved)
             if full or lines != self._written:
                 await asyncio.to_thread(self.iptables.restore, "nat", lines)
-        except IptablesError as e:
+        except IptablesError:
             self._written = None
-            return self._failed(e)
+            raise
         self._written = chains
         self._node_ip_list = node_ips
-        self._needs_full = not opened_all
-        if full:
-            self._last_full = started
-        self._last_sync = self.clock.monotonic()
-        self.metrics.synced(
-            "full" if full else "partial",
-            self._last_sync - started,
+        return Applied(
             rules={"nat": sum(line.startswith("-A ") for line in lines)},
             chains={"nat": len(CHAINS)},
+            complete=opened_all,
         )
-        return True
 
     def portals(self) -> list[Portal]:
         """The service ports that have a listener, with its port."""

@@ -139,7 +139,7 @@ async def test_first_sync_is_full_and_writes_jumps_once(env: Env) -> None:
     assert await env.proxier.sync()
     assert env.syncs("full") == 1
     assert svc_chain("a") in env.iptables.tables["nat"]
-    env.proxier._needs_full = True
+    env.proxier.needs_full = True
     assert await env.proxier.sync()
     assert env.syncs("full") == 2
     for jump in JUMPS:
