@@ -1,6 +1,6 @@
 """``python -m bench``: run every benchmark in turn and print its results."""
 
-from bench import api_codec, apiserver, cni, controllers, kubelet, proxy, scheduler
+from bench import api_codec, apiserver, cni, controllers, datapath, kubelet, proxy, scheduler
 
 for benchmark in (api_codec, apiserver):
     benchmark.main()
@@ -10,3 +10,4 @@ cni.main([])
 kubelet.main([])
 # nft (Debian's default) cannot restore 10,000 Services in reasonable time: see bench/README.md.
 proxy.main(["--backend", "legacy"])
+datapath.main([])

@@ -4,7 +4,8 @@ one-Service partial sync at the largest size.
 For each size, a fresh "node" network namespace gets a worker process (``nsenter --net``, as
 the proxy runs on a node) that feeds the :class:`~node.proxy.proxier.IptablesProxier` that many
 ClusterIP Services with ``ENDPOINTS`` endpoints each (in-memory lookups, no API server: only
-the sync is timed) over :class:`~kubelab.iptables.RestoreIptables`, and measures:
+the sync is timed) over either backend, :class:`~kubelab.iptables.RestoreIptables` or (legacy
+tables only) :class:`~node.proxy.libiptc.LibiptcIptables`, and measures:
 
 - ``full (cold)``: the first sync, into empty tables: render every rule, save, restore;
 - ``full (warm)``: the periodic full sync, everything already in the kernel;
@@ -13,11 +14,14 @@ the sync is timed) over :class:`~kubelab.iptables.RestoreIptables`, and measures
 - the **floor** beside each: ``iptables-restore --noflush`` of the identical input the proxier
   produced (both tables in one file), into empty tables (in a second fresh namespace) and into
   the loaded ones.  With the legacy backend any change, however small, costs a read and a
-  rewrite of the whole table in the kernel, so the partial sync's own floor is printed too.
+  rewrite of the whole table in the kernel, so the partial sync's own floor is printed too,
+  and beside it an empty ``*nat``/``COMMIT`` transaction on the loaded table (what
+  ``iptables-restore --noflush`` pays before it changes anything).
 
 Targets (issue 7): full sync at most 1.5x the floor at 10,000 Services, and the partial sync
-under 10% of the full one.  ``python -m bench.proxy [--sizes 1000,5000,10000]`` needs root;
-everything it creates lives in namespaces it deletes.
+under 10% of the full one.  ``python -m bench.proxy [--sizes 1000,5000,10000] [--backend
+legacy] [--writers restore,libiptc]`` needs root; everything it creates lives in namespaces it
+deletes.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ SIZES = (1_000, 5_000, 10_000)
 ENDPOINTS = 10
 FULL_TARGET = 1.5
 PARTIAL_TARGET = 0.10
+WRITERS = ("restore", "libiptc")
 
 
 def address(first: int, n: int) -> str:
@@ -45,13 +50,14 @@ def address(first: int, n: int) -> str:
     return f"10.{first + n // 65536}.{n // 256 % 256}.{n % 256}"
 
 
-def worker(services: int, floor_netns: str, backend: str) -> dict[str, float]:
-    """Run inside the node netns: the proxier's syncs and the floor, in seconds."""
+def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[str, float]:
+    """Run inside the node netns: the proxier's syncs (rules written by ``writer``:
+    ``restore`` or ``libiptc``) and the floor, in seconds."""
     from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
     from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
     from kubelab.api.meta_v1 import ObjectMeta
     from kubelab.clock import RealClock
-    from kubelab.iptables import RestoreIptables
+    from kubelab.iptables import Iptables, RestoreIptables
     from node.proxy.model import SERVICE_NAME_LABEL
     from node.proxy.proxier import IptablesProxier
 
@@ -81,7 +87,13 @@ def worker(services: int, floor_netns: str, backend: str) -> dict[str, float]:
 
     objects = {f"bench/svc-{i}": service(i) for i in range(services)}
     slices = {f"bench/svc-{i}": [endpoint_slice(i, ENDPOINTS)] for i in range(services)}
-    iptables = RestoreIptables(backend)
+    iptables: Iptables
+    if writer == "libiptc":
+        from node.proxy.libiptc import LibiptcIptables
+
+        iptables = LibiptcIptables()
+    else:
+        iptables = RestoreIptables(backend)
     recorded: dict[str, list[str]] = {}
     restore = iptables.restore
 
@@ -103,13 +115,14 @@ def worker(services: int, floor_netns: str, backend: str) -> dict[str, float]:
             proxier.tracker.service_changed(key)
         cold = await sync()
         text = restore_text(recorded)
-        proxier._needs_full = True
+        proxier.needs_full = True
         warm = await sync()
         slices["bench/svc-7"] = [endpoint_slice(7, ENDPOINTS + 1)]
         proxier.tracker.service_changed("bench/svc-7")
         partial = await sync()
         partial_text = restore_text(recorded)
         floor_partial = restore_time(backend, partial_text, None)
+        floor_read = restore_time(backend, "*nat\nCOMMIT\n", None)
         floor_warm = restore_time(backend, text, None)
         floor_cold = restore_time(backend, text, floor_netns)
         return {
@@ -119,6 +132,7 @@ def worker(services: int, floor_netns: str, backend: str) -> dict[str, float]:
             "floor_cold": floor_cold,
             "floor_warm": floor_warm,
             "floor_partial": floor_partial,
+            "floor_read": floor_read,
             "lines": text.count("\n"),
         }
 
@@ -143,7 +157,7 @@ def restore_time(backend: str, text: str, netns: str | None) -> float:
         return time.perf_counter() - start
 
 
-def measure(services: int, backend: str) -> dict[str, float]:
+def measure(services: int, backend: str, writer: str) -> dict[str, float]:
     node, floor = f"kl-bpx-{uuid.uuid4().hex[:6]}", f"kl-bpf-{uuid.uuid4().hex[:6]}"
     try:
         for name in (node, floor):
@@ -159,6 +173,7 @@ def measure(services: int, backend: str) -> dict[str, float]:
                 str(services),
                 floor,
                 backend,
+                writer,
             ],
             cwd=REPO,
             capture_output=True,
@@ -174,8 +189,11 @@ def measure(services: int, backend: str) -> dict[str, float]:
             subprocess.run(["ip", "netns", "del", name], check=False)
 
 
-def report(results: dict[int, dict[str, float]], backend: str) -> None:
-    print(f"kube-proxy sync, {ENDPOINTS} endpoints per Service, iptables-{backend} in a netns")
+def report(results: dict[int, dict[str, float]], backend: str, writer: str) -> None:
+    print(
+        f"kube-proxy sync, {ENDPOINTS} endpoints per Service, iptables-{backend} in a netns, "
+        f"rules written by {writer}"
+    )
     for size, r in results.items():
         print(
             f"  {size:>6} Services ({int(r['lines'])} restore lines): "
@@ -183,7 +201,8 @@ def report(results: dict[int, dict[str, float]], backend: str) -> None:
             f"({r['full_cold'] / r['floor_cold']:.2f}x); "
             f"full warm {r['full_warm'] * 1e3:.0f} ms vs floor {r['floor_warm'] * 1e3:.0f} ms "
             f"({r['full_warm'] / r['floor_warm']:.2f}x); partial {r['partial'] * 1e3:.0f} ms "
-            f"vs floor {r['floor_partial'] * 1e3:.0f} ms"
+            f"vs floor {r['floor_partial'] * 1e3:.0f} ms (an empty nat transaction alone: "
+            f"{r['floor_read'] * 1e3:.0f} ms)"
         )
     largest = max(results)
     r = results[largest]
@@ -196,7 +215,7 @@ def report(results: dict[int, dict[str, float]], backend: str) -> None:
         print(f"  at {largest}: {label} = {ratio:.2f} vs target {target}: {verdict}")
 
 
-def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
+def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, dict[str, float]]]:
     parser = argparse.ArgumentParser(prog="python -m bench.proxy")
     parser.add_argument(
         "--sizes",
@@ -210,15 +229,28 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
         default="nft",
         help="iptables backend of the node (default: nft, Debian 12's)",
     )
-    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--writers",
+        type=lambda text: text.split(","),
+        default=None,
+        help="how the proxier writes rules: restore and/or libiptc (legacy tables only; "
+        "default: both on legacy, restore on nft)",
+    )
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        services, floor, backend = args.worker
-        print(json.dumps(worker(int(services), floor, backend)))
+        services, floor, backend, writer = args.worker
+        print(json.dumps(worker(int(services), floor, backend, writer)))
         return {}
-    results = {size: measure(size, args.backend) for size in args.sizes}
-    report(results, args.backend)
-    return results
+    writers = args.writers or (list(WRITERS) if args.backend == "legacy" else ["restore"])
+    if "libiptc" in writers and args.backend != "legacy":
+        parser.error("the libiptc writer writes the legacy tables only: use --backend legacy")
+    everything: dict[str, dict[int, dict[str, float]]] = {}
+    for writer in writers:
+        results = {size: measure(size, args.backend, writer) for size in args.sizes}
+        report(results, args.backend, writer)
+        everything[writer] = results
+    return everything
 
 
 if __name__ == "__main__":
