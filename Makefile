@@ -12,7 +12,7 @@ STAMP := $(VENV)/.kubelab-installed
 # Everything the project needs from Debian, by package name.
 APT_PACKAGES := python3 python3-venv python3-dev gcc libc6-dev make git \
 	containerd runc iptables conntrack iproute2 busybox-static umoci skopeo \
-	containernetworking-plugins etcd-server etcd-client iputils-ping curl
+	containernetworking-plugins etcd-server etcd-client iputils-ping curl mmdebstrap
 
 .PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench
 

@@ -36,7 +36,7 @@ from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
-from kubelab.lab.images import BUSYBOX_IMAGE, build_images
+from kubelab.lab.images import BASIC_IMAGES, BUSYBOX_IMAGE, build_images
 from node.cri.client import RuntimeClient
 from node.cri.pb import api_pb2 as pb
 from tests.node.containerd_node import IMAGE_CACHE
@@ -171,7 +171,7 @@ def report(floor: list[float], startup: list[float], pods: int, rate: float) -> 
 
 
 async def run(pods: int, rate: float) -> tuple[list[float], list[float]]:
-    archives = build_images(IMAGE_CACHE)
+    archives = build_images(IMAGE_CACHE, BASIC_IMAGES)
     with (
         tempfile.TemporaryDirectory(prefix="kubelab-bench-kubelet-") as work,
         KubeletCluster(archives, Path(work)) as cluster,

@@ -22,6 +22,7 @@ from controlplane.dns import command as dns_command
 from controlplane.scheduler import command as scheduler_command
 from kubelab import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
+from kubelab.lab.images import command as images_command
 from node.hollow import command as hollow_command
 from node.kubelet import command as kubelet_command
 from node.proxy import command as proxy_command
@@ -61,6 +62,10 @@ COMPONENTS: dict[str, Component] = {
     ),
     "proxy": Component("kube-proxy: Service VIPs in iptables", configure=proxy_command.configure),
     "lab": Component("a multi-node cluster in network namespaces", configure=lab_command.configure),
+    "images": Component(
+        "the lab's images, built and loaded without a registry",
+        configure=images_command.configure,
+    ),
     "dns": Component(
         "the cluster DNS add-on: Services and EndpointSlices per the Kubernetes DNS spec",
         configure=dns_command.configure,

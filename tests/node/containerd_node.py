@@ -53,7 +53,7 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
-from kubelab.lab.images import PAUSE_IMAGE, build_images, import_images
+from kubelab.lab.images import BASIC_IMAGES, PAUSE_IMAGE, build_images, import_images
 from node.cri.client import RUNTIME_SERVICE, serialize
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.runtimeconfig import ContainerdLayout, write_containerd_config
@@ -325,7 +325,7 @@ class ContainerdNode:
 @pytest.fixture(name="containerd_images", scope="session")
 def containerd_images_fixture() -> list[Path]:
     """The pause and busybox archives, built once into a cache shared by test sessions."""
-    return build_images(IMAGE_CACHE)
+    return build_images(IMAGE_CACHE, BASIC_IMAGES)
 
 
 @pytest.fixture(name="containerd_node")
