@@ -1,0 +1,147 @@
+"""The cluster add-ons the lab installs, as typed objects: today the cluster DNS.
+
+``cluster_dns()`` returns what a kubeadm cluster's CoreDNS manifests hold, for ``kubelab dns``:
+the ``kube-dns`` ServiceAccount in kube-system, a ClusterRole (list and watch Services,
+EndpointSlices and Namespaces) bound to it, a ``kube-dns`` Deployment, and the ``kube-dns``
+Service at the cluster's DNS address (10.96.0.10 in the lab), named ``kube-dns`` because
+kubelets, tutorials and ``kubectl -n kube-system get svc`` expect that name.
+
+The role is ``system:kubelab-dns``, not ``system:kube-dns``, for the reason kubeadm's is
+``system:coredns``: the API server bootstraps ``system:kube-dns`` itself (and its binding to
+this ServiceAccount) with upstream's rules, which do not include Namespaces, and reconciles it
+at every start, so the add-on cannot own it.
+
+The Deployment runs the kubelab image (the one that holds ``kubelab`` itself) with
+``kubelab dns`` and the in-cluster configuration (no kubeconfig: the pod's service-account
+token), dnsPolicy Default (the pod resolves through its node's resolv.conf, which is also
+where it forwards other names, never through itself), tolerates the control-plane taint,
+and is probed on ``/healthz`` (liveness) and ``/ready`` (readiness: its caches synced).
+The objects are returned in the order they must be created.  The lab imports this module;
+the components never do.
+"""
+
+from __future__ import annotations
+
+from kubelab.api.kinds.apps_v1 import Deployment, DeploymentSpec
+from kubelab.api.kinds.core_v1.cluster import ServiceAccount
+from kubelab.api.kinds.core_v1.pod import (
+    Container,
+    ContainerPort,
+    HTTPGetAction,
+    PodSpec,
+    PodTemplateSpec,
+    Probe,
+    Toleration,
+)
+from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kubelab.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject
+from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Resource
+from kubelab.lab.images import KUBELAB_IMAGE
+
+DNS_NAMESPACE = "kube-system"
+DNS_NAME = "kube-dns"
+DNS_ROLE = "system:kubelab-dns"
+DNS_SERVICE_IP = "10.96.0.10"
+DNS_PORT = 53
+HEALTH_PORT = 8080
+READY_PORT = 8181
+METRICS_PORT = 9153
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+
+
+def cluster_dns(
+    cluster_ip: str = DNS_SERVICE_IP,
+    cluster_domain: str = "cluster.local",
+    image: str = KUBELAB_IMAGE,
+) -> list[Resource]:
+    """The DNS add-on's objects, in creation order; see the module docstring."""
+    labels = {"k8s-app": DNS_NAME}
+    metadata = ObjectMeta(name=DNS_NAME, namespace=DNS_NAMESPACE, labels=labels)
+    role = ClusterRole(
+        metadata=ObjectMeta(name=DNS_ROLE, labels=labels),
+        rules=[
+            PolicyRule(
+                api_groups=[""], resources=["services", "namespaces"], verbs=["list", "watch"]
+            ),
+            PolicyRule(
+                api_groups=["discovery.k8s.io"],
+                resources=["endpointslices"],
+                verbs=["list", "watch"],
+            ),
+        ],
+    )
+    binding = ClusterRoleBinding(
+        metadata=ObjectMeta(name=DNS_ROLE, labels=labels),
+        role_ref=RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=DNS_ROLE),
+        subjects=[Subject(kind="ServiceAccount", name=DNS_NAME, namespace=DNS_NAMESPACE)],
+    )
+    command = [
+        "kubelab",
+        "dns",
+        f"--cluster-domain={cluster_domain}",
+        f"--listen=0.0.0.0:{DNS_PORT}",
+        f"--health-port={HEALTH_PORT}",
+        f"--ready-port={READY_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+    ]
+    container = Container(
+        name="dns",
+        image=image,
+        image_pull_policy="IfNotPresent",
+        command=command,
+        ports=[
+            ContainerPort(name="dns", container_port=DNS_PORT, protocol="UDP"),
+            ContainerPort(name="dns-tcp", container_port=DNS_PORT, protocol="TCP"),
+            ContainerPort(name="metrics", container_port=METRICS_PORT, protocol="TCP"),
+        ],
+        liveness_probe=Probe(
+            http_get=HTTPGetAction(path="/healthz", port=HEALTH_PORT, scheme="HTTP"),
+            initial_delay_seconds=10,
+            timeout_seconds=5,
+            failure_threshold=5,
+        ),
+        readiness_probe=Probe(
+            http_get=HTTPGetAction(path="/ready", port=READY_PORT, scheme="HTTP"),
+            period_seconds=1,
+        ),
+    )
+    deployment = Deployment(
+        metadata=metadata,
+        spec=DeploymentSpec(
+            replicas=1,
+            selector=LabelSelector(match_labels=labels),
+            template=PodTemplateSpec(
+                metadata=ObjectMeta(labels=labels),
+                spec=PodSpec(
+                    containers=[container],
+                    service_account_name=DNS_NAME,
+                    dns_policy="Default",
+                    priority_class_name="system-cluster-critical",
+                    tolerations=[
+                        Toleration(key=CONTROL_PLANE_TAINT, operator="Exists", effect="NoSchedule")
+                    ],
+                ),
+            ),
+        ),
+    )
+    service = Service(
+        metadata=ObjectMeta(name=DNS_NAME, namespace=DNS_NAMESPACE, labels=labels),
+        spec=ServiceSpec(
+            cluster_ip=cluster_ip,
+            selector=labels,
+            ports=[
+                ServicePort(name="dns", port=DNS_PORT, target_port=DNS_PORT, protocol="UDP"),
+                ServicePort(name="dns-tcp", port=DNS_PORT, target_port=DNS_PORT, protocol="TCP"),
+                ServicePort(
+                    name="metrics", port=METRICS_PORT, target_port=METRICS_PORT, protocol="TCP"
+                ),
+            ],
+        ),
+    )
+    return [
+        ServiceAccount(metadata=ObjectMeta(name=DNS_NAME, namespace=DNS_NAMESPACE, labels=labels)),
+        role,
+        binding,
+        deployment,
+        service,
+    ]

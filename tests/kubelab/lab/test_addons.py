@@ -1,0 +1,107 @@
+"""The cluster DNS add-on's objects: valid, accepted by a real API server, and consistent with
+``kubelab dns``'s own flags."""
+
+from __future__ import annotations
+
+from kubelab.api import walk
+from kubelab.api.kinds.apps_v1 import Deployment
+from kubelab.api.kinds.core_v1.cluster import ServiceAccount
+from kubelab.api.kinds.core_v1.service import Service
+from kubelab.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding
+from kubelab.api.meta_v1 import Resource
+from kubelab.cli import build_parser
+from kubelab.client.rest import Client
+from kubelab.lab.addons import DNS_SERVICE_IP, cluster_dns
+
+
+def _by_kind(objects: list[Resource]) -> dict[str, Resource]:
+    return {type(obj).__name__: obj for obj in objects}
+
+
+def test_objects_are_valid_and_in_creation_order() -> None:
+    objects = cluster_dns()
+    assert [type(obj) for obj in objects] == [
+        ServiceAccount,
+        ClusterRole,
+        ClusterRoleBinding,
+        Deployment,
+        Service,
+    ]
+    for obj in objects:
+        walk.set_defaults(obj)
+        assert not walk.validate(obj), (obj.metadata.name, walk.validate(obj))
+
+
+def test_deployment_runs_kubelab_dns_with_its_probes_on_its_ports() -> None:
+    deployment = _by_kind(cluster_dns(cluster_domain="lab.local"))["Deployment"]
+    assert isinstance(deployment, Deployment)
+    assert deployment.spec is not None and deployment.spec.template is not None
+    pod = deployment.spec.template.spec
+    assert pod is not None and pod.containers
+    (container,) = pod.containers
+    assert container.command is not None and container.command[:2] == ["kubelab", "dns"]
+    args = build_parser().parse_args(container.command[1:])
+    assert args.kubeconfig is None  # in-cluster configuration
+    assert args.cluster_domain == "lab.local"
+    assert args.listen == ("0.0.0.0", 53)
+    assert container.liveness_probe is not None and container.liveness_probe.http_get is not None
+    assert container.readiness_probe is not None and container.readiness_probe.http_get
+    assert (container.liveness_probe.http_get.path, container.liveness_probe.http_get.port) == (
+        "/healthz",
+        args.health_port,
+    )
+    assert (container.readiness_probe.http_get.path, container.readiness_probe.http_get.port) == (
+        "/ready",
+        args.ready_port,
+    )
+    assert pod.dns_policy == "Default"
+    assert pod.service_account_name == "kube-dns"
+    assert [(t.key, t.effect) for t in pod.tolerations or ()] == [
+        ("node-role.kubernetes.io/control-plane", "NoSchedule")
+    ]
+    assert deployment.spec.replicas == 1
+    assert deployment.spec.template.metadata is not None
+    assert deployment.spec.template.metadata.labels == {"k8s-app": "kube-dns"}
+
+
+def test_service_and_role() -> None:
+    objects = _by_kind(cluster_dns())
+    service = objects["Service"]
+    assert isinstance(service, Service) and service.spec is not None
+    assert service.spec.cluster_ip == DNS_SERVICE_IP == "10.96.0.10"
+    assert service.spec.selector == {"k8s-app": "kube-dns"}
+    assert [(p.name, p.port, p.protocol) for p in service.spec.ports or ()] == [
+        ("dns", 53, "UDP"),
+        ("dns-tcp", 53, "TCP"),
+        ("metrics", 9153, "TCP"),
+    ]
+    role = objects["ClusterRole"]
+    assert isinstance(role, ClusterRole)
+    granted = {
+        (group, resource, verb)
+        for rule in role.rules or ()
+        for group in rule.api_groups or ()
+        for resource in rule.resources or ()
+        for verb in rule.verbs or ()
+    }
+    for group, resource in (
+        ("", "services"),
+        ("discovery.k8s.io", "endpointslices"),
+        ("", "namespaces"),
+    ):
+        assert {(group, resource, "list"), (group, resource, "watch")} <= granted
+    binding = objects["ClusterRoleBinding"]
+    assert isinstance(binding, ClusterRoleBinding) and binding.role_ref is not None
+    assert binding.role_ref.name == role.metadata.name
+    assert [(s.kind, s.namespace, s.name) for s in binding.subjects or ()] == [
+        ("ServiceAccount", "kube-system", "kube-dns")
+    ]
+
+
+async def test_a_real_api_server_accepts_them(client: Client) -> None:
+    for obj in cluster_dns():
+        await client.create(obj)
+    service = await client.get(Service, "kube-dns", "kube-system")
+    assert service.spec is not None and service.spec.cluster_ip == "10.96.0.10"
+    deployment = await client.get(Deployment, "kube-dns", "kube-system")
+    assert deployment.spec is not None and deployment.spec.replicas == 1
