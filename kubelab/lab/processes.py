@@ -15,17 +15,23 @@ Two kinds of process:
 The table is a JSON file (``/run/kubelab/<lab>/processes.json``) naming each component's PID,
 its start time (field 22 of ``/proc/PID/stat``) and command, so a later ``kubelab lab down``
 (another process, maybe after a crash) stops exactly what was started: a PID whose start time
-differs was reused by someone else and is left alone.  ``stop()`` sends SIGTERM to the
-component's process group, waits, then SIGKILL; it is idempotent.  A component found dead
-(``check_alive``) raises ``ProcessError``, a ``CommandError`` carrying its log's tail.
+differs was reused by someone else and is left alone.  ``stop()`` forgets the component
+first, then sends SIGTERM to its process group, waits, then SIGKILL; it is idempotent.  A
+component found dead (``check_alive``) raises ``ProcessError``, a ``CommandError`` carrying
+its log's tail.  ``restart()`` starts a dead component's recorded command again and counts
+it (``restarts``): the lab's supervisor (``kubelab.lab.supervisor``) calls it.
 
-The file is not locked across processes (one ``kubelab lab`` command at a time drives a lab);
-threads of one process share a lock.
+Several processes change the file (a ``kubelab lab`` command and the lab's supervisor), so
+every read-modify-write holds an exclusive ``flock`` on ``processes.json.lock`` (threads of
+one process additionally share a lock).  Because ``stop()`` removes the record before it
+signals, and ``restart()`` re-reads the record under the lock, the supervisor never brings
+back a component someone is stopping.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -33,7 +39,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
@@ -105,6 +111,9 @@ class ProcessRecord:
     start_time: int
     command: list[str]
     log: str
+    cwd: str | None = None
+    restarts: int = 0
+    """How many times the supervisor started it again after it died."""
 
     @property
     def node(self) -> str:
@@ -139,13 +148,19 @@ class ProcessTable:
     def get(self, key: str) -> ProcessRecord | None:
         return next((r for r in self.records() if r.key == key), None)
 
-    def _put(self, key: str, replacement: ProcessRecord | None = None) -> None:
-        with self._lock:
-            records = [r for r in self.records() if r.key != key]
-            self._save([*records, replacement] if replacement else records)
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Exclusive use of the file, across threads and processes (its directory exists)."""
+        with self._lock, open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _put(self, record: ProcessRecord) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            self._save(_replaced(self.records(), record))
 
     def _save(self, records: Sequence[ProcessRecord]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".tmp")
         partial.write_text(json.dumps([asdict(r) for r in records], indent=1))
         os.replace(partial, self.path)
@@ -169,28 +184,26 @@ class ProcessTable:
         if existing is not None and existing.alive():
             raise ProcessError(existing.command, f"{key} is already running (pid {existing.pid})")
         args = [*nsenter(netns), *(str(c) for c in command)]
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("ab") as out:
-            out.write(f"--- {time.strftime('%FT%T%z')} {shlex.join(args)}\n".encode())
-            out.flush()
-            try:
-                process = subprocess.Popen(
-                    args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    cwd=cwd,
-                    env=env,
-                    start_new_session=True,
-                )
-            except OSError as error:
-                raise CommandError(args, 127, str(error)) from error
-        stat = _stat(process.pid)
-        record = ProcessRecord(key, process.pid, stat[1] if stat else 0, args, str(log))
-        # The lab's processes outlive this one: forget the child without waiting for it.
-        process.returncode = 0
-        self._put(key, record)
+        record = _spawn(key, args, log, cwd, env)
+        self._put(record)
         return record
+
+    def restart(self, key: str) -> ProcessRecord | None:
+        """Start a dead component's recorded command again (same log and directory, this
+        process's environment), its ``restarts`` counted; the new record, or None if the
+        component is gone from the table or running."""
+        if not self.path.exists():
+            return None
+        with self._locked():
+            record = self.get(key)
+            if record is None or record.alive():
+                return None
+            _reap(record.pid)
+            cwd = Path(record.cwd) if record.cwd else None
+            new = _spawn(key, record.command, Path(record.log), cwd, None)
+            new = ProcessRecord(**{**asdict(new), "restarts": record.restarts + 1})
+            self._save(_replaced(self.records(), new))
+        return new
 
     def check_alive(self, key: str) -> None:
         """Raise ``ProcessError`` with the log's tail if the component is not running."""
@@ -204,14 +217,53 @@ class ProcessTable:
     def stop(self, key: str, timeout: float = STOP_TIMEOUT) -> bool:
         """Stop a component by PID (SIGTERM to its group, SIGKILL after ``timeout``) and forget
         it; True if it was running.  Idempotent."""
-        record = self.get(key)
-        if record is None:
+        if not self.path.exists():
             return False
+        with self._locked():
+            record = self.get(key)
+            if record is None:
+                return False
+            self._save([r for r in self.records() if r.key != key])
         was_alive = record.alive()
         if was_alive:
             terminate(record.pid, timeout, expect_start=record.start_time)
-        self._put(key)
         return was_alive
+
+
+def _replaced(records: list[ProcessRecord], record: ProcessRecord) -> list[ProcessRecord]:
+    """``records`` with ``record`` in place of the one of its key (keeping its position), or
+    appended."""
+    keys = [r.key for r in records]
+    if record.key not in keys:
+        return [*records, record]
+    return [record if r.key == record.key else r for r in records]
+
+
+def _spawn(
+    key: str, args: list[str], log: Path, cwd: Path | None, env: dict[str, str] | None
+) -> ProcessRecord:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        out.write(f"--- {time.strftime('%FT%T%z')} {shlex.join(args)}\n".encode())
+        out.flush()
+        try:
+            process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise CommandError(args, 127, str(error)) from error
+    stat = _stat(process.pid)
+    # The lab's processes outlive this one: forget the child without waiting for it.
+    process.returncode = 0
+    return ProcessRecord(
+        key, process.pid, stat[1] if stat else 0, args, str(log), str(cwd) if cwd else None
+    )
 
 
 def terminate(pid: int, timeout: float = STOP_TIMEOUT, *, expect_start: int | None = None) -> None:
