@@ -1,34 +1,50 @@
-"""Bringing a lab up and down: ordered lists of small actions, each with ``execute(ctx)``.
+"""Bringing a lab up and down, and nodes in and out: ordered lists of small actions.
 
 ``up`` (the shape of kind's cluster creation) runs, in order:
 
 1. ``CleanStale``: whatever a previous lab of this name left (after a crash) is torn down;
 2. ``CreateNetwork``: namespaces, ``lab0``, veths, addresses, routes (``network.create``);
-3. ``StartServer``: ``kubelab server`` in ``controlplane`` on 10.240.0.10:6443, SQLite;
-4. ``StartForwarder``: ``kubelab lab forward``, a detached process listening on the host's
+3. with ``--store etcd``, etcd in ``controlplane`` (waited for); ``kubelab server`` in
+   ``controlplane`` on 10.240.0.10:6443;
+4. the host forwarder: ``kubelab lab forward``, a detached process listening on the host's
    127.0.0.1:6443 (or ``--host-api-port``) and connecting inside ``controlplane``
    (``netns.NetnsForwarder``);
-5. ``BuildImages`` then, per worker, ``StartContainerd`` (its config from
-   ``node.kubelet.runtimeconfig``) and ``LoadImages`` (waits for CRI, imports pause+busybox);
-   the API server starts meanwhile;
+5. ``BuildImages`` then, per Kubernetes node (the control plane and every worker),
+   containerd, and ``LoadImages`` (waits for each CRI and imports the images, into every
+   node at once); the API server starts meanwhile;
 6. ``WaitServer``: the API answers through the forwarder; the host kubeconfig is written and
-   each kubelet's serving certificate issued from the server's CA;
-7. per worker ``StartKubelet`` (``--cluster-dns 10.96.0.10``, ``--cgroup-root
-   /kubelab/<lab>/<node>``) and ``StartProxy``;
-8. ``WaitNodesReady``: every worker's Node Ready with a podCIDR;
-9. ``RoutePodCIDRs``: a route per pod CIDR in the router.
+   each node's credentials (``node_credentials``: the CA, the node kubeconfig, the
+   kubelet's serving certificate from the server's CA);
+7. per Kubernetes node its kubelet and proxy (the control plane's kubelet registers its Node
+   tainted ``node-role.kubernetes.io/control-plane:NoSchedule``);
+8. ``WaitNodesReady``: every Node Ready with a podCIDR; ``MarkControlPlane`` labels the
+   control plane's Node ``node-role.kubernetes.io/control-plane`` through the API (as
+   kubeadm does: a kubelet may not set ``node-role`` labels on itself);
+9. ``RoutePodCIDRs``: a route per pod CIDR in the router;
+10. ``StartSupervisor``: from now on crashed components are restarted
+    (``kubelab.lab.supervisor``).
 
-Starting is detached (``processes.ProcessTable``) and waiting is a separate action, so slow
-starts overlap while the list stays a plain sequence.  ``down`` runs every step even when an
-earlier one failed, and is what ``CleanStale`` runs: kubelets and proxies stopped, every pod
-sandbox stopped and removed through each containerd's CRI, containerds stopped, then the
-forwarder and the server; then anything left (``lab_processes``: whatever runs in a lab
-namespace, names the lab's state directory on its command line, such as shims and the
-kubelet's CNI agent, or sits in the lab's cgroups), mounts under ``/run/kubelab/<lab>``,
-the cgroup subtree ``/kubelab/<lab>`` in every hierarchy, the namespaces, and the state
-directory.  Logs under ``/var/log/kubelab/<lab>`` are kept until the next ``up``.
+What each component runs comes from ``kubelab.lab.components``; ``StartComponent`` writes its
+files and starts it detached (``processes.ProcessTable``).  Starting and waiting are separate
+actions, so slow starts overlap while the list stays a plain sequence.
 
-Progress goes to ``ctx.report`` as one line per step.
+``add_node`` runs the same actions for one new worker (its namespace and veth, containerd,
+images, kubelet, proxy, Ready, router route); ``remove_node`` stops its processes, removes
+its sandboxes, mounts, cgroups, namespace and route, and deletes its Node object
+(``delete_node_object``).  The saved spec lists the workers before a node is created and
+after one is removed, so ``down`` always finds every node.
+
+``down`` runs every step even when an earlier one failed, and is what ``CleanStale`` runs:
+the supervisor stopped, kubelets and proxies stopped, every pod sandbox stopped and removed
+through each containerd's CRI, containerds stopped, then the forwarder, the server and etcd;
+then anything left (``lab_processes``: whatever runs in a lab namespace, names the lab's
+state directory on its command line, such as shims and the kubelet's CNI agent, or sits in
+the lab's cgroups), mounts under ``/run/kubelab/<lab>``, the cgroup subtree
+``/kubelab/<lab>`` in every hierarchy, the namespaces, and the state directory.  Logs under
+``/var/log/kubelab/<lab>`` are kept until the next ``up``.
+
+Progress goes to ``report`` as one ``✓``/``✗`` line per step; ``on_step`` (if given) hears
+each step's name as it starts (the command's live display).
 """
 
 from __future__ import annotations
@@ -38,18 +54,19 @@ import contextlib
 import os
 import shutil
 import socket
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
 from kubelab.api.kinds.core_v1.node import Node as NodeObject
 from kubelab.client import kubeconfig
+from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
-from kubelab.lab import network
-from kubelab.lab.images import PAUSE_IMAGE, build_images, import_images
+from kubelab.lab import components, network
+from kubelab.lab.components import Component, Health, containerd_layout
+from kubelab.lab.images import build_images, import_images
 from kubelab.lab.processes import (
     CommandError,
     ProcessTable,
@@ -57,31 +74,26 @@ from kubelab.lab.processes import (
     run,
     terminate,
 )
+from kubelab.lab.supervisor import SUPERVISOR_KEY
 from kubelab.lab.topology import (
-    API_PORT,
-    CLUSTER_CIDR,
-    CLUSTER_DNS,
-    CONTROLPLANE_IP,
+    CGROUP_ROOT,
     IMAGE_CACHE,
-    KUBELET_PORT,
-    SERVICE_CIDR,
     Lab,
     Node,
+    Role,
     running_spec,
     spec_file,
 )
-from kubelab.pki import CertificateAuthority, KeyPair
+from kubelab.pki import CertificateAuthority, KeyPair, write_file
 from node.cri.client import RuntimeClient
-from node.kubelet.runtimeconfig import ContainerdLayout, write_containerd_config
 
 SERVER_TIMEOUT: Final = 60.0
 CRI_TIMEOUT: Final = 20.0
+ETCD_TIMEOUT: Final = 30.0
 READY_TIMEOUT: Final = 120.0
 POLL: Final = 0.2
-PYTHON: Final = sys.executable
-KUBELAB: Final = (PYTHON, "-m", "kubelab")
-LAB_COMMAND: Final = (PYTHON, "-m", "kubelab.lab.command")
 CGROUP_FS: Final = Path("/sys/fs/cgroup")
+Report = Callable[[str], None]
 
 
 class LabError(Exception):
@@ -93,7 +105,7 @@ class Context:
     """What actions share: the inventory, the process table, the progress sink."""
 
     lab: Lab
-    report: Callable[[str], None] = print
+    report: Report = print
     images: list[Path] = field(default_factory=list)
     processes: ProcessTable = field(init=False)
 
@@ -102,29 +114,15 @@ class Context:
 
 
 class Action(Protocol):
-    """One step of ``up``: ``name`` is shown as progress, ``execute`` does it."""
+    """One step of ``up`` or ``node add``: ``name`` is shown as progress, ``execute`` does
+    it."""
 
     name: str
 
     async def execute(self, ctx: Context) -> None: ...
 
 
-def key(node: Node, component: str) -> str:
-    """The process table's key of a node's component: ``node1/kubelet``."""
-    return f"{node.name}/{component}"
-
-
-def layout(node: Node) -> ContainerdLayout:
-    """The node's containerd layout (sockets, root, state under its state directory)."""
-    return ContainerdLayout(
-        state_dir=node.containerd_dir,
-        sandbox_image=PAUSE_IMAGE,
-        cni_bin_dir=node.cni_bin_dir,
-        cni_conf_dir=node.cni_conf_dir,
-    )
-
-
-# -- the actions of up ------------------------------------------------------------------------
+# -- the actions ------------------------------------------------------------------------------
 
 
 @dataclass
@@ -139,7 +137,7 @@ class CleanStale:
             or bool(lab_cgroups(lab))
         )
         if stale:
-            # The stale lab may have had another number of workers than the one asked for.
+            # The stale lab may have had other workers than the ones asked for.
             earlier = Lab(running_spec(lab.name, network.existing_namespaces()))
             await down(earlier, report=lambda line: ctx.report(f"  {line}"))
         shutil.rmtree(lab.log_dir, ignore_errors=True)
@@ -161,96 +159,98 @@ class CreateNetwork:
 
 
 @dataclass
-class StartServer:
-    name: str = f"control plane: kubelab server on {CONTROLPLANE_IP}:{API_PORT}"
+class AttachNode:
+    """``node add``'s network step: the spec saved with the new worker first (so ``down``
+    finds it whatever happens next), then its namespace and veth."""
+
+    node: Node
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"{self.node.name}: namespace and veth to lab0 ({self.node.ip})"
 
     async def execute(self, ctx: Context) -> None:
-        lab, cp = ctx.lab, ctx.lab.controlplane
-        lab.server_dir.mkdir(parents=True, exist_ok=True)
-        ctx.processes.start(
-            key(cp, "server"),
-            [
-                *KUBELAB, "server",
-                "--data-dir", lab.server_dir,
-                "--bind-address", CONTROLPLANE_IP,
-                "--secure-port", str(API_PORT),
-                "--advertise-address", CONTROLPLANE_IP,
-                "--store", ctx.lab.spec.store,
-                "--service-cluster-ip-range", SERVICE_CIDR,
-                "--cluster-cidr", CLUSTER_CIDR,
-            ],
-            log=cp.log("server"),
-            netns=cp.netns_path,
-            cwd=lab.state_dir,
-        )  # fmt: skip
+        ctx.lab.spec.save(spec_file(ctx.lab.name))
+        await asyncio.to_thread(network.attach, ctx.lab, self.node)
 
 
 @dataclass
-class StartForwarder:
-    name: str = "host forwarder: 127.0.0.1 → controlplane"
+class StartComponent:
+    """Write a component's files and start it detached (``kubelab.lab.components``)."""
+
+    component: Component
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        c = self.component
+        self.name = self.name or f"{c.node}: {c.name}"
 
     async def execute(self, ctx: Context) -> None:
-        lab, cp = ctx.lab, ctx.lab.controlplane
-        host, port = lab.host_api_address
-        ctx.processes.start(
-            key(cp, "forwarder"),
-            [
-                *LAB_COMMAND, "forward",
-                "--netns", cp.netns_path,
-                "--target", f"{CONTROLPLANE_IP}:{API_PORT}",
-                "--listen", f"{host}:{port}",
-            ],
-            log=cp.log("forwarder"),
-            cwd=lab.state_dir,
+        c = self.component
+        for directory in c.dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        for path, text in c.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        ctx.processes.start(c.key, c.command, log=c.log, netns=c.netns, cwd=c.cwd)
+
+
+@dataclass
+class WaitHealthy:
+    """Wait until a component's health endpoint answers (etcd before the API server)."""
+
+    component: Component
+    timeout: float
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"{self.component.key} healthy"
+
+    async def execute(self, ctx: Context) -> None:
+        c = self.component
+        assert c.health is not None
+        health = c.health
+
+        async def healthy() -> bool:
+            return (await probe(health))[0]
+
+        await wait_for(
+            healthy, f"{c.key}'s {health.url}", self.timeout,
+            lambda: ctx.processes.check_alive(c.key),
         )  # fmt: skip
 
 
 @dataclass
 class BuildImages:
-    name: str = f"images: pause and busybox (cache {IMAGE_CACHE})"
+    name: str = f"images (cache {IMAGE_CACHE})"
 
     async def execute(self, ctx: Context) -> None:
         ctx.images = await asyncio.to_thread(build_images, IMAGE_CACHE)
 
 
 @dataclass
-class StartContainerd:
-    node: Node
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        self.name = self.name or f"{self.node.name}: containerd"
-
-    async def execute(self, ctx: Context) -> None:
-        node = self.node
-        config = write_containerd_config(layout(node))
-        node.cni_bin_dir.mkdir(parents=True, exist_ok=True)
-        node.cni_conf_dir.mkdir(parents=True, exist_ok=True)
-        ctx.processes.start(
-            key(node, "containerd"),
-            ["containerd", "--config", config],
-            log=node.log("containerd"),
-            netns=node.netns_path,
-        )
-
-
-@dataclass
 class LoadImages:
-    node: Node
+    """Wait for each node's CRI, then import the images into it; the nodes concurrently
+    (each import is mostly copying archives into that node's content store)."""
+
+    nodes: tuple[Node, ...]
     name: str = ""
 
     def __post_init__(self) -> None:
-        self.name = self.name or f"{self.node.name}: CRI ready, images imported"
+        names = ", ".join(n.name for n in self.nodes)
+        self.name = self.name or f"CRI ready, images loaded: {names}"
 
     async def execute(self, ctx: Context) -> None:
-        node = self.node
+        await asyncio.gather(*(self._load(ctx, node) for node in self.nodes))
+
+    async def _load(self, ctx: Context, node: Node) -> None:
         await wait_for(
             lambda: _runtime_ready(node),
             f"{node.name}'s containerd to be ready",
             CRI_TIMEOUT,
-            lambda: ctx.processes.check_alive(key(node, "containerd")),
+            lambda: ctx.processes.check_alive(components.containerd(node).key),
         )
-        await asyncio.to_thread(import_images, layout(node).socket, ctx.images)
+        await asyncio.to_thread(import_images, containerd_layout(node).socket, ctx.images)
 
 
 @dataclass
@@ -262,112 +262,101 @@ class WaitServer:
         admin = lab.server_dir / "admin.kubeconfig"
 
         def alive() -> None:
-            ctx.processes.check_alive(key(lab.controlplane, "server"))
-            ctx.processes.check_alive(key(lab.controlplane, "forwarder"))
+            ctx.processes.check_alive(components.server(lab).key)
+            ctx.processes.check_alive(components.forwarder(lab).key)
 
         await wait_for(
             lambda: _exists(admin), "the API server's admin kubeconfig", SERVER_TIMEOUT, alive
         )
         ca = CertificateAuthority.load_or_create(lab.pki_dir)
-        credentials = KeyPair.read(lab.pki_dir, "admin")
-        for path, url in (
-            (lab.node_kubeconfig, lab.api_url),
-            (lab.host_kubeconfig, lab.host_api_url),
-        ):
-            kubeconfig.write(
-                path, kubeconfig.render(url, ca.cert_pem, "admin", credentials, cluster=lab.name)
-            )
+        admin_pair = KeyPair.read(lab.pki_dir, "admin")
+        kubeconfig.write(
+            lab.host_kubeconfig,
+            kubeconfig.render(lab.host_api_url, ca.cert_pem, "admin", admin_pair, cluster=lab.name),
+        )
         await wait_for(
             lambda: _api_answers(lab.host_kubeconfig),
             "the API server through the forwarder",
             SERVER_TIMEOUT,
             alive,
         )
-        for node in lab.workers:
-            node.state_dir.mkdir(parents=True, exist_ok=True)
-            serving = ca.issue(f"system:node:{node.name}", server=True, ip_addresses=[node.ip])
-            serving.write(node.state_dir, "kubelet")
-            (node.state_dir / "resolv.conf").write_text(f"nameserver {CLUSTER_DNS}\n")
+        for node in lab.kubernetes_nodes:
+            write_credentials(node_credentials(lab, node))
+
+
+def node_credentials(lab: Lab, node: Node) -> dict[Path, bytes]:
+    """What a node needs from the control plane, at the paths its components' flags name:
+    the cluster CA, the kubeconfig of its kubelet and proxy (server
+    https://10.240.0.10:6443), and the kubelet's serving certificate and key, issued from
+    the lab's CA for ``system:node:NAME`` and the node's IP."""
+    ca = CertificateAuthority.load_or_create(lab.pki_dir)
+    admin_pair = KeyPair.read(lab.pki_dir, "admin")
+    serving = ca.issue(f"system:node:{node.name}", server=True, ip_addresses=[node.ip])
+    config = kubeconfig.render(lab.api_url, ca.cert_pem, "admin", admin_pair, cluster=lab.name)
+    return {
+        lab.pki_dir / "ca.crt": ca.cert_pem,
+        lab.node_kubeconfig: config.encode(),
+        node.state_dir / "kubelet.crt": serving.cert_pem,
+        node.state_dir / "kubelet.key": serving.key_pem,
+    }
+
+
+def write_credentials(credentials: dict[Path, bytes]) -> None:
+    """Write ``node_credentials``: certificates world-readable, keys and kubeconfigs not."""
+    for path, content in credentials.items():
+        write_file(path, content, 0o644 if path.suffix == ".crt" else 0o600)
 
 
 @dataclass
-class StartKubelet:
+class WriteNodeCredentials:
     node: Node
     name: str = ""
 
     def __post_init__(self) -> None:
-        self.name = self.name or f"{self.node.name}: kubelet"
+        self.name = (
+            self.name or f"{self.node.name}: credentials (CA, kubeconfig, kubelet certificate)"
+        )
 
     async def execute(self, ctx: Context) -> None:
-        node, lab = self.node, ctx.lab
-        ctx.processes.start(
-            key(node, "kubelet"),
-            [
-                *KUBELAB, "kubelet",
-                "--kubeconfig", lab.node_kubeconfig,
-                "--node-name", node.name,
-                "--node-ip", node.ip,
-                "--container-runtime-endpoint", layout(node).endpoint,
-                "--root-dir", node.kubelet_dir,
-                "--pod-logs-dir", node.pod_logs_dir,
-                "--cgroup-root", node.cgroup_root,
-                "--cni-plugin", lab.spec.cni,
-                "--cni-conf-dir", node.cni_conf_dir,
-                "--cni-bin-dir", node.cni_bin_dir,
-                "--cluster-cidr", CLUSTER_CIDR,
-                "--cluster-dns", CLUSTER_DNS,
-                "--resolv-conf", node.state_dir / "resolv.conf",
-                "--tls-cert-file", node.state_dir / "kubelet.crt",
-                "--tls-private-key-file", node.state_dir / "kubelet.key",
-                "--client-ca-file", lab.pki_dir / "ca.crt",
-                "--port", str(KUBELET_PORT),
-            ],
-            log=node.log("kubelet"),
-            netns=node.netns_path,
-            cwd=node.state_dir,
-        )  # fmt: skip
-
-
-@dataclass
-class StartProxy:
-    node: Node
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        self.name = self.name or f"{self.node.name}: kubelab proxy"
-
-    async def execute(self, ctx: Context) -> None:
-        node, lab = self.node, ctx.lab
-        ctx.processes.start(
-            key(node, "proxy"),
-            [
-                *KUBELAB, "proxy",
-                "--kubeconfig", lab.node_kubeconfig,
-                "--hostname-override", node.name,
-                "--proxy-mode", lab.spec.proxy_mode,
-                "--iptables-backend", lab.spec.iptables_backend,
-                "--cluster-cidr", CLUSTER_CIDR,
-            ],
-            log=node.log("proxy"),
-            netns=node.netns_path,
-            cwd=node.state_dir,
-        )  # fmt: skip
+        credentials = await asyncio.to_thread(node_credentials, ctx.lab, self.node)
+        await asyncio.to_thread(write_credentials, credentials)
 
 
 @dataclass
 class WaitNodesReady:
-    name: str = "every worker's Node Ready with a podCIDR"
+    nodes: tuple[Node, ...]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        names = ", ".join(n.name for n in self.nodes)
+        self.name = self.name or f"Nodes Ready with a podCIDR: {names}"
 
     async def execute(self, ctx: Context) -> None:
-        lab = ctx.lab
+        involved = {n.name for n in self.nodes} | {ctx.lab.controlplane.name}
 
         def alive() -> None:
             for record in ctx.processes.records():
-                ctx.processes.check_alive(record.key)
+                if record.node in involved:
+                    ctx.processes.check_alive(record.key)
 
         await wait_for(
-            lambda: _nodes_ready(lab), "the Nodes to be Ready", READY_TIMEOUT, alive, ctx=ctx
+            lambda: _nodes_ready(ctx.lab, self.nodes),
+            "the Nodes to be Ready",
+            READY_TIMEOUT,
+            alive,
+            ctx=ctx,
         )
+
+
+@dataclass
+class MarkControlPlane:
+    name: str = f"controlplane: Node labelled {components.CONTROL_PLANE_ROLE}"
+
+    async def execute(self, ctx: Context) -> None:
+        lab = ctx.lab
+        patch = {"metadata": {"labels": {components.CONTROL_PLANE_ROLE: ""}}}
+        async with Client.from_kubeconfig(lab.host_kubeconfig, user_agent="kubelab-lab") as c:
+            await c.patch(NodeObject, lab.controlplane.name, None, patch)
 
 
 @dataclass
@@ -379,38 +368,150 @@ class RoutePodCIDRs:
         await asyncio.to_thread(network.route_pod_cidrs, ctx.lab, cidrs)
 
 
-def up_actions(lab: Lab) -> list[Action]:
-    """The ordered steps of ``up`` (see the module docstring)."""
-    workers = lab.workers
+@dataclass
+class StartSupervisor:
+    name: str = "supervisor: crashed components are restarted from now on"
+
+    async def execute(self, ctx: Context) -> None:
+        lab = ctx.lab
+        ctx.processes.start(
+            SUPERVISOR_KEY,
+            [*components.KUBELAB, "lab", "supervise", "--table", lab.process_file],
+            log=lab.router.log("supervisor"),
+            cwd=lab.state_dir,
+        )
+
+
+def agent_actions(lab: Lab, node: Node) -> list[Action]:
+    """Starting a Kubernetes node's kubelet and proxy (once the API server answers)."""
     return [
-        CleanStale(),
-        CreateNetwork(),
-        StartServer(),
-        StartForwarder(),
-        BuildImages(),
-        *(StartContainerd(n) for n in workers),
-        *(LoadImages(n) for n in workers),
-        WaitServer(),
-        *(a for n in workers for a in (StartKubelet(n), StartProxy(n))),
-        WaitNodesReady(),
-        RoutePodCIDRs(),
+        StartComponent(components.kubelet(lab, node)),
+        StartComponent(components.proxy(lab, node)),
     ]
 
 
-async def up(lab: Lab, report: Callable[[str], None] = print) -> float:
-    """Run ``up_actions`` in order; the seconds it took.  On failure the lab is left as it
-    is (for its logs) and ``LabError`` names the step; ``down`` removes it."""
+def up_actions(lab: Lab) -> list[Action]:
+    """The ordered steps of ``up`` (see the module docstring)."""
+    nodes = lab.kubernetes_nodes
+    control: list[Action] = [StartComponent(components.server(lab))]
+    if lab.spec.store == "etcd":
+        etcd = components.etcd(lab)
+        control = [StartComponent(etcd), WaitHealthy(etcd, ETCD_TIMEOUT), *control]
+    return [
+        CleanStale(),
+        CreateNetwork(),
+        *control,
+        StartComponent(components.forwarder(lab), name="host forwarder: 127.0.0.1 → controlplane"),
+        BuildImages(),
+        *(StartComponent(components.containerd(n)) for n in nodes),
+        LoadImages(nodes),
+        WaitServer(),
+        *(a for n in nodes for a in agent_actions(lab, n)),
+        WaitNodesReady(nodes),
+        MarkControlPlane(),
+        RoutePodCIDRs(),
+        StartSupervisor(),
+    ]
+
+
+async def run_actions(
+    lab: Lab,
+    actions: Sequence[Action],
+    report: Report = print,
+    on_step: Callable[[str], None] | None = None,
+) -> float:
+    """Run ``actions`` in order, one ✓ line each; the seconds it took.  On failure the lab
+    is left as it is (for its logs) and ``LabError`` names the step."""
     ctx = Context(lab, report)
     started = time.monotonic()
-    for action in up_actions(lab):
+    for action in actions:
+        if on_step is not None:
+            on_step(action.name)
         step = time.monotonic()
         try:
             await action.execute(ctx)
-        except (CommandError, LabError, OSError) as error:
+        except (CommandError, LabError, OSError, ApiError) as error:
             report(f"✗ {action.name}")
             raise LabError(f"{action.name}: {error}") from error
         report(f"✓ {action.name} ({time.monotonic() - step:.1f}s)")
     return time.monotonic() - started
+
+
+async def up(
+    lab: Lab, report: Report = print, on_step: Callable[[str], None] | None = None
+) -> float:
+    """Run ``up_actions``; the seconds it took.  On failure the lab is left as it is (for
+    its logs) and ``LabError`` names the step; ``down`` removes it."""
+    return await run_actions(lab, up_actions(lab), report, on_step)
+
+
+# -- nodes joining and leaving ----------------------------------------------------------------
+
+
+async def add_node(
+    lab: Lab, report: Report = print, on_step: Callable[[str], None] | None = None
+) -> Lab:
+    """A new worker (``Lab.next_worker``) joins the running lab: its namespace and veth,
+    containerd and images, kubelet certificate, kubelet and proxy, then its Node Ready and
+    the router's route to its pod CIDR.  Returns the grown lab."""
+    workers = (*lab.spec.worker_list, lab.next_worker())
+    grown = Lab(lab.spec.with_workers(workers), lab.run_root, lab.log_root)
+    node = grown.node(workers[-1])
+    actions: list[Action] = [
+        AttachNode(node),
+        BuildImages(),
+        StartComponent(components.containerd(node)),
+        LoadImages((node,)),
+        WriteNodeCredentials(node),
+        *agent_actions(grown, node),
+        WaitNodesReady((node,)),
+        RoutePodCIDRs(),
+    ]
+    await run_actions(grown, actions, report, on_step)
+    return grown
+
+
+async def remove_node(lab: Lab, name: str, report: Report = print) -> Lab:
+    """Worker ``name`` leaves: its kubelet and proxy stopped, its pod sandboxes removed, its
+    containerd stopped, whatever else ran for it killed, its mounts, cgroups, namespace
+    (and veth) and router route removed, its Node object deleted; the saved spec then lists
+    the remaining workers.  Returns the shrunk lab."""
+    node = lab.node(name)
+    if node.role is not Role.WORKER:
+        raise LabError(f"{name} is not a worker: only workers can be removed")
+    rest = tuple(w for w in lab.spec.worker_list if w != name)
+    if not rest:
+        raise LabError(f"{name} is the last worker: `kubelab lab down` removes the lab")
+    table = ProcessTable(lab.process_file)
+    steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        (f"{name}: kubelet and proxy stopped", _stopper(table, [node], "kubelet", "proxy")),
+        (f"{name}: pod sandboxes removed through CRI", lambda: _remove_sandboxes(node, table)),
+        (f"{name}: containerd stopped", _stopper(table, [node], "containerd")),
+        (f"{name}: leftover processes killed", lambda: _off_thread(_kill_node_leftovers, node)),
+        (f"{name}: mounts removed", lambda: _off_thread(_unmount, node.state_dir)),
+        (f"{name}: cgroups removed", lambda: _off_thread(_remove_cgroup_dirs, node_cgroups(node))),
+        (f"{name}: router route removed", lambda: _off_thread(network.unroute, lab, node)),
+        (f"{name}: namespace and veth removed", lambda: _off_thread(network.detach, node)),
+        (f"{name}: Node object deleted", lambda: delete_node_object(lab, name)),
+    ]
+    problems = await _run_all(steps, report)
+    shrunk = Lab(lab.spec.with_workers(rest), lab.run_root, lab.log_root)
+    shrunk.spec.save(spec_file(lab.name))
+    shutil.rmtree(node.state_dir, ignore_errors=True)
+    if problems:
+        raise LabError(f"removing {name} left things behind:\n" + "\n".join(problems))
+    return shrunk
+
+
+async def delete_node_object(lab: Lab, name: str) -> None:
+    """Delete Node ``name`` through the API (gone already is fine).  The lab does this for
+    a removed node until the cloud-controller-manager notices vanished instances itself."""
+    async with Client.from_kubeconfig(lab.host_kubeconfig, user_agent="kubelab-lab") as client:
+        try:
+            await client.delete(NodeObject, name)
+        except ApiError as error:
+            if not error.not_found:
+                raise
 
 
 # -- waiting ----------------------------------------------------------------------------------
@@ -443,11 +544,32 @@ async def _exists(path: Path) -> bool:
     return await asyncio.to_thread(path.exists)
 
 
-async def _runtime_ready(node: Node) -> bool:
-    if not layout(node).socket.exists():
-        return False
+async def probe(health: Health) -> tuple[bool, str]:
+    """Ask a health endpoint (inside its namespace): healthy?, and what it answered.  A
+    ``unix://`` URL is a CRI endpoint: healthy when the runtime reports RuntimeReady."""
+    if health.url.startswith("unix://"):
+        ready = await _cri_ready(health.url)
+        return ready, "RuntimeReady" if ready else "not ready"
     try:
-        async with RuntimeClient(layout(node).endpoint, timeout=2) as cri:
+        out = await asyncio.to_thread(
+            run,
+            "curl", "-sk", "-m", "2", "-o", "/dev/null", "-w", "%{http_code}", health.url,
+            netns=health.netns, timeout=5, check=False,
+        )  # fmt: skip
+    except CommandError as error:
+        return False, str(error)
+    code = out.strip()
+    return code == "200", code if code not in ("", "000") else "no answer"
+
+
+async def _runtime_ready(node: Node) -> bool:
+    layout = containerd_layout(node)
+    return layout.socket.exists() and await _cri_ready(layout.endpoint)
+
+
+async def _cri_ready(endpoint: str) -> bool:
+    try:
+        async with RuntimeClient(endpoint, timeout=2) as cri:
             status = await cri.status()
     except Exception:
         return False
@@ -475,26 +597,26 @@ def node_ready(node: NodeObject) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
-async def _nodes_ready(lab: Lab) -> bool:
+async def _nodes_ready(lab: Lab, wanted: Sequence[Node]) -> bool:
     try:
         nodes = await node_objects(lab)
     except Exception:
         return False
-    for worker in lab.workers:
-        node = nodes.get(worker.name)
+    for member in wanted:
+        node = nodes.get(member.name)
         if node is None or not node_ready(node) or not (node.spec and node.spec.pod_cidr):
             return False
     return True
 
 
 async def pod_cidrs(lab: Lab) -> dict[str, str]:
-    """Worker name → its Node's podCIDR, for the workers that have one."""
+    """Node name → its Node's podCIDR, for the Kubernetes nodes that have one."""
     nodes = await node_objects(lab)
     cidrs = {}
-    for worker in lab.workers:
-        node = nodes.get(worker.name)
+    for member in lab.kubernetes_nodes:
+        node = nodes.get(member.name)
         if node is not None and node.spec is not None and node.spec.pod_cidr:
-            cidrs[worker.name] = node.spec.pod_cidr
+            cidrs[member.name] = node.spec.pod_cidr
     return cidrs
 
 
@@ -507,48 +629,68 @@ def _listening(host: str, port: int) -> bool:
 # -- down -------------------------------------------------------------------------------------
 
 
-async def down(lab: Lab, report: Callable[[str], None] = print) -> None:
+async def down(lab: Lab, report: Report = print) -> None:
     """Remove everything of the lab (see the module docstring); idempotent, and every step
     runs even when an earlier one failed (the failures are reported, then raised together)."""
     table = ProcessTable(lab.process_file)
-    problems: list[str] = []
+    nodes = lab.nodes
+    steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("supervisor stopped", _stopper(table, nodes, "supervisor")),
+        ("kubelets and proxies stopped", _stopper(table, nodes, "kubelet", "proxy")),
+        (
+            "pod sandboxes removed through CRI",
+            lambda: asyncio.gather(*(_remove_sandboxes(n, table) for n in lab.kubernetes_nodes)),
+        ),
+        ("containerds stopped", _stopper(table, nodes, "containerd")),
+        ("forwarder and server stopped", _stopper(table, nodes, "forwarder", "server")),
+        ("etcd stopped", _stopper(table, nodes, "etcd")),
+        (
+            "leftover processes killed (shims, pods, helpers)",
+            lambda: _off_thread(_kill_leftovers, lab),
+        ),
+        ("mounts removed", lambda: _off_thread(_unmount, lab.state_dir)),
+        ("cgroups removed", lambda: _off_thread(_remove_cgroup_dirs, lab_cgroups(lab))),
+        ("namespaces deleted", lambda: _off_thread(network.destroy, lab)),
+        (f"{lab.state_dir} removed", lambda: _off_thread(_remove_state, lab)),
+    ]
+    problems = await _run_all(steps, report)
+    if problems:
+        raise LabError("down left things behind:\n" + "\n".join(problems))
 
-    async def step(what: str, work: Callable[[], Awaitable[object]]) -> None:
+
+async def _run_all(
+    steps: Sequence[tuple[str, Callable[[], Awaitable[object]]]], report: Report
+) -> list[str]:
+    """Run every step whatever happened before; the failures."""
+    problems: list[str] = []
+    for what, work in steps:
         try:
             await work()
             report(f"✓ {what}")
         except Exception as error:
             problems.append(f"{what}: {error}")
             report(f"✗ {what}: {error}")
+    return problems
 
-    def stop(*components: str) -> Callable[[], Awaitable[object]]:
-        keys = [r.key for r in table.records() if r.component in components]
-        return lambda: asyncio.gather(*(asyncio.to_thread(table.stop, k) for k in keys))
 
-    await step("kubelets and proxies stopped", stop("kubelet", "proxy"))
-    await step(
-        "pod sandboxes removed through CRI",
-        lambda: asyncio.gather(*(_remove_sandboxes(n, table) for n in lab.workers)),
-    )
-    await step("containerds stopped", stop("containerd"))
-    await step("forwarder and server stopped", stop("forwarder", "server"))
-    await step(
-        "leftover processes killed (shims, pods, helpers)",
-        lambda: asyncio.to_thread(_kill_leftovers, lab),
-    )
-    await step("mounts removed", lambda: asyncio.to_thread(_unmount, lab))
-    await step("cgroups removed", lambda: asyncio.to_thread(_remove_cgroups, lab))
-    await step("namespaces deleted", lambda: asyncio.to_thread(network.destroy, lab))
-    await step(f"{lab.state_dir} removed", lambda: asyncio.to_thread(_remove_state, lab))
-    if problems:
-        raise LabError("down left things behind:\n" + "\n".join(problems))
+async def _off_thread(function: Callable[..., object], *args: object) -> object:
+    return await asyncio.to_thread(function, *args)
+
+
+def _stopper(
+    table: ProcessTable, nodes: Sequence[Node], *names: str
+) -> Callable[[], Awaitable[object]]:
+    """Stopping these components of these nodes, concurrently."""
+    wanted = {n.name for n in nodes}
+    keys = [r.key for r in table.records() if r.component in names and r.node in wanted]
+    return lambda: asyncio.gather(*(asyncio.to_thread(table.stop, k) for k in keys))
 
 
 async def _remove_sandboxes(node: Node, table: ProcessTable) -> None:
-    record = table.get(key(node, "containerd"))
+    record = table.get(components.containerd(node).key)
     if record is None or not record.alive():
         return  # no containerd: its shims and mounts are handled afterwards
-    async with RuntimeClient(layout(node).endpoint, timeout=30) as cri:
+    async with RuntimeClient(containerd_layout(node).endpoint, timeout=30) as cri:
         for sandbox in await cri.list_pod_sandbox():
             await cri.stop_pod_sandbox(sandbox.id)
             await cri.remove_pod_sandbox(sandbox.id)
@@ -559,12 +701,16 @@ def lab_processes(lab: Lab) -> set[int]:
     lab's namespaces, naming the lab's state directory on its command line (shims name
     their containerd's socket, the kubelet's CNI agent its socket), or in the lab's cgroups
     (pods)."""
+    return _processes_of(lab.nodes, lab.state_dir, lab_cgroups(lab))
+
+
+def _processes_of(nodes: Sequence[Node], state_dir: Path, cgroups: Sequence[Path]) -> set[int]:
     namespaces = set()
-    for node in lab.nodes:
+    for node in nodes:
         with contextlib.suppress(OSError):
             info = node.netns_path.stat()
             namespaces.add((info.st_dev, info.st_ino))
-    marker = f"{lab.state_dir}/".encode()
+    marker = f"{state_dir}/".encode()
     pids: set[int] = set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -576,7 +722,7 @@ def lab_processes(lab: Lab) -> set[int]:
             continue
         if (info.st_dev, info.st_ino) in namespaces or marker in cmdline:
             pids.add(int(proc.name))
-    for directory in lab_cgroups(lab):
+    for directory in cgroups:
         for procs in directory.rglob("cgroup.procs"):
             with contextlib.suppress(OSError, ValueError):
                 pids.update(int(p) for p in procs.read_text().split())
@@ -584,12 +730,20 @@ def lab_processes(lab: Lab) -> set[int]:
     return pids
 
 
-def _kill_leftovers(lab: Lab) -> None:
-    for pid in lab_processes(lab):
+def _kill(find: Callable[[], set[int]]) -> None:
+    for pid in find():
         terminate(pid, timeout=2)
-    left = [pid for pid in lab_processes(lab) if _running(pid)]
+    left = [pid for pid in find() if _running(pid)]
     if left:
         raise LabError(f"processes left: {left}")
+
+
+def _kill_leftovers(lab: Lab) -> None:
+    _kill(lambda: lab_processes(lab))
+
+
+def _kill_node_leftovers(node: Node) -> None:
+    _kill(lambda: _processes_of([node], node.state_dir, node_cgroups(node)))
 
 
 def _running(pid: int) -> bool:
@@ -600,20 +754,20 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
-def lab_mounts(lab: Lab) -> list[Path]:
-    """Mount points under the lab's state directory, deepest first."""
+def mounts_under(directory: Path) -> list[Path]:
+    """Mount points under ``directory``, deepest first."""
     found = []
     for line in Path("/proc/self/mounts").read_text().splitlines():
         point = Path(line.split()[1].replace("\\040", " "))
-        if point.is_relative_to(lab.state_dir):
+        if point.is_relative_to(directory):
             found.append(point)
     return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
 
-def _unmount(lab: Lab) -> None:
-    for point in lab_mounts(lab):
+def _unmount(directory: Path) -> None:
+    for point in mounts_under(directory):
         run("umount", "-l", point, check=False)
-    left = lab_mounts(lab)
+    left = mounts_under(directory)
     if left:
         raise LabError(f"still mounted: {', '.join(map(str, left))}")
 
@@ -625,10 +779,18 @@ def _cgroup_hierarchies() -> Iterator[Path]:
             yield Path(fields[1])
 
 
+def _cgroups_at(relative: Path) -> list[Path]:
+    return [d for d in (h / relative for h in _cgroup_hierarchies()) if d.is_dir()]
+
+
 def lab_cgroups(lab: Lab) -> list[Path]:
     """The lab's cgroup directory (``/kubelab/<lab>``) in every hierarchy that has it."""
-    relative = Path(lab.workers[0].cgroup_root).parent.relative_to("/")
-    return [d for d in (h / relative for h in _cgroup_hierarchies()) if d.is_dir()]
+    return _cgroups_at(Path(CGROUP_ROOT.lstrip("/")) / lab.name)
+
+
+def node_cgroups(node: Node) -> list[Path]:
+    """The node's pods' cgroup directory (its ``--cgroup-root``) in every hierarchy."""
+    return _cgroups_at(Path(node.cgroup_root.lstrip("/")))
 
 
 def _remove_state(lab: Lab) -> None:
@@ -639,8 +801,10 @@ def _remove_state(lab: Lab) -> None:
         raise LabError(f"{lab.state_dir} could not be removed")
 
 
-def _remove_cgroups(lab: Lab) -> None:
-    for directory in lab_cgroups(lab):
+def _remove_cgroup_dirs(directories: Sequence[Path]) -> None:
+    """Remove cgroup directories (their subtrees deepest first), then each one's parent
+    if that is empty now."""
+    for directory in directories:
         for cgroup in sorted(
             (p for p in directory.rglob("*") if p.is_dir()),
             key=lambda p: len(p.parts),
@@ -650,7 +814,7 @@ def _remove_cgroups(lab: Lab) -> None:
                 cgroup.rmdir()
         directory.rmdir()
         with contextlib.suppress(OSError):
-            directory.parent.rmdir()  # /kubelab, when no other lab uses it
-    left = lab_cgroups(lab)
+            directory.parent.rmdir()  # /kubelab (for a lab's), when nothing else uses it
+    left = [d for d in directories if d.is_dir()]
     if left:
         raise LabError(f"cgroups left: {', '.join(map(str, left))}")

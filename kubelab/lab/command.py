@@ -3,16 +3,22 @@
 A thin command (kind's shape): it parses flags, builds the inventory
 (``kubelab.lab.topology.Lab``) and hands it to ``kubelab.lab.cluster``.  Subcommands:
 
-- ``up [--name lab] [--workers 2] [--cni kubelab|reference] [--proxy-mode iptables]
-  [--iptables-backend restore|libiptc] [--host-api-port 6443]``: one progress line per step,
-  then how to use it;
+- ``up [--name lab] [--nodes 2] [--store sqlite|etcd] [--cni kubelab|reference]
+  [--proxy-mode iptables|userspace] [--iptables-backend restore|libiptc]
+  [--host-api-port 6443]``: progress per step (a live line with a spinner and the elapsed
+  time on a terminal, plain ``✓`` lines otherwise), then how to use it;
 - ``down``: stop and remove everything of the lab;
-- ``status``: per node, each component's process and whether the Node is Ready;
+- ``status``: per node, each component's process, restarts and health endpoint, and the
+  Node's Ready condition;
+- ``nodes``: each node's role, IP, Ready, podCIDR and taints;
+- ``logs NODE COMPONENT [-f]``: a component's log (``-f``: follow it, as ``tail -F``);
+- ``node add`` / ``node rm NAME``: a worker joins or leaves the running lab;
 - ``kubeconfig``: the path of the host's kubeconfig (server https://127.0.0.1:6443, or
   ``--host-api-port``);
 - ``exec NODE -- CMD...``: run a command in a node's network namespace (``nsenter --net``);
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
-- ``forward`` (hidden): the host forwarder process ``up`` starts.
+- ``forward`` and ``supervise`` (hidden): the host forwarder and the supervisor ``up``
+  starts.
 
 Run as root.
 """
@@ -21,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kubelab.lab.topology import (
     API_PORT,
@@ -38,6 +46,12 @@ from kubelab.lab.topology import (
     SpecError,
     running_spec,
 )
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from kubelab.api.kinds.core_v1.node import Node as NodeObject
+    from kubelab.lab.components import Health
 
 
 def _add_name(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +69,12 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     commands = parser.add_subparsers(dest="lab_command", metavar="COMMAND", required=True)
     up = commands.add_parser("up", help="bring a lab up (tearing down a stale one first)")
     _add_name(up)
-    up.add_argument("--workers", type=int, default=2, help="worker nodes (default: 2)")
+    up.add_argument(
+        "--nodes",
+        type=int,
+        default=LabSpec.workers,
+        help=f"worker nodes besides the control plane (default: {LabSpec.workers})",
+    )
     up.add_argument("--store", choices=STORES, default="sqlite")
     up.add_argument("--cni", choices=CNIS, default="kubelab", help="pod network plugin")
     up.add_argument("--proxy-mode", choices=PROXY_MODES, default="iptables")
@@ -68,7 +87,8 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     )
     for name, text in (
         ("down", "stop and remove everything of a lab"),
-        ("status", "each node's processes and Node condition"),
+        ("status", "each node's processes, their health and the Node's Ready condition"),
+        ("nodes", "each node's role, IP, Ready, podCIDR and taints"),
         ("kubeconfig", "print the path of the host's kubeconfig"),
         ("demo", "run the demo `make lab` shows: a spread Deployment behind two Services"),
     ):
@@ -77,20 +97,37 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     _add_name(exec_)
     exec_.add_argument("node")
     exec_.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
+    logs = commands.add_parser("logs", help="a component's log: logs NODE COMPONENT [-f]")
+    _add_name(logs)
+    logs.add_argument("node")
+    logs.add_argument("component")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    node = commands.add_parser("node", help="a worker joins (add) or leaves (rm NAME)")
+    node_commands = node.add_subparsers(dest="node_command", metavar="add|rm", required=True)
+    _add_name(node_commands.add_parser("add", help="the next free nodeN joins the lab"))
+    rm = node_commands.add_parser("rm", help="a worker leaves: its processes, state, Node")
+    _add_name(rm)
+    rm.add_argument("node")
     forward = commands.add_parser("forward")  # hidden in spirit: started by `up`
     forward.add_argument("--netns", type=Path, required=True)
     forward.add_argument("--target", type=_address, required=True)
     forward.add_argument("--listen", type=_address, required=True)
+    supervise = commands.add_parser("supervise")  # hidden in spirit: started by `up`
+    supervise.add_argument("--table", type=Path, required=True)
 
     def run(args: argparse.Namespace) -> int:
         handler = {
             "up": _up,
             "down": _down,
             "status": _status,
+            "nodes": _nodes,
+            "logs": _logs,
+            "node": _node,
             "kubeconfig": _kubeconfig,
             "exec": _exec,
             "demo": _demo,
             "forward": _forward,
+            "supervise": _supervise,
         }[args.lab_command]
         try:
             return handler(args)
@@ -109,7 +146,7 @@ def _lab(args: argparse.Namespace) -> Lab:
         return Lab(running_spec(args.name, existing_namespaces()))
     spec = LabSpec(
         name=args.name,
-        workers=args.workers,
+        workers=args.nodes,
         store=args.store,
         cni=args.cni,
         proxy_mode=args.proxy_mode,
@@ -128,26 +165,80 @@ def _report(line: str) -> None:
     print(line, flush=True)
 
 
+class LiveSteps:
+    """Progress on a terminal: a live line per step (spinner, name, elapsed time) that turns
+    into the step's ``✓``/``✗`` line when it ends; other lines print above."""
+
+    def __init__(self) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            SpinnerColumn(finished_text=" "),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+        )
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> LiveSteps:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def started(self, name: str) -> None:
+        self.task = self.progress.add_task(name, total=1)
+
+    def report(self, line: str) -> None:
+        if self.task is not None and line.startswith(("✓", "✗")):
+            done = line.rpartition(" (")[0] if line.endswith("s)") else line
+            self.progress.update(self.task, description=done, completed=1)
+            self.task = None
+        else:
+            self.progress.console.print(line, highlight=False, markup=False)
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[tuple[Callable[[str], None], Callable[[str], None] | None]]:
+    """(report, on_step) for ``cluster``: live lines on a terminal, plain lines otherwise."""
+    if not sys.stdout.isatty():
+        yield _report, None
+        return
+    with LiveSteps() as live:
+        yield live.report, live.started
+
+
+def _usage(lab: Lab) -> str:
+    from kubelab.lab.demo import KUBECTL
+
+    nodes = ", ".join(n.name for n in lab.kubernetes_nodes)
+    first = lab.workers[0].name
+    name = f" --name {lab.name}" if lab.name != "lab" else ""
+    return (
+        f"  export KUBECONFIG={lab.host_kubeconfig}\n"
+        f"  {KUBECTL} get nodes,pods -A -o wide\n"
+        f"  kubelab lab nodes{name}; kubelab lab status{name}\n"
+        f"  kubelab lab exec{name} {first} -- iptables -t nat -S\n"
+        f"  kubelab lab logs{name} {first} kubelet -f\n"
+        f"  kubelab lab node add{name}; kubelab lab node rm{name} NODE\n"
+        f"  kubelab lab down{name}\n"
+        f"  Kubernetes nodes: {nodes}; logs: {lab.log_dir}/NODE/COMPONENT.log"
+    )
+
+
 def _up(args: argparse.Namespace) -> int:
     from kubelab.lab import cluster
 
     _root()
     lab = _lab(args)
     try:
-        took = asyncio.run(cluster.up(lab, _report))
+        with _progress() as (report, on_step):
+            took = asyncio.run(cluster.up(lab, report, on_step))
     except cluster.LabError as error:
         print(f"kubelab lab up: {error}", file=sys.stderr)
         print(f"logs: {lab.log_dir}; remove with: kubelab lab down --name {lab.name}")
         return 1
-    workers = ", ".join(w.name for w in lab.workers)
-    print(
-        f"\nlab {lab.name} is up in {took:.1f}s: controlplane, {workers}, client\n"
-        f"  export KUBECONFIG={lab.host_kubeconfig}\n"
-        f"  kubectl get nodes -o wide\n"
-        f"  kubelab lab exec {lab.workers[0].name} -- iptables -t nat -S\n"
-        f"  kubelab lab status --name {lab.name}; kubelab lab down --name {lab.name}\n"
-        f"  logs: {lab.log_dir}/NODE/COMPONENT.log"
-    )
+    print(f"\nlab {lab.name} is up in {took:.1f}s; use it with:\n{_usage(lab)}")
     return 0
 
 
@@ -163,8 +254,33 @@ def _down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
+def _node(args: argparse.Namespace) -> int:
     from kubelab.lab import cluster
+
+    _root()
+    lab = _lab(args)
+    if not lab.process_file.exists():
+        print(f"kubelab lab node: lab {lab.name} is not up", file=sys.stderr)
+        return 1
+    try:
+        if args.node_command == "add":
+            with _progress() as (report, on_step):
+                grown = asyncio.run(cluster.add_node(lab, report, on_step))
+            print(f"{grown.workers[-1].name} ({grown.workers[-1].ip}) joined lab {lab.name}")
+        else:
+            asyncio.run(cluster.remove_node(lab, args.node, _report))
+            print(f"{args.node} left lab {lab.name}")
+    except KeyError as error:
+        print(f"kubelab lab node: {error.args[0]}", file=sys.stderr)
+        return 2
+    except cluster.LabError as error:
+        print(f"kubelab lab node {args.node_command}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from kubelab.lab import cluster, components
     from kubelab.lab.processes import ProcessTable
 
     lab = _lab(args)
@@ -172,24 +288,121 @@ def _status(args: argparse.Namespace) -> int:
     if not records:
         print(f"lab {lab.name}: not running")
         return 1
-    try:
-        nodes = asyncio.run(cluster.node_objects(lab))
-    except Exception as error:
-        print(f"API server: not answering ({error})")
-        nodes = {}
+    health = {c.key: c.health for c in components.lab_components(lab)}
+
+    async def gather() -> tuple[dict[str, Any], list[tuple[bool, str]]]:
+        try:
+            nodes = await cluster.node_objects(lab)
+        except Exception as error:
+            print(f"API server: not answering ({error})")
+            nodes = {}
+        probes = await asyncio.gather(
+            *(_probe(health.get(r.key), r.alive()) for r in records),
+        )
+        return nodes, list(probes)
+
+    nodes, probes = asyncio.run(gather())
+    answers = {r.key: p for r, p in zip(records, probes, strict=True)}
     healthy = True
     for node in lab.nodes:
-        mine = [r for r in records if r.node == node.name]
-        parts = [f"{r.component} {'up' if r.alive() else 'DOWN'} (pid {r.pid})" for r in mine]
-        healthy = healthy and all(r.alive() for r in mine)
-        if node.role is Role.WORKER:
+        line = f"{node.name:<13} {node.ip:<12}"
+        if node.is_kubernetes_node:
             obj = nodes.get(node.name)
             ready = obj is not None and cluster.node_ready(obj)
             cidr = obj.spec.pod_cidr if obj is not None and obj.spec else None
-            parts.append(f"Node {'Ready' if ready else 'NotReady'} podCIDR {cidr or '-'}")
+            line += f" Node {'Ready' if ready else 'NotReady'}, podCIDR {cidr or '-'}"
             healthy = healthy and ready
-        print(f"{node.name:<13} {node.ip:<12} {'; '.join(parts) or '-'}")
+        print(line)
+        for record in (r for r in records if r.node == node.name):
+            ok, answer = answers[record.key]
+            state = "up" if record.alive() else "DOWN"
+            print(
+                f"  {record.component:<11} {state:<4} pid {record.pid:<7} "
+                f"restarts {record.restarts:<3} {answer}"
+            )
+            healthy = healthy and ok
     return 0 if healthy else 1
+
+
+async def _probe(health: Health | None, alive: bool) -> tuple[bool, str]:
+    """A component's health for ``status``: its endpoint's answer, or whether it runs."""
+    from kubelab.lab import cluster
+
+    if not alive:
+        return False, "not running"
+    if health is None:
+        return True, "running (no health endpoint)"
+    ok, code = await cluster.probe(health)
+    return ok, f"{health.url} {code}"
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    from kubelab.lab import cluster
+
+    lab = _lab(args)
+    try:
+        nodes = asyncio.run(cluster.node_objects(lab))
+    except Exception as error:
+        print(f"kubelab lab nodes: the API server of lab {lab.name} does not answer ({error})")
+        return 1
+    roles = {Role.CONTROLPLANE: "control-plane", Role.WORKER: "worker"}
+    rows = [("NAME", "ROLE", "IP", "READY", "PODCIDR", "TAINTS")]
+    for node in lab.kubernetes_nodes:
+        obj = nodes.pop(node.name, None)
+        if obj is None:
+            rows.append((node.name, roles[node.role], node.ip, "(no Node)", "-", "-"))
+            continue
+        rows.append(_node_row(obj, roles[node.role], node.ip))
+    rows += [_node_row(obj, "(not in the lab)", "-") for obj in nodes.values()]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    return 0
+
+
+def _node_row(obj: NodeObject, role: str, ip: str) -> tuple[str, str, str, str, str, str]:
+    from kubelab.lab import cluster
+
+    spec = obj.spec
+    taints = (
+        ",".join(
+            f"{t.key}{'=' + t.value if t.value else ''}:{t.effect}" for t in (spec.taints or [])
+        )
+        if spec
+        else ""
+    )
+    return (
+        obj.metadata.name or "",
+        role,
+        ip,
+        "True" if cluster.node_ready(obj) else "False",
+        (spec.pod_cidr if spec else None) or "-",
+        taints or "-",
+    )
+
+
+def _logs(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    try:
+        node = lab.node(args.node)
+    except KeyError as error:
+        print(f"kubelab lab logs: {error.args[0]}", file=sys.stderr)
+        return 2
+    log = node.log(args.component)
+    if not log.exists():
+        have = sorted(p.stem for p in node.log_dir.glob("*.log")) if node.log_dir.is_dir() else []
+        print(
+            f"kubelab lab logs: no {args.component} log on {node.name} "
+            f"(logs: {', '.join(have) or 'none'})",
+            file=sys.stderr,
+        )
+        return 1
+    if args.follow:
+        os.execvp("tail", ["tail", "-n", "+1", "-F", str(log)])
+    sys.stdout.write(log.read_text(errors="replace"))
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -248,6 +461,19 @@ def _forward(args: argparse.Namespace) -> int:
         return 0
 
     return component.run(serve)
+
+
+def _supervise(args: argparse.Namespace) -> int:
+    from kubelab import component
+    from kubelab.lab.processes import ProcessTable
+    from kubelab.lab.supervisor import Supervisor
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    supervisor = Supervisor(ProcessTable(args.table), say=say)
+    say(f"kubelab lab supervise: watching {args.table}")
+    return component.run(supervisor.run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

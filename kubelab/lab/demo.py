@@ -1,6 +1,7 @@
 """``kubelab lab demo``: what `make lab` shows once the lab is up.
 
-A Deployment of four web servers spread over the workers (busybox httpd answering with its
+A Deployment of four web servers spread over the workers (the control plane is tainted
+NoSchedule, so none lands there; busybox httpd answering with its
 pod's name and node), a ClusterIP Service and a NodePort Service in front of them; then the
 Service VIP fetched from each worker node and from a pod on each worker, and the NodePort of
 each worker fetched from the ``client`` namespace (the outside world).  Each line printed says
@@ -60,6 +61,9 @@ def manifests() -> list[dict[str, Any]]:
                             "topologyKey": "kubernetes.io/hostname",
                             "whenUnsatisfiable": "DoNotSchedule",
                             "labelSelector": {"matchLabels": labels},
+                            # The control plane's NoSchedule taint keeps pods off it; with
+                            # the default (Ignore) it would still count as an empty domain.
+                            "nodeTaintsPolicy": "Honor",
                         }
                     ],
                     "containers": [
@@ -138,7 +142,7 @@ class Demo:
             f"  export KUBECONFIG={self.lab.host_kubeconfig}\n"
             f"  {KUBECTL} get nodes,pods -o wide\n"
             "  kubelab lab exec node1 -- iptables -t nat -S KUBE-SERVICES\n"
-            "  kubelab lab status\n"
+            "  kubelab lab nodes; kubelab lab status; kubelab lab logs node1 kubelet\n"
             "  kubelab lab down        # removes everything of the lab"
         )
 

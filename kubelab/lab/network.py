@@ -8,10 +8,13 @@ default route also covers the Service range, without which connect() to a VIP fa
 kube-proxy's OUTPUT DNAT runs); the router learns each node's pod CIDR through
 ``route_pod_cidrs`` once the Node has one.
 
-Sysctls, per namespace: ``ip_forward`` in the router and the workers (pods' traffic crosses
-them), ``route_localnet`` in the workers (NodePorts on 127.0.0.1), and
-``bridge-nf-call-iptables`` in the workers (pod → VIP → pod on one node; default 1 but set
-so it does not depend on the kernel's default).
+Sysctls, per namespace: ``ip_forward`` in the router and the Kubernetes nodes (pods'
+traffic crosses them), ``route_localnet`` in the Kubernetes nodes (NodePorts on 127.0.0.1),
+and ``bridge-nf-call-iptables`` in them (pod → VIP → pod on one node; default 1 but set so
+it does not depend on the kernel's default).
+
+``attach`` / ``unroute`` + ``detach`` add and remove one node of a running lab (``kubelab lab
+node add`` / ``node rm``).
 
 Everything goes through ``ip`` and ``sysctl`` commands (``kubelab.lab.processes.run``), so a
 failure names the command and its output.  ``create`` expects no namespace of the lab to
@@ -24,10 +27,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kubelab.lab.processes import run
-from kubelab.lab.topology import BRIDGE, ROUTER_IP, Lab, Node, Role
+from kubelab.lab.topology import BRIDGE, ROUTER_IP, Lab, Node
 
 FORWARDING = ("net.ipv4.ip_forward=1",)
-WORKER_SYSCTLS = (
+NODE_SYSCTLS = (
     "net.ipv4.ip_forward=1",
     "net.ipv4.conf.all.route_localnet=1",
     "net.bridge.bridge-nf-call-iptables=1",
@@ -42,20 +45,23 @@ def existing_namespaces() -> set[str]:
 def create(lab: Lab) -> None:
     """Create the lab's namespaces, bridge, links, addresses, routes and sysctls."""
     router = lab.router
-    for node in lab.nodes:
-        run("ip", "netns", "add", node.netns)
-        run("ip", "-n", node.netns, "link", "set", "lo", "up")
+    _add_namespace(router)
     run("ip", "-n", router.netns, "link", "add", BRIDGE, "type", "bridge")
     run("ip", "-n", router.netns, "addr", "add", f"{ROUTER_IP}/{lab.prefix_len}", "dev", BRIDGE)
     run("ip", "-n", router.netns, "link", "set", BRIDGE, "up")
     sysctl(router, FORWARDING)
     for node in lab.hosts:
-        _attach(lab, node)
-        if node.role is Role.WORKER:
-            sysctl(node, WORKER_SYSCTLS)
+        attach(lab, node)
 
 
-def _attach(lab: Lab, node: Node) -> None:
+def _add_namespace(node: Node) -> None:
+    run("ip", "netns", "add", node.netns)
+    run("ip", "-n", node.netns, "link", "set", "lo", "up")
+
+
+def attach(lab: Lab, node: Node) -> None:
+    """Create a node's namespace and link it to ``lab0`` (the router's must exist)."""
+    _add_namespace(node)
     router = lab.router.netns
     # The peer is born in the node's namespace, already named eth0.
     run(
@@ -66,6 +72,8 @@ def _attach(lab: Lab, node: Node) -> None:
     run("ip", "-n", node.netns, "addr", "add", f"{node.ip}/{lab.prefix_len}", "dev", "eth0")
     run("ip", "-n", node.netns, "link", "set", "eth0", "up")
     run("ip", "-n", node.netns, "route", "add", "default", "via", ROUTER_IP, "dev", "eth0")
+    if node.is_kubernetes_node:
+        sysctl(node, NODE_SYSCTLS)
 
 
 def sysctl(node: Node, settings: tuple[str, ...]) -> None:
@@ -79,6 +87,20 @@ def route_pod_cidrs(lab: Lab, pod_cidrs: Mapping[str, str]) -> None:
     for name, cidr in sorted(pod_cidrs.items()):
         node = lab.node(name)
         run("ip", "-n", lab.router.netns, "route", "replace", cidr, "via", node.ip)
+
+
+def unroute(lab: Lab, node: Node) -> None:
+    """Remove the router's routes via ``node`` (its pod CIDR)."""
+    routes = run("ip", "-n", lab.router.netns, "route", "show", "via", node.ip)
+    for line in routes.splitlines():
+        if line.strip():
+            run("ip", "-n", lab.router.netns, "route", "del", line.split()[0], "via", node.ip)
+
+
+def detach(node: Node) -> None:
+    """Delete a node's namespace (its veth goes with it); nothing if it is gone already."""
+    if node.netns in existing_namespaces():
+        run("ip", "netns", "delete", node.netns)
 
 
 def router_routes(lab: Lab) -> str:

@@ -6,14 +6,21 @@ of Kubernetes The Hard Way does), so nothing else builds a path or an address by
 - the underlay: a ``router`` network namespace holding the bridge ``lab0`` with 10.240.0.1/24;
   each node namespace is linked to it by a veth pair (``eth0`` in the node, ``r-NODE`` on the
   bridge);
-- ``controlplane`` (10.240.0.10) runs ``kubelab server``; workers ``node1..nodeN``
-  (10.240.0.11...) run containerd, the kubelet and the proxy; ``client`` (10.240.0.100)
+- ``controlplane`` (10.240.0.10) runs ``kubelab server`` (and etcd with ``--store etcd``)
+  and, as every Kubernetes node of the lab, containerd, a kubelet (its Node tainted
+  ``node-role.kubernetes.io/control-plane:NoSchedule``) and the proxy; workers ``nodeN``
+  (10.240.0.(10+N)) run containerd, the kubelet and the proxy; ``client`` (10.240.0.100)
   stands for the outside world;
+- the workers are a set of names, not a count: ``node add`` takes the number after the
+  highest, ``node rm`` leaves a gap, and the saved spec lists them so that ``down`` (even
+  after a crash) finds every node;
 - cluster CIDR 10.244.0.0/16 (a /24 per node), Service CIDR 10.96.0.0/12 (the ``kubernetes``
   Service at 10.96.0.1, cluster DNS at 10.96.0.10);
 - network namespaces are named ``<lab>-<node>``; state lives under ``/run/kubelab/<lab>/``,
   logs under ``/var/log/kubelab/<lab>/<node>/<component>.log``, the images cache in
-  ``/var/cache/kubelab``; pods' cgroups under ``/kubelab/<lab>/<node>``.
+  ``/var/cache/kubelab``; pods' cgroups under ``/kubelab/<lab>/<node>``.  The state and log
+  roots are fields of ``Lab`` (defaults as above) so the same inventory can describe VMs
+  whose state lives under /var/lib/kubelab.
 
 Everything here is pure computation: reading it never touches the machine.
 """
@@ -23,7 +30,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Final
@@ -46,14 +53,14 @@ IMAGE_CACHE: Final = Path("/var/cache/kubelab")
 NETNS_DIR: Final = Path("/run/netns")
 CGROUP_ROOT: Final = "/kubelab"
 MAX_WORKERS: Final = 100 - FIRST_WORKER_HOST  # node1 .. node89 at 10.240.0.11 .. .99
-STORES: Final = ("sqlite",)
+STORES: Final = ("sqlite", "etcd")
 CNIS: Final = ("kubelab", "reference")
 PROXY_MODES: Final = ("iptables", "userspace")
 IPTABLES_BACKENDS: Final = ("restore", "libiptc")
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 
 
-_WORKER_NETNS = re.compile(r"^node(\d+)$")
+_WORKER = re.compile(r"^node(\d+)$")
 
 
 class Role(Enum):
@@ -81,6 +88,18 @@ class LabSpec:
     iptables_backend: str = "restore"
     host_api_port: int = API_PORT
     """The host forwarder's port on 127.0.0.1 (another one lets labs run side by side)."""
+    worker_names: tuple[str, ...] = ()
+    """The workers once nodes were added or removed (empty: ``node1..node<workers>``)."""
+
+    @property
+    def worker_list(self) -> tuple[str, ...]:
+        """The workers' names, in order of their numbers."""
+        names = self.worker_names or tuple(f"node{i}" for i in range(1, self.workers + 1))
+        return tuple(sorted(names, key=worker_number))
+
+    def with_workers(self, names: tuple[str, ...]) -> LabSpec:
+        """This spec with exactly these workers (``node add`` / ``node rm``)."""
+        return replace(self, workers=len(names), worker_names=tuple(names))
 
     def validate(self) -> None:
         if not _NAME.match(self.name):
@@ -91,7 +110,17 @@ class LabSpec:
         if not 1 <= self.host_api_port <= 65535:
             raise SpecError(f"host API port: 1 to 65535, got {self.host_api_port}")
         if not 1 <= self.workers <= MAX_WORKERS:
-            raise SpecError(f"workers: 1 to {MAX_WORKERS}, got {self.workers}")
+            raise SpecError(f"nodes: 1 to {MAX_WORKERS} workers, got {self.workers}")
+        if self.worker_names:
+            numbers = [_WORKER.match(n) for n in self.worker_names]
+            if not all(m and 1 <= int(m.group(1)) <= MAX_WORKERS for m in numbers):
+                raise SpecError(
+                    f"worker names: node1 to node{MAX_WORKERS}, got {self.worker_names}"
+                )
+            if len(set(self.worker_names)) != len(self.worker_names):
+                raise SpecError(f"worker names repeat: {self.worker_names}")
+            if len(self.worker_names) != self.workers:
+                raise SpecError(f"{self.workers} workers but {len(self.worker_names)} names")
         for value, allowed, what in (
             (self.store, STORES, "store"),
             (self.cni, CNIS, "cni"),
@@ -108,7 +137,15 @@ class LabSpec:
 
     @classmethod
     def load(cls, path: Path) -> LabSpec:
-        return cls(**json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        data["worker_names"] = tuple(data.get("worker_names", ()))
+        return cls(**data)
+
+
+def worker_number(name: str) -> int:
+    """N of ``nodeN`` (0 for any other name)."""
+    match = _WORKER.match(name)
+    return int(match.group(1)) if match else 0
 
 
 def spec_file(name: str) -> Path:
@@ -118,20 +155,27 @@ def spec_file(name: str) -> Path:
 
 def running_spec(name: str, namespaces: set[str]) -> LabSpec:
     """The spec of lab ``name`` as it runs, for every command but ``up``: the saved spec, or
-    (state directory gone after a crash) one with as many workers as ``namespaces`` (the
-    names ``ip netns list`` shows) has ``<name>-nodeN`` namespaces, so that ``down`` finds
-    every node."""
+    (state directory gone after a crash) one whose workers are the ``<name>-nodeN``
+    namespaces among ``namespaces`` (the names ``ip netns list`` shows), so that ``down``
+    finds every node."""
     try:
         return LabSpec.load(spec_file(name))
     except (OSError, ValueError, TypeError):
         pass
     prefix = f"{name}-"
-    numbers = [
-        int(match.group(1))
-        for ns in namespaces
-        if ns.startswith(prefix) and (match := _WORKER_NETNS.match(ns.removeprefix(prefix)))
-    ]
-    return LabSpec(name=name, workers=max(numbers, default=LabSpec.workers))
+    found = tuple(
+        sorted(
+            (
+                ns.removeprefix(prefix)
+                for ns in namespaces
+                if ns.startswith(prefix) and _WORKER.match(ns.removeprefix(prefix))
+            ),
+            key=worker_number,
+        )
+    )
+    if not found:
+        return LabSpec(name=name)
+    return LabSpec(name=name).with_workers(found)
 
 
 @dataclass(frozen=True)
@@ -142,6 +186,8 @@ class Node:
     name: str
     role: Role
     ip: str
+    run_root: Path = RUN_ROOT
+    log_root: Path = LOG_ROOT
 
     @property
     def netns(self) -> str:
@@ -158,12 +204,17 @@ class Node:
         return f"r-{self.name}"
 
     @property
+    def is_kubernetes_node(self) -> bool:
+        """Runs containerd, a kubelet and a proxy (the control plane and the workers)."""
+        return self.role in (Role.CONTROLPLANE, Role.WORKER)
+
+    @property
     def state_dir(self) -> Path:
-        return RUN_ROOT / self.lab / self.name
+        return self.run_root / self.lab / self.name
 
     @property
     def log_dir(self) -> Path:
-        return LOG_ROOT / self.lab / self.name
+        return self.log_root / self.lab / self.name
 
     def log(self, component: str) -> Path:
         return self.log_dir / f"{component}.log"
@@ -199,20 +250,25 @@ class Lab:
     """The inventory of one lab: its nodes, addresses and paths (see the module docstring)."""
 
     spec: LabSpec
+    run_root: Path = RUN_ROOT
+    log_root: Path = LOG_ROOT
     nodes: tuple[Node, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         self.spec.validate()
-        name = self.spec.name
         base = ipaddress.IPv4Address(ROUTER_IP) - 1
+
+        def node(name: str, role: Role, ip: str) -> Node:
+            return Node(self.spec.name, name, role, ip, self.run_root, self.log_root)
+
         nodes = [
-            Node(name, "router", Role.ROUTER, ROUTER_IP),
-            Node(name, "controlplane", Role.CONTROLPLANE, CONTROLPLANE_IP),
+            node("router", Role.ROUTER, ROUTER_IP),
+            node("controlplane", Role.CONTROLPLANE, CONTROLPLANE_IP),
             *(
-                Node(name, f"node{i}", Role.WORKER, str(base + FIRST_WORKER_HOST + i - 1))
-                for i in range(1, self.spec.workers + 1)
+                node(w, Role.WORKER, str(base + FIRST_WORKER_HOST + worker_number(w) - 1))
+                for w in self.spec.worker_list
             ),
-            Node(name, "client", Role.CLIENT, CLIENT_IP),
+            node("client", Role.CLIENT, CLIENT_IP),
         ]
         object.__setattr__(self, "nodes", tuple(nodes))
 
@@ -237,6 +293,15 @@ class Lab:
         return tuple(n for n in self.nodes if n.role is Role.WORKER)
 
     @property
+    def kubernetes_nodes(self) -> tuple[Node, ...]:
+        """The nodes with a kubelet: the control plane, then the workers."""
+        return tuple(n for n in self.nodes if n.is_kubernetes_node)
+
+    def next_worker(self) -> str:
+        """The name ``node add`` gives: the number after the highest worker's."""
+        return f"node{max(map(worker_number, self.spec.worker_list), default=0) + 1}"
+
+    @property
     def hosts(self) -> tuple[Node, ...]:
         """Every namespace but the router: each has an ``eth0`` on ``lab0``."""
         return tuple(n for n in self.nodes if n.role is not Role.ROUTER)
@@ -255,7 +320,7 @@ class Lab:
     @property
     def state_dir(self) -> Path:
         """``/run/kubelab/<lab>``: everything of the lab that ``down`` removes."""
-        return RUN_ROOT / self.name
+        return self.run_root / self.name
 
     @property
     def process_file(self) -> Path:
@@ -266,6 +331,11 @@ class Lab:
     def server_dir(self) -> Path:
         """``kubelab server``'s data directory (SQLite store and PKI)."""
         return self.controlplane.state_dir / "server"
+
+    @property
+    def etcd_dir(self) -> Path:
+        """etcd's data directory (``--store etcd``)."""
+        return self.controlplane.state_dir / "etcd"
 
     @property
     def pki_dir(self) -> Path:
@@ -283,7 +353,7 @@ class Lab:
 
     @property
     def log_dir(self) -> Path:
-        return LOG_ROOT / self.name
+        return self.log_root / self.name
 
     @property
     def api_url(self) -> str:

@@ -3,8 +3,11 @@
 The lab is brought up once for the module the way a user does (``python -m
 kubelab.lab.command up``, in a subprocess) and driven with the pinned kubectl through the host
 forwarder.  Everything sent to lab addresses goes through ``kubelab lab exec`` (nsenter into a
-lab namespace) or from a pod: nothing of the lab is ever put on the host.  The last test runs
-``down`` and checks that nothing of the lab is left and the host's iptables are untouched.
+lab namespace) or from a pod: nothing of the lab is ever put on the host.  After the demo's
+checks a node joins and leaves at runtime and a killed kubelet is brought back by the
+supervisor; then ``down`` is checked to leave nothing of the lab and the host's iptables
+untouched.  The last test reuses the lab's name for the ``--store etcd --proxy-mode
+userspace`` variant, crashes it and brings it up again over the wreck.
 """
 
 from __future__ import annotations
@@ -37,7 +40,10 @@ LAB_NAME = "kltest"
 TEST_API_PORT = 16443  # not 6443: a user's own lab may be running
 LAB_COMMAND = [sys.executable, "-m", "kubelab.lab.command"]
 BUSYBOX = "docker.io/library/busybox:1.35"
-UP_TIMEOUT = 240.0
+UP_TIMEOUT = 600.0  # from a cold image cache, `up` builds the Debian-based images first
+# A test's time limit includes its fixtures' setup: the first privileged test's covers the
+# module lab's `up`.
+pytestmark = pytest.mark.timeout(UP_TIMEOUT + 120)
 
 
 # -- without root -----------------------------------------------------------------------------
@@ -62,6 +68,24 @@ def test_the_inventory_names_every_node_address_and_path() -> None:
     assert lab.host_api_url == "https://127.0.0.1:6443"
     assert lab.api_url == "https://10.240.0.10:6443"
     assert all(len(n.uplink) <= 15 for n in lab.nodes)
+    assert [n.name for n in lab.kubernetes_nodes] == ["controlplane", "node1", "node2", "node3"]
+    assert lab.next_worker() == "node4"
+
+
+def test_the_workers_are_a_set_of_names_saved_with_the_spec(tmp_path: Path) -> None:
+    spec = LabSpec(name="demo").with_workers(("node4", "node1"))
+    lab = Lab(spec)
+    assert [(w.name, w.ip) for w in lab.workers] == [
+        ("node1", "10.240.0.11"),
+        ("node4", "10.240.0.14"),
+    ]
+    assert lab.next_worker() == "node5"  # never a removed node's name again
+    spec.save(tmp_path / "spec.json")
+    assert LabSpec.load(tmp_path / "spec.json") == spec
+    roots = Lab(spec, run_root=Path("/var/lib/kubelab"), log_root=Path("/var/log/vm"))
+    assert roots.node("node4").state_dir == Path("/var/lib/kubelab/demo/node4")
+    assert roots.process_file == Path("/var/lib/kubelab/demo/processes.json")
+    assert roots.node("node4").log("proxy") == Path("/var/log/vm/demo/node4/proxy.log")
 
 
 @pytest.mark.parametrize(
@@ -73,6 +97,11 @@ def test_the_inventory_names_every_node_address_and_path() -> None:
         pytest.param(LabSpec(workers=90), id="too-many-workers"),
         pytest.param(LabSpec(host_api_port=0), id="bad-host-api-port"),
         pytest.param(LabSpec(cni="calico"), id="unknown-cni"),
+        pytest.param(LabSpec(store="mysql"), id="unknown-store"),
+        pytest.param(LabSpec(workers=1, worker_names=("worker1",)), id="bad-worker-name"),
+        pytest.param(LabSpec(workers=1, worker_names=("node0",)), id="worker-number-0"),
+        pytest.param(LabSpec(workers=2, worker_names=("node1", "node1")), id="repeated-worker"),
+        pytest.param(LabSpec(workers=2, worker_names=("node1",)), id="count-differs"),
     ],
 )
 def test_specs_the_lab_cannot_build_are_refused(spec: LabSpec) -> None:
@@ -118,9 +147,21 @@ def test_a_component_that_exits_at_once_is_reported_with_its_log(tmp_path: Path)
 
 
 def test_the_running_spec_is_the_saved_one_or_found_from_the_namespaces() -> None:
-    found = running_spec("nolabhere", {"nolabhere-router", "nolabhere-node3", "other-node7"})
-    assert found == LabSpec(name="nolabhere", workers=3)
-    assert running_spec("nolabhere", set()).workers == LabSpec().workers
+    found = running_spec(
+        "nolabhere", {"nolabhere-router", "nolabhere-node3", "nolabhere-node1", "other-node7"}
+    )
+    assert found.worker_list == ("node1", "node3")  # a gap left by `node rm`
+    assert running_spec("nolabhere", set()) == LabSpec(name="nolabhere")
+
+
+def test_the_cli_takes_nodes_and_refuses_a_bad_count(capsys: pytest.CaptureFixture[str]) -> None:
+    from kubelab.lab.command import main
+
+    with pytest.raises(SystemExit):
+        main(["up", "--workers", "2"])
+    if os.geteuid() == 0:
+        assert main(["up", "--name", "klbad", "--nodes", "0"]) == 2
+        assert "nodes: 1 to 89 workers, got 0" in capsys.readouterr().err
 
 
 # -- a real lab -------------------------------------------------------------------------------
@@ -190,7 +231,7 @@ def lab_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         started = time.monotonic()
         up = lab_command(
             "up",
-            *("--name", LAB_NAME, "--workers", "2", "--host-api-port", str(TEST_API_PORT)),
+            *("--name", LAB_NAME, "--nodes", "2", "--host-api-port", str(TEST_API_PORT)),
             timeout=UP_TIMEOUT,
         )
         print(f"kubelab lab up: {time.monotonic() - started:.1f}s\n{up.stdout}")
@@ -265,26 +306,51 @@ def answers(count: int, node: str, url: str, pod: str | None, kubectl: Kubectl) 
 
 @pytest.mark.privileged
 @pytest.mark.containerd
-def test_every_worker_is_ready_with_a_pod_cidr_routed_by_the_router(lab: Running) -> None:
+def test_every_node_is_ready_with_a_pod_cidr_routed_by_the_router(lab: Running) -> None:
     nodes: dict[str, Any] = lab.kubectl.json("get", "nodes")
     by_name = {n["metadata"]["name"]: n for n in nodes["items"]}
-    assert set(by_name) == {"node1", "node2"}
+    assert set(by_name) == {"controlplane", "node1", "node2"}
     routes = run("ip", "-n", lab.lab.router.netns, "route", "show")
-    for worker in lab.lab.workers:
-        node = by_name[worker.name]
-        ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
-        assert ready == "True"
+    for member in lab.lab.kubernetes_nodes:
+        node = by_name[member.name]
+        assert ready_condition(node) == "True"
         cidr = node["spec"]["podCIDR"]
-        assert f"{cidr} via {worker.ip}" in routes
+        assert f"{cidr} via {member.ip}" in routes
     assert "✗" not in lab.up_output  # one ✓ line per step, then how to use the lab
     assert f"export KUBECONFIG={lab.lab.host_kubeconfig}" in lab.up_output
     status = lab_command("status", "--name", LAB_NAME)
     assert status.returncode == 0, status.stdout + status.stderr
-    assert status.stdout.count("Node Ready") == 2
+    assert status.stdout.count("Node Ready") == 3
+    for health in ("6443/readyz 200", "10250/healthz 200", "10256/healthz 200", "RuntimeReady"):
+        assert health in status.stdout
     assert lab_command("kubeconfig", "--name", LAB_NAME).stdout.strip() == str(
         lab.lab.host_kubeconfig
     )
     assert f"https://127.0.0.1:{TEST_API_PORT}" in lab.lab.host_kubeconfig.read_text()
+
+
+def ready_condition(node: dict[str, Any]) -> str:
+    return str({c["type"]: c["status"] for c in node["status"]["conditions"]}.get("Ready"))
+
+
+@pytest.mark.privileged
+@pytest.mark.containerd
+def test_the_control_plane_is_a_tainted_labelled_node_that_gets_no_demo_pod(
+    lab: Running, web: Web
+) -> None:
+    node: dict[str, Any] = lab.kubectl.json("get", "node", "controlplane")
+    assert ready_condition(node) == "True"
+    assert node["spec"]["taints"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    ]
+    assert node["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == ""
+    assert "controlplane" not in web.pods
+    listed = lab_command("nodes", "--name", LAB_NAME)
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert rows["controlplane"][1:4] == ["control-plane", "10.240.0.10", "True"]
+    assert rows["controlplane"][5] == "node-role.kubernetes.io/control-plane:NoSchedule"
+    assert rows["node1"][1:4] == ["worker", "10.240.0.11", "True"]
 
 
 @pytest.mark.privileged
@@ -342,9 +408,116 @@ def test_the_demo_shows_answers_from_both_workers(lab: Running, web: Web) -> Non
 
 @pytest.mark.privileged
 @pytest.mark.containerd
+def test_a_killed_kubelet_is_restarted_by_the_supervisor(lab: Running) -> None:
+    table = ProcessTable(lab.lab.process_file)
+    killed = table.get("node1/kubelet")
+    assert killed is not None and killed.restarts == 0
+    os.kill(killed.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while (now := table.get("node1/kubelet")) is None or now.pid == killed.pid:
+        assert time.monotonic() < deadline, "the kubelet was not restarted"
+        time.sleep(0.2)
+    assert now.restarts == 1 and now.alive()
+    assert now.command == killed.command
+    status = lab_command("status", "--name", LAB_NAME)
+    kubelet_lines = [
+        line for line in status.stdout.splitlines() if line.strip().startswith("kubelet")
+    ]
+    assert any("restarts 1" in line for line in kubelet_lines), status.stdout
+    lab.kubectl.run("wait", "--for=condition=Ready", "node/node1", "--timeout=60s")
+    logs = lab_command("logs", "--name", LAB_NAME, "router", "supervisor")
+    assert f"node1/kubelet: pid {killed.pid} died; restarted as pid {now.pid}" in logs.stdout
+
+
+SPREAD = "spread"
+
+
+def spread_deployment(replicas: int) -> dict[str, Any]:
+    """The demo's web server, one per worker (a topology spread constraint)."""
+    deployment = manifests()[0]
+    labels = {"app": SPREAD}
+    deployment["metadata"]["name"] = SPREAD
+    deployment["spec"]["replicas"] = replicas
+    deployment["spec"]["selector"] = {"matchLabels": labels}
+    template = deployment["spec"]["template"]
+    template["metadata"]["labels"] = labels
+    template["spec"]["topologySpreadConstraints"][0]["labelSelector"] = {"matchLabels": labels}
+    return deployment
+
+
+def running_pods(kubectl: Kubectl, app: str) -> dict[str, str]:
+    """Pod name → node of the app's Ready pods that are not being deleted."""
+    listed: dict[str, Any] = kubectl.json("get", "pods", "-l", f"app={app}")
+    return {
+        p["metadata"]["name"]: p["spec"].get("nodeName", "")
+        for p in listed["items"]
+        if p["metadata"].get("deletionTimestamp") is None
+        and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in p.get("status", {}).get("conditions", [])
+        )
+    }
+
+
+@pytest.mark.privileged
+@pytest.mark.containerd
+def test_a_node_added_at_runtime_becomes_ready_and_takes_a_pod(lab: Running) -> None:
+    added = lab_command("node", "add", "--name", LAB_NAME, timeout=UP_TIMEOUT)  # may build images
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert "node3 (10.240.0.13) joined" in added.stdout
+    node: dict[str, Any] = lab.kubectl.json("get", "node", "node3")
+    assert ready_condition(node) == "True"
+    routes = run("ip", "-n", lab.lab.router.netns, "route", "show")
+    assert f"{node['spec']['podCIDR']} via 10.240.0.13" in routes
+    lab.kubectl.run("apply", "-f", "-", input=json.dumps(spread_deployment(3)))
+    lab.kubectl.run("rollout", "status", f"deployment/{SPREAD}", "--timeout=90s")
+    pods: dict[str, Any] = lab.kubectl.json("get", "pods", "-l", f"app={SPREAD}")
+    on_node3 = [p for p in pods["items"] if p["spec"]["nodeName"] == "node3"]
+    assert len(on_node3) == 1
+    # The router routes node3's pod CIDR: a pod there answers from node1.
+    answer = answers(1, "node1", f"http://{on_node3[0]['status']['podIP']}/", None, lab.kubectl)
+    assert answer == [f"{on_node3[0]['metadata']['name']} on node3"]
+    assert Lab(running_spec(LAB_NAME, set())).spec.worker_list == ("node1", "node2", "node3")
+
+
+@pytest.mark.privileged
+@pytest.mark.containerd
+def test_a_removed_node_is_gone_and_its_pods_are_recreated_elsewhere(lab: Running) -> None:
+    node3 = Lab(running_spec(LAB_NAME, set())).node("node3")
+    removed = lab_command("node", "rm", "--name", LAB_NAME, "node3", timeout=120)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    nodes: dict[str, Any] = lab.kubectl.json("get", "nodes")
+    assert "node3" not in {n["metadata"]["name"] for n in nodes["items"]}
+    assert node3.netns not in run("ip", "netns", "list")
+    assert "10.240.0.13" not in run("ip", "-n", lab.lab.router.netns, "route", "show")
+    assert not node3.state_dir.exists()
+    assert not [p for p in ProcessTable(lab.lab.process_file).records() if p.node == "node3"]
+    left = run("pgrep", "-af", f"{node3.state_dir}|netns/{node3.netns}", check=False)
+    assert [line for line in left.splitlines() if "pgrep" not in line] == []
+    assert str(node3.state_dir) not in Path("/proc/self/mounts").read_text()
+    assert not [
+        h for h in Path("/sys/fs/cgroup").iterdir() if (h / "kubelab" / LAB_NAME / "node3").exists()
+    ]
+    assert Lab(running_spec(LAB_NAME, set())).spec.worker_list == ("node1", "node2")
+    # The pod garbage collector deletes pods bound to a Node that is gone (after its
+    # quarantine), and the ReplicaSet recreates them on the remaining workers.
+    deadline = time.monotonic() + 120
+    while sorted((placed := running_pods(lab.kubectl, SPREAD)).values()) != [
+        "node1",
+        "node1",
+        "node2",
+    ] and sorted(placed.values()) != ["node1", "node2", "node2"]:
+        assert time.monotonic() < deadline, f"pods not recreated elsewhere: {placed}"
+        time.sleep(1)
+    lab.kubectl.run("delete", "deployment", SPREAD)
+
+
+@pytest.mark.privileged
+@pytest.mark.containerd
 def test_down_leaves_nothing_of_the_lab(lab: Running, web: Web) -> None:
     records = ProcessTable(lab.lab.process_file).records()
     assert {r.component for r in records} == {
+        "supervisor",
         "server",
         "forwarder",
         "containerd",
@@ -363,7 +536,7 @@ def test_down_leaves_nothing_of_the_lab(lab: Running, web: Web) -> None:
     namespaces = run("ip", "netns", "list")
     assert not [n for n in namespaces.split() if n.startswith(f"{LAB_NAME}-")]
     mounts = Path("/proc/self/mounts").read_text()
-    assert "/run/kubelab" not in mounts
+    assert f"{lab.lab.state_dir}/" not in mounts  # other labs may run meanwhile
     assert f"/run/netns/{LAB_NAME}-" not in mounts
     cgroups = [h for h in Path("/sys/fs/cgroup").iterdir() if (h / "kubelab" / LAB_NAME).exists()]
     assert cgroups == []
@@ -376,29 +549,46 @@ def test_down_leaves_nothing_of_the_lab(lab: Running, web: Web) -> None:
 
 @pytest.mark.privileged
 @pytest.mark.containerd
-def test_up_after_a_crash_cleans_the_stale_lab_first(tmp_path: Path) -> None:
-    name = "klcrash"
-    lab = Lab(LabSpec(name=name, workers=1))
+@pytest.mark.etcd
+def test_etcd_and_userspace_serve_a_deployment_and_up_after_a_crash_cleans_first(
+    tmp_path: Path,
+) -> None:
+    """The ``--store etcd --proxy-mode userspace`` variant under the module lab's name (its
+    lab is down by now): a Deployment's pods run and answer through their Service; then a
+    crash (every process SIGKILLed, the state left behind) and an ``up`` over the wreck."""
+    lab = Lab(LabSpec(name=LAB_NAME, workers=1, store="etcd", host_api_port=TEST_API_PORT))
     kubectl = Kubectl(lab.host_kubeconfig, tmp_path, "default")
+    up = [
+        "up", "--name", LAB_NAME, "--nodes", "1", "--host-api-port", str(TEST_API_PORT),
+        "--store", "etcd", "--proxy-mode", "userspace",
+    ]  # fmt: skip
     try:
-        assert (
-            lab_command("up", "--name", name, "--workers", "1", timeout=UP_TIMEOUT).returncode == 0
-        )
-        kubectl.run("run", "sleeper", f"--image={BUSYBOX}", "--", "sleep", "3600")
-        kubectl.run("wait", "--for=condition=Ready", "pod/sleeper", "--timeout=60s")
+        first = lab_command(*up, timeout=UP_TIMEOUT)
+        assert first.returncode == 0, first.stdout + first.stderr
+        records = ProcessTable(lab.process_file).records()
+        assert "controlplane/etcd" in {r.key for r in records}
+        kubectl.run("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in manifests()))
+        kubectl.run("rollout", "status", "deployment/web", "--timeout=90s")
+        cluster_ip = kubectl.json("get", "service", "web")["spec"]["clusterIP"]  # type: ignore[index]
+        served("node1", f"http://{cluster_ip}/")
+        assert answering_nodes(answers(4, "node1", f"http://{cluster_ip}/", None, kubectl)) == {
+            "node1"
+        }
+        assert "KUBE-PORTALS-CONTAINER" in node_exec("node1", "iptables", "-t", "nat", "-S").stdout
         shims = run("pgrep", "-f", f"{lab.state_dir}/node1/containerd", check=False).split()
         assert shims
-        # The crash: every component SIGKILLed, the pods' shims and all the state left behind.
-        records = ProcessTable(lab.process_file).records()
-        for record in records:
+        # The crash: every component SIGKILLed (the supervisor first), the pods' shims and all
+        # the state left behind.
+        for record in sorted(records, key=lambda r: r.component != "supervisor"):
             os.kill(record.pid, signal.SIGKILL)
 
-        again = lab_command("up", "--name", name, "--workers", "1", timeout=UP_TIMEOUT)
+        again = lab_command(*up, timeout=UP_TIMEOUT)
         assert again.returncode == 0, again.stdout + again.stderr
         assert "clean up what an earlier lab left" in again.stdout
         assert not [pid for pid in shims if Path(f"/proc/{pid}").exists()]
         assert kubectl.run("get", "pods", "-o", "name").stdout == ""  # a fresh cluster
     finally:
-        assert lab_command("down", "--name", name, timeout=120).returncode == 0
+        assert lab_command("down", "--name", LAB_NAME, timeout=120).returncode == 0
     assert not lab.state_dir.exists()
-    assert not [n for n in run("ip", "netns", "list").split() if n.startswith(f"{name}-")]
+    assert not [n for n in run("ip", "netns", "list").split() if n.startswith(f"{LAB_NAME}-")]
+    assert "etcd" not in run("pgrep", "-af", f"{lab.state_dir}", check=False)
