@@ -11,7 +11,8 @@ of the two backends a node uses is detected the way upstream's iptables wrapper 
 kubelet/kube-proxy hint chains first, then whichever backend already holds more rules, nft when
 neither holds any (Debian 12's default).  It refuses to run unless the current network
 namespace is one bind-mounted under /run/netns (a lab node's): on the lab machines the host's
-own tables must never change, and the initial namespace is never named there.  Given
+own tables must never change, and the initial namespace is never named there.  A machine
+that is itself a node (a Vagrant VM) opts in with ``KUBELAB_NODE_IS_THIS_MACHINE=1``.  Given
 ``netns`` (a path under /run/netns), it runs the commands inside that namespace through
 ``nsenter --net=PATH`` instead, from wherever the caller is (the cloud provider writes the lab
 router's rules that way); the same guard then applies to the target namespace.
@@ -181,7 +182,7 @@ class RestoreIptables:
                     argv, f"refusing to run in {self._netns}: not a netns under {NETNS_DIR}"
                 )
             return self._run(["nsenter", f"--net={self._netns}", "--", *argv], stdin)
-        if not in_named_netns():
+        if not may_change_current_netns():
             raise IptablesError(argv, f"refusing to run outside a netns under {NETNS_DIR}")
         return self._run(argv, stdin)
 
@@ -193,8 +194,16 @@ def failing_line(stderr: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def in_named_netns() -> bool:
-    """Whether this process's netns is one bind-mounted under /run/netns (a lab node's)."""
+HOST_OPT_IN = "KUBELAB_NODE_IS_THIS_MACHINE"
+"""Set to ``1`` where the machine itself is a node (the Vagrant VMs' units set it): its own
+network namespace may then be changed.  Never set on a machine that runs labs or tests."""
+
+
+def may_change_current_netns() -> bool:
+    """Whether this process may change its network namespace's rules: the namespace is one
+    bind-mounted under /run/netns (a lab node's), or the machine opted in (``HOST_OPT_IN``)."""
+    if os.environ.get(HOST_OPT_IN) == "1":
+        return True
     current = os.stat("/proc/self/ns/net")
     try:
         names = os.listdir(NETNS_DIR)

@@ -49,7 +49,7 @@ from typing import Any
 import iptc
 from iptc.errors import XTablesError
 
-from kubelab.iptables import NETNS_DIR, IptablesError, in_named_netns, restore_input
+from kubelab.iptables import NETNS_DIR, IptablesError, may_change_current_netns, restore_input
 
 BACKEND = "legacy"
 SAVE_COMMAND = "iptables-legacy-save"
@@ -420,5 +420,5 @@ def _apply(handle: iptc.Table, command: Command) -> None:
 
 
 def _refuse_outside_named_netns(command: list[str]) -> None:
-    if not in_named_netns():
+    if not may_change_current_netns():
         raise IptablesError(command, f"refusing to run outside a netns under {NETNS_DIR}")

@@ -37,7 +37,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from kubelab.clock import Clock
-from kubelab.iptables import Iptables, Runner, in_named_netns, run_command
+from kubelab.iptables import Iptables, Runner, may_change_current_netns, run_command
 from node.proxy.base import Applied, Proxier, local_addresses
 from node.proxy.health import ProxyMetrics, ServiceHealthServer
 from node.proxy.model import Changes, EndpointInfo, ServicePortInfo, ServicePortName
@@ -82,7 +82,7 @@ class SubprocessConntrack:
         argv = ["conntrack", "-D", "-p", "udp", "--dst-nat", endpoint_ip]
         argv += ["--orig-port-dst", str(port)] if port else []
         argv += ["--orig-dst", original_dst] if original_dst else []
-        if not in_named_netns():
+        if not may_change_current_netns():
             log.error("refusing to run conntrack outside a named netns: %s", argv)
             return
         done = self._run(argv, "")

@@ -11,11 +11,12 @@ from collections.abc import Iterator
 import pytest
 
 from kubelab.iptables import (
+    HOST_OPT_IN,
     FakeIptables,
     IptablesError,
     RestoreIptables,
     failing_line,
-    in_named_netns,
+    may_change_current_netns,
 )
 
 
@@ -72,7 +73,7 @@ class Runner:
 
 @pytest.fixture
 def named_netns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kubelab.iptables.in_named_netns", lambda: True)
+    monkeypatch.setattr("kubelab.iptables.may_change_current_netns", lambda: True)
 
 
 LEGACY_RULES = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\nCOMMIT\n"
@@ -127,12 +128,23 @@ def test_failing_line(stderr: str, line: int | None) -> None:
 
 
 def test_refuses_outside_a_named_netns() -> None:
-    if in_named_netns():
+    if may_change_current_netns():
         pytest.skip("this test process runs in a named netns")
     runner = Runner({})
     with pytest.raises(IptablesError, match="refusing"):
         RestoreIptables("nft", runner=runner).save("nat")
     assert runner.calls == []
+
+
+def test_a_machine_that_is_a_node_opts_in_to_its_own_netns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(HOST_OPT_IN, raising=False)
+    without = may_change_current_netns()
+    monkeypatch.setenv(HOST_OPT_IN, "1")
+    assert may_change_current_netns()
+    monkeypatch.setenv(HOST_OPT_IN, "yes")  # only "1" opts in
+    assert may_change_current_netns() == without
 
 
 def test_unknown_backend() -> None:
