@@ -35,13 +35,17 @@ nodes added later are known without a restart::
 
     lab: hlab
     region: lab
-    routerNetns: /run/netns/hlab-router
+    routerNetns: /run/netns/hlab-router   # absent: this namespace is the router
     bridge: lab0
     loadBalancerPool: 10.240.0.200-10.240.0.250
     healthCheckInterval: 2
     nodes:
       - {name: node1, netns: /run/netns/hlab-node1, internalIP: 10.240.0.11,
          zone: lab-a, instanceType: lab.standard}
+
+On VMs (Vagrant) the config has no ``routerNetns`` (the control-plane VM, where the provider
+runs, is the router; its ``bridge`` is the private network's interface) and no node
+``netns`` (a VM exists while listed).
 """
 
 from __future__ import annotations
@@ -99,7 +103,8 @@ log = logging.getLogger("kubelab.cloud.lab")
 @dataclass(frozen=True)
 class LabNode:
     name: str
-    netns: str
+    netns: str | None
+    """The node's namespace; None for a VM, which exists while the config lists it."""
     internal_ip: str
     zone: str
     instance_type: str
@@ -108,7 +113,9 @@ class LabNode:
 @dataclass(frozen=True)
 class LabConfig:
     lab: str
-    router_netns: str
+    router_netns: str | None
+    """The router's namespace; None where the provider's own is the router (the control-plane
+    VM under Vagrant)."""
     nodes: tuple[LabNode, ...]
     pool: tuple[str, ...]
     region: str = "lab"
@@ -140,7 +147,7 @@ def parse_config(text: str) -> LabConfig:
         nodes = tuple(
             LabNode(
                 name=str(n["name"]),
-                netns=str(n["netns"]),
+                netns=str(n["netns"]) if n.get("netns") else None,
                 internal_ip=str(ipaddress.IPv4Address(n["internalIP"])),
                 zone=str(n.get("zone", "")),
                 instance_type=str(n.get("instanceType", "")),
@@ -149,7 +156,7 @@ def parse_config(text: str) -> LabConfig:
         )
         return LabConfig(
             lab=str(data["lab"]),
-            router_netns=str(data["routerNetns"]),
+            router_netns=str(data["routerNetns"]) if data.get("routerNetns") else None,
             nodes=nodes,
             pool=_pool(str(data["loadBalancerPool"])),
             region=str(data.get("region", "lab")),
@@ -191,7 +198,7 @@ class RouterNetwork(Protocol):
 class NetnsRouter:
     """:class:`RouterNetwork` on a real namespace: pyroute2 and iptables through nsenter."""
 
-    def __init__(self, netns: str, bridge: str) -> None:
+    def __init__(self, netns: str | None, bridge: str) -> None:
         self.netns = netns
         self.bridge = bridge
         self._iptables = RestoreIptables(netns=netns)
@@ -200,6 +207,10 @@ class NetnsRouter:
     def _ipr(self) -> Iterator[Any]:
         from pyroute2 import IPRoute
 
+        if self.netns is None:
+            with IPRoute() as ipr:
+                yield ipr
+            return
         if not os.path.exists(self.netns):
             raise OSError(errno.ENOENT, f"router netns {self.netns} does not exist")
         with IPRoute(netns=self.netns, flags=0) as ipr:  # flags=0: never create the netns
@@ -231,7 +242,7 @@ class NetnsRouter:
     def _bridge_index(self, ipr: Any) -> int:
         found = ipr.link_lookup(ifname=self.bridge)
         if not found:
-            raise OSError(errno.ENODEV, f"no {self.bridge} in {self.netns}")
+            raise OSError(errno.ENODEV, f"no {self.bridge} in {self.netns or 'this netns'}")
         return int(found[0])
 
     def add_address(self, ip: str) -> None:
@@ -266,7 +277,7 @@ class NetnsRouter:
 
     def http_status(self, ip: str, port: int, path: str, timeout: float) -> int | None:
         try:
-            sock = _socket_in_netns(self.netns)
+            sock = socket.socket() if self.netns is None else _socket_in_netns(self.netns)
         except OSError:
             return None
         with sock:
@@ -395,7 +406,7 @@ class LabCloud:
 
     def _instance(self, name: str) -> LabNode:
         node = self.config.node(name)
-        if node is None or not os.path.exists(node.netns):
+        if node is None or (node.netns is not None and not os.path.exists(node.netns)):
             raise InstanceNotFound(name)
         return node
 

@@ -84,6 +84,18 @@ async def test_instances_are_configured_nodes_whose_netns_exists(
         await cloud.instance_metadata(node("node9"))
 
 
+async def test_on_vms_the_router_is_this_namespace_and_listed_instances_exist() -> None:
+    config = lab.parse_config(
+        "lab: t\nbridge: eth1\nloadBalancerPool: 10.240.0.200-10.240.0.201\nnodes:\n"
+        "  - {name: node1, internalIP: 10.240.0.11, zone: lab-a}\n"
+    )
+    assert config.router_netns is None
+    assert config.nodes[0].netns is None
+    cloud = lab.LabCloud(config, router=FakeRouter())
+    assert await cloud.instance_exists(node("node1", provider_id="lab://t/node1"))
+    assert not await cloud.instance_exists(node("node2", provider_id="lab://t/node2"))
+
+
 async def test_routes_go_via_the_node_and_unknown_gateways_are_blackholes(
     cloud: lab.LabCloud,
 ) -> None:
