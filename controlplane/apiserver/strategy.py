@@ -10,8 +10,10 @@ create) say so in a subclass, registered in ``STRATEGIES``.
 
 from __future__ import annotations
 
+import base64
+
 from kubelab.api.kinds.batch_v1 import Job
-from kubelab.api.kinds.core_v1.cluster import Namespace, NamespaceStatus
+from kubelab.api.kinds.core_v1.cluster import Namespace, NamespaceStatus, Secret
 from kubelab.api.kinds.core_v1.pod import Pod, PodStatus, qos_class
 from kubelab.api.meta_v1 import DeleteOptions, LabelSelector, ObjectMeta, Resource
 from kubelab.api.scheme import KindInfo
@@ -175,10 +177,34 @@ class JobStrategy(Strategy):
         match.setdefault("batch.kubernetes.io/controller-uid", uid)
 
 
+class SecretStrategy(Strategy):
+    """``stringData`` is write-only: merged into ``data`` (base64) before storing, its keys
+    winning, as upstream's conversion does, so readers only ever see ``data``."""
+
+    def prepare_for_create(self, obj: Resource) -> None:
+        super().prepare_for_create(obj)
+        _merge_string_data(obj)
+
+    def prepare_for_update(self, new: Resource, old: Resource) -> None:
+        super().prepare_for_update(new, old)
+        _merge_string_data(new)
+
+
+def _merge_string_data(obj: Resource) -> None:
+    assert isinstance(obj, Secret)
+    if obj.string_data is None:
+        return
+    data = dict(obj.data or {})
+    for key, value in obj.string_data.items():
+        data[key] = base64.b64encode(value.encode()).decode()
+    obj.data, obj.string_data = data, None
+
+
 STRATEGIES: dict[tuple[str, str], type[Strategy]] = {
     ("", "Pod"): PodStrategy,
     ("batch", "Job"): JobStrategy,
     ("", "Namespace"): NamespaceStrategy,
+    ("", "Secret"): SecretStrategy,
     ("", "Endpoints"): CreateOnUpdate,
     ("", "Event"): CreateOnUpdate,
     ("", "Node"): KeepStatusOnCreate,

@@ -1,10 +1,12 @@
-"""Per-kind behaviour of writes that the API server applies: generated Job selectors."""
+"""Per-kind behaviour of writes that the API server applies: generated Job selectors, Secret
+stringData merged into data."""
 
 from __future__ import annotations
 
 import pytest
 
 from kubelab.api.kinds.batch_v1 import Job, JobSpec
+from kubelab.api.kinds.core_v1.cluster import Secret
 from kubelab.api.kinds.core_v1.pod import Container, PodSpec, PodTemplateSpec
 from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
 from kubelab.client.errors import ApiError
@@ -40,3 +42,18 @@ async def test_a_selector_needs_manual_selector(client: Client, namespace: str) 
     with pytest.raises(ApiError) as refused:
         await client.create(job("mine", namespace, selector=chosen))
     assert refused.value.code == 422
+
+
+async def test_secret_string_data_is_merged_into_data(client: Client, namespace: str) -> None:
+    meta = ObjectMeta(name="creds", namespace=namespace)
+    created = await client.create(
+        Secret(metadata=meta, data={"user": "YW5u", "pw": "b2xk"}, string_data={"pw": "new"})
+    )
+    assert created.string_data is None
+    assert created.decoded_data() == {"user": b"ann", "pw": b"new"}
+    created.string_data = {"token": "t"}
+    updated = await client.update(created)
+    assert updated.string_data is None
+    assert updated.decoded_data() == {"user": b"ann", "pw": b"new", "token": b"t"}
+    stored = await client.get(Secret, "creds", namespace)
+    assert stored.data == updated.data
