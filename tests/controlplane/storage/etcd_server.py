@@ -1,45 +1,33 @@
 """A real etcd for tests: one member on loopback, its own free ports and data directory.
 
-``EtcdServer`` starts ``etcd`` (3.4 flags) as a child process in its own session, waits until
-``/health`` on the client URL answers healthy, and stops it by PID: SIGTERM, then SIGKILL after
-a timeout.  ``kill()`` is the kill -9 a crash test wants.  The ports are chosen once, so a
-stopped server starts again on the same client endpoint with the same data (a restart).
+``EtcdServer`` is a one-member ``kubelab.lab.etcd`` cluster (peer TLS from a throwaway CA,
+plain client URL) run by ``EtcdProcess``: it waits until ``/health`` answers healthy, stops by
+PID (SIGTERM, then SIGKILL after a timeout), and ``kill()`` is the kill -9 a crash test wants.
+The ports are chosen once, so a stopped server starts again on the same client endpoint with
+the same data (a restart).  ``loopback_cluster`` builds the N-member configuration the fault
+tests and ``bench/ha.py`` run.
 
-Should the test process die without running its finalizers (kill -9, ``os._exit``), the kernel
-kills etcd too (``PR_SET_PDEATHSIG``), so nothing is left listening.  That signal follows the
-*thread* that started etcd: call ``start`` from a thread that outlives the server (the main one).
+Should the test process die without running its finalizers, the kernel kills etcd too
+(``PR_SET_PDEATHSIG``): call ``start`` from a thread that outlives the server (the main one).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import json
-import os
-import shutil
-import signal
 import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-ETCD_BINARY = shutil.which("etcd") or "/usr/bin/etcd"
+from kubelab.lab.etcd import (
+    ETCD_BINARY,
+    EtcdCluster,
+    EtcdMember,
+    EtcdProcess,
+    EtcdRunner,
+    etcd_available,
+)
+from kubelab.pki import CertificateAuthority
 
-
-def etcd_available() -> bool:
-    return Path(ETCD_BINARY).is_file() and os.access(ETCD_BINARY, os.X_OK)
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the parent dies (Linux; elsewhere nothing)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+__all__ = ["ETCD_BINARY", "EtcdServer", "etcd_available", "free_ports", "loopback_cluster"]
 
 
 def free_ports(count: int) -> list[int]:
@@ -56,21 +44,42 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def loopback_cluster(
+    base_dir: Path, size: int, *, prefix: str = "etcd", client_tls: bool = False
+) -> EtcdRunner:
+    """A ``size``-member cluster on 127.0.0.1 with free ports, not started; its CA (key too, so
+    a test can issue certificates for members it adds) and certificates are in its ``pki_dir``."""
+    ports = free_ports(2 * size)
+    members = tuple(
+        EtcdMember(f"{prefix}{i + 1}", "127.0.0.1", ports[2 * i], ports[2 * i + 1])
+        for i in range(size)
+    )
+    cluster = EtcdCluster(members, base_dir, client_tls=client_tls)
+    cluster.write_pki(CertificateAuthority.load_or_create(cluster.pki_dir))
+    return EtcdRunner(cluster)
+
+
 class EtcdServer:
-    """One etcd member under ``base_dir`` (its data in ``base_dir/data``, its log beside it)."""
+    """One etcd member under ``base_dir`` (its data in ``base_dir/<name>``, its log beside it)."""
 
     def __init__(self, base_dir: Path, *, name: str = "kubelab-test") -> None:
         self.base_dir = base_dir
-        self.data_dir = base_dir / "data"
-        self.log_path = base_dir / "etcd.log"
-        self.name = name
-        self.client_port, self.peer_port = free_ports(2)
-        self._process: subprocess.Popen[bytes] | None = None
+        self._runner = loopback_cluster(base_dir, 1, prefix=name)
+        self._process: EtcdProcess = next(iter(self._runner.processes.values()))
+        self.name = self._process.member.name
+
+    @property
+    def data_dir(self) -> Path:
+        return self._runner.cluster.data_dir(self._process.member)
+
+    @property
+    def client_port(self) -> int:
+        return self._process.member.client_port
 
     @property
     def endpoint(self) -> str:
         """The client endpoint, as ``EtcdStore.open`` takes it."""
-        return f"127.0.0.1:{self.client_port}"
+        return self._process.member.endpoint
 
     @property
     def client_url(self) -> str:
@@ -78,107 +87,22 @@ class EtcdServer:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        return self._process.pid
 
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self._process.running()
 
     def start(self, timeout: float = 30.0) -> None:
-        if self.running():
-            return
-        self.base_dir.mkdir(parents=True, exist_ok=True)
-        peer_url = f"http://127.0.0.1:{self.peer_port}"
-        command = [
-            ETCD_BINARY,
-            "--name",
-            self.name,
-            "--data-dir",
-            str(self.data_dir),
-            "--listen-client-urls",
-            self.client_url,
-            "--advertise-client-urls",
-            self.client_url,
-            "--listen-peer-urls",
-            peer_url,
-            "--initial-advertise-peer-urls",
-            peer_url,
-            "--initial-cluster",
-            f"{self.name}={peer_url}",
-            "--initial-cluster-state",
-            "new",
-            "--logger",
-            "zap",
-            "--log-outputs",
-            "stderr",
-        ]
-        # The environment's ETCD_* variables would override these flags (etcd reads them).
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")}
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        try:
-            self._wait_healthy(timeout)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _wait_healthy(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                code = self._process.returncode
-                raise RuntimeError(f"etcd exited with {code} while starting:\n{self.log_tail()}")
-            if self._healthy():
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"etcd not healthy after {timeout}s:\n{self.log_tail()}")
-            time.sleep(0.05)
-
-    def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.client_url}/health", timeout=1) as response:
-                return bool(json.loads(response.read()).get("health") == "true")
-        except (OSError, ValueError):
-            return False
+        self._process.start(timeout=timeout)
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return self._process.log_tail(lines)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL if it has not exited after ``timeout`` seconds."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
-                process.wait()
+        self._process.stop(timeout)
 
     def kill(self) -> None:
-        """kill -9: the crash a durability test wants."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-        process.wait()
+        self._process.kill()
 
     def __enter__(self) -> EtcdServer:
         self.start()
