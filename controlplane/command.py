@@ -3,9 +3,14 @@
 The API server starts first and writes its admin kubeconfig; the scheduler and the
 controller-manager (and, given ``--cloud-provider``, the cloud-controller-manager) then run
 in the same event loop as its clients, over HTTPS like any other client, so nothing about
-them differs from running each as its own command.  (They use the admin identity until the
-security issue gives each component its own.)  A component that stops with an error stops
-the whole server.
+them differs from running each as its own command.  Each runs as its own identity
+(``<data-dir>/scheduler.kubeconfig``, ``controller-manager.kubeconfig``,
+``cloud-controller-manager.kubeconfig``, see ``controlplane.apiserver.identities``), and the
+controllers, as kubeadm configures them, each as its own ``kube-system`` service account
+(``--use-service-account-credentials``), so the whole control plane works under
+``--authorization-mode Node,RBAC`` with each part granted only its role.  The controller-manager
+signs approved certificate requests with the cluster CA in ``<data-dir>/pki``.  A component
+that stops with an error stops the whole server.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controlplane.apiserver import command as apiserver_command
+from controlplane.apiserver import identities
 from controlplane.cloud import command as cloud_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
@@ -45,6 +51,24 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=400,
         help="requests they may send in a burst above that (default: 400)",
+    )
+    parser.add_argument(
+        "--node-monitor-grace-period",
+        type=component.duration,
+        default=40.0,
+        help="how long a node may go unheard before it is NotReady (default: 40s)",
+    )
+    parser.add_argument(
+        "--use-service-account-credentials",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run each controller as its own kube-system service account (default: true)",
+    )
+    parser.add_argument(
+        "--cluster-signing-duration",
+        type=component.duration,
+        default=365 * 24 * 3600.0,
+        help="the longest lifetime of a certificate the CSR signer issues (default: 8760h)",
     )
     parser.add_argument(
         "--controller-manager-port",
@@ -79,21 +103,26 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     data_dir = apiserver_command.prepare_data_dir(args)
     async with apiserver_command.serving(args, data_dir):
         scheduler = scheduler_command.SchedulerOptions(
-            kubeconfig=data_dir / "admin.kubeconfig",
+            kubeconfig=identities.kubeconfig_path(data_dir, identities.SCHEDULER),
             config=args.scheduler_config,
             port=args.scheduler_port,
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,
         )
         controllers = controller_manager_command.ControllerManagerOptions(
-            kubeconfig=data_dir / "admin.kubeconfig",
+            kubeconfig=identities.kubeconfig_path(data_dir, identities.CONTROLLER_MANAGER),
             controllers=args.controllers,
             cluster_cidr=args.cluster_cidr,
             node_cidr_mask_size=args.node_cidr_mask_size,
             service_cluster_ip_range=args.service_cluster_ip_range,
+            node_monitor_grace_period=args.node_monitor_grace_period,
             port=args.controller_manager_port,
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,
+            use_service_account_credentials=args.use_service_account_credentials,
+            cluster_signing_cert_file=data_dir / "pki" / "ca.crt",
+            cluster_signing_key_file=data_dir / "pki" / "ca.key",
+            cluster_signing_duration=args.cluster_signing_duration,
         )
         components = [
             asyncio.create_task(scheduler_command.run_scheduler(scheduler, stop)),
@@ -103,7 +132,9 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         ]
         if args.cloud_provider is not None:
             cloud = cloud_command.CloudControllerManagerOptions(
-                kubeconfig=data_dir / "admin.kubeconfig",
+                kubeconfig=identities.kubeconfig_path(
+                    data_dir, identities.CLOUD_CONTROLLER_MANAGER
+                ),
                 cloud_provider=args.cloud_provider,
                 cloud_config=args.cloud_config,
                 cluster_name=args.cluster_name,

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from controlplane import bootstraptoken as token_command
 from controlplane import command as server_command
 from controlplane.apiserver import command as apiserver_command
 from controlplane.cloud import command as cloud_controller_manager_command
@@ -69,6 +70,10 @@ COMPONENTS: dict[str, Component] = {
     "dns": Component(
         "the cluster DNS add-on: Services and EndpointSlices per the Kubernetes DNS spec",
         configure=dns_command.configure,
+    ),
+    "token": Component(
+        "bootstrap tokens for joining kubelets (like kubeadm token)",
+        configure=token_command.configure,
     ),
     "hollow-nodes": Component(
         "many nodes without containers in one process (for tests and benchmarks)",

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import re
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
@@ -91,9 +92,20 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
+def _default_signals_in_child() -> None:
+    """In a child forked without exec (pyroute2 forks one to open a netlink socket in another
+    network namespace): default SIGINT/SIGTERM and no wakeup fd, since the parent's event
+    loop listens on that socket, and a SIGTERM sent to the child would stop the parent."""
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def run(main: Callable[[asyncio.Event], Awaitable[int]]) -> int:
     """Run a component until it returns or a signal asks it to stop."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    os.register_at_fork(after_in_child=_default_signals_in_child)
 
     async def until_stopped() -> int:
         stop = asyncio.Event()

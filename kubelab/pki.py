@@ -150,34 +150,96 @@ class CertificateAuthority:
         days: int = LEAF_DAYS,
     ) -> KeyPair:
         """A new key and a certificate for it, signed by this CA."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
+        key = generate_key()
         usages = []
         if server:
             usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
         if client:
             usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
+        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+        sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
+        cert = self._sign(
+            _name(common_name, organizations),
+            key.public_key(),
+            usages,
+            sans,
+            datetime.timedelta(days=days),
+        )
+        return KeyPair(cert, _key_pem(key))
+
+    def sign_request(
+        self,
+        request: x509.CertificateSigningRequest,
+        usages: Sequence[x509.ObjectIdentifier],
+        lifetime: datetime.timedelta,
+    ) -> bytes:
+        """A certificate (PEM) for the subject, key and names of a verified request.
+
+        Only the subject, public key and subject alternative names come from the request;
+        usages and lifetime are the signer's decision, as with upstream's CSR signer."""
+        if not request.is_signature_valid:
+            raise ValueError("the request's signature does not verify")
+        try:
+            requested = request.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+            sans = list(requested.value)
+        except x509.ExtensionNotFound:
+            sans = []
+        return self._sign(request.subject, request.public_key(), usages, sans, lifetime)
+
+    def _sign(
+        self,
+        subject: x509.Name,
+        public_key: object,
+        usages: Sequence[x509.ObjectIdentifier],
+        sans: Sequence[x509.GeneralName],
+        lifetime: datetime.timedelta,
+    ) -> bytes:
+        now = datetime.datetime.now(datetime.UTC)
+        # Never past the CA's own expiry: a leaf outliving its issuer would not verify.
+        not_after = min(now + lifetime, self._cert.not_valid_after_utc)
         builder = (
             x509.CertificateBuilder()
-            .subject_name(_name(common_name, organizations))
+            .subject_name(subject)
             .issuer_name(self._cert.subject)
-            .public_key(key.public_key())
+            .public_key(public_key)  # type: ignore[arg-type]
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=days))
+            .not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
                 critical=False,
             )
         )
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-        sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
+        if usages:
+            builder = builder.add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
         if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
-        return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+        return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def generate_key() -> ec.EllipticCurvePrivateKey:
+    """A new ECDSA P-256 private key (see the module docstring for why P-256)."""
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    """``key`` as unencrypted PKCS#8 PEM."""
+    return _key_pem(key)
+
+
+def certificate_request(
+    key: ec.EllipticCurvePrivateKey, common_name: str, organizations: Sequence[str] = ()
+) -> bytes:
+    """A PEM PKCS#10 request for ``key`` naming the subject ``common_name``/``organizations``
+    (what a kubelet sends in a CertificateSigningRequest)."""
+    request = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(_name(common_name, organizations))
+        .sign(key, hashes.SHA256())
+    )
+    return request.public_bytes(serialization.Encoding.PEM)
 
 
 def identity(cert: x509.Certificate) -> tuple[str, list[str]]:
@@ -206,9 +268,14 @@ def client_ssl_context(
     else:
         context.check_hostname = check_hostname
     if cert_pem is not None and key_pem is not None:
-        with tempfile.TemporaryDirectory() as tmp:
-            cert, key = Path(tmp) / "client.crt", Path(tmp) / "client.key"
-            cert.write_bytes(cert_pem)
-            key.write_bytes(key_pem)
-            context.load_cert_chain(cert, key)
+        load_certificate(context, cert_pem, key_pem)
     return context
+
+
+def load_certificate(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """Make ``context`` present this certificate and key (replacing any it had)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = Path(tmp) / "client.crt", Path(tmp) / "client.key"
+        cert.write_bytes(cert_pem)
+        key.write_bytes(key_pem)
+        context.load_cert_chain(cert, key)

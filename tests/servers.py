@@ -48,6 +48,11 @@ def start_server(
     """``kubelab COMMAND`` (``apiserver`` or ``server``) on a free port, once it serves.
 
     ``prefix`` runs it under another command (``nsenter --net=... --``)."""
+    if command == "apiserver" and not any("admission-plugins" in arg for arg in extra):
+        # No controller-manager runs beside a bare API server: no namespace gets the default
+        # account ServiceAccount admission requires of pods, and no node-lifecycle controller
+        # lifts the not-ready taint TaintNodesByCondition puts on new Nodes.
+        extra = (*extra, "--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition")
     log_path = data_dir.parent / f"{data_dir.name}.log"
     log = log_path.open("w")
     process = subprocess.Popen(

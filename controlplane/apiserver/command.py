@@ -22,7 +22,10 @@ from kubelab import component
 from kubelab.component import duration, tune_garbage_collector
 
 if TYPE_CHECKING:
+    from controlplane.apiserver.audit import Policy
+    from controlplane.apiserver.encryption import EncryptionConfig
     from controlplane.apiserver.server import Running
+    from controlplane.storage.etcd import EtcdTLS
     from controlplane.storage.interface import Store
 
 
@@ -69,6 +72,33 @@ def _authorization_modes(text: str) -> list[str]:
     if len(set(modes)) != len(modes):
         raise argparse.ArgumentTypeError(f"authorization mode listed twice in {text!r}")
     return modes
+
+
+def _admission_plugins(args: argparse.Namespace) -> list[str]:
+    from controlplane.apiserver.admission import enabled
+
+    try:
+        return enabled(args.enable_admission_plugins, args.disable_admission_plugins)
+    except ValueError as error:
+        raise SystemExit(f"kubelab apiserver: {error}") from None
+
+
+def _encryption_config(text: str) -> EncryptionConfig:
+    from controlplane.apiserver.encryption import ConfigError, load
+
+    try:
+        return load(Path(text))
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _audit_policy(text: str) -> Policy:
+    from controlplane.apiserver.audit import PolicyError, load_policy
+
+    try:
+        return load_policy(Path(text))
+    except PolicyError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +160,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "interval or two (default: 5m)",
     )
     parser.add_argument(
+        "--etcd-cafile", type=Path, default=None, help="talk TLS to etcd, trusting this CA"
+    )
+    parser.add_argument(
+        "--etcd-certfile", type=Path, default=None, help="client certificate for etcd (PEM)"
+    )
+    parser.add_argument("--etcd-keyfile", type=Path, default=None, help="its key (PEM)")
+    parser.add_argument(
         "--anonymous-auth",
         type=_boolean,
         default=True,
@@ -156,6 +193,59 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "(default: AlwaysAllow; a cluster exposed to others wants Node,RBAC)",
     )
     parser.add_argument(
+        "--enable-admission-plugins",
+        type=_comma_list,
+        default=[],
+        help="admission plugins to run besides the default ones (NamespaceLifecycle, "
+        "LimitRanger, ServiceAccount, Priority, DefaultTolerationSeconds, ResourceQuota); "
+        "also NodeRestriction",
+    )
+    parser.add_argument(
+        "--disable-admission-plugins",
+        type=_comma_list,
+        default=[],
+        help="default admission plugins not to run",
+    )
+    parser.add_argument(
+        "--encryption-provider-config",
+        type=_encryption_config,
+        default=None,
+        metavar="FILE",
+        help="an EncryptionConfiguration: resources stored encrypted (aescbc, aesgcm, "
+        "secretbox) and the keys, the first of which encrypts (default: no encryption)",
+    )
+    parser.add_argument(
+        "--audit-policy-file",
+        type=_audit_policy,
+        default=None,
+        metavar="FILE",
+        help="an audit.k8s.io/v1 Policy: which requests are logged and at what level",
+    )
+    parser.add_argument(
+        "--audit-log-path",
+        default="",
+        help="where audit events go as JSON lines ('-': standard output; default: nowhere)",
+    )
+    parser.add_argument(
+        "--audit-log-maxsize",
+        type=int,
+        default=0,
+        help="megabytes the audit log may reach before it is rotated (default: 0, never)",
+    )
+    parser.add_argument(
+        "--audit-log-maxbackup",
+        type=int,
+        default=0,
+        help="rotated audit logs to keep (default: 0, every one)",
+    )
+    parser.add_argument(
+        "--kubelet-certificate-authority",
+        type=Path,
+        default=None,
+        help="the CA kubelets' serving certificates are verified with when the server "
+        "connects to them for logs, exec and port-forward (default: the cluster CA)",
+    )
+    parser.add_argument(
         "--tls-san",
         action="append",
         default=[],
@@ -168,8 +258,8 @@ def sqlite_path(url: str, data_dir: Path) -> Path:
     return Path(url.removeprefix("sqlite://")) if url != "sqlite" else data_dir / "state.db"
 
 
-async def open_store(url: str, data_dir: Path) -> Store:
-    """The store a ``--store`` value names."""
+async def open_store(url: str, data_dir: Path, args: argparse.Namespace | None = None) -> Store:
+    """The store a ``--store`` value names (TLS to etcd from ``args``' ``--etcd-*file``)."""
     if url == "sqlite" or url.startswith("sqlite://"):
         from controlplane.storage.sqlite import SQLiteStore
 
@@ -178,8 +268,20 @@ async def open_store(url: str, data_dir: Path) -> Store:
         from controlplane.storage.etcd import EtcdStore
 
         endpoints = [e for e in url.removeprefix("etcd://").split(",") if e]
-        return await EtcdStore.open(endpoints)
+        return await EtcdStore.open(endpoints, tls=_etcd_tls(args))
     raise SystemExit(f"--store: unknown store {url!r} (sqlite, sqlite:///FILE or etcd://...)")
+
+
+def _etcd_tls(args: argparse.Namespace | None) -> EtcdTLS | None:
+    from controlplane.storage.etcd import EtcdTLS
+
+    if args is None or args.etcd_cafile is None:
+        if args is not None and (args.etcd_certfile or args.etcd_keyfile):
+            raise SystemExit("--etcd-certfile/--etcd-keyfile need --etcd-cafile")
+        return None
+    if (args.etcd_certfile is None) != (args.etcd_keyfile is None):
+        raise SystemExit("--etcd-certfile and --etcd-keyfile go together")
+    return EtcdTLS(args.etcd_cafile, args.etcd_certfile, args.etcd_keyfile)
 
 
 @contextlib.asynccontextmanager
@@ -202,8 +304,15 @@ async def serving(args: argparse.Namespace, data_dir: Path) -> AsyncIterator[Run
         token_auth_file=args.token_auth_file,
         api_audiences=args.api_audiences,
         authorization_modes=args.authorization_mode,
+        kubelet_certificate_authority=args.kubelet_certificate_authority,
+        admission_plugins=_admission_plugins(args),
+        encryption=args.encryption_provider_config,
+        audit_policy=args.audit_policy_file,
+        audit_log_path=args.audit_log_path,
+        audit_log_maxsize=args.audit_log_maxsize,
+        audit_log_maxbackup=args.audit_log_maxbackup,
     )
-    store = await open_store(args.store, data_dir)
+    store = await open_store(args.store, data_dir, args)
     try:
         running = await serve(APIServer(store, config))
         tune_garbage_collector()

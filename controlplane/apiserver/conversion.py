@@ -252,14 +252,17 @@ Transport = Callable[[Target, bytes, ssl.SSLContext], Awaitable[bytes]]
 """POSTs a review; returns the answer's body or raises ``ConversionError``."""
 
 
-async def post(target: Target, body: bytes, context: ssl.SSLContext) -> bytes:
-    """The real transport: an aiohttp POST giving up after ``TIMEOUT`` seconds."""
+async def post(
+    target: Target, body: bytes, context: ssl.SSLContext, limit: float = TIMEOUT
+) -> bytes:
+    """The real transport: an aiohttp POST giving up after ``limit`` seconds (admission
+    webhooks say how long they may take)."""
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if target.host_header:
         headers["Host"] = target.host_header
     try:
         async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as session,
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=limit)) as session,
             session.post(
                 target.url,
                 data=body,
@@ -279,7 +282,7 @@ async def post(target: Target, body: bytes, context: ssl.SSLContext) -> bytes:
             return answer
     except TimeoutError:
         raise ConversionError(
-            f'Post "{target.url}": no answer within {TIMEOUT:g}s (timeout)'
+            f'Post "{target.url}": no answer within {limit:g}s (timeout)'
         ) from None
     except aiohttp.ClientError as error:
         raise ConversionError(f'Post "{target.url}": {error}') from None

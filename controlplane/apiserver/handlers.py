@@ -217,6 +217,9 @@ class ResourceHandler:
             except errors.ApiError as error:
                 if error.code != 404:
                     raise
+        request.metadata.name, request.metadata.namespace = info.name, info.namespace
+        for stage in store.admission:  # a subresource create: NodeRestriction checks the pod
+            await stage("CREATE", store.info, request, None, req.ctx)
         tokens.check_binding(request, bound)
         issued = self.tokens.issue(account, request, bound, self.clock.now())
         return self._respond(req, issued, 201, negotiation.Output(negotiation.JSON))
@@ -719,7 +722,10 @@ def _invalid_options(field: str, reason: str, message: str) -> errors.ApiError:
 
 
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    """A warning's text as an RFC 9110 quoted string; control characters (an unknown field
+    named with a newline) become ``\\xNN``, so the header cannot break the response."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in escaped)
 
 
 def _int_param(req: Request, name: str, default: int) -> int:

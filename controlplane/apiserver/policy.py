@@ -7,9 +7,11 @@ them, ``system:basic-user``, ``system:discovery``, ``system:public-info-viewer``
 ``system:node``, ``system:node-proxier``, ``system:kube-scheduler``,
 ``system:kube-controller-manager``, ``system:kube-dns``, ``system:cloud-controller-manager``
 (the cloud package's own role, bound to ``system:cloud-controller-manager``),
-the CSR roles and approvers, the ``system:controller:<name>`` role of each controller kubelab
-runs (bound to the ``kube-system`` service account of that name, which a controller manager
-using per-controller credentials acts as), and the bindings upstream ships.
+the CSR roles and approvers (with kubeadm's bindings of them for TLS bootstrapping, to the
+group of kubelab's bootstrap tokens and to ``system:nodes``), the ``system:controller:<name>``
+role of each controller kubelab runs (bound to the ``kube-system`` service account of that
+name, which a controller manager using per-controller credentials acts as), and the bindings
+upstream ships.
 
 Reconciliation is upstream's ``auth reconcile`` without removal: a missing object is created;
 an existing one whose ``rbac.authorization.kubernetes.io/autoupdate`` annotation is not
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 from controlplane.apiserver import errors
 from controlplane.apiserver.rbac import covers
 from controlplane.apiserver.registry import RequestContext, ResourceStore
+from controlplane.bootstraptoken import BOOTSTRAP_TOKEN_GROUP
 from controlplane.cloud import rbac as cloud_rbac
 from kubelab.api.kinds.rbac_v1 import (
     GROUP,
@@ -51,6 +54,7 @@ BOOTSTRAPPING = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
 
 READ = ("get", "list", "watch")
+CERTIFICATES = "certificates.k8s.io"
 WRITE = ("create", "update", "patch", "delete", "deletecollection")
 
 
@@ -504,6 +508,34 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
     service account each runs as with ``--use-service-account-credentials``."""
     apps = ("apps", "extensions")
     return {
+        "certificate-controller": [
+            rule(
+                ("get", "list", "watch", "delete"), (CERTIFICATES,), ("certificatesigningrequests",)
+            ),
+            rule(
+                ("update",),
+                (CERTIFICATES,),
+                ("certificatesigningrequests/status", "certificatesigningrequests/approval"),
+            ),
+            rule(
+                ("approve",),
+                (CERTIFICATES,),
+                ("signers",),
+                ("kubernetes.io/kube-apiserver-client-kubelet",),
+            ),
+            rule(
+                ("sign",),
+                (CERTIFICATES,),
+                ("signers",),
+                (
+                    "kubernetes.io/legacy-unknown",
+                    "kubernetes.io/kube-apiserver-client",
+                    "kubernetes.io/kube-apiserver-client-kubelet",
+                    "kubernetes.io/kubelet-serving",
+                ),
+            ),
+            rule(("create",), ("authorization.k8s.io",), ("subjectaccessreviews",)),
+        ],
         "clusterrole-aggregation-controller": [
             rule(
                 ("escalate", "get", "list", "patch", "update", "watch"), (GROUP,), ("clusterroles",)
@@ -703,6 +735,29 @@ def cluster_role_bindings() -> list[ClusterRoleBinding]:
             "system:service-account-issuer-discovery",
             "system:service-account-issuer-discovery",
             [_group("system:serviceaccounts")],
+        ),
+        # Not upstream's bootstrap policy but kubeadm's, for the same TLS bootstrapping: nodes
+        # joining with a kubelab bootstrap token may ask for a client certificate and have it
+        # approved, and nodes may renew their own.
+        _binding(
+            "kubelab:kubelet-bootstrap",
+            "system:node-bootstrapper",
+            [_group(BOOTSTRAP_TOKEN_GROUP)],
+        ),
+        _binding(
+            "kubelab:node-autoapprove-bootstrap",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            [_group(BOOTSTRAP_TOKEN_GROUP)],
+        ),
+        _binding(
+            "kubelab:node-autoapprove-certificate-rotation",
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            [_group("system:nodes")],
+        ),
+        _binding(
+            "kubelab:kube-apiserver-kubelet-client",
+            "system:kubelet-api-admin",
+            [_user("kube-apiserver-kubelet-client")],
         ),
         *(
             _binding(

@@ -2,7 +2,8 @@
 
 ``kubectl logs``, ``exec``, ``attach`` and ``port-forward`` talk to the API server, which
 finds the pod's node, connects to that node's kubelet over HTTPS (presenting its own client
-certificate and checking the kubelet's against the cluster CA) and relays the stream:
+certificate and checking that the kubelet's chains to ``--kubelet-certificate-authority``, the
+cluster CA by default, and names the address dialled) and relays the stream:
 
 - ``pods/log`` → ``GET /containerLogs/<ns>/<pod>/<container>`` with the same query, the body
   relayed chunk by chunk so ``-f`` follows;
@@ -91,10 +92,9 @@ class KubeletConnector:
     """Connects to kubelets as the API server's kubelet client identity."""
 
     def __init__(self, ca_pem: bytes, identity: KeyPair) -> None:
-        # Kubelets are addressed by IP and verified by the cluster CA alone.
-        self.context = client_ssl_context(
-            ca_pem, identity.cert_pem, identity.key_pem, check_hostname=False
-        )
+        # The kubelet's certificate must chain to ``ca_pem`` (--kubelet-certificate-authority)
+        # and name the address it is reached at, as upstream checks it.
+        self.context = client_ssl_context(ca_pem, identity.cert_pem, identity.key_pem)
 
     def _url(self, node: Node, path: str) -> str:
         host, port = kubelet_address(node)

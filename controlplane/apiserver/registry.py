@@ -80,6 +80,8 @@ class RequestContext:
     dry_run: bool = False
     field_manager: str | None = None
     user_agent: str = ""
+    subresource: str = ""
+    """The subresource the request names (``status``, ``eviction``, ...), for admission."""
     # A server-side apply: the handler has settled the object's managedFields already.
     server_side_apply: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -410,7 +412,7 @@ class ResourceStore:
         finalized = self._finalized(obj)
         with self._prepared(obj, old, keep=not ctx.dry_run):
             data = self.encode(obj)
-            if data == self.encode(old):
+            if data == self.encode(old) and not current_kv.stale:
                 obj.metadata.resource_version = str(current_kv.mod_revision)
                 return obj
             if ctx.dry_run:

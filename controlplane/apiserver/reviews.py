@@ -182,6 +182,30 @@ def _user_info(user: User) -> UserInfo:
 def validate(info: KindInfo, review: Resource) -> None:
     """Reviews have no name; everything else about them is checked as for any object."""
     spec = getattr(review, "spec", None)
-    problems = walk.validate_struct(spec, ROOT.child("spec")) if spec is not None else None
+    problems = walk.validate_struct(spec, ROOT.child("spec")) if spec is not None else ErrorList()
+    if isinstance(review, SubjectAccessReview | LocalSubjectAccessReview | SelfSubjectAccessReview):
+        # Upstream's access-review validation: exactly one kind of attributes, and (but for
+        # the self review) someone to ask about.
+        where = ROOT.child("spec")
+        resource = getattr(spec, "resource_attributes", None)
+        non_resource = getattr(spec, "non_resource_attributes", None)
+        if resource is not None and non_resource is not None:
+            problems.invalid(
+                where.child("nonResourceAttributes"),
+                "",
+                "cannot be specified in combination with resourceAttributes",
+            )
+        if resource is None and non_resource is None:
+            problems.invalid(
+                where.child("resourceAttributes"),
+                "",
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )
+        if not isinstance(review, SelfSubjectAccessReview) and not (
+            getattr(spec, "user", None) or getattr(spec, "groups", None)
+        ):
+            problems.invalid(
+                where.child("user"), "", "at least one of user or group must be specified"
+            )
     if problems:
         raise errors.invalid(info, "", problems)

@@ -12,8 +12,9 @@ roles and bindings pass upstream's escalation check (``escalation``); the bootst
 policy (``policy``) is reconciled at every start.
 
 On first start the server creates its PKI under ``<data-dir>/pki`` (a cluster CA, a serving
-certificate naming every address clients use, an admin client certificate in the
-``system:masters`` group) and writes ``<data-dir>/admin.kubeconfig``.
+certificate naming every address clients use, its client certificate towards kubelets, and a
+client certificate per component, ``identities``) and writes ``<data-dir>/admin.kubeconfig``
+and one kubeconfig per component beside it.
 """
 
 from __future__ import annotations
@@ -38,18 +39,22 @@ from cryptography import x509
 from controlplane.apiserver import admission as builtin_admission
 from controlplane.apiserver import (
     apply,
+    audit,
     auth,
     authn,
     authz,
     bootstrap,
     crd,
+    csradmission,
     discovery,
     errors,
     escalation,
+    identities,
     negotiation,
     policy,
     reviews,
 )
+from controlplane.apiserver.encryption import EncryptedStore, EncryptionConfig
 from controlplane.apiserver.handlers import Request, ResourceHandler, json_response
 from controlplane.apiserver.nodeauthz import NodeAuthorizer
 from controlplane.apiserver.proxy import KubeletConnector
@@ -58,13 +63,12 @@ from controlplane.apiserver.registry import Admission, RequestContext, ResourceS
 from controlplane.apiserver.requestinfo import RequestInfo, parse
 from controlplane.apiserver.tokens import TokenIssuer
 from controlplane.apiserver.watchcache import WatchCache
-from controlplane.storage.interface import Store
+from controlplane.storage.interface import Store, Unavailable
 from controlplane.storage.metered import MeteredStore
 from kubelab import KUBERNETES_VERSION, __version__
-from kubelab.api import openapi
+from kubelab.api import openapi, openapi_proto
 from kubelab.api.kinds.rbac_v1 import GROUP as RBAC_GROUP
 from kubelab.api.scheme import SCHEME, KindInfo
-from kubelab.client import kubeconfig
 from kubelab.clock import Clock, RealClock
 from kubelab.metrics import CONTENT_TYPE, Registry
 from kubelab.pki import CertificateAuthority, KeyPair
@@ -96,6 +100,18 @@ class ServerConfig:
     api_audiences: Sequence[str] = ()
     """Audiences a token must name to reach this server (default: the token issuer)."""
     authorization_modes: Sequence[str] = ("AlwaysAllow",)
+    kubelet_certificate_authority: Path | None = None
+    """The CA kubelets' serving certificates must chain to (default: the cluster CA)."""
+    admission_plugins: Sequence[str] = tuple(builtin_admission.DEFAULT_PLUGINS)
+    """The admission plugins to run (``builtin_admission.enabled`` of the flags)."""
+    encryption: EncryptionConfig | None = None
+    """``--encryption-provider-config``: how values are encrypted at rest (None: as they are)."""
+    audit_policy: audit.Policy | None = None
+    """``--audit-policy-file``; events are written only with it and ``audit_log_path``."""
+    audit_log_path: str = ""
+    audit_log_maxsize: int = 0
+    """Megabytes the audit log may reach before it is rotated (0: never)."""
+    audit_log_maxbackup: int = 0
 
     @property
     def advertise(self) -> str:
@@ -123,7 +139,7 @@ class PKI:
 
 
 def ensure_pki(config: ServerConfig) -> PKI:
-    """Create (once) the CA, the serving certificate and the admin kubeconfig."""
+    """Create (once) the CA, the serving certificate and the kubelet client certificate."""
     pki_dir = config.data_dir / "pki"
     ca = CertificateAuthority.load_or_create(pki_dir)
     ips = sorted(
@@ -155,29 +171,15 @@ def ensure_pki(config: ServerConfig) -> PKI:
     if serving is None:
         serving = ca.issue("kube-apiserver", server=True, dns_names=dns, ip_addresses=ips)
         serving.write(pki_dir, "apiserver")
-    for name, user in (
-        ("admin", "kubernetes-admin"),
-        ("apiserver-kubelet-client", "kube-apiserver-kubelet-client"),
-    ):
-        if not (pki_dir / f"{name}.crt").exists():
-            ca.issue(user, organizations=["system:masters"], client=True).write(pki_dir, name)
-    return PKI(
-        ca,
-        serving,
-        serving_cert,
-        serving_key,
-        pki_dir / "ca.crt",
-        KeyPair.read(pki_dir, "apiserver-kubelet-client"),
-    )
+    kubelet_client = identities.ensure(ca, pki_dir, identities.KUBELET_CLIENT)
+    return PKI(ca, serving, serving_cert, serving_key, pki_dir / "ca.crt", kubelet_client)
 
 
-def write_admin_kubeconfig(config: ServerConfig, pki: PKI, port: int) -> Path:
-    """``<data-dir>/admin.kubeconfig`` for the port actually served (port 0 picks one)."""
-    path = config.data_dir / "admin.kubeconfig"
-    admin = KeyPair.read(config.data_dir / "pki", "admin")
+def write_kubeconfigs(config: ServerConfig, pki: PKI, port: int) -> list[Path]:
+    """``<data-dir>/admin.kubeconfig`` and one kubeconfig per component (``identities``),
+    for the port actually served (port 0 picks one)."""
     server = f"https://{_host(config.advertise)}:{port}"
-    kubeconfig.write(path, kubeconfig.render(server, pki.ca.cert_pem, "admin", admin))
-    return path
+    return identities.write_kubeconfigs(config.data_dir, pki.ca, server)
 
 
 def _is_ip(text: str) -> bool:
@@ -221,6 +223,16 @@ class APIServer:
             ["operation"],
         )
         self.store: Store = MeteredStore(store, lambda op, s: storage_latency.observe(s, op))
+        if config.encryption is not None:
+            self.store = EncryptedStore(self.store, config.encryption)
+        self.auditor = audit.Auditor(
+            config.audit_policy,
+            audit.open_log(
+                config.audit_log_path, config.audit_log_maxsize, config.audit_log_maxbackup
+            )
+            if config.audit_policy is not None
+            else None,
+        )
         self.config = config
         self.clock = clock or RealClock()
         self.authenticators = list(authenticators)
@@ -237,7 +249,6 @@ class APIServer:
                 hooks=hooks.get(key, ()),
                 track_fields=apply.record_update,
             )
-        self.namespaces, self.priority_classes = builtin_admission.caches(self.stores)
         self.caches = {
             key: WatchCache(self.stores[key])
             for key in (
@@ -251,19 +262,18 @@ class APIServer:
                 (RBAC_GROUP, "v1", "clusterrolebindings"),
             )
         }
-        """What authentication and authorization read instead of the store."""
+        """What authentication, authorization and admission read instead of the store."""
         self.authorization = authz.Union([self._mode(m) for m in config.authorization_modes])
         self.authorizer: auth.Authorizer = authorizer or self.authorization
         stages = [
-            builtin_admission.namespace_lifecycle(self.namespaces),
-            builtin_admission.default_toleration_seconds(),
-            builtin_admission.priority(self.priority_classes),
+            *builtin_admission.plugins(config.admission_plugins, self._cache, self.stores),
             escalation.prevent_escalation(
                 self.authorizer,
                 self.authorization.rules_for,
                 self.caches[(RBAC_GROUP, "v1", "roles")],
                 self.caches[(RBAC_GROUP, "v1", "clusterroles")],
             ),
+            csradmission.certificate_requests(self.authorizer),
             *admission,
         ]
         for resource_store in self.stores.values():
@@ -294,6 +304,11 @@ class APIServer:
         self.port = config.secure_port
         self._ready = False
         self._openapi_cache: dict[tuple[str, str], bytes] = {}
+
+    def _cache(self, key: tuple[str, str, str]) -> WatchCache:
+        if key not in self.caches:
+            self.caches[key] = WatchCache(self.stores[key])
+        return self.caches[key]
 
     def _mode(self, name: str) -> authz.Mode:
         if name == "AlwaysAllow":
@@ -391,8 +406,6 @@ class APIServer:
         await bootstrap.repair(self, self.allocation)
         await bootstrap.ensure_objects(self)
         await policy.reconcile(self)
-        await self.namespaces.start()
-        await self.priority_classes.start()
         for cache in self.caches.values():
             await cache.start()
         await self.crds.start()
@@ -401,7 +414,10 @@ class APIServer:
     # The pipeline.
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY, middlewares=[self._middleware])
+        app = web.Application(
+            client_max_size=MAX_BODY, middlewares=[self.auditor.middleware, self._middleware]
+        )
+        app.on_response_prepare.append(self.auditor.on_prepare)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         return app
 
@@ -424,6 +440,11 @@ class APIServer:
             return _status_response(
                 errors.ApiError(error.status, error.reason, error.text or error.reason)
             )
+        except Unavailable as error:
+            # etcd lost quorum or cannot be reached: retryable, so 503 with Retry-After.
+            code = 503
+            log.warning("storage unavailable: %s %s: %s", request.method, request.path, error)
+            return _status_response(errors.unavailable(f"the storage is unavailable: {error}"))
         except Exception:
             log.exception("internal error serving %s %s", request.method, request.path)
             return _status_response(errors.internal("the server could not handle the request"))
@@ -442,8 +463,13 @@ class APIServer:
         if request.content_length is not None and request.content_length > MAX_BODY:
             raise errors.too_large()
         user = await self._authenticate(request)
-        user = authn.impersonate(request, user, self.authorizer)
-        if not self.authorizer(user, info):
+        request[audit.AUTHENTICATED] = user
+        impersonated = authn.impersonate(request, user, self.authorizer)
+        if impersonated is not user:
+            request[audit.IMPERSONATED] = user = impersonated
+        request[audit.DECISION] = allowed = self.authorizer(user, info)
+        self.auditor.authorized(request)
+        if not allowed:
             raise auth.forbidden(user, info)
         request[USER] = user
         if info.verb == "watch":
@@ -491,6 +517,7 @@ class APIServer:
                 dry_run=bool(request.query.get("dryRun")),
                 field_manager=request.query.get("fieldManager"),
                 user_agent=request.headers.get("User-Agent", ""),
+                subresource=info.subresource,
             )
             return await self.handler.handle(Request(request, info, ctx, user))
         if request.method not in ("GET", "HEAD"):
@@ -600,7 +627,17 @@ class APIServer:
         if path == "/openapi/v3":
             return json_response(openapi.root(self.kinds()))
         if path == "/openapi/v2":
-            return json_response(openapi.swagger_v2())
+            # Built-in kinds only (as before), so computed once; kubectl asks for protobuf.
+            accept = request.headers.get("Accept") or ""
+            protobuf = any(media in accept for media in openapi_proto.ACCEPTED)
+            key = ("openapi/v2", "protobuf" if protobuf else "json")
+            if key not in self._openapi_cache:
+                swagger = openapi.swagger_v2()
+                self._openapi_cache[key] = (
+                    openapi_proto.document(swagger) if protobuf else msgspec.json.encode(swagger)
+                )
+            media = openapi_proto.MEDIA_TYPE if protobuf else "application/json"
+            return web.Response(body=self._openapi_cache[key], headers={"Content-Type": media})
         rest = path.removeprefix("/openapi/v3/")
         for group, version in {(k.group, k.version) for k in self.kinds()}:
             if openapi.group_version_path(group, version) == rest:
@@ -637,11 +674,10 @@ class Running:
         self.compactor.cancel()
         self.server.end_watches()
         self.server.crds.stop()
-        self.server.namespaces.stop()
-        self.server.priority_classes.stop()
         for cache in self.server.caches.values():
             cache.stop()
         await self.runner.cleanup()
+        self.server.auditor.close()
         self.stopped.set()
 
 
@@ -649,7 +685,12 @@ async def serve(server: APIServer) -> Running:
     """Start serving HTTPS on the configured address (port 0: any free port)."""
     config = server.config
     pki = ensure_pki(config)
-    server.handler.kubelets = KubeletConnector(pki.ca.cert_pem, pki.kubelet_client)
+    kubelet_ca = (
+        config.kubelet_certificate_authority.read_bytes()
+        if config.kubelet_certificate_authority is not None
+        else pki.ca.cert_pem
+    )
+    server.handler.kubelets = KubeletConnector(kubelet_ca, pki.kubelet_client)
     server.use_token_issuer(TokenIssuer.load_or_create(config.data_dir / "pki"))
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
@@ -667,7 +708,7 @@ async def serve(server: APIServer) -> Running:
     except BaseException:
         await runner.cleanup()
         raise
-    write_admin_kubeconfig(config, pki, port)
+    write_kubeconfigs(config, pki, port)
     compactor = asyncio.create_task(server.compact_forever(), name="compactor")
     return Running(server, runner, port, pki, compactor)
 

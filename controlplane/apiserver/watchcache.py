@@ -48,8 +48,13 @@ class WatchCache:
             raise
 
     async def start(self) -> None:
-        """Fill the cache, then follow changes in the background."""
-        revision = await self._relist()
+        """Fill the cache, then follow changes in the background (a list that fails, say
+        over a value no configured key decrypts, is retried there, not fatal)."""
+        revision: str | None = None
+        try:
+            revision = await self._relist()
+        except ApiError as error:
+            log.error("listing %s failed: %s", self.store.info.plural, error)
         self._task = asyncio.create_task(
             self._follow(revision), name=f"cache {self.store.info.plural}"
         )

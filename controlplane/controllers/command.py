@@ -5,12 +5,18 @@ authentication, which arrives with the security issue): ``/healthz``, ``/readyz`
 ``/metrics`` with ``leader_election_master_status``.  With ``--leader-elect`` only the holder
 of ``kube-system/kube-controller-manager`` runs the controllers; one that cannot renew its
 lease stops at once and the process exits with status 1.
+
+With ``--use-service-account-credentials`` each controller acts as its own ``kube-system``
+service account (``clientbuilder``), as under RBAC it must; the shared informers and events
+keep the controller-manager's own identity.  ``--cluster-signing-cert-file`` and
+``-key-file`` name the CA csrsigning signs with; without them csrsigning is not started.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +52,25 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="how long a node may go unheard before it is NotReady (default: 40s)",
     )
     parser.add_argument(
+        "--use-service-account-credentials",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="give each controller a client acting as its own kube-system service account "
+        "(needed under RBAC: each is granted only its system:controller:<name> role)",
+    )
+    parser.add_argument(
+        "--cluster-signing-cert-file",
+        type=Path,
+        help="the CA certificate csrsigning signs approved requests with",
+    )
+    parser.add_argument("--cluster-signing-key-file", type=Path, help="the private key of that CA")
+    parser.add_argument(
+        "--cluster-signing-duration",
+        type=component.duration,
+        default=365 * 24 * 3600.0,
+        help="the longest lifetime of a certificate csrsigning issues (default: 8760h)",
+    )
+    parser.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -75,6 +100,10 @@ class ControllerManagerOptions:
     port: int = DEFAULT_PORT
     qps: float = 100.0
     burst: int = 200
+    use_service_account_credentials: bool = False
+    cluster_signing_cert_file: Path | None = None
+    cluster_signing_key_file: Path | None = None
+    cluster_signing_duration: float = 365 * 24 * 3600.0
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ControllerManagerOptions:
@@ -90,6 +119,10 @@ class ControllerManagerOptions:
             port=args.port,
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,
+            use_service_account_credentials=args.use_service_account_credentials,
+            cluster_signing_cert_file=args.cluster_signing_cert_file,
+            cluster_signing_key_file=args.cluster_signing_key_file,
+            cluster_signing_duration=args.cluster_signing_duration,
         )
 
 
@@ -129,9 +162,10 @@ def health_app(
 
 async def run_controller_manager(options: ControllerManagerOptions, stop: asyncio.Event) -> int:
     """Run the enabled controllers until ``stop`` is set (0) or the lease is lost (1)."""
+    from controlplane.controllers.clientbuilder import ServiceAccountClients
     from controlplane.controllers.context import ControllerContext, ControllerOptions
     from controlplane.controllers.manager import UnknownControllerError, enabled, run_controllers
-    from controlplane.controllers.registry import CONTROLLERS, OFF_BY_DEFAULT
+    from controlplane.controllers.registry import CONTROLLERS, OFF_BY_DEFAULT, SERVICE_ACCOUNTS
     from kubelab.client.events import EventRecorder
     from kubelab.client.informers import SharedInformerFactory
     from kubelab.client.leaderelection import (
@@ -167,8 +201,12 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
                 node_cidr_mask_size=options.node_cidr_mask_size,
                 service_cluster_ip_range=options.service_cluster_ip_range,
                 node_monitor_grace_period=options.node_monitor_grace_period,
+                cluster_signing_cert_file=options.cluster_signing_cert_file,
+                cluster_signing_key_file=options.cluster_signing_key_file,
+                cluster_signing_duration=options.cluster_signing_duration,
             ),
         )
+        accounts = ServiceAccountClients(client, clock, qps=options.qps, burst=options.burst)
         elector = (
             LeaderElector(
                 client,
@@ -181,7 +219,17 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
         synced = asyncio.Event()
 
         async def controllers() -> None:
-            task = asyncio.create_task(run_controllers(ctx, CONTROLLERS, names))
+            contexts = (
+                {
+                    name: dataclasses.replace(
+                        ctx, client=await accounts.client(SERVICE_ACCOUNTS[name])
+                    )
+                    for name in names
+                }
+                if options.use_service_account_credentials
+                else {}
+            )
+            task = asyncio.create_task(run_controllers(ctx, CONTROLLERS, names, contexts))
             await informers.wait_for_cache_sync()
             synced.set()
             await task
@@ -201,6 +249,7 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
             return await component.until_stopped(work, stop, "controller-manager")
         finally:
             await informers.shutdown()
+            await accounts.close()
             await recorder.close()
             await runner.cleanup()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kubelab.client.events import EventRecorder
 from kubelab.client.informers import SharedInformerFactory
@@ -22,6 +23,11 @@ class ControllerOptions:
     node_eviction_rate: float = 0.1
     """Nodes per second whose pods may be evicted (upstream --node-eviction-rate)."""
     terminated_pod_gc_threshold: int = 12500
+    cluster_signing_cert_file: Path | None = None
+    cluster_signing_key_file: Path | None = None
+    """The CA csrsigning signs with (upstream --cluster-signing-cert-file/-key-file)."""
+    cluster_signing_duration: float = 365 * 24 * 3600.0
+    """The longest lifetime csrsigning gives a certificate, in seconds."""
     concurrent_syncs: dict[str, int] = field(default_factory=dict)
     """Workers per controller name; 5 when absent."""
 

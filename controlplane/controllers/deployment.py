@@ -282,12 +282,9 @@ class DeploymentController(Controller):
 
     async def _save(self, s: _Sync, revision_changed: bool, status_changed: bool) -> None:
         if revision_changed:
-            revision = (s.d.metadata.annotations or {})[du.REVISION_ANNOTATION]
-            body = {"metadata": {"annotations": {du.REVISION_ANNOTATION: revision}}}
-            patched = await self.ctx.client.patch(
-                Deployment, s.d.metadata.name or "", s.d.metadata.namespace, body
-            )
-            s.d.metadata.resource_version = patched.metadata.resource_version
+            # An update, as upstream: the controller's role may update Deployments, not patch.
+            updated = await self.ctx.client.update(s.d)
+            s.d.metadata.resource_version = updated.metadata.resource_version
         if status_changed:
             await self._update_status(s)
 

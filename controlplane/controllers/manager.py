@@ -9,12 +9,20 @@ watched once however many controllers read it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
 
+log = logging.getLogger("kubelab.controllers")
+
 ControllerFactory = Callable[[ControllerContext], Controller]
+
+
+class NotStarted(Exception):
+    """Raised by a controller's factory when its configuration leaves it off (upstream's
+    "skipping"): the manager logs why and runs the others."""
 
 
 class UnknownControllerError(ValueError):
@@ -42,11 +50,21 @@ def enabled(spec: str, known: Sequence[str], off_by_default: Sequence[str] = ())
 
 
 async def run_controllers(
-    ctx: ControllerContext, factories: Mapping[str, ControllerFactory], names: Sequence[str]
+    ctx: ControllerContext,
+    factories: Mapping[str, ControllerFactory],
+    names: Sequence[str],
+    contexts: Mapping[str, ControllerContext] | None = None,
 ) -> None:
     """Build the named controllers, start the shared informers, and run them all until
-    cancelled (or until one fails, which ends them all)."""
-    controllers = [factories[name](ctx) for name in names]
+    cancelled (or until one fails, which ends them all).  A controller named in ``contexts``
+    gets that context (its own credentials) instead of ``ctx``."""
+    contexts = contexts or {}
+    controllers = []
+    for name in names:
+        try:
+            controllers.append(factories[name](contexts.get(name, ctx)))
+        except NotStarted as reason:
+            log.warning("%s not started: %s", name, reason)
     ctx.informers.start()
     tasks = [
         asyncio.create_task(c.run(ctx.options.workers(c.NAME)), name=f"controller {c.NAME}")

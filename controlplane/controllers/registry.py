@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from controlplane.controllers import (
     clusterroleaggregation,
     cronjob,
+    csrapproving,
+    csrsigning,
     daemonset,
     deployment,
     disruption,
@@ -56,7 +58,41 @@ CONTROLLERS: Mapping[str, ControllerFactory] = {
     volumeprotection.PVC_NAME: volumeprotection.new_pvc_protection,
     volumeprotection.PV_NAME: volumeprotection.new_pv_protection,
     clusterroleaggregation.NAME: clusterroleaggregation.new,
+    csrapproving.NAME: csrapproving.new,
+    csrsigning.NAME: csrsigning.new,
 }
+
+SERVICE_ACCOUNTS: Mapping[str, str] = {
+    deployment.NAME: "deployment-controller",
+    replicaset.NAME: "replicaset-controller",
+    replicationcontroller.NAME: "replication-controller",
+    daemonset.NAME: "daemon-set-controller",
+    statefulset.NAME: "statefulset-controller",
+    job.NAME: "job-controller",
+    cronjob.NAME: "cronjob-controller",
+    ttlafterfinished.NAME: "ttl-after-finished-controller",
+    endpoints.NAME: "endpoint-controller",
+    endpointslice.NAME: "endpointslice-controller",
+    namespace.NAME: "namespace-controller",
+    serviceaccount.NAME: "service-account-controller",
+    rootcacert.NAME: "root-ca-cert-publisher",
+    nodeipam.NAME: "node-controller",
+    nodelifecycle.NAME: "node-controller",
+    tainteviction.NAME: "taint-eviction-controller",
+    garbagecollector.NAME: "generic-garbage-collector",
+    podgc.NAME: "pod-garbage-collector",
+    resourcequota.NAME: "resourcequota-controller",
+    disruption.NAME: "disruption-controller",
+    persistentvolume.NAME: "persistent-volume-binder",
+    volumeprotection.PVC_NAME: "pvc-protection-controller",
+    volumeprotection.PV_NAME: "pv-protection-controller",
+    clusterroleaggregation.NAME: "clusterrole-aggregation-controller",
+    csrapproving.NAME: "certificate-controller",
+    csrsigning.NAME: "certificate-controller",
+}
+"""The ``kube-system`` service account each controller acts as with
+``--use-service-account-credentials`` (upstream's names; RBAC binds each to its
+``system:controller:<account>`` role)."""
 
 OFF_BY_DEFAULT: tuple[str, ...] = ()
 """Controllers ``*`` leaves out (upstream: bootstrapsigner, tokencleaner)."""

@@ -54,8 +54,13 @@ error is ``Unavailable`` too ("answered with an error").
 A watch is one gRPC stream of its own: closing the store cancels the streams and the watches
 end, as SQLite's do; a lost stream is resumed as above, once per endpoint, then ``Unavailable``.
 
-aetcd supplies the connection (a ``Client`` per endpoint owns its gRPC channel and KV stub) and
-the generated messages (``aetcd.rpc``).  Its convenience methods do not reach far enough:
+TLS: with ``EtcdTLS`` (the API server's ``--etcd-cafile/--etcd-certfile/--etcd-keyfile``) every
+channel is a TLS channel that verifies the member against the CA and presents the client
+certificate, as etcd's ``--client-cert-auth`` wants; the endpoint's host must be a name or
+address in the member's certificate.
+
+aetcd supplies the generated messages (``aetcd.rpc``); the channel per endpoint is made here
+(aetcd's ``Client`` only makes insecure ones).  Its convenience methods do not reach far enough:
 ``transaction`` returns no response header (the revision a write got), its range requests
 cannot carry ``limit``, ``revision`` or ``count_only``, and its watcher multiplexes all watches
 on one stream whose creation waits without bound and hides the stream's own responses.  So
@@ -67,9 +72,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import aetcd
 import grpc
 from aetcd import rpc
 
@@ -198,6 +204,46 @@ def _watch_create(low: bytes, high: bytes, start_revision: int) -> Any:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class EtcdTLS:
+    """PEM files for TLS to etcd: the CA that signed the members' certificates and, for
+    members that require client certificates, this client's certificate and key."""
+
+    ca_file: Path
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("an etcd client certificate needs both a certificate and a key")
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.ca_file.read_bytes(),
+            private_key=self.key_file.read_bytes() if self.key_file else None,
+            certificate_chain=self.cert_file.read_bytes() if self.cert_file else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Connection:
+    """One endpoint's gRPC channel and the KV stub on it (gRPC dials lazily)."""
+
+    channel: grpc.aio.Channel
+    kvstub: Any
+
+    @classmethod
+    def open(cls, target: str, credentials: grpc.ChannelCredentials | None) -> _Connection:
+        options = list(_CHANNEL_OPTIONS.items())
+        channel = (
+            grpc.aio.insecure_channel(target, options)
+            if credentials is None
+            else grpc.aio.secure_channel(target, credentials, options)
+        )
+        return cls(channel, rpc.KVStub(channel))
+
+    async def close(self) -> None:
+        await self.channel.close(None)
+
+
 def _task_cancelled() -> bool:
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
@@ -212,6 +258,7 @@ class EtcdStore:
         *,
         request_timeout: float = REQUEST_TIMEOUT,
         connect_timeout: float = CONNECT_TIMEOUT,
+        tls: EtcdTLS | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("EtcdStore needs at least one endpoint")
@@ -219,7 +266,8 @@ class EtcdStore:
         self._addresses = [_parse_endpoint(endpoint) for endpoint in endpoints]
         self._timeout = request_timeout
         self._connect_timeout = connect_timeout
-        self._clients: dict[int, Any] = {}  # endpoint index → aetcd.Client, made on first use
+        self._credentials = tls.credentials() if tls is not None else None
+        self._clients: dict[int, _Connection] = {}  # endpoint index → its channel, made on use
         self._current = 0
         self._watch_calls: set[Any] = set()
         self._closed = False
@@ -231,9 +279,12 @@ class EtcdStore:
         *,
         request_timeout: float = REQUEST_TIMEOUT,
         connect_timeout: float = CONNECT_TIMEOUT,
+        tls: EtcdTLS | None = None,
     ) -> EtcdStore:
         """Connect to the first of ``endpoints`` that answers; ``Unavailable`` if none does."""
-        store = cls(endpoints, request_timeout=request_timeout, connect_timeout=connect_timeout)
+        store = cls(
+            endpoints, request_timeout=request_timeout, connect_timeout=connect_timeout, tls=tls
+        )
         try:
             await store._connect_first()
         except BaseException:
@@ -251,19 +302,14 @@ class EtcdStore:
 
     # Connections.
 
-    async def _client(self, index: int) -> Any:
+    async def _client(self, index: int) -> _Connection:
         if self._closed:
             raise Unavailable("", "the etcd store is closed")
         client = self._clients.get(index)
         if client is None:
             host, port = self._addresses[index]
-            client = aetcd.Client(host, port, timeout=None, options=_CHANNEL_OPTIONS)
+            client = _Connection.open(f"{host}:{port}", self._credentials)
             self._clients[index] = client
-            try:
-                await client.connect()  # makes the channel and stubs; gRPC dials lazily
-            except aetcd.ClientError as error:
-                del self._clients[index]
-                raise Unavailable("", f"etcd {self._endpoints[index]}: {error}") from error
         return client
 
     async def _forget(self, index: int) -> None:

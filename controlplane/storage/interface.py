@@ -69,12 +69,17 @@ class Unavailable(StorageError):
 
 @dataclass(frozen=True, slots=True)
 class KeyValue:
-    """A key's value at a revision: ``mod_revision`` is the object's resourceVersion."""
+    """A key's value at a revision: ``mod_revision`` is the object's resourceVersion.
+
+    ``stale`` marks a value read through a transformation (encryption at rest) with other
+    than the one writes use now: an update must rewrite it even when the object is unchanged.
+    """
 
     key: str
     value: bytes
     mod_revision: int
     create_revision: int
+    stale: bool = False
 
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"

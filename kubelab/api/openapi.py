@@ -253,8 +253,12 @@ def root(kinds: Iterable[KindInfo] | None = None) -> Schema:
 def _v2_refs(node: Any) -> Any:
     if isinstance(node, dict):
         return {
+            # A schema may have a property literally named "$ref" (JSONSchemaProps does): only
+            # a string value is a reference.
             k: (
-                v.replace("#/components/schemas/", "#/definitions/") if k == "$ref" else _v2_refs(v)
+                v.replace("#/components/schemas/", "#/definitions/")
+                if k == "$ref" and isinstance(v, str)
+                else _v2_refs(v)
             )
             for k, v in node.items()
         }

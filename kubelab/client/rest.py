@@ -26,10 +26,11 @@ is an async iterator of ``(type, object)`` pairs; an ERROR event raises ``ApiErr
 from __future__ import annotations
 
 import random
+import ssl
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -49,7 +50,7 @@ from kubelab.client import incluster, kubeconfig
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.flowcontrol import TokenBucket
 from kubelab.clock import Clock, RealClock
-from kubelab.pki import client_ssl_context
+from kubelab.pki import client_ssl_context, load_certificate
 
 R = TypeVar("R", bound=Resource)
 T = TypeVar("T")
@@ -135,6 +136,13 @@ def _selectors(
     return params
 
 
+class TokenSource(Protocol):
+    """Where a client's bearer token comes from when it changes over time (a token file, a
+    service-account token refreshed before it expires)."""
+
+    def current(self) -> str: ...
+
+
 class Client:
     """A connection to one API server, shared by everything in a component.
 
@@ -151,6 +159,7 @@ class Client:
         max_retries: int = 5,
         connections: int = 100,
         clock: Clock | None = None,
+        token_source: TokenSource | None = None,
     ) -> None:
         self.config = config
         self.user_agent = f"{user_agent}/{__version__}"
@@ -164,8 +173,10 @@ class Client:
             verify=not config.insecure_skip_tls_verify,
         )
         headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
-        self._token_file = incluster.TokenFile(config.token_file) if config.token_file else None
-        if config.token and self._token_file is None:
+        self._token_source: TokenSource | None = token_source or (
+            incluster.TokenFile(config.token_file) if config.token_file else None
+        )
+        if config.token and self._token_source is None:
             headers["Authorization"] = f"Bearer {config.token}"
         self._session = aiohttp.ClientSession(
             base_url=config.server.rstrip("/"),
@@ -185,9 +196,17 @@ class Client:
         return cls(incluster.load(), **options)
 
     def _auth_headers(self) -> dict[str, str]:
-        if self._token_file is None:
+        if self._token_source is None:
             return {}
-        return {"Authorization": f"Bearer {self._token_file.current()}"}
+        return {"Authorization": f"Bearer {self._token_source.current()}"}
+
+    def reload_client_certificate(self, cert_pem: bytes, key_pem: bytes) -> None:
+        """Present this certificate from now on (a rotated one); open connections keep the
+        one they were made with until they close."""
+        # A pair that does not load (a key not matching its certificate) must fail here, on a
+        # scratch context, not half-replace what the live one presents.
+        load_certificate(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert_pem, key_pem)
+        load_certificate(self._ssl, cert_pem, key_pem)
 
     async def close(self) -> None:
         await self._session.close()

@@ -4,9 +4,9 @@ One object serves both the volume manager (``SourcesGetter``) and the container 
 (``EnvSources``).  ConfigMaps and Secrets are read with a GET when a pod needs them (upstream's
 default ``Get`` change-detection strategy), so the kubelet never watches every Secret of the
 cluster; Services come from the kubelet's Service informer, since every pod with service links
-needs all of its namespace's, and ServiceAccounts from an informer too, since every pod sync
-asks whether its account automounts a token.  A missing object is ``None``, for the caller to
-judge against ``optional``; any other failure raises, and the pod worker retries.
+needs all of its namespace's.  Service-account tokens are asked of the TokenRequest API, bound
+to the pod that mounts them.  A missing object is ``None``, for the caller to judge against
+``optional``; any other failure raises, and the pod worker retries.
 """
 
 from __future__ import annotations
@@ -38,20 +38,15 @@ class ApiObjects:
         self,
         client: Client,
         services: Indexer[Service],
-        service_accounts: Indexer[ServiceAccount],
     ) -> None:
         self.client = client
         self._services = services
-        self._service_accounts = service_accounts
 
     async def config_map(self, namespace: str, name: str) -> ConfigMap | None:
         return await self._get(ConfigMap, namespace, name)
 
     async def secret(self, namespace: str, name: str) -> Secret | None:
         return await self._get(Secret, namespace, name)
-
-    def service_account(self, namespace: str, name: str) -> ServiceAccount | None:
-        return self._service_accounts.get(f"{namespace}/{name}")
 
     def services(self, namespace: str) -> Sequence[Service]:
         return self._services.list(namespace)

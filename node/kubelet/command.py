@@ -5,8 +5,9 @@ Flags are upstream's kubelet flags where they exist (``--kubeconfig``, ``--node-
 ``--cluster-dns``, ``--cluster-domain``, ``--cgroup-root``, ``--cloud-provider``,
 ``--node-labels``, ``--register-with-taints``, ``--max-pods``, ``--system-reserved``,
 ``--kube-reserved``, ``--eviction-hard``, ``--address``, ``--port``, ``--tls-cert-file``,
-``--tls-private-key-file``, ``--client-ca-file``); the pod network ones (``--cni-*``,
-``--cluster-cidr``) configure what upstream leaves to a network add-on.
+``--tls-private-key-file``, ``--client-ca-file``, ``--bootstrap-kubeconfig``, ``--cert-dir``,
+``--rotate-certificates``: TLS bootstrapping and rotation, ``certificate``); the pod network
+ones (``--cni-*``, ``--cluster-cidr``) configure what upstream leaves to a network add-on.
 
 ``runtime-config`` writes the containerd configuration of a node (its own root, state and
 socket under ``--state-dir``, the local pause image, the CNI directories); the lab and the
@@ -67,6 +68,24 @@ def _taints(text: str) -> list[Taint]:
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     component.add_client_flags(parser, qps=50.0, burst=100, required=False)
+    credentials = parser.add_argument_group("client credentials")
+    credentials.add_argument(
+        "--bootstrap-kubeconfig",
+        type=Path,
+        help="a kubeconfig with a bootstrap token: when --kubeconfig does not exist (or its "
+        "certificate expired), request a client certificate with it and write --kubeconfig",
+    )
+    credentials.add_argument(
+        "--cert-dir",
+        type=Path,
+        help="where the key of a pending certificate request is kept (default: ROOT-DIR/pki)",
+    )
+    credentials.add_argument(
+        "--rotate-certificates",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="renew the client certificate at 70-90%% of its lifetime (default: true)",
+    )
     node = parser.add_argument_group("node")
     node.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name")
     node.add_argument(
@@ -209,18 +228,45 @@ def kubelet_config(args: argparse.Namespace) -> KubeletConfig:
 
 
 async def run_kubelet(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from kubelab.clock import RealClock
+    from node.kubelet import certificate
     from node.kubelet.kubelet import Kubelet
     from node.kubelet.nodestatus import NodeOptionsError
 
     if args.kubeconfig is None:
         raise SystemExit("kubelab kubelet: --kubeconfig is required")
     config = kubelet_config(args)
+    clock = RealClock()
+    paths = certificate.Paths(args.kubeconfig, args.cert_dir or args.root_dir / "pki")
+    if args.bootstrap_kubeconfig is not None:
+        bootstrapping = certificate.bootstrap(
+            paths, args.bootstrap_kubeconfig, config.node.node_name, clock
+        )
+        try:
+            await component.until_stopped(bootstrapping, stop, "kubelet")
+        except certificate.CertificateRequestError as error:
+            raise SystemExit(f"kubelab kubelet: TLS bootstrap: {error}") from None
+        if stop.is_set():
+            return 0
     async with component.client_from_flags(args, "kubelet") as client:
         try:
             kubelet = Kubelet(client, config)
         except NodeOptionsError as error:
             raise SystemExit(f"kubelab kubelet: {error}") from None
-        return await component.until_stopped(kubelet.run(), stop, "kubelet")
+        rotator = (
+            certificate.CertificateRotator(client, paths, config.node.node_name, clock)
+            if args.rotate_certificates
+            and certificate.is_node_identity(client.config, config.node.node_name)
+            else None
+        )
+
+        async def run() -> None:
+            try:
+                await asyncio.gather(kubelet.run(), *([rotator.run()] if rotator else []))
+            except certificate.CertificateRequestError as error:
+                raise SystemExit(f"kubelab kubelet: {error}") from None
+
+        return await component.until_stopped(run(), stop, "kubelet")
 
 
 def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:

@@ -38,8 +38,7 @@ import shutil
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus
+from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
 from kubelab.api.kinds.core_v1.service import Service
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.events import EventRecorder
@@ -71,7 +70,6 @@ from node.kubelet.status import (
 )
 from node.kubelet.statusmanager import StatusManager, delete_pod_now
 from node.kubelet.volumes.manager import Mounter, SystemMounter, VolumeError, VolumeManager
-from node.kubelet.volumes.sources import mount_service_account_token
 
 log = logging.getLogger("kubelab.kubelet")
 
@@ -151,7 +149,6 @@ class Kubelet:
         self.objects = ApiObjects(
             client,
             self.informers.informer_for(Service).lister,
-            self.informers.informer_for(ServiceAccount).lister,
         )
 
         self.backoff = CrashLoopBackOff(self.clock)
@@ -347,7 +344,6 @@ class Kubelet:
         uid = pod.metadata.uid or ""
         if is_static_pod(pod) and self._status_target(pod) is None:
             await self.mirrors.create(pod)
-        pod = await self._as_run(pod)
         state = await self.runtime.observe(uid)
         status = self._status(pod, state)
         # A new pod's first status (Pending, ContainerCreating) would only delay its start:
@@ -429,22 +425,6 @@ class Kubelet:
         self.backoff.forget_pod(uid)
         self._start_failures.pop(uid, None)
         self._unhealthy.pop(uid, None)
-
-    async def _as_run(self, pod: Pod) -> Pod:
-        """The pod as its containers see it: with the service account's API access volume.
-
-        Static pods get none: upstream's admission refuses service accounts on mirror pods.
-        """
-        if is_static_pod(pod):
-            return pod
-        spec = pod.spec or PodSpec()
-        account = self.objects.service_account(
-            pod.metadata.namespace or "", spec.service_account_name or "default"
-        )
-        automount = account.automount_service_account_token if account is not None else None
-        return mount_service_account_token(
-            pod, account_automount=automount, suffix=(pod.metadata.uid or "")[:5]
-        )
 
     async def _report(
         self, pod: Pod, state: PodRuntimeState, *, terminal: bool = False

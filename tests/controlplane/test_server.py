@@ -85,15 +85,15 @@ async def place_one_pod(server: ServerProcess) -> dict[str, str]:
         await client.create(Namespace(metadata=ObjectMeta(name="work")))
         fleet = NodeFleet(client, FleetSpec(count=3, name_prefix="srv-"), RealClock())
         await fleet.register()
-        await client.create(pod("web", "work"))
-        placed = await bound_pods(client, "work", ["web"])
 
         async def default_account() -> bool:
             accounts = await client.list(ServiceAccount, "work")
             return [a.metadata.name for a in accounts.items] == ["default"]
 
-        await eventually(default_account)  # the controller-manager runs too
-        return placed
+        # The controller-manager runs too; ServiceAccount admission needs its default account.
+        await eventually(default_account)
+        await client.create(pod("web", "work"))
+        return await bound_pods(client, "work", ["web"])
 
 
 def test_server_schedules_pods_and_explains_them(server: ServerProcess) -> None:

@@ -11,9 +11,8 @@ Field and resource values (``field_value``, ``resource_field_value``) are shared
 environment of containers: they accept every path upstream's kubelet resolves for env
 (``spec.nodeName``, ``status.podIP``, ...), a superset of what volume validation admits.
 
-``mount_service_account_token`` is the pod mutation of upstream's ServiceAccount admission (the
-``kube-api-access-<random>`` projected volume: token, ``ca.crt`` and ``namespace``, mounted
-read-only at /var/run/secrets/kubernetes.io/serviceaccount in every container).
+The ``kube-api-access-*`` volume of a pod's service account is an ordinary projected volume
+(token, ``ca.crt`` and ``namespace``) that the API server's ServiceAccount admission adds.
 """
 
 from __future__ import annotations
@@ -21,26 +20,18 @@ from __future__ import annotations
 import base64
 import os
 import re
-import secrets
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import NamedTuple, TypeVar
-
-import msgspec
 
 from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
 from kubelab.api.kinds.core_v1.pod import Container, Pod
 from kubelab.api.kinds.core_v1.volume import (
     FILE_MODE_DEFAULT,
-    ConfigMapProjection,
-    DownwardAPIProjection,
     DownwardAPIVolumeFile,
     KeyToPath,
-    ObjectFieldSelector,
     ProjectedVolumeSource,
     ResourceFieldSelector,
-    ServiceAccountTokenProjection,
     Volume,
-    VolumeMount,
     VolumeProjection,
     parse_quantity,
 )
@@ -49,28 +40,18 @@ from kubelab.api.struct import QuantityValue
 from node.kubelet.volumes.atomic import FileProjection
 
 __all__ = [
-    "SERVICE_ACCOUNT_MOUNT_PATH",
-    "SERVICE_ACCOUNT_VOLUME_PREFIX",
     "Objects",
     "References",
     "SourceError",
     "TokenGetter",
     "field_value",
     "format_map",
-    "mount_service_account_token",
     "payload",
     "references",
     "resource_field_value",
-    "token_volume_source",
 ]
 
-SERVICE_ACCOUNT_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
-SERVICE_ACCOUNT_VOLUME_PREFIX = "kube-api-access-"
-ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
-# Upstream's WarnOnlyBoundTokenExpirationSeconds: one hour and seven seconds.
-KUBE_API_ACCESS_EXPIRATION = 3607
 TOKEN_MODE_WITH_OWNER = 0o600
-_NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _QUALIFIED_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
@@ -447,95 +428,3 @@ async def payload(
             pod, volume.projected, objects, token_getter, node_allocatable
         )
     raise SourceError(f"volume {volume.name} has no projected content")
-
-
-# The service account volume of upstream's admission.
-
-
-def token_volume_source() -> ProjectedVolumeSource:
-    """The projected source of a ``kube-api-access-*`` volume (upstream ``TokenVolumeSource``)."""
-    return ProjectedVolumeSource(
-        default_mode=FILE_MODE_DEFAULT,
-        sources=[
-            VolumeProjection(
-                service_account_token=ServiceAccountTokenProjection(
-                    path="token", expiration_seconds=KUBE_API_ACCESS_EXPIRATION
-                )
-            ),
-            VolumeProjection(
-                config_map=ConfigMapProjection(
-                    name=ROOT_CA_CONFIG_MAP, items=[KeyToPath(key="ca.crt", path="ca.crt")]
-                )
-            ),
-            VolumeProjection(
-                downward_api=DownwardAPIProjection(
-                    items=[
-                        DownwardAPIVolumeFile(
-                            path="namespace",
-                            field_ref=ObjectFieldSelector(
-                                api_version="v1", field_path="metadata.namespace"
-                            ),
-                        )
-                    ]
-                )
-            ),
-        ],
-    )
-
-
-def _random_suffix() -> str:
-    return "".join(secrets.choice(_NAME_SUFFIX_ALPHABET) for _ in range(5))
-
-
-def mount_service_account_token(
-    pod: Pod, *, account_automount: bool | None, suffix: str | None = None
-) -> Pod:
-    """A copy of ``pod`` with the API access volume mounted in every init and app container
-    that has nothing at the service account path yet (upstream's ServiceAccount admission).
-
-    Automount follows the pod's ``automountServiceAccountToken``, else the account's, else
-    true.  An existing ``kube-api-access-*`` volume is reused.
-    """
-    spec = pod.spec
-    automount = spec.automount_service_account_token if spec else None
-    automount = automount if automount is not None else account_automount
-    if spec is None or automount is False:
-        return pod
-    volumes = list(spec.volumes or [])
-    existing = next((v for v in volumes if _is_api_access(v.name)), None)
-    name = (
-        existing.name if existing else SERVICE_ACCOUNT_VOLUME_PREFIX + (suffix or _random_suffix())
-    )
-    mount = VolumeMount(name=name, read_only=True, mount_path=SERVICE_ACCOUNT_MOUNT_PATH)
-    init_containers, init_added = _with_mount(spec.init_containers, mount)
-    containers, added = _with_mount(spec.containers, mount)
-    if existing is None and (init_added or added):
-        volumes.append(Volume(name=name, projected=token_volume_source()))
-    new_spec = msgspec.structs.replace(
-        spec,
-        volumes=volumes or None,
-        init_containers=init_containers,
-        containers=containers,
-    )
-    return msgspec.structs.replace(pod, spec=new_spec)
-
-
-def _is_api_access(name: str | None) -> bool:
-    return (name or "").startswith(SERVICE_ACCOUNT_VOLUME_PREFIX)
-
-
-def _with_mount(
-    containers: Iterable[Container] | None, mount: VolumeMount
-) -> tuple[list[Container] | None, bool]:
-    if containers is None:
-        return None, False
-    result: list[Container] = []
-    added = False
-    for container in containers:
-        mounts = container.volume_mounts or []
-        if any(m.mount_path == SERVICE_ACCOUNT_MOUNT_PATH for m in mounts):
-            result.append(container)
-            continue
-        result.append(msgspec.structs.replace(container, volume_mounts=[*mounts, mount]))
-        added = True
-    return result, added

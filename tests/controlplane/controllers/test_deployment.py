@@ -32,7 +32,7 @@ from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Status
 from kubelab.api.owners import controller_ref
 from kubelab.api.struct import IntOrString
 from kubelab.client.errors import ApiError
-from tests.controlplane.controllers.fakes import Harness, harness, stamp
+from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -138,8 +138,13 @@ def scaled(h: Harness) -> dict[str, int]:
     }
 
 
+def status_updates(h: Harness) -> list[Action]:
+    """The Deployment status writes (``update`` also writes the revision annotation)."""
+    return [w for w in h.client.writes("update", "Deployment") if w.subresource == "status"]
+
+
 def last_status(h: Harness) -> DeploymentStatus:
-    status: DeploymentStatus = h.client.writes("update", "Deployment")[-1].obj.status
+    status: DeploymentStatus = status_updates(h)[-1].obj.status
     return status
 
 
@@ -278,8 +283,8 @@ async def test_first_sync_creates_the_replica_set() -> None:
             "web",
         )
     ]
-    [patch] = h.client.writes("patch", "Deployment")
-    assert patch.obj == {"metadata": {"annotations": {du.REVISION_ANNOTATION: "1"}}}
+    [update] = [w for w in h.client.writes("update", "Deployment") if not w.subresource]
+    assert update.obj.metadata.annotations[du.REVISION_ANNOTATION] == "1"
     progressing = condition(last_status(h), du.PROGRESSING)
     assert (progressing.status, progressing.reason) == ("True", du.NEW_RS_REASON)
     assert progressing.message == f'Created new replica set "{rs.metadata.name}"'
@@ -421,7 +426,7 @@ async def test_paused_deployment_only_scales_and_reports_paused() -> None:
     h, controller = setup(d, old)
     await controller.sync("default/web")
     assert h.client.writes("create", "ReplicaSet") == []
-    progressing = condition(h.client.writes("update", "Deployment")[0].obj.status, du.PROGRESSING)
+    progressing = condition(status_updates(h)[0].obj.status, du.PROGRESSING)
     assert (progressing.status, progressing.reason, progressing.message) == (
         "Unknown",
         du.PAUSED_REASON,
@@ -437,7 +442,7 @@ async def test_resuming_reports_resumed() -> None:
     rs = make_rs(d, replicas=3, desired=3, maximum=4)
     h, controller = setup(d, rs)
     await controller.sync("default/web")
-    first = condition(h.client.writes("update", "Deployment")[0].obj.status, du.PROGRESSING)
+    first = condition(status_updates(h)[0].obj.status, du.PROGRESSING)
     assert first.reason == du.RESUMED_REASON
 
 
@@ -541,7 +546,7 @@ async def test_unchanged_status_is_not_written() -> None:
     assert isinstance(d2, Deployment)
     h2, controller2 = setup(d2, rs)
     await controller2.sync("default/web")
-    assert h2.client.writes("update", "Deployment") == []
+    assert status_updates(h2) == []
 
 
 async def test_progress_deadline_exceeded() -> None:
@@ -551,11 +556,12 @@ async def test_progress_deadline_exceeded() -> None:
     new = make_rs(d, image="nginx:2", replicas=1, available=0, revision=2, desired=3, maximum=4)
     d.status = du.calculate_status([old, new], new, d, T0)
     du.set_condition(d.status, started)
+    d.metadata.annotations = {du.REVISION_ANNOTATION: "2"}  # settled already
     h, controller = setup(d, old, new)
     controller.queue.done(await controller.queue.get())  # the informer's initial add
     # Nothing moved yet: come back when the deadline passes.
     await controller.sync("default/web")
-    assert h.client.writes("update", "Deployment") == []
+    assert status_updates(h) == []
     assert len(controller.queue) == 0  # scheduled for later, not now
     await h.clock.advance(601)
     assert await controller.queue.get() == "default/web"

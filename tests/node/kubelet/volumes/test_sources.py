@@ -33,18 +33,15 @@ from kubelab.api.kinds.core_v1.volume import (
     SecretVolumeSource,
     ServiceAccountTokenProjection,
     Volume,
-    VolumeMount,
     VolumeProjection,
 )
 from kubelab.api.meta_v1 import ObjectMeta
 from node.kubelet.volumes.atomic import FileProjection
 from node.kubelet.volumes.sources import (
-    SERVICE_ACCOUNT_MOUNT_PATH,
     Objects,
     References,
     SourceError,
     field_value,
-    mount_service_account_token,
     payload,
     references,
     resource_field_value,
@@ -397,75 +394,43 @@ def test_references() -> None:
 
 
 async def test_api_access_volume_holds_token_ca_and_namespace() -> None:
-    pod = mount_service_account_token(POD, account_automount=None, suffix="abcde")
-    assert pod.spec is not None
+    """The volume ServiceAccount admission adds (upstream's shape) is served as it says."""
+    volume = Volume(
+        name="kube-api-access-abcde",
+        projected=ProjectedVolumeSource(
+            default_mode=0o644,
+            sources=[
+                VolumeProjection(
+                    service_account_token=ServiceAccountTokenProjection(
+                        path="token", expiration_seconds=3607
+                    )
+                ),
+                VolumeProjection(
+                    config_map=ConfigMapProjection(
+                        name="kube-root-ca.crt", items=[KeyToPath(key="ca.crt", path="ca.crt")]
+                    )
+                ),
+                VolumeProjection(
+                    downward_api=DownwardAPIProjection(
+                        items=[
+                            DownwardAPIVolumeFile(
+                                path="namespace",
+                                field_ref=ObjectFieldSelector(
+                                    api_version="v1", field_path="metadata.namespace"
+                                ),
+                            )
+                        ]
+                    )
+                ),
+            ],
+        ),
+    )
     root_ca = ConfigMap(metadata=ObjectMeta(name="kube-root-ca.crt"), data={"ca.crt": "PEM"})
-    (volume,) = pod.spec.volumes or []
 
-    result = await files(volume, Objects({"kube-root-ca.crt": root_ca}, {}), pod)
+    result = await files(volume, Objects({"kube-root-ca.crt": root_ca}, {}), POD)
 
-    assert volume.name == "kube-api-access-abcde"
     assert result == {
         "token": (b"token-None-3607", "0o644"),
         "ca.crt": (b"PEM", "0o644"),
         "namespace": (b"shop", "0o644"),
     }
-    (app,) = pod.spec.containers or []
-    assert app.volume_mounts == [
-        VolumeMount(
-            name="kube-api-access-abcde", read_only=True, mount_path=SERVICE_ACCOUNT_MOUNT_PATH
-        )
-    ]
-
-
-OWN_MOUNT = VolumeMount(name="mine", mount_path=SERVICE_ACCOUNT_MOUNT_PATH)
-
-
-@pytest.mark.parametrize(
-    ("pod_automount", "account_automount", "containers", "mounted"),
-    [
-        pytest.param(None, None, [Container(name="a")], [True], id="default-on"),
-        pytest.param(None, False, [Container(name="a")], [False], id="account-off"),
-        pytest.param(True, False, [Container(name="a")], [True], id="pod-overrides-account"),
-        pytest.param(False, True, [Container(name="a")], [False], id="pod-off"),
-        pytest.param(
-            None,
-            None,
-            [Container(name="a", volume_mounts=[OWN_MOUNT]), Container(name="b")],
-            [False, True],
-            id="own-mount-kept",
-        ),
-    ],
-)
-def test_mount_service_account_token(
-    pod_automount: bool | None,
-    account_automount: bool | None,
-    containers: list[Container],
-    mounted: list[bool],
-) -> None:
-    pod = make_pod(automount_service_account_token=pod_automount, containers=containers)
-
-    result = mount_service_account_token(pod, account_automount=account_automount, suffix="xyz12")
-
-    assert result.spec is not None
-    names = [v.name for v in (result.spec.volumes or [])]
-    assert names == (["kube-api-access-xyz12"] if any(mounted) else [])
-    assert [
-        any(m.name == "kube-api-access-xyz12" for m in c.volume_mounts or [])
-        for c in (result.spec.containers or [])
-    ] == mounted
-    assert pod.spec and pod.spec.volumes is None  # the input is not modified
-
-
-def test_existing_api_access_volume_is_reused() -> None:
-    volume = Volume(name="kube-api-access-old00", projected=ProjectedVolumeSource())
-    pod = make_pod(volumes=[volume])
-
-    result = mount_service_account_token(pod, account_automount=None)
-
-    assert result.spec and result.spec.volumes == [volume]
-    assert (result.spec.containers or [])[0].volume_mounts == [
-        VolumeMount(
-            name="kube-api-access-old00", read_only=True, mount_path=SERVICE_ACCOUNT_MOUNT_PATH
-        )
-    ]

@@ -1,0 +1,229 @@
+"""NodeRestriction through the API, with kubelet client certificates (CN system:node:<name>,
+O system:nodes) on a server authorizing with Node,RBAC: a kubelet changes only its own Node
+and the pods bound to it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from kubelab.api.kinds.authentication_v1 import (
+    BoundObjectReference,
+    TokenRequest,
+    TokenRequestSpec,
+)
+from kubelab.api.kinds.core_v1.cluster import ServiceAccount
+from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
+from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod, PodSpec
+from kubelab.api.kinds.policy_v1 import Eviction
+from kubelab.api.meta_v1 import ObjectMeta
+from kubelab.client.errors import ApiError
+from kubelab.client.rest import Client
+from tests.controlplane.apiserver.admission_servers import node_kubeconfig, serve
+from tests.servers import ServerProcess
+
+MODES = ["Node,RBAC", "AlwaysAllow"]
+"""With Node,RBAC the Node authorizer refuses most writes first; with AlwaysAllow only
+NodeRestriction stands between a kubelet and other nodes' objects."""
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(("sqlite", m), id=f"sqlite-{m}") for m in MODES]
+    + [pytest.param(("etcd", m), id=f"etcd-{m}", marks=pytest.mark.etcd) for m in MODES],
+)
+def apiserver(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    backend, mode = request.param
+    yield from serve(
+        backend,
+        tmp_path_factory,
+        "--authorization-mode",
+        mode,
+        "--enable-admission-plugins",
+        "NodeRestriction",
+        "--disable-admission-plugins",
+        "ServiceAccount",
+    )
+
+
+@pytest.fixture
+def authorizing(request: pytest.FixtureRequest) -> bool:
+    """Whether the Node authorizer runs (its 403s come before admission's)."""
+    return "Node" in str(request.node.callspec.params["apiserver"][1])
+
+
+@pytest.fixture
+async def kubelet(apiserver: ServerProcess, tmp_path: Path) -> AsyncIterator[Client]:
+    """The kubelet of node ``n1``."""
+    path = node_kubeconfig(apiserver, "n1", tmp_path)
+    async with Client.from_kubeconfig(path, user_agent="kubelet") as c:
+        yield c
+
+
+def node(name: str, **labels: str) -> Node:
+    return Node(metadata=ObjectMeta(name=name, labels=labels or None))
+
+
+def pod(namespace: str, name: str, node_name: str, mirror: bool = True, **spec: object) -> Pod:
+    annotations = {MIRROR_POD_ANNOTATION: "hash"} if mirror else None
+    return Pod(
+        metadata=ObjectMeta(name=name, namespace=namespace, annotations=annotations),
+        spec=PodSpec(
+            node_name=node_name,
+            containers=[Container(name="app", image="app")],
+            **spec,  # type: ignore[arg-type]
+        ),
+    )
+
+
+async def refused(call: object, message: str) -> None:
+    with pytest.raises(ApiError) as error:
+        await call  # type: ignore[misc]
+    assert error.value.code == 403, error.value.message
+    assert message in error.value.message
+
+
+async def own_node(client: Client, kubelet: Client) -> Node:
+    """Node n1, registered by its kubelet (once per server)."""
+    try:
+        return await kubelet.get(Node, "n1")
+    except ApiError as error:
+        if not error.not_found:
+            raise
+    return await kubelet.create(node("n1", **{"kubernetes.io/hostname": "n1"}))
+
+
+async def test_a_kubelet_modifies_only_its_own_node(client: Client, kubelet: Client) -> None:
+    mine = await own_node(client, kubelet)
+    await refused(
+        kubelet.create(node("n2")),
+        'nodes "n2" is forbidden: node "n1" is not allowed to modify node "n2"',
+    )
+    if (await client.list(Node)).items.__len__() < 2:
+        await client.create(node("n2"))
+    other = await client.get(Node, "n2")
+    other.metadata.labels = {"stolen": "yes"}
+    # Writes to an existing Node of another kubelet: the Node authorizer answers first.
+    await refused(kubelet.update(other), 'nodes "n2" is forbidden')
+    await refused(kubelet.delete(Node, "n2"), 'nodes "n2" is forbidden')
+
+    mine.metadata.labels = {**(mine.metadata.labels or {}), "example.com/rack": "r1"}
+    mine = await kubelet.update(mine)
+    tainted = Node(
+        metadata=mine.metadata,
+        spec=NodeSpec(taints=[Taint(key="dedicated", value="x", effect="NoSchedule")]),
+    )
+    await refused(kubelet.update(tainted), 'node "n1" is not allowed to modify taints')
+    mine.metadata.labels = {
+        **(mine.metadata.labels or {}),
+        "node-restriction.kubernetes.io/trusted": "yes",
+        "node-role.kubernetes.io/control-plane": "",
+    }
+    await refused(
+        kubelet.update(mine),
+        "is not allowed to modify labels: node-restriction.kubernetes.io/trusted, "
+        "node-role.kubernetes.io/control-plane",
+    )
+
+
+async def test_a_kubelet_may_not_register_with_restricted_labels(
+    client: Client, kubelet: Client, apiserver: ServerProcess, tmp_path: Path
+) -> None:
+    path = node_kubeconfig(apiserver, "n3", tmp_path)
+    async with Client.from_kubeconfig(path) as n3:
+        await refused(
+            n3.create(node("n3", **{"node-restriction.kubernetes.io/pool": "gold"})),
+            'node "n3" is not allowed to set the following labels: '
+            "node-restriction.kubernetes.io/pool",
+        )
+        created = await n3.create(node("n3", **{"node.kubernetes.io/instance-type": "small"}))
+        assert created.metadata.labels == {"node.kubernetes.io/instance-type": "small"}
+        await n3.delete(Node, "n3")
+
+
+async def test_a_kubelet_creates_only_its_own_mirror_pods(
+    client: Client, kubelet: Client, namespace: str
+) -> None:
+    await own_node(client, kubelet)
+    await refused(
+        kubelet.create(pod(namespace, "plain", "n1", mirror=False)),
+        'pod does not have "kubernetes.io/config.mirror" annotation, node "n1" can only create '
+        "mirror pods",
+    )
+    await refused(
+        kubelet.create(pod(namespace, "elsewhere", "n2")),
+        'node "n1" can only create pods with spec.nodeName set to itself',
+    )
+    await refused(
+        kubelet.create(pod(namespace, "sa", "n1", service_account_name="default")),
+        'node "n1" can not create pods that reference a service account',
+    )
+    await refused(
+        kubelet.create(pod(namespace, "secretive", "n1", image_pull_secrets=[{"name": "s"}])),
+        'node "n1" can not create pods that reference secrets',
+    )
+    mirror = await kubelet.create(pod(namespace, "static-web-n1", "n1"))
+    assert mirror.spec is not None and mirror.spec.node_name == "n1"
+    await kubelet.delete(Pod, "static-web-n1", namespace)
+
+
+async def test_a_kubelet_touches_only_pods_bound_to_it(
+    client: Client, kubelet: Client, namespace: str, authorizing: bool
+) -> None:
+    await own_node(client, kubelet)
+    await client.create(ServiceAccount(metadata=ObjectMeta(name="default", namespace=namespace)))
+    other = await client.create(pod(namespace, "other", "n2", mirror=False))
+    ours = await client.create(pod(namespace, "ours", "n1", mirror=False))
+
+    def said(message: str) -> str:
+        return "is forbidden: User" if authorizing else message
+
+    for target, allowed in ((other, False), (ours, True)):
+        name = target.metadata.name or ""
+        current = await client.get(Pod, name, namespace)
+        assert current.status is not None
+        current.status.message = "seen by n1"
+        status = kubelet.update_status(current)
+        request = TokenRequest(
+            metadata=ObjectMeta(name="default", namespace=namespace),
+            spec=TokenRequestSpec(
+                bound_object_ref=BoundObjectReference(
+                    kind="Pod", api_version="v1", name=name, uid=target.metadata.uid
+                )
+            ),
+        )
+        token = kubelet.create_subresource(ServiceAccount, "default", namespace, "token", request)
+        if allowed:
+            await status
+            await token
+        else:
+            await refused(
+                status,
+                said(
+                    'node "n1" can only update pod status for pods with spec.nodeName set to itself'
+                ),
+            )
+            await refused(
+                token, "node requested token bound to a pod scheduled on a different node"
+            )
+
+    eviction = Eviction(metadata=ObjectMeta(name="other", namespace=namespace))
+    await refused(
+        kubelet.create_subresource(Pod, "other", namespace, "eviction", eviction),
+        said("node n1 can only evict pods with spec.nodeName set to itself"),
+    )
+    await refused(
+        kubelet.delete(Pod, "other", namespace),
+        said('node "n1" can only delete pods with spec.nodeName set to itself'),
+    )
+    ours_now = await client.get(Pod, "ours", namespace)
+    ours_now.metadata.labels = {"changed": "by-n1"}
+    await refused(
+        kubelet.update(ours_now),
+        said('unexpected operation "UPDATE", node "n1" can only create and delete mirror pods'),
+    )
+    await kubelet.delete(Pod, "ours", namespace)
