@@ -1,8 +1,18 @@
 """``python -m bench``: run every benchmark in turn and print its results."""
 
-from bench import api_codec, apiserver, cni, controllers, datapath, kubelet, proxy, scheduler
+from bench import (
+    api_codec,
+    apiserver,
+    cni,
+    controllers,
+    datapath,
+    ha,
+    kubelet,
+    proxy,
+    scheduler,
+)
 
-for benchmark in (api_codec, apiserver):
+for benchmark in (api_codec, apiserver, ha):
     benchmark.main()
 scheduler.main([])
 controllers.main()
