@@ -15,7 +15,9 @@ The Deployment runs the kubelab image (the one that holds ``kubelab`` itself) wi
 ``kubelab dns`` and the in-cluster configuration (no kubeconfig: the pod's service-account
 token), dnsPolicy Default (the pod resolves through its node's resolv.conf, which is also
 where it forwards other names, never through itself), tolerates the control-plane taint,
-and is probed on ``/healthz`` (liveness) and ``/ready`` (readiness: its caches synced).
+is pinned to the control plane (nodeSelector ``node-role.kubernetes.io/control-plane``: the
+one node that imports the large kubelab image), and is probed on ``/healthz`` (liveness)
+and ``/ready`` (readiness: its caches synced).
 The objects are returned in the order they must be created.  The lab imports this module;
 the components never do.
 """
@@ -117,6 +119,7 @@ def cluster_dns(
                     service_account_name=DNS_NAME,
                     dns_policy="Default",
                     priority_class_name="system-cluster-critical",
+                    node_selector={CONTROL_PLANE_TAINT: ""},
                     tolerations=[
                         Toleration(key=CONTROL_PLANE_TAINT, operator="Exists", effect="NoSchedule")
                     ],

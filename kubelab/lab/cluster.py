@@ -4,35 +4,42 @@
 
 1. ``CleanStale``: whatever a previous lab of this name left (after a crash) is torn down;
 2. ``CreateNetwork``: namespaces, ``lab0``, veths, addresses, routes (``network.create``);
+   ``WriteCloudConfig``: the lab cloud's inventory (``components.cloud_config``), which the
+   cloud-controller-manager inside ``kubelab server`` reads;
 3. with ``--store etcd``, etcd in ``controlplane`` (waited for); ``kubelab server`` in
-   ``controlplane`` on 10.240.0.10:6443;
+   ``controlplane`` on 10.240.0.10:6443 (``--authorization-mode Node,RBAC``, the lab cloud
+   provider);
 4. the host forwarder: ``kubelab lab forward``, a detached process listening on the host's
    127.0.0.1:6443 (or ``--host-api-port``) and connecting inside ``controlplane``
    (``netns.NetnsForwarder``);
 5. ``BuildImages`` then, per Kubernetes node (the control plane and every worker),
-   containerd, and ``LoadImages`` (waits for each CRI and imports the images, into every
-   node at once); the API server starts meanwhile;
-6. ``WaitServer``: the API answers through the forwarder; the host kubeconfig is written and
-   each node's credentials (``node_credentials``: the CA, the node kubeconfig, the
-   kubelet's serving certificate from the server's CA);
-7. per Kubernetes node its kubelet and proxy (the control plane's kubelet registers its Node
-   tainted ``node-role.kubernetes.io/control-plane:NoSchedule``);
-8. ``WaitNodesReady``: every Node Ready with a podCIDR; ``MarkControlPlane`` labels the
-   control plane's Node ``node-role.kubernetes.io/control-plane`` through the API (as
-   kubeadm does: a kubelet may not set ``node-role`` labels on itself);
-9. ``RoutePodCIDRs``: a route per pod CIDR in the router;
+   containerd, and ``LoadImages`` (waits for each CRI and imports that node's images:
+   ``node_images``, into every node at once); the API server starts meanwhile;
+6. ``WaitServer``: the API answers through the forwarder; the host kubeconfig (admin) is
+   written and each node's credentials (``node_credentials``: the CA, the kubelet's own
+   kubeconfig as ``system:node:NAME``, its serving certificate, the proxies' kubeconfig);
+7. per Kubernetes node its kubelet (``--cloud-provider external``) and proxy (the control
+   plane's kubelet registers its Node tainted ``node-role.kubernetes.io/control-plane:NoSchedule``);
+8. ``ApplyAddons``: the cluster DNS's objects created (or updated);
+9. ``WaitNodesReady``: every Node Ready with a podCIDR, initialized by the cloud node
+   controller (providerID, no uninitialized taint) and its pod CIDR routed in the router by
+   the route controller (NetworkUnavailable False); ``MarkControlPlane`` labels the control
+   plane's Node ``node-role.kubernetes.io/control-plane`` through the API (as kubeadm does:
+   a kubelet may not set ``node-role`` labels on itself), which lets kube-dns schedule;
 10. ``StartSupervisor``: from now on crashed components are restarted
-    (``kubelab.lab.supervisor``).
+    (``kubelab.lab.supervisor``); ``WaitAddons``: kube-dns available.
 
 What each component runs comes from ``kubelab.lab.components``; ``StartComponent`` writes its
 files and starts it detached (``processes.ProcessTable``).  Starting and waiting are separate
 actions, so slow starts overlap while the list stays a plain sequence.
 
 ``add_node`` runs the same actions for one new worker (its namespace and veth, containerd,
-images, kubelet, proxy, Ready, router route); ``remove_node`` stops its processes, removes
-its sandboxes, mounts, cgroups, namespace and route, and deletes its Node object
-(``delete_node_object``).  The saved spec lists the workers before a node is created and
-after one is removed, so ``down`` always finds every node.
+images, the cloud config with it, a bootstrap token: its kubelet joins through a
+CertificateSigningRequest, proxy, Ready and initialized); ``remove_node`` stops its
+processes, removes its sandboxes, mounts, cgroups and namespace, rewrites the cloud config,
+and waits for the control plane to notice (the cloud node lifecycle controller deletes the
+Node, the route controller its route).  The saved spec lists the workers before a node is
+created and after one is removed, so ``down`` always finds every node.
 
 ``down`` runs every step even when an earlier one failed, and is what ``CleanStale`` runs:
 the supervisor stopped, kubelets and proxies stopped, every pod sandbox stopped and removed
@@ -60,11 +67,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
+from controlplane import bootstraptoken
+from kubelab.api.kinds.apps_v1 import Deployment
 from kubelab.api.kinds.core_v1.node import Node as NodeObject
+from kubelab.api.meta_v1 import Resource
 from kubelab.client import kubeconfig
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
-from kubelab.lab import components, network
+from kubelab.lab import addons, components, network
 from kubelab.lab.components import Component, Health, containerd_layout
 from kubelab.lab.images import build_images, import_images
 from kubelab.lab.processes import (
@@ -91,6 +101,19 @@ SERVER_TIMEOUT: Final = 60.0
 CRI_TIMEOUT: Final = 20.0
 ETCD_TIMEOUT: Final = 30.0
 READY_TIMEOUT: Final = 120.0
+ADDON_TIMEOUT: Final = 120.0
+NODE_GONE_TIMEOUT: Final = 120.0
+"""``node rm``: the node-monitor grace period (20 s), then the cloud node lifecycle
+controller's next pass (every 5 s) deletes the Node; this bounds the wait generously."""
+BOOTSTRAP_TOKEN_TTL: Final = 3600.0
+UNINITIALIZED_TAINT: Final = "node.cloudprovider.kubernetes.io/uninitialized"
+WORKLOAD_IMAGES: Final = ("pause", "busybox", "echoserver", "nginx")
+"""What every worker imports at once: the sandbox image and what workloads (the demo, the
+tests, tutorials) run.  python (117 MB) is left out: it is built and cached, and
+``kubelab images load`` imports it where wanted."""
+CONTROL_PLANE_IMAGES: Final = ("pause", "busybox", "kubelab")
+"""The tainted control plane runs only add-ons (the cluster DNS runs the kubelab image) and
+pods that tolerate the taint."""
 POLL: Final = 0.2
 CGROUP_FS: Final = Path("/sys/fs/cgroup")
 Report = Callable[[str], None]
@@ -106,7 +129,7 @@ class Context:
 
     lab: Lab
     report: Report = print
-    images: list[Path] = field(default_factory=list)
+    images: dict[str, Path] = field(default_factory=dict)
     processes: ProcessTable = field(init=False)
 
     def __post_init__(self) -> None:
@@ -156,6 +179,21 @@ class CreateNetwork:
     async def execute(self, ctx: Context) -> None:
         ctx.lab.spec.save(spec_file(ctx.lab.name))
         await asyncio.to_thread(network.create, ctx.lab)
+
+
+@dataclass
+class WriteCloudConfig:
+    """The lab cloud's inventory (``components.cloud_config``), replaced atomically: before
+    the server starts, and before a new node's kubelet starts or after a node is gone."""
+
+    name: str = "cloud config: the lab cloud's instances"
+
+    async def execute(self, ctx: Context) -> None:
+        await asyncio.to_thread(write_cloud_config, ctx.lab)
+
+
+def write_cloud_config(lab: Lab) -> None:
+    write_file(lab.cloud_config, components.cloud_config(lab).encode())
 
 
 @dataclass
@@ -220,12 +258,23 @@ class WaitHealthy:
         )  # fmt: skip
 
 
+def node_images(node: Node) -> tuple[str, ...]:
+    """The images ``node`` imports (by short name)."""
+    return CONTROL_PLANE_IMAGES if node.role is Role.CONTROLPLANE else WORKLOAD_IMAGES
+
+
 @dataclass
 class BuildImages:
+    """The images the nodes import, built into the cache where missing (a warm cache
+    answers at once)."""
+
+    nodes: tuple[Node, ...]
     name: str = f"images (cache {IMAGE_CACHE})"
 
     async def execute(self, ctx: Context) -> None:
-        ctx.images = await asyncio.to_thread(build_images, IMAGE_CACHE)
+        names = list(dict.fromkeys(name for node in self.nodes for name in node_images(node)))
+        archives = await asyncio.to_thread(build_images, IMAGE_CACHE, names)
+        ctx.images = dict(zip(names, archives, strict=True))
 
 
 @dataclass
@@ -238,7 +287,7 @@ class LoadImages:
 
     def __post_init__(self) -> None:
         names = ", ".join(n.name for n in self.nodes)
-        self.name = self.name or f"CRI ready, images loaded: {names}"
+        self.name = self.name or f"CRI ready, images imported: {names}"
 
     async def execute(self, ctx: Context) -> None:
         await asyncio.gather(*(self._load(ctx, node) for node in self.nodes))
@@ -250,7 +299,8 @@ class LoadImages:
             CRI_TIMEOUT,
             lambda: ctx.processes.check_alive(components.containerd(node).key),
         )
-        await asyncio.to_thread(import_images, containerd_layout(node).socket, ctx.images)
+        archives = [ctx.images[name] for name in node_images(node)]
+        await asyncio.to_thread(import_images, containerd_layout(node).socket, archives)
 
 
 @dataclass
@@ -281,23 +331,44 @@ class WaitServer:
             alive,
         )
         for node in lab.kubernetes_nodes:
-            write_credentials(node_credentials(lab, node))
+            await asyncio.to_thread(write_credentials, node_credentials(lab, node))
 
 
 def node_credentials(lab: Lab, node: Node) -> dict[Path, bytes]:
-    """What a node needs from the control plane, at the paths its components' flags name:
-    the cluster CA, the kubeconfig of its kubelet and proxy (server
-    https://10.240.0.10:6443), and the kubelet's serving certificate and key, issued from
-    the lab's CA for ``system:node:NAME`` and the node's IP."""
+    """What a node needs from the control plane, at the paths its components' flags name
+    (server https://10.240.0.10:6443): the cluster CA, the kubelet's kubeconfig with its own
+    client certificate (``system:node:NAME`` in ``system:nodes``, what the Node authorizer
+    knows it by), the kubelet's serving certificate, and the proxies' kubeconfig
+    (``system:kube-proxy``, the identity the server issued)."""
     ca = CertificateAuthority.load_or_create(lab.pki_dir)
-    admin_pair = KeyPair.read(lab.pki_dir, "admin")
+    client = ca.issue(f"system:node:{node.name}", organizations=("system:nodes",), client=True)
+    config = kubeconfig.render(
+        lab.api_url, ca.cert_pem, f"system:node:{node.name}", client, cluster=lab.name
+    )
+    return {**_shared_credentials(lab, ca, node), node.kubelet_kubeconfig: config.encode()}
+
+
+def join_credentials(lab: Lab, node: Node, token: str) -> dict[Path, bytes]:
+    """``node_credentials`` for a node that joins through TLS bootstrap: a bootstrap-token
+    kubeconfig instead of the kubelet's own, which the kubelet obtains by a certificate
+    request."""
+    ca = CertificateAuthority.load_or_create(lab.pki_dir)
+    config = kubeconfig.render(
+        lab.api_url, ca.cert_pem, "tls-bootstrap-token-user", token=token, cluster=lab.name
+    )
+    return {**_shared_credentials(lab, ca, node), node.bootstrap_kubeconfig: config.encode()}
+
+
+def _shared_credentials(lab: Lab, ca: CertificateAuthority, node: Node) -> dict[Path, bytes]:
     serving = ca.issue(f"system:node:{node.name}", server=True, ip_addresses=[node.ip])
-    config = kubeconfig.render(lab.api_url, ca.cert_pem, "admin", admin_pair, cluster=lab.name)
+    proxy = kubeconfig.render(
+        lab.api_url, ca.cert_pem, "proxy", KeyPair.read(lab.pki_dir, "proxy"), cluster=lab.name
+    )
     return {
-        lab.pki_dir / "ca.crt": ca.cert_pem,
-        lab.node_kubeconfig: config.encode(),
-        node.state_dir / "kubelet.crt": serving.cert_pem,
-        node.state_dir / "kubelet.key": serving.key_pem,
+        lab.ca_file: ca.cert_pem,
+        components.serving_cert(node): serving.cert_pem,
+        components.serving_key(node): serving.key_pem,
+        lab.proxy_kubeconfig: proxy.encode(),
     }
 
 
@@ -308,18 +379,72 @@ def write_credentials(credentials: dict[Path, bytes]) -> None:
 
 
 @dataclass
-class WriteNodeCredentials:
+class WriteJoinCredentials:
+    """A bootstrap token (``controlplane.bootstraptoken``, valid an hour) and the joining
+    node's credentials (``join_credentials``)."""
+
     node: Node
     name: str = ""
 
     def __post_init__(self) -> None:
-        self.name = (
-            self.name or f"{self.node.name}: credentials (CA, kubeconfig, kubelet certificate)"
+        self.name = self.name or (
+            f"{self.node.name}: bootstrap token, serving certificate (joins through a CSR)"
         )
 
     async def execute(self, ctx: Context) -> None:
-        credentials = await asyncio.to_thread(node_credentials, ctx.lab, self.node)
+        async with _admin(ctx.lab) as client:
+            token = await bootstraptoken.create(
+                client, BOOTSTRAP_TOKEN_TTL, description=f"kubelab lab node add {self.node.name}"
+            )
+        credentials = await asyncio.to_thread(join_credentials, ctx.lab, self.node, token)
         await asyncio.to_thread(write_credentials, credentials)
+
+
+def _admin(lab: Lab) -> Client:
+    """A client of the lab's API as the admin, through the host forwarder."""
+    return Client.from_kubeconfig(lab.host_kubeconfig, user_agent="kubelab-lab")
+
+
+@dataclass
+class ApplyAddons:
+    """The cluster add-ons (``addons.cluster_dns()``): created, or replaced with the lab's
+    version when they exist (an ``up`` of a newer kubelab)."""
+
+    name: str = "add-ons: cluster DNS (kube-dns in kube-system, 10.96.0.10)"
+
+    async def execute(self, ctx: Context) -> None:
+        async with _admin(ctx.lab) as client:
+            for obj in addons.cluster_dns():
+                await create_or_update(client, obj)
+
+
+async def create_or_update(client: Client, obj: Resource) -> None:
+    try:
+        await client.create(obj)
+    except ApiError as error:
+        if not error.already_exists:
+            raise
+        current = await client.get(type(obj), obj.metadata.name or "", obj.metadata.namespace)
+        obj.metadata.resource_version = current.metadata.resource_version
+        await client.update(obj)
+
+
+@dataclass
+class WaitAddons:
+    name: str = "add-ons ready: kube-dns"
+
+    async def execute(self, ctx: Context) -> None:
+        await wait_for(lambda: _dns_ready(ctx.lab), "kube-dns to be available", ADDON_TIMEOUT)
+
+
+async def _dns_ready(lab: Lab) -> bool:
+    try:
+        async with _admin(lab) as client:
+            dns = await client.get(Deployment, addons.DNS_NAME, addons.DNS_NAMESPACE)
+    except Exception:
+        return False
+    status = dns.status
+    return status is not None and (status.available_replicas or 0) >= 1
 
 
 @dataclass
@@ -329,7 +454,7 @@ class WaitNodesReady:
 
     def __post_init__(self) -> None:
         names = ", ".join(n.name for n in self.nodes)
-        self.name = self.name or f"Nodes Ready with a podCIDR: {names}"
+        self.name = self.name or f"Nodes Ready, initialized by the cloud, podCIDR routed: {names}"
 
     async def execute(self, ctx: Context) -> None:
         involved = {n.name for n in self.nodes} | {ctx.lab.controlplane.name}
@@ -355,17 +480,8 @@ class MarkControlPlane:
     async def execute(self, ctx: Context) -> None:
         lab = ctx.lab
         patch = {"metadata": {"labels": {components.CONTROL_PLANE_ROLE: ""}}}
-        async with Client.from_kubeconfig(lab.host_kubeconfig, user_agent="kubelab-lab") as c:
+        async with _admin(lab) as c:
             await c.patch(NodeObject, lab.controlplane.name, None, patch)
-
-
-@dataclass
-class RoutePodCIDRs:
-    name: str = "router: a route to each node's pod CIDR"
-
-    async def execute(self, ctx: Context) -> None:
-        cidrs = await pod_cidrs(ctx.lab)
-        await asyncio.to_thread(network.route_pod_cidrs, ctx.lab, cidrs)
 
 
 @dataclass
@@ -382,10 +498,10 @@ class StartSupervisor:
         )
 
 
-def agent_actions(lab: Lab, node: Node) -> list[Action]:
+def agent_actions(lab: Lab, node: Node, *, bootstrap: bool = False) -> list[Action]:
     """Starting a Kubernetes node's kubelet and proxy (once the API server answers)."""
     return [
-        StartComponent(components.kubelet(lab, node)),
+        StartComponent(components.kubelet(lab, node, bootstrap=bootstrap)),
         StartComponent(components.proxy(lab, node)),
     ]
 
@@ -400,17 +516,19 @@ def up_actions(lab: Lab) -> list[Action]:
     return [
         CleanStale(),
         CreateNetwork(),
+        WriteCloudConfig(),
         *control,
         StartComponent(components.forwarder(lab), name="host forwarder: 127.0.0.1 → controlplane"),
-        BuildImages(),
+        BuildImages(nodes),
         *(StartComponent(components.containerd(n)) for n in nodes),
         LoadImages(nodes),
         WaitServer(),
         *(a for n in nodes for a in agent_actions(lab, n)),
+        ApplyAddons(),
         WaitNodesReady(nodes),
         MarkControlPlane(),
-        RoutePodCIDRs(),
         StartSupervisor(),
+        WaitAddons(),
     ]
 
 
@@ -452,20 +570,22 @@ async def add_node(
     lab: Lab, report: Report = print, on_step: Callable[[str], None] | None = None
 ) -> Lab:
     """A new worker (``Lab.next_worker``) joins the running lab: its namespace and veth,
-    containerd and images, kubelet certificate, kubelet and proxy, then its Node Ready and
-    the router's route to its pod CIDR.  Returns the grown lab."""
+    containerd and images, the lab cloud's inventory with it, a bootstrap token, kubelet
+    (which gets its client certificate through a CertificateSigningRequest) and proxy, then
+    its Node Ready and initialized by the cloud-controller-manager (which also routes its pod
+    CIDR).  Returns the grown lab."""
     workers = (*lab.spec.worker_list, lab.next_worker())
-    grown = Lab(lab.spec.with_workers(workers), lab.run_root, lab.log_root)
+    grown = lab.with_spec(lab.spec.with_workers(workers))
     node = grown.node(workers[-1])
     actions: list[Action] = [
         AttachNode(node),
-        BuildImages(),
+        BuildImages((node,)),
         StartComponent(components.containerd(node)),
         LoadImages((node,)),
-        WriteNodeCredentials(node),
-        *agent_actions(grown, node),
+        WriteCloudConfig(name=f"cloud config: instance {node.name} added"),
+        WriteJoinCredentials(node),
+        *agent_actions(grown, node, bootstrap=True),
         WaitNodesReady((node,)),
-        RoutePodCIDRs(),
     ]
     await run_actions(grown, actions, report, on_step)
     return grown
@@ -474,8 +594,11 @@ async def add_node(
 async def remove_node(lab: Lab, name: str, report: Report = print) -> Lab:
     """Worker ``name`` leaves: its kubelet and proxy stopped, its pod sandboxes removed, its
     containerd stopped, whatever else ran for it killed, its mounts, cgroups, namespace
-    (and veth) and router route removed, its Node object deleted; the saved spec then lists
-    the remaining workers.  Returns the shrunk lab."""
+    (and veth) removed, and the lab cloud's inventory rewritten without it; the saved spec
+    then lists the remaining workers.  Then, as with a cloud machine that vanished, the
+    control plane notices: the Node goes NotReady after the node-monitor grace period, the
+    cloud node lifecycle controller deletes it and the route controller its route; this
+    waits (bounded) for the Node to be gone.  Returns the shrunk lab."""
     node = lab.node(name)
     if node.role is not Role.WORKER:
         raise LabError(f"{name} is not a worker: only workers can be removed")
@@ -483,6 +606,7 @@ async def remove_node(lab: Lab, name: str, report: Report = print) -> Lab:
     if not rest:
         raise LabError(f"{name} is the last worker: `kubelab lab down` removes the lab")
     table = ProcessTable(lab.process_file)
+    shrunk = lab.with_spec(lab.spec.with_workers(rest))
     steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [
         (f"{name}: kubelet and proxy stopped", _stopper(table, [node], "kubelet", "proxy")),
         (f"{name}: pod sandboxes removed through CRI", lambda: _remove_sandboxes(node, table)),
@@ -490,12 +614,19 @@ async def remove_node(lab: Lab, name: str, report: Report = print) -> Lab:
         (f"{name}: leftover processes killed", lambda: _off_thread(_kill_node_leftovers, node)),
         (f"{name}: mounts removed", lambda: _off_thread(_unmount, node.state_dir)),
         (f"{name}: cgroups removed", lambda: _off_thread(_remove_cgroup_dirs, node_cgroups(node))),
-        (f"{name}: router route removed", lambda: _off_thread(network.unroute, lab, node)),
         (f"{name}: namespace and veth removed", lambda: _off_thread(network.detach, node)),
-        (f"{name}: Node object deleted", lambda: delete_node_object(lab, name)),
+        (
+            f"{name}: instance gone from the cloud config",
+            lambda: _off_thread(write_cloud_config, shrunk),
+        ),
+        (
+            f"{name}: Node deleted by the cloud node lifecycle controller",
+            lambda: wait_for(
+                lambda: _node_gone(lab, name), f"Node {name} to be deleted", NODE_GONE_TIMEOUT
+            ),
+        ),
     ]
     problems = await _run_all(steps, report)
-    shrunk = Lab(lab.spec.with_workers(rest), lab.run_root, lab.log_root)
     shrunk.spec.save(spec_file(lab.name))
     shutil.rmtree(node.state_dir, ignore_errors=True)
     if problems:
@@ -503,15 +634,11 @@ async def remove_node(lab: Lab, name: str, report: Report = print) -> Lab:
     return shrunk
 
 
-async def delete_node_object(lab: Lab, name: str) -> None:
-    """Delete Node ``name`` through the API (gone already is fine).  The lab does this for
-    a removed node until the cloud-controller-manager notices vanished instances itself."""
-    async with Client.from_kubeconfig(lab.host_kubeconfig, user_agent="kubelab-lab") as client:
-        try:
-            await client.delete(NodeObject, name)
-        except ApiError as error:
-            if not error.not_found:
-                raise
+async def _node_gone(lab: Lab, name: str) -> bool:
+    try:
+        return name not in await node_objects(lab)
+    except (OSError, ApiError):
+        return False
 
 
 # -- waiting ----------------------------------------------------------------------------------
@@ -587,7 +714,7 @@ async def _api_answers(kubeconfig_path: Path) -> bool:
 
 async def node_objects(lab: Lab) -> dict[str, NodeObject]:
     """The lab's Node objects by name, read through the host kubeconfig."""
-    async with Client.from_kubeconfig(lab.host_kubeconfig, user_agent="kubelab-lab") as client:
+    async with _admin(lab) as client:
         listed = await client.list(NodeObject)
     return {n.metadata.name or "": n for n in listed.items}
 
@@ -597,27 +724,24 @@ def node_ready(node: NodeObject) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
+def node_usable(node: NodeObject) -> bool:
+    """Ready, with a podCIDR, initialized by the cloud node controller (a providerID, the
+    uninitialized taint gone) and its pod CIDR routed (NetworkUnavailable False)."""
+    spec, status = node.spec, node.status
+    if spec is None or not spec.pod_cidr or not spec.provider_id or not node_ready(node):
+        return False
+    if any(t.key == UNINITIALIZED_TAINT for t in spec.taints or []):
+        return False
+    conditions = (status.conditions if status else None) or []
+    return any(c.type == "NetworkUnavailable" and c.status == "False" for c in conditions)
+
+
 async def _nodes_ready(lab: Lab, wanted: Sequence[Node]) -> bool:
     try:
         nodes = await node_objects(lab)
     except Exception:
         return False
-    for member in wanted:
-        node = nodes.get(member.name)
-        if node is None or not node_ready(node) or not (node.spec and node.spec.pod_cidr):
-            return False
-    return True
-
-
-async def pod_cidrs(lab: Lab) -> dict[str, str]:
-    """Node name → its Node's podCIDR, for the Kubernetes nodes that have one."""
-    nodes = await node_objects(lab)
-    cidrs = {}
-    for member in lab.kubernetes_nodes:
-        node = nodes.get(member.name)
-        if node is not None and node.spec is not None and node.spec.pod_cidr:
-            cidrs[member.name] = node.spec.pod_cidr
-    return cidrs
+    return all(m.name in nodes and node_usable(nodes[m.name]) for m in wanted)
 
 
 def _listening(host: str, port: int) -> bool:

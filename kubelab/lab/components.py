@@ -8,7 +8,16 @@ for VMs (where ``Lab(run_root=..., log_root=...)`` puts state under /var/lib/kub
 
 Every function here is pure: it computes, never touches the machine.  A component's
 ``dirs`` must exist and its ``files`` (containerd's TOML, the kubelet's resolv.conf) be
-written before it starts.
+written before it starts.  Credentials are not files of a component: the lab writes them
+(``cluster.node_credentials``) where these flags name them.
+
+Identities: the server authorizes with ``Node,RBAC``; each kubelet is ``system:node:<name>``
+(its own kubeconfig, or TLS bootstrap with ``bootstrap=True``), the proxies are
+``system:kube-proxy``.  The server runs the cloud-controller-manager with the lab's provider
+(``cloud_config``: the lab's inventory as a small cloud), and the kubelets run with
+``--cloud-provider external``.  A kubelet's ``--resolv-conf`` is ``Lab.resolv_conf`` (VMs:
+``Lab(..., resolv_conf=Path("/etc/resolv.conf"))``), else a per-node file without
+nameservers, since the netns lab has no upstream resolver.
 
 Per node:
 
@@ -23,6 +32,7 @@ Per node:
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,10 +42,14 @@ from typing import Final
 from kubelab.lab.images import PAUSE_IMAGE
 from kubelab.lab.topology import (
     API_PORT,
+    BRIDGE,
     CLUSTER_CIDR,
     CLUSTER_DNS,
     CONTROLPLANE_IP,
+    INSTANCE_TYPE,
     KUBELET_PORT,
+    LOAD_BALANCER_POOL,
+    REGION,
     SERVICE_CIDR,
     Lab,
     Node,
@@ -51,6 +65,13 @@ ETCD_PEER_URL: Final = "http://127.0.0.1:2380"
 PROXY_HEALTHZ_PORT: Final = 10256
 CONTROL_PLANE_ROLE: Final = "node-role.kubernetes.io/control-plane"
 CONTROL_PLANE_TAINT: Final = f"{CONTROL_PLANE_ROLE}:NoSchedule"
+NODE_MONITOR_GRACE_PERIOD: Final = "20s"
+"""How long a silent node stays Ready (upstream 40 s): a removed node is gone sooner."""
+NO_NAMESERVERS: Final = (
+    "# The netns lab has no upstream resolver: no nameserver, so pods with dnsPolicy\n"
+    "# Default (the cluster DNS among them) resolve nothing outside the cluster, and the\n"
+    "# cluster DNS answers REFUSED for outside names instead of forwarding to itself.\n"
+)
 
 
 @dataclass(frozen=True)
@@ -140,6 +161,11 @@ def server(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
             "--store", store_url(lab),
             "--service-cluster-ip-range", SERVICE_CIDR,
             "--cluster-cidr", CLUSTER_CIDR,
+            "--authorization-mode", "Node,RBAC",
+            "--cloud-provider", "lab",
+            "--cloud-config", str(lab.cloud_config),
+            "--cluster-name", lab.name,
+            "--node-monitor-grace-period", NODE_MONITOR_GRACE_PERIOD,
         ),
         cp.log("server"),
         netns=cp.netns_path,
@@ -188,21 +214,56 @@ def containerd(node: Node) -> Component:
     )
 
 
-def resolv_conf(node: Node) -> Path:
-    """The resolv.conf the node's kubelet gives pods (``--resolv-conf``)."""
-    return node.state_dir / "resolv.conf"
+def cloud_config(lab: Lab) -> str:
+    """The lab cloud provider's inventory (``controlplane.cloud.providers.lab``): every
+    Kubernetes node with its namespace, address, zone and instance type, the router's
+    namespace and the load-balancer pool.  The provider re-reads it when it changes."""
+    nodes = [
+        {
+            "name": node.name,
+            "netns": str(node.netns_path),
+            "internalIP": node.ip,
+            "zone": lab.zone(node),
+            "instanceType": INSTANCE_TYPE,
+        }
+        for node in lab.kubernetes_nodes
+    ]
+    document = {
+        "lab": lab.name,
+        "region": REGION,
+        "routerNetns": str(lab.router.netns_path),
+        "bridge": BRIDGE,
+        "loadBalancerPool": LOAD_BALANCER_POOL,
+        "nodes": nodes,
+    }
+    return json.dumps(document, indent=1) + "\n"
 
 
-def kubelet(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Component:
+def resolv_conf(lab: Lab, node: Node) -> Path:
+    """The resolv.conf the node's kubelet gives pods (``--resolv-conf``): never the cluster
+    DNS (whose pod resolves through it)."""
+    return lab.resolv_conf or node.state_dir / "resolv.conf"
+
+
+def kubelet(
+    lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB, *, bootstrap: bool = False
+) -> Component:
+    """The node's kubelet, as ``system:node:<name>`` from its own kubeconfig; with
+    ``bootstrap`` that kubeconfig does not exist yet and the kubelet obtains it through a
+    certificate request authenticated by the bootstrap token in ``bootstrap_kubeconfig``."""
     taints = (
         ("--register-with-taints", CONTROL_PLANE_TAINT) if node.role is Role.CONTROLPLANE else ()
     )
+    joining = ("--bootstrap-kubeconfig", str(node.bootstrap_kubeconfig)) if bootstrap else ()
+    files = {} if lab.resolv_conf else {resolv_conf(lab, node): NO_NAMESERVERS}
     return Component(
         node.name,
         "kubelet",
         (
             *program, "kubelet",
-            "--kubeconfig", str(lab.node_kubeconfig),
+            "--kubeconfig", str(node.kubelet_kubeconfig),
+            *joining,
+            "--cert-dir", str(node.kubelet_pki_dir),
             "--node-name", node.name,
             "--node-ip", node.ip,
             "--container-runtime-endpoint", containerd_layout(node).endpoint,
@@ -214,19 +275,30 @@ def kubelet(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Compone
             "--cni-bin-dir", str(node.cni_bin_dir),
             "--cluster-cidr", CLUSTER_CIDR,
             "--cluster-dns", CLUSTER_DNS,
-            "--resolv-conf", str(resolv_conf(node)),
-            "--tls-cert-file", str(node.state_dir / "kubelet.crt"),
-            "--tls-private-key-file", str(node.state_dir / "kubelet.key"),
-            "--client-ca-file", str(lab.pki_dir / "ca.crt"),
+            "--resolv-conf", str(resolv_conf(lab, node)),
+            "--tls-cert-file", str(serving_cert(node)),
+            "--tls-private-key-file", str(serving_key(node)),
+            "--client-ca-file", str(lab.ca_file),
             "--port", str(KUBELET_PORT),
+            "--cloud-provider", "external",
             *taints,
         ),
         node.log("kubelet"),
         netns=node.netns_path,
         cwd=node.state_dir,
-        files={resolv_conf(node): f"nameserver {CLUSTER_DNS}\n"},
+        dirs=(node.kubelet_pki_dir,),
+        files=files,
         health=Health(f"https://{node.ip}:{KUBELET_PORT}/healthz", node.netns_path),
     )  # fmt: skip
+
+
+def serving_cert(node: Node) -> Path:
+    """The kubelet's serving certificate (issued from the cluster CA by the lab)."""
+    return node.kubelet_pki_dir / "kubelet.crt"
+
+
+def serving_key(node: Node) -> Path:
+    return node.kubelet_pki_dir / "kubelet.key"
 
 
 def proxy(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Component:
@@ -235,7 +307,7 @@ def proxy(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Component
         "proxy",
         (
             *program, "proxy",
-            "--kubeconfig", str(lab.node_kubeconfig),
+            "--kubeconfig", str(lab.proxy_kubeconfig),
             "--hostname-override", node.name,
             "--proxy-mode", lab.spec.proxy_mode,
             "--iptables-backend", lab.spec.iptables_backend,

@@ -5,15 +5,17 @@ network rule, docs/lab-notes.md): the ``router`` namespace holds the bridge ``la
 (10.240.0.1/24), and each other node is a namespace whose ``eth0`` is one end of a veth pair
 whose other end (``r-NODE``) is a port of ``lab0``.  Nodes route everything via the router (a
 default route also covers the Service range, without which connect() to a VIP fails before
-kube-proxy's OUTPUT DNAT runs); the router learns each node's pod CIDR through
-``route_pod_cidrs`` once the Node has one.
+kube-proxy's OUTPUT DNAT runs).  The router learns each node's pod CIDR from the
+cloud-controller-manager's route controller (the lab cloud provider writes ``proto 200``
+routes into it), and holds the load balancers' IPs; this module creates none of those.
 
 Sysctls, per namespace: ``ip_forward`` in the router and the Kubernetes nodes (pods'
-traffic crosses them), ``route_localnet`` in the Kubernetes nodes (NodePorts on 127.0.0.1),
-and ``bridge-nf-call-iptables`` in them (pod → VIP → pod on one node; default 1 but set so
-it does not depend on the kernel's default).
+traffic crosses them), no ICMP redirects from the router (a node must never learn to bypass
+the routes the route controller made), ``route_localnet`` in the Kubernetes nodes
+(NodePorts on 127.0.0.1), and ``bridge-nf-call-iptables`` in them (pod → VIP → pod on one
+node; default 1 but set so it does not depend on the kernel's default).
 
-``attach`` / ``unroute`` + ``detach`` add and remove one node of a running lab (``kubelab lab
+``attach`` / ``detach`` add and remove one node of a running lab (``kubelab lab
 node add`` / ``node rm``).
 
 Everything goes through ``ip`` and ``sysctl`` commands (``kubelab.lab.processes.run``), so a
@@ -24,12 +26,14 @@ the bridge and every veth with them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from kubelab.lab.processes import run
 from kubelab.lab.topology import BRIDGE, ROUTER_IP, Lab, Node
 
-FORWARDING = ("net.ipv4.ip_forward=1",)
+ROUTER_SYSCTLS = (
+    "net.ipv4.ip_forward=1",
+    "net.ipv4.conf.all.send_redirects=0",
+    f"net.ipv4.conf.{BRIDGE}.send_redirects=0",
+)
 NODE_SYSCTLS = (
     "net.ipv4.ip_forward=1",
     "net.ipv4.conf.all.route_localnet=1",
@@ -49,7 +53,7 @@ def create(lab: Lab) -> None:
     run("ip", "-n", router.netns, "link", "add", BRIDGE, "type", "bridge")
     run("ip", "-n", router.netns, "addr", "add", f"{ROUTER_IP}/{lab.prefix_len}", "dev", BRIDGE)
     run("ip", "-n", router.netns, "link", "set", BRIDGE, "up")
-    sysctl(router, FORWARDING)
+    sysctl(router, ROUTER_SYSCTLS)
     for node in lab.hosts:
         attach(lab, node)
 
@@ -79,22 +83,6 @@ def attach(lab: Lab, node: Node) -> None:
 def sysctl(node: Node, settings: tuple[str, ...]) -> None:
     """Set sysctls inside the node's namespace (``sysctl`` under ``nsenter --net``)."""
     run("sysctl", "-q", "-w", *settings, netns=node.netns_path)
-
-
-def route_pod_cidrs(lab: Lab, pod_cidrs: Mapping[str, str]) -> None:
-    """In the router, a route to each node's pod CIDR via that node (node name → CIDR);
-    idempotent (``ip route replace``)."""
-    for name, cidr in sorted(pod_cidrs.items()):
-        node = lab.node(name)
-        run("ip", "-n", lab.router.netns, "route", "replace", cidr, "via", node.ip)
-
-
-def unroute(lab: Lab, node: Node) -> None:
-    """Remove the router's routes via ``node`` (its pod CIDR)."""
-    routes = run("ip", "-n", lab.router.netns, "route", "show", "via", node.ip)
-    for line in routes.splitlines():
-        if line.strip():
-            run("ip", "-n", lab.router.netns, "route", "del", line.split()[0], "via", node.ip)
 
 
 def detach(node: Node) -> None:

@@ -43,6 +43,12 @@ CLIENT_IP: Final = "10.240.0.100"
 CLUSTER_CIDR: Final = "10.244.0.0/16"
 SERVICE_CIDR: Final = "10.96.0.0/12"
 CLUSTER_DNS: Final = "10.96.0.10"
+LOAD_BALANCER_POOL: Final = "10.240.0.200-10.240.0.250"
+"""The lab cloud's load-balancer IPs (on lab0, owned by the router); nothing else uses them."""
+ZONES: Final = ("lab-a", "lab-b")
+"""The lab cloud's zones, alternating over the Kubernetes nodes in order."""
+INSTANCE_TYPE: Final = "lab.standard"
+REGION: Final = "lab"
 BRIDGE: Final = "lab0"
 API_PORT: Final = 6443
 HOST_API_HOST: Final = "127.0.0.1"
@@ -232,6 +238,23 @@ class Node:
         return self.state_dir / "pod-logs"
 
     @property
+    def kubelet_kubeconfig(self) -> Path:
+        """The kubelet's own kubeconfig (``system:node:<name>``; written by TLS bootstrap for
+        a node that joins with a bootstrap token)."""
+        return self.state_dir / "kubelet.kubeconfig"
+
+    @property
+    def bootstrap_kubeconfig(self) -> Path:
+        """A joining kubelet's bootstrap-token kubeconfig (``node add``)."""
+        return self.state_dir / "bootstrap.kubeconfig"
+
+    @property
+    def kubelet_pki_dir(self) -> Path:
+        """The kubelet's ``--cert-dir``: its serving certificate, and its client key while
+        a bootstrap certificate request is pending."""
+        return self.state_dir / "pki"
+
+    @property
     def cni_bin_dir(self) -> Path:
         return self.state_dir / "cni" / "bin"
 
@@ -252,6 +275,10 @@ class Lab:
     spec: LabSpec
     run_root: Path = RUN_ROOT
     log_root: Path = LOG_ROOT
+    resolv_conf: Path | None = None
+    """The resolv.conf kubelets give pods with dnsPolicy Default (the cluster DNS forwards
+    outside names to it).  None: the netns lab's own, one per node without nameservers (the
+    lab has no upstream resolver); VMs pass /etc/resolv.conf."""
     nodes: tuple[Node, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -342,9 +369,29 @@ class Lab:
         return self.server_dir / "pki"
 
     @property
-    def node_kubeconfig(self) -> Path:
-        """The kubeconfig components inside the lab use (server https://10.240.0.10:6443)."""
-        return self.state_dir / "node.kubeconfig"
+    def proxy_kubeconfig(self) -> Path:
+        """The proxies' kubeconfig: ``system:kube-proxy`` at https://10.240.0.10:6443."""
+        return self.state_dir / "proxy.kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        """The cluster CA's certificate (kubelets verify the API server's clients with it)."""
+        return self.pki_dir / "ca.crt"
+
+    @property
+    def cloud_config(self) -> Path:
+        """The lab cloud provider's inventory (``--cloud-config``), rewritten on node add/rm."""
+        return self.state_dir / "cloud.yaml"
+
+    @staticmethod
+    def zone(node: Node) -> str:
+        """The node's zone in the lab cloud, alternating by node number (the control plane
+        counts as 0), so it never changes while nodes come and go."""
+        return ZONES[worker_number(node.name) % len(ZONES)]
+
+    def with_spec(self, spec: LabSpec) -> Lab:
+        """The same lab (roots, resolv.conf) with another spec (``node add`` / ``node rm``)."""
+        return replace(self, spec=spec)
 
     @property
     def host_kubeconfig(self) -> Path:

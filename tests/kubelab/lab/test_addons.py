@@ -59,6 +59,8 @@ def test_deployment_runs_kubelab_dns_with_its_probes_on_its_ports() -> None:
     assert [(t.key, t.effect) for t in pod.tolerations or ()] == [
         ("node-role.kubernetes.io/control-plane", "NoSchedule")
     ]
+    # Pinned to the control plane, the one node that imports the kubelab image.
+    assert pod.node_selector == {"node-role.kubernetes.io/control-plane": ""}
     assert deployment.spec.replicas == 1
     assert deployment.spec.template.metadata is not None
     assert deployment.spec.template.metadata.labels == {"k8s-app": "kube-dns"}

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from cryptography import x509
 
+from kubelab.client import kubeconfig
 from kubelab.lab import components
-from kubelab.lab.cluster import node_credentials, write_credentials
+from kubelab.lab.cluster import join_credentials, node_credentials, write_credentials
 from kubelab.lab.components import CONTROL_PLANE_TAINT
 from kubelab.lab.topology import Lab, LabSpec
-from kubelab.pki import CertificateAuthority
+from kubelab.pki import CertificateAuthority, identity
 
 
 def flag(command: tuple[str, ...], name: str) -> str:
@@ -80,7 +82,9 @@ def test_roots_and_program_are_parameters_so_vms_can_use_them() -> None:
     kubelet = components.kubelet(lab, lab.node("node1"), program=("/usr/local/bin/kubelab",))
     assert kubelet.command[:2] == ("/usr/local/bin/kubelab", "kubelet")
     assert flag(kubelet.command, "--root-dir") == "/var/lib/kubelab/demo/node1/kubelet"
-    assert flag(kubelet.command, "--kubeconfig") == "/var/lib/kubelab/demo/node.kubeconfig"
+    assert flag(kubelet.command, "--kubeconfig") == (
+        "/var/lib/kubelab/demo/node1/kubelet.kubeconfig"
+    )
     assert kubelet.log == Path("/var/log/k/demo/node1/kubelet.log")
     containerd = components.containerd(lab.node("node1"))
     (config,) = containerd.files
@@ -100,27 +104,107 @@ def test_the_forwarder_listens_on_the_host_port_and_leads_into_the_control_plane
     assert flag(forwarder.command, "--netns") == "/run/netns/demo-controlplane"
 
 
+def test_the_server_authorizes_by_node_and_rbac_and_runs_the_lab_cloud() -> None:
+    lab = Lab(LabSpec(name="demo"))
+    server = components.server(lab).command
+    assert flag(server, "--authorization-mode") == "Node,RBAC"
+    assert flag(server, "--cloud-provider") == "lab"
+    assert flag(server, "--cloud-config") == "/run/kubelab/demo/cloud.yaml"
+    assert flag(server, "--cluster-name") == "demo"
+    assert flag(server, "--node-monitor-grace-period") == "20s"
+    for node in lab.kubernetes_nodes:
+        assert flag(components.kubelet(lab, node).command, "--cloud-provider") == "external"
+
+
+def test_the_cloud_config_lists_every_kubernetes_node_with_zones_alternating() -> None:
+    lab = Lab(LabSpec(name="demo", workers=2))
+    config = json.loads(components.cloud_config(lab))
+    assert config["lab"] == "demo"
+    assert config["routerNetns"] == "/run/netns/demo-router"
+    assert config["loadBalancerPool"] == "10.240.0.200-10.240.0.250"
+    assert [(n["name"], n["internalIP"], n["zone"]) for n in config["nodes"]] == [
+        ("controlplane", "10.240.0.10", "lab-a"),
+        ("node1", "10.240.0.11", "lab-b"),
+        ("node2", "10.240.0.12", "lab-a"),
+    ]
+    assert config["nodes"][1]["netns"] == "/run/netns/demo-node1"
+    # A node's zone does not move when another node leaves.
+    shrunk = Lab(LabSpec(name="demo").with_workers(("node2",)))
+    assert json.loads(components.cloud_config(shrunk))["nodes"][1]["zone"] == "lab-a"
+
+
+def test_pods_resolve_through_a_resolv_conf_without_the_cluster_dns() -> None:
+    """The cluster DNS pod resolves (and forwards) through the kubelet's --resolv-conf: in
+    the netns lab one without nameservers (no upstream there), on VMs the machine's own."""
+    lab = Lab(LabSpec(name="demo"))
+    kubelet = components.kubelet(lab, lab.node("node1"))
+    path = Path(flag(kubelet.command, "--resolv-conf"))
+    assert path == Path("/run/kubelab/demo/node1/resolv.conf")
+    assert "nameserver" not in "".join(
+        line for line in kubelet.files[path].splitlines() if not line.startswith("#")
+    )
+    assert flag(kubelet.command, "--cluster-dns") == "10.96.0.10"
+    vm = Lab(LabSpec(name="demo"), resolv_conf=Path("/etc/resolv.conf"))
+    on_vm = components.kubelet(vm, vm.node("node1"))
+    assert flag(on_vm.command, "--resolv-conf") == "/etc/resolv.conf"
+    assert on_vm.files == {}  # the machine's file is never written
+    assert vm.with_spec(vm.spec.with_workers(("node1", "node2"))).resolv_conf == vm.resolv_conf
+
+
+def _pki(lab: Lab) -> CertificateAuthority:
+    """A server's PKI as ``kubelab server`` leaves it: the CA and the proxy's identity."""
+    ca = CertificateAuthority.load_or_create(lab.pki_dir)
+    ca.issue("system:kube-proxy", client=True).write(lab.pki_dir, "proxy")
+    return ca
+
+
 def test_node_credentials_are_written_where_the_node_flags_name_them(tmp_path: Path) -> None:
     lab = Lab(LabSpec(name="demo"), run_root=tmp_path)
-    ca = CertificateAuthority.load_or_create(lab.pki_dir)
-    ca.issue("admin", organizations=["system:masters"], client=True).write(lab.pki_dir, "admin")
+    _pki(lab)
     node = lab.node("node1")
     kubelet = components.kubelet(lab, node).command
+    proxy = components.proxy(lab, node).command
     credentials = node_credentials(lab, node)
     assert set(credentials) == {
         Path(flag(kubelet, "--client-ca-file")),
         Path(flag(kubelet, "--kubeconfig")),
         Path(flag(kubelet, "--tls-cert-file")),
         Path(flag(kubelet, "--tls-private-key-file")),
+        Path(flag(proxy, "--kubeconfig")),
     }
-    assert Path(flag(components.proxy(lab, node).command, "--kubeconfig")) in credentials
-    serving = x509.load_pem_x509_certificate(credentials[node.state_dir / "kubelet.crt"])
+    serving_path = Path(flag(kubelet, "--tls-cert-file"))
+    serving = x509.load_pem_x509_certificate(credentials[serving_path])
     assert serving.subject.rfc4514_string() == "CN=system:node:node1"
     names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["10.240.0.11"]
-    assert b"https://10.240.0.10:6443" in credentials[lab.node_kubeconfig]
     write_credentials(credentials)
-    assert (node.state_dir / "kubelet.key").stat().st_mode & 0o777 == 0o600
-    assert (node.state_dir / "kubelet.crt").read_bytes() == credentials[
-        node.state_dir / "kubelet.crt"
-    ]
+    own = kubeconfig.load(node.kubelet_kubeconfig)
+    assert own.server == "https://10.240.0.10:6443"
+    assert own.cert_pem is not None
+    user, groups = identity(x509.load_pem_x509_certificate(own.cert_pem))
+    assert (user, groups) == ("system:node:node1", ["system:nodes"])
+    proxy_config = kubeconfig.load(lab.proxy_kubeconfig)
+    assert proxy_config.server == "https://10.240.0.10:6443"
+    assert proxy_config.cert_pem is not None
+    assert identity(x509.load_pem_x509_certificate(proxy_config.cert_pem))[0] == (
+        "system:kube-proxy"
+    )
+    key = Path(flag(kubelet, "--tls-private-key-file"))
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert serving_path.read_bytes() == credentials[serving_path]
+
+
+def test_a_joining_node_gets_a_bootstrap_kubeconfig_and_no_client_certificate(
+    tmp_path: Path,
+) -> None:
+    lab = Lab(LabSpec(name="demo"), run_root=tmp_path)
+    _pki(lab)
+    node = lab.node("node2")
+    kubelet = components.kubelet(lab, node, bootstrap=True).command
+    credentials = join_credentials(lab, node, "abcdef.0123456789abcdef")
+    assert Path(flag(kubelet, "--bootstrap-kubeconfig")) in credentials
+    assert Path(flag(kubelet, "--kubeconfig")) not in credentials  # the CSR's result
+    write_credentials(credentials)
+    bootstrap = kubeconfig.load(node.bootstrap_kubeconfig)
+    assert bootstrap.token == "abcdef.0123456789abcdef"
+    assert bootstrap.cert_pem is None
