@@ -7,8 +7,9 @@ answers with the pod's name and the client address the server saw) behind Servic
 kind the proxy programs.  Requests go from the worker nodes themselves (a socket opened inside
 the node's namespace), from pods on both workers (``kubectl exec`` of busybox ``wget``) and
 from the lab's ``client`` namespace, the outside world.  The router holds a route to each
-load-balancer address (no cloud controller yet: the test writes the Service's
-``status.loadBalancer`` itself).
+load-balancer address: the ``echo`` Service names a ``loadBalancerClass`` of its own, so the
+lab's cloud-controller-manager leaves it alone and the test writes its
+``status.loadBalancer`` itself (the proxy's view, not the cloud's, is under test).
 
 Userspace mode relays connections itself, so endpoints see the node's address and traffic
 policies are not applied, and its data path is the proxy process: the tests of what it cannot
@@ -73,6 +74,8 @@ PODS = {"e1a": "node1", "e1b": "node1", "e2a": "node2", "e2b": "node2"}
 """The echo pods and the worker each is pinned to."""
 LB_IP = "192.0.2.10"
 """status.loadBalancer of ``echo``; the router sends it to node1."""
+LB_CLASS = "kubelab.test/proxy"
+"""Not the cloud's: its service controller ignores Services with a loadBalancerClass."""
 EXTERNAL_IP = "192.0.2.20"
 """spec.externalIPs of ``echo``; the router sends it to node2."""
 NODE_PORT = 30180
@@ -226,6 +229,7 @@ def manifests() -> list[dict[str, Any]]:
             "echo",
             {"app": "echo"},
             type="LoadBalancer",
+            loadBalancerClass=LB_CLASS,
             externalIPs=[EXTERNAL_IP],
             node_port=NODE_PORT,
         ),
