@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import errno
+import fcntl
 import hashlib
 import ipaddress
 import os
@@ -268,8 +269,22 @@ def _pod_iproute(netns: str) -> Iterator[Any]:
         yield ipr
 
 
+@contextmanager
+def _nat_lock() -> Iterator[None]:
+    """Serialises NAT changes within this network namespace, across threads and processes
+    (two pods set up at once would otherwise both see the POSTROUTING jump missing and both
+    add it): an exclusive flock on the namespace's own nsfs file, so nothing is left behind."""
+    fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 class NatRules:
-    """Masquerade and hostPort DNAT of the node's pods, in the ``nat`` table."""
+    """Masquerade and hostPort DNAT of the node's pods, in the ``nat`` table; each change is a
+    save, a decision and one restore, under ``_nat_lock``."""
 
     def __init__(self, iptables: Iptables) -> None:
         self.iptables = iptables
@@ -291,41 +306,43 @@ class NatRules:
         """
         if cluster_cidr is None and not mappings:
             return
-        saved = self._save()
-        lines = [
-            f":{MASQ_CHAIN} - [0:0]",
-            f"-A {MASQ_CHAIN} -m mark --mark {HAIRPIN_MARK} -j MASQUERADE",
-        ]
-        if cluster_cidr is not None:
-            lines.append(f"-A {MASQ_CHAIN} -s {pod_cidr} ! -d {cluster_cidr} -j MASQUERADE")
-        if not _jumps(saved, "POSTROUTING", MASQ_CHAIN):
-            lines.append(f"-I POSTROUTING -j {MASQ_CHAIN}")
-        if mappings:
-            chain = hostport_chain(container_id, ifname)
-            lines.append(f":{chain} - [0:0]")
-            lines.append(f"-A {chain} -s {pod_ip}/32 -j MARK --set-xmark {HAIRPIN_MARK}")
-            lines += [_dnat(chain, pod_ip, m) for m in mappings]
-            lines += [
-                f"-A {parent} -m addrtype --dst-type LOCAL -j {chain}"
-                for parent in ("PREROUTING", "OUTPUT")
-                if not _jumps(saved, parent, chain)
+        with _nat_lock():
+            saved = self._save()
+            lines = [
+                f":{MASQ_CHAIN} - [0:0]",
+                f"-A {MASQ_CHAIN} -m mark --mark {HAIRPIN_MARK} -j MASQUERADE",
             ]
-        self._restore(lines)
+            if cluster_cidr is not None:
+                lines.append(f"-A {MASQ_CHAIN} -s {pod_cidr} ! -d {cluster_cidr} -j MASQUERADE")
+            if not _jumps(saved, "POSTROUTING", MASQ_CHAIN):
+                lines.append(f"-I POSTROUTING -j {MASQ_CHAIN}")
+            if mappings:
+                chain = hostport_chain(container_id, ifname)
+                lines.append(f":{chain} - [0:0]")
+                lines.append(f"-A {chain} -s {pod_ip}/32 -j MARK --set-xmark {HAIRPIN_MARK}")
+                lines += [_dnat(chain, pod_ip, m) for m in mappings]
+                lines += [
+                    f"-A {parent} -m addrtype --dst-type LOCAL -j {chain}"
+                    for parent in ("PREROUTING", "OUTPUT")
+                    if not _jumps(saved, parent, chain)
+                ]
+            self._restore(lines)
 
     def remove(self, container_id: str, ifname: str) -> None:
         """Remove the pod's hostPort chain and its jumps; idempotent."""
         chain = hostport_chain(container_id, ifname)
-        saved = self._save()
-        if f":{chain} " not in saved:
-            return
-        lines = [f":{chain} - [0:0]"]
-        lines += [
-            f"-D {parent} -m addrtype --dst-type LOCAL -j {chain}"
-            for parent in ("PREROUTING", "OUTPUT")
-            if _jumps(saved, parent, chain)
-        ]
-        lines.append(f"-X {chain}")
-        self._restore(lines)
+        with _nat_lock():
+            saved = self._save()
+            if f":{chain} " not in saved:
+                return
+            lines = [f":{chain} - [0:0]"]
+            lines += [
+                f"-D {parent} -m addrtype --dst-type LOCAL -j {chain}"
+                for parent in ("PREROUTING", "OUTPUT")
+                if _jumps(saved, parent, chain)
+            ]
+            lines.append(f"-X {chain}")
+            self._restore(lines)
 
     def _save(self) -> str:
         try:

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kubelab.iptables import FakeIptables
-from node.cni.network import Attached, Attachment, Link, NatRules, NetworkError, hostport_chain
+from node.cni.network import (
+    MASQ_CHAIN,
+    Attached,
+    Attachment,
+    Link,
+    NatRules,
+    NetworkError,
+    hostport_chain,
+)
 from node.cni.plugin import Plugin, Reply
 
 CID = "0123456789abcdef"
@@ -301,3 +312,28 @@ def test_host_ports_added_and_removed(
     call(plugin, "DEL", config)
     assert chain not in iptables.tables["nat"]
     assert iptables.rules("nat", "PREROUTING") == iptables.rules("nat", "OUTPUT") == []
+
+
+class SlowSave(FakeIptables):
+    """Saves take a while, so two writers racing through save → decide → restore overlap."""
+
+    def save(self, table: str) -> str:
+        saved = super().save(table)
+        time.sleep(0.05)
+        return saved
+
+
+def test_pods_set_up_at_once_add_the_masquerade_jump_once() -> None:
+    iptables = SlowSave()
+    rules = NatRules(iptables)
+    cidr, cluster = ipaddress.IPv4Network("10.244.1.0/24"), ipaddress.IPv4Network("10.244.0.0/16")
+
+    def add(n: int) -> None:
+        rules.add(f"c{n}", "eth0", ipaddress.IPv4Address(f"10.244.1.{n}"), cidr, cluster, [])
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in (2, 3, 4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert iptables.rules("nat", "POSTROUTING").count(f"-A POSTROUTING -j {MASQ_CHAIN}") == 1
