@@ -9,10 +9,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kubelab-installed
 
-# Everything the project needs from Debian, by package name.
+# Everything the project needs from Debian, by package name (shellcheck and ruby check the
+# Vagrant lab's scripts and Vagrantfile in `make test`).
 APT_PACKAGES := python3 python3-venv python3-dev gcc libc6-dev make git \
 	containerd runc iptables conntrack iproute2 busybox-static umoci skopeo \
-	containernetworking-plugins etcd-server etcd-client iputils-ping curl mmdebstrap
+	containernetworking-plugins etcd-server etcd-client iputils-ping curl mmdebstrap \
+	shellcheck ruby
 
 .PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench
 

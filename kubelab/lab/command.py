@@ -17,6 +17,8 @@ A thin command (kind's shape): it parses flags, builds the inventory
   ``--host-api-port``);
 - ``exec NODE -- CMD...``: run a command in a node's network namespace (``nsenter --net``);
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
+- ``vagrant render|bundles|address``: what the Vagrant VMs' provisioning runs
+  (``kubelab.lab.vagrant``);
 - ``forward`` and ``supervise`` (hidden): the host forwarder and the supervisor ``up``
   starts.
 
@@ -34,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubelab.lab import vagrant
 from kubelab.lab.topology import (
     API_PORT,
     CNIS,
@@ -112,6 +115,9 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     forward.add_argument("--netns", type=Path, required=True)
     forward.add_argument("--target", type=_address, required=True)
     forward.add_argument("--listen", type=_address, required=True)
+    vagrant_run = vagrant.configure(
+        commands.add_parser("vagrant", help="the Vagrant VMs' configuration (run by provisioning)")
+    )
     supervise = commands.add_parser("supervise")  # hidden in spirit: started by `up`
     supervise.add_argument("--table", type=Path, required=True)
 
@@ -128,6 +134,7 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
             "demo": _demo,
             "forward": _forward,
             "supervise": _supervise,
+            "vagrant": vagrant_run,
         }[args.lab_command]
         try:
             return handler(args)

@@ -51,6 +51,7 @@ from kubelab.lab.topology import (
     LOAD_BALANCER_POOL,
     REGION,
     SERVICE_CIDR,
+    VM_UNDERLAY_INTERFACE,
     Lab,
     Node,
     Role,
@@ -217,11 +218,12 @@ def containerd(node: Node) -> Component:
 def cloud_config(lab: Lab) -> str:
     """The lab cloud provider's inventory (``controlplane.cloud.providers.lab``): every
     Kubernetes node with its namespace, address, zone and instance type, the router's
-    namespace and the load-balancer pool.  The provider re-reads it when it changes."""
+    namespace and the load-balancer pool (on VMs no namespaces: each VM exists while listed
+    and the control-plane VM routes).  The provider re-reads it when it changes."""
     nodes = [
         {
             "name": node.name,
-            "netns": str(node.netns_path),
+            **({} if lab.vms else {"netns": str(node.netns_path)}),
             "internalIP": node.ip,
             "zone": lab.zone(node),
             "instanceType": INSTANCE_TYPE,
@@ -231,8 +233,8 @@ def cloud_config(lab: Lab) -> str:
     document = {
         "lab": lab.name,
         "region": REGION,
-        "routerNetns": str(lab.router.netns_path),
-        "bridge": BRIDGE,
+        **({} if lab.vms else {"routerNetns": str(lab.router.netns_path)}),
+        "bridge": VM_UNDERLAY_INTERFACE if lab.vms else BRIDGE,
         "loadBalancerPool": LOAD_BALANCER_POOL,
         "nodes": nodes,
     }

@@ -50,6 +50,8 @@ ZONES: Final = ("lab-a", "lab-b")
 INSTANCE_TYPE: Final = "lab.standard"
 REGION: Final = "lab"
 BRIDGE: Final = "lab0"
+VM_UNDERLAY_INTERFACE: Final = "eth1"
+"""The private network's interface on the Vagrant VMs (Debian's boxes keep eth0, eth1)."""
 API_PORT: Final = 6443
 HOST_API_HOST: Final = "127.0.0.1"
 KUBELET_PORT: Final = 10250
@@ -279,6 +281,9 @@ class Lab:
     """The resolv.conf kubelets give pods with dnsPolicy Default (the cluster DNS forwards
     outside names to it).  None: the netns lab's own, one per node without nameservers (the
     lab has no upstream resolver); VMs pass /etc/resolv.conf."""
+    vms: bool = False
+    """The nodes are VMs (the Vagrant lab): no network namespaces, and the control-plane VM
+    is the router, its private interface the underlay."""
     nodes: tuple[Node, ...] = field(init=False)
 
     def __post_init__(self) -> None:

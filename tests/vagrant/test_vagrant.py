@@ -1,0 +1,213 @@
+"""The Vagrant lab, as far as it runs without VMs: the Vagrantfile (evaluated by Ruby against a
+recording stand-in for Vagrant) defines the machines the inventory describes, each VM's
+rendered configuration matches what the netns lab runs, the units and scripts pass
+systemd-analyze and shellcheck, and a credentials bundle unpacks to the paths the flags name."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubelab.lab import components
+from kubelab.lab.vagrant import (
+    UNITS_DIR,
+    VM_KUBELAB,
+    VM_STATE_ROOT,
+    Inventory,
+    InventoryError,
+    bundle,
+    render,
+    unit_args,
+    unit_program,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = ROOT / "vagrant" / "inventory.yaml"
+RECORDER = Path(__file__).with_name("record_vagrantfile.rb")
+SIZE = {"cpus": 2, "memory": 2048}
+
+
+def inventory_data() -> dict[str, Any]:
+    data = yaml.safe_load(INVENTORY.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_the_vagrantfile_defines_the_inventorys_machines() -> None:
+    secrets = ROOT / "vagrant" / ".secrets"
+    had_secrets = secrets.exists()
+    recorded = json.loads(
+        subprocess.run(
+            ["ruby", RECORDER, ROOT / "Vagrantfile"],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        ).stdout
+    )
+    inventory = Inventory.load(INVENTORY)
+    assert recorded["box"] == inventory.box
+    machines = {m["name"]: m for m in recorded["machines"]}
+    assert list(machines) == [m.name for m in inventory.machines]
+    for machine in inventory.machines:
+        vm = machines[machine.name]
+        assert vm["ip"] == machine.ip
+        assert vm["hostname"] == machine.name
+        assert vm["primary"] == (machine.name == "controlplane")
+        role = "controlplane" if machine.name == "controlplane" else "worker"
+        assert vm["provision"] == {"path": "vagrant/provision.sh", "args": [role, machine.name]}
+        for provider in ("libvirt", "virtualbox"):
+            assert vm["providers"][provider]["cpus"] == machine.cpus
+            assert vm["providers"][provider]["memory"] == machine.memory
+    assert secrets.exists() == had_secrets  # the join key is made by `vagrant up`, not on reading
+
+
+def test_the_inventory_reads_into_the_netns_labs_address_plan() -> None:
+    inventory = Inventory.load(INVENTORY)
+    lab = inventory.lab()
+    assert [m.name for m in inventory.machines] == [n.name for n in lab.kubernetes_nodes]
+    assert {m.name: m.ip for m in inventory.machines} == {
+        n.name: n.ip for n in lab.kubernetes_nodes
+    }
+    assert lab.state_dir == VM_STATE_ROOT / inventory.name
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param({"network": "10.9.0.0/24"}, "underlay", id="other-network"),
+        pytest.param({"store": "mysql"}, "store", id="unknown-store"),
+        pytest.param({"name": "Bad Name"}, "lab name", id="bad-name"),
+        pytest.param(
+            {"controlplane": {**SIZE, "ip": "10.240.0.50"}}, "address plan", id="moved-controlplane"
+        ),
+        pytest.param(
+            {"workers": {**SIZE, "count": 2, "first_ip": "10.240.0.21"}},
+            "address plan",
+            id="moved-workers",
+        ),
+        pytest.param(
+            {"workers": {**SIZE, "count": 0, "first_ip": "10.240.0.11"}}, "workers", id="no-workers"
+        ),
+    ],
+)
+def test_a_bad_inventory_is_refused_clearly(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump({**inventory_data(), **change}))
+    with pytest.raises(InventoryError, match=message):
+        Inventory.load(path)
+
+
+def test_an_unreadable_inventory_is_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "inventory.yaml"
+    path.write_text("name: [unclosed\n")
+    with pytest.raises(InventoryError, match=str(path)):
+        Inventory.load(path)
+    with pytest.raises(InventoryError, match="no VM 'node9'"):
+        Inventory.load(INVENTORY).machine("node9")
+
+
+@pytest.mark.parametrize("node", ["controlplane", "node1", "node2"])
+def test_each_vm_runs_what_the_netns_lab_runs_with_the_same_flags(
+    node: str, tmp_path: Path
+) -> None:
+    inventory = Inventory.load(INVENTORY)
+    lab = inventory.lab()
+    rendered = render(inventory, node, tmp_path)
+    expected = components.node_components(lab, lab.node(node), VM_KUBELAB)
+    for component in expected:
+        args = env_values(rendered.files[tmp_path / f"{component.name}.env"])["ARGS"].split()
+        program = unit_program(component.name)
+        assert (*component.command[: len(program)], *args) == component.command
+        for path, content in component.files.items():
+            assert rendered.files[path] == content
+    names = [c.name for c in expected]
+    routes = [] if node == "controlplane" else ["pod-routes"]
+    assert list(rendered.components) == [*routes, *names]
+    paths = env_values(rendered.files[tmp_path / "paths.env"])
+    assert paths == {"ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig")}
+    if node == "controlplane":
+        cloud = json.loads(rendered.files[lab.cloud_config])
+        assert "routerNetns" not in cloud  # the control-plane VM routes
+        assert all("netns" not in n for n in cloud["nodes"])  # a listed VM exists
+    else:
+        routes = env_values(rendered.files[tmp_path / "pod-routes.env"])
+        assert routes == {"CLUSTER_CIDR": "10.244.0.0/16", "ROUTER": lab.controlplane.ip}
+    assert all(
+        p.is_relative_to(VM_STATE_ROOT) or p.is_relative_to(tmp_path) for p in rendered.files
+    )
+
+
+def env_values(text: str) -> dict[str, str]:
+    """A systemd environment file's values, as systemd reads them."""
+    values = {}
+    for line in text.splitlines():
+        key, _, raw = line.partition("=")
+        (values[key],) = shlex.split(raw)
+    return values
+
+
+def test_a_unit_that_disagrees_with_its_component_is_refused(tmp_path: Path) -> None:
+    inventory = Inventory.load(INVENTORY)
+    lab = inventory.lab()
+    kubelet = components.kubelet(lab, lab.node("node1"), VM_KUBELAB)
+    (tmp_path / "kubelab-kubelet.service").write_text(
+        "[Service]\nExecStart=/opt/kubelab/venv/bin/kubelab proxy $ARGS\n"
+    )
+    with pytest.raises(InventoryError, match="runs"):
+        unit_args(kubelet, tmp_path)
+    (tmp_path / "kubelab-kubelet.service").write_text("[Service]\nExecStart=/bin/true\n")
+    with pytest.raises(InventoryError, match=r"must end with \$ARGS"):
+        unit_args(kubelet, tmp_path)
+    with pytest.raises(InventoryError, match="no unit"):
+        unit_program("nothing", tmp_path)
+
+
+def test_a_bundle_unpacks_to_the_paths_the_flags_name() -> None:
+    lab = Inventory.load(INVENTORY).lab()
+    node = lab.node("node1")
+    credentials = {
+        lab.pki_dir / "ca.crt": b"ca",
+        node.state_dir / "kubelet.key": b"key",
+        node.kubelet_kubeconfig: b"config",
+    }
+    data = bundle(lab, node, lambda _lab, _node: credentials)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {f"/{m.name}": m for m in tar.getmembers()}
+        assert set(members) == {str(p) for p in credentials}
+        assert members[str(lab.pki_dir / "ca.crt")].mode == 0o644
+        assert members[str(node.state_dir / "kubelet.key")].mode == 0o600
+        assert members[str(node.kubelet_kubeconfig)].mode == 0o600
+        extracted = tar.extractfile(members[str(node.kubelet_kubeconfig)])
+        assert extracted is not None and extracted.read() == b"config"
+
+
+@pytest.mark.parametrize("unit", sorted(p.name for p in UNITS_DIR.glob("*.service")))
+def test_the_units_pass_systemd_analyze_verify(unit: str) -> None:
+    """Everything but the installed kubelab, which exists only on the VMs, must check out."""
+    result = subprocess.run(
+        ["systemd-analyze", "verify", UNITS_DIR / unit], capture_output=True, text=True
+    )
+    problems = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if line.strip() and f"Command {VM_KUBELAB[0]} is not executable" not in line
+    ]
+    assert problems == []
+
+
+def test_the_scripts_pass_shellcheck() -> None:
+    scripts = sorted((ROOT / "vagrant").glob("*.sh"))
+    assert scripts
+    result = subprocess.run(["shellcheck", *scripts], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
