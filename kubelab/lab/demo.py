@@ -32,6 +32,7 @@ from kubelab.lab.processes import CommandError, run
 from kubelab.lab.topology import Lab
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
+KUBELAB = Path(sys.executable).parent / "kubelab"
 REPLICAS = 4
 REQUESTS = 6
 ROLLOUT_TIMEOUT = "120s"
@@ -206,14 +207,16 @@ class Demo:
         for _ in range(REQUESTS // 2):
             print(f"  {pod} ({node_name}) -> http://web: {self.from_pod(pod, 'http://web/')}")
         step("explore")
+        named = "" if self.lab.name == "lab" else f" --name {self.lab.name}"
+        lab = f"{KUBELAB} lab"
         print(
             f"  export KUBECONFIG={self.lab.host_kubeconfig}\n"
             f"  {KUBECTL} get nodes,pods,svc -o wide\n"
             f"  {KUBECTL} -n kube-system get pods,svc\n"
-            "  kubelab lab exec node1 -- iptables -t nat -S KUBE-SERVICES\n"
-            "  kubelab lab exec router -- ip route          # the cloud's pod-CIDR routes\n"
-            "  kubelab lab nodes; kubelab lab status; kubelab lab logs node1 kubelet\n"
-            "  kubelab lab down        # removes everything of the lab"
+            f"  {lab} exec{named} node1 -- iptables -t nat -S KUBE-SERVICES\n"
+            f"  {lab} exec{named} router -- ip route    # the cloud's pod-CIDR routes\n"
+            f"  {lab} nodes{named}; {lab} status{named}; {lab} logs{named} node1 kubelet\n"
+            f"  {lab} down{named}    # removes everything of the lab"
         )
 
     def from_pod(self, pod: str, url: str) -> str:
