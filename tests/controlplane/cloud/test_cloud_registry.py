@@ -61,7 +61,7 @@ def test_bad_config_is_an_error_from_the_provider(tmp_path: Path) -> None:
 
     config = tmp_path / "lab.yaml"
     config.write_text("lab: x\n")
-    with pytest.raises(registry.CloudProviderError, match="lacks 'routerNetns'"):
+    with pytest.raises(registry.CloudProviderError, match="lacks 'loadBalancerPool'"):
         registry.init_cloud_provider("lab", config)
 
 
