@@ -282,11 +282,32 @@ class DeploymentController(Controller):
 
     async def _save(self, s: _Sync, revision_changed: bool, status_changed: bool) -> None:
         if revision_changed:
-            # An update, as upstream: the controller's role may update Deployments, not patch.
-            updated = await self.ctx.client.update(s.d)
-            s.d.metadata.resource_version = updated.metadata.resource_version
+            await self._update_revision(s)
         if status_changed:
             await self._update_status(s)
+
+    async def _update_revision(self, s: _Sync, attempts: int = 5) -> None:
+        """Write the revision annotation, and only it: the Deployment is read afresh, given
+        the annotation and updated (the controller's role may update Deployments, not patch
+        them, as upstream's), retried on conflict (client-go's RetryOnConflict).  Updating
+        the sync's own copy instead would also write whatever else the sync holds of it, and
+        churned the rollout."""
+        revision = (s.d.metadata.annotations or {})[du.REVISION_ANNOTATION]
+        name, namespace = s.d.metadata.name or "", s.d.metadata.namespace
+        for attempt in range(attempts):
+            current = await self.ctx.client.get(Deployment, name, namespace)
+            current.metadata.annotations = {
+                **(current.metadata.annotations or {}),
+                du.REVISION_ANNOTATION: revision,
+            }
+            try:
+                updated = await self.ctx.client.update(current)
+            except ApiError as error:
+                if not error.conflict or attempt == attempts - 1:
+                    raise
+                continue
+            s.d.metadata.resource_version = updated.metadata.resource_version
+            return
 
     async def _update_replica_set(self, s: _Sync, rs: ReplicaSet) -> ReplicaSet:
         return s.written(await self.ctx.client.update(rs))
