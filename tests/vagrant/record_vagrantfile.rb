@@ -21,7 +21,8 @@ class Recorder
     return @children[setting] if args.empty? && options.empty? && block.nil?
 
     @calls << [setting, args, options]
-    block&.call(Recorder.new)
+    # Configuration blocks are run to record them; a trigger's Ruby action is only recorded.
+    block&.call(Recorder.new) unless setting == "ruby"
     nil
   end
 
