@@ -4,12 +4,16 @@ The lab is brought up once for the module the way a user does (``python -m
 kubelab.lab.command up``, in a subprocess) and driven with the pinned kubectl through the host
 forwarder.  Everything sent to lab addresses goes through ``kubelab lab exec`` (nsenter into a
 lab namespace) or from a pod: nothing of the lab is ever put on the host.  After the demo's
-checks (and the cluster DNS, source addresses, a load balancer of the lab cloud, and the
-Node authorizer) a node joins through TLS bootstrap and is initialized by the
-cloud-controller-manager, then leaves and is deleted by it, and a killed kubelet is brought
-back by the supervisor; then ``down`` is checked to leave nothing of the lab and the host's
-iptables untouched.  The last test reuses the lab's name for the ``--store etcd --proxy-mode
-userspace`` variant, crashes it and brings it up again over the wreck.
+checks (and the cluster DNS, source addresses, a load balancer of the lab cloud, the Node
+authorizer, and a pod's service-account token under RBAC) a killed kubelet and a killed
+``kubelab server`` are brought back by the supervisor (the cloud controllers then create
+nothing twice); a node joins through TLS bootstrap and is initialized by the
+cloud-controller-manager, a load balancer spreads over it and refuses without endpoints, then
+the node leaves and is deleted by the cloud, which takes it out of the load balancer; then
+``down`` is checked to leave nothing of the lab and the host's iptables untouched.  The lab's
+name and host port can be overridden (``KUBELAB_TEST_LAB``, ``KUBELAB_TEST_PORT``) to run
+beside another copy of the suite.  The last test reuses the lab's name for the ``--store etcd
+--proxy-mode userspace`` variant, crashes it and brings it up again over the wreck.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 import pytest
 
 from kubelab.lab.demo import manifests
-from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT
+from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT, KUBELAB_IMAGE
 from kubelab.lab.processes import (
     CommandError,
     ProcessError,
@@ -39,8 +43,9 @@ from kubelab.lab.processes import (
 from kubelab.lab.topology import Lab, LabSpec, Role, SpecError, running_spec
 from tests.servers import REPO, Kubectl
 
-LAB_NAME = "kltest"
-TEST_API_PORT = 16443  # not 6443: a user's own lab may be running
+# Overridable so a second copy of the suite can run beside one already running.
+LAB_NAME = os.environ.get("KUBELAB_TEST_LAB", "kltest")
+TEST_API_PORT = int(os.environ.get("KUBELAB_TEST_PORT", "16443"))  # not 6443: a user's own lab
 LAB_COMMAND = [sys.executable, "-m", "kubelab.lab.command"]
 BUSYBOX = "docker.io/library/busybox:1.35"
 UP_TIMEOUT = 600.0  # from a cold image cache, `up` builds the Debian-based images first
@@ -487,6 +492,45 @@ def load_balancer_ingress(kubectl: Kubectl, service: str) -> list[dict[str, str]
     return list(found.get("status", {}).get("loadBalancer", {}).get("ingress", []))
 
 
+def external_ip(kubectl: Kubectl, service: str) -> str:
+    """The Service's load balancer address, once the cloud has given it one."""
+    deadline = time.monotonic() + 60
+    while not (ingress := load_balancer_ingress(kubectl, service)):
+        assert time.monotonic() < deadline, f"no external IP for {service}"
+        time.sleep(0.5)
+    return ingress[0]["ip"]
+
+
+class RouterNat:
+    """The lab cloud's load balancers as the router's ``nat`` table has them: each address's
+    dispatch rules (one per Service port, under ``KUBELAB-LB``) and the nodes their chains
+    DNAT to."""
+
+    def __init__(self) -> None:
+        done = node_exec("router", "iptables", "-t", "nat", "-S")
+        assert done.returncode == 0, done.stdout + done.stderr
+        self.rules = done.stdout.splitlines()
+
+    def dispatch(self, ip: str) -> list[str]:
+        return [r for r in self.rules if r.startswith("-A KUBELAB-LB ") and f"-d {ip}/32 " in r]
+
+    def targets(self, ip: str) -> set[str]:
+        """The node IPs the load balancer at ``ip`` sends to."""
+        chains = {rule.rpartition(" -j ")[2] for rule in self.dispatch(ip)}
+        return {
+            m.group(1)
+            for r in self.rules
+            if r.split()[1] in chains
+            and (m := re.search(r"-j DNAT --to-destination ([\d.]+):\d+$", r))
+        }
+
+
+def refused_or_answered(url: str) -> int:
+    """curl's exit code for a GET from the client namespace: 0 answered, 7 could not connect,
+    28 no answer within 2 s."""
+    return node_exec("client", "curl", "-s", "-m", "2", "-o", "/dev/null", url).returncode
+
+
 @pytest.mark.privileged
 @pytest.mark.containerd
 def test_a_load_balancer_ip_answers_the_client_and_goes_with_its_service(
@@ -495,11 +539,7 @@ def test_a_load_balancer_ip_answers_the_client_and_goes_with_its_service(
     lab.kubectl.run(
         "expose", "deployment", "web", "--name", "web-lb2", "--type", "LoadBalancer", "--port", "80"
     )
-    deadline = time.monotonic() + 60
-    while not (ingress := load_balancer_ingress(lab.kubectl, "web-lb2")):
-        assert time.monotonic() < deadline, "no external IP"
-        time.sleep(0.5)
-    external = ingress[0]["ip"]
+    external = external_ip(lab.kubectl, "web-lb2")
     assert external.startswith("10.240.0.2")
     served("client", f"http://{external}/")
     assert answering_nodes(answers(12, "client", f"http://{external}/", None, lab.kubectl)) == {
@@ -563,6 +603,93 @@ def test_a_kubelet_cannot_read_the_secrets_of_another_nodes_pods(lab: Running) -
     lab.kubectl.run("delete", "secret", "for-node2")
 
 
+# Run in a pod: the API as the pod's service account sees it, through the Service
+# ``kubernetes`` by name, trusting the mounted CA.  Prints {what: [status, body]}.
+AS_SERVICE_ACCOUNT = """
+import json, ssl, sys, urllib.error, urllib.request
+mounted = "/var/run/secrets/kubernetes.io/serviceaccount/"
+token = open(mounted + "token").read()
+tls = ssl.create_default_context(cafile=mounted + "ca.crt")
+found = {}
+for path in sys.argv[1:]:
+    request = urllib.request.Request(
+        "https://kubernetes.default.svc" + path, headers={"Authorization": "Bearer " + token}
+    )
+    try:
+        with urllib.request.urlopen(request, context=tls, timeout=10) as response:
+            found[path] = [response.status, json.load(response)]
+    except urllib.error.HTTPError as error:
+        found[path] = [error.code, json.load(error)]
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.privileged
+@pytest.mark.containerd
+def test_a_pods_service_account_token_gets_what_its_role_binding_grants_and_no_more(
+    lab: Running,
+) -> None:
+    """From inside a pod (the kubelab image's Python, on the control-plane node, which has
+    that image): the token ServiceAccount admission projected lists the pods of its
+    namespace, as its Role allows, and is refused its secrets and other namespaces' pods."""
+    ns, account = "sa-e2e", "reader"
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": account, "namespace": ns}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "pod-reader", "namespace": ns},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "pod-reader", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": "pod-reader"},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "asker", "namespace": ns},
+         "spec": {
+             "serviceAccountName": account,
+             "nodeName": "controlplane",
+             "tolerations": [{"key": "node-role.kubernetes.io/control-plane",
+                              "effect": "NoSchedule"}],
+             "terminationGracePeriodSeconds": 1,
+             "containers": [{"name": "c", "image": KUBELAB_IMAGE,
+                             "command": ["sleep", "3600"]}]}},
+    ]  # fmt: skip
+    manifest = "\n---\n".join(json.dumps(o) for o in objects)
+    lab.kubectl.run("apply", "-f", "-", input=manifest, namespaced=False)
+    try:
+        lab.kubectl.run(
+            "-n", ns, "wait", "--for=condition=Ready", "pod/asker", "--timeout=60s",
+            namespaced=False,
+        )  # fmt: skip
+        pods, secrets, elsewhere = (
+            f"/api/v1/namespaces/{ns}/pods",
+            f"/api/v1/namespaces/{ns}/secrets",
+            "/api/v1/namespaces/default/pods",
+        )
+        done = lab.kubectl.run(
+            "-n", ns, "exec", "asker", "--",
+            "python3", "-c", AS_SERVICE_ACCOUNT, pods, secrets, elsewhere,
+            namespaced=False,
+        )  # fmt: skip
+        found = json.loads(done.stdout)
+        status, listed = found[pods]
+        assert status == 200 and listed["kind"] == "PodList"
+        assert [p["metadata"]["name"] for p in listed["items"]] == ["asker"]
+        user = f"system:serviceaccount:{ns}:{account}"
+        for path, where in ((secrets, ns), (elsewhere, "default")):
+            status, body = found[path]
+            resource = path.rpartition("/")[2]
+            assert status == 403, (path, body)
+            assert body["kind"] == "Status" and body["reason"] == "Forbidden"
+            assert body["message"] == (
+                f'{resource} is forbidden: User "{user}" cannot list resource "{resource}" '
+                f'in API group "" in the namespace "{where}"'
+            )
+    finally:
+        lab.kubectl.run("delete", "namespace", ns, "--wait=false", namespaced=False)
+
+
 @pytest.mark.privileged
 @pytest.mark.containerd
 def test_the_demo_shows_answers_from_both_workers(lab: Running, web: Web) -> None:
@@ -595,6 +722,67 @@ def test_a_killed_kubelet_is_restarted_by_the_supervisor(lab: Running) -> None:
     lab.kubectl.run("wait", "--for=condition=Ready", "node/node1", "--timeout=60s")
     logs = lab_command("logs", "--name", LAB_NAME, "router", "supervisor")
     assert f"node1/kubelet: pid {killed.pid} died; restarted as pid {now.pid}" in logs.stdout
+
+
+def load_balancer_ips(kubectl: Kubectl) -> dict[str, str]:
+    """Service name → external IP, for every LoadBalancer Service that has one."""
+    listed: dict[str, Any] = kubectl.json("get", "services", "-A")
+    return {
+        f"{s['metadata']['namespace']}/{s['metadata']['name']}": ingress[0]["ip"]
+        for s in listed["items"]
+        if s["spec"]["type"] == "LoadBalancer"
+        and (ingress := s.get("status", {}).get("loadBalancer", {}).get("ingress"))
+    }
+
+
+@pytest.mark.privileged
+@pytest.mark.containerd
+def test_the_cloud_controllers_resume_after_a_server_crash_and_create_nothing_twice(
+    lab: Running, web: Web
+) -> None:
+    """``kubelab server`` (the API server and the cloud-controller-manager) SIGKILLed and
+    restarted by the supervisor: the route and service controllers start over from the
+    router's state, so every pod CIDR keeps one route and every load balancer one address and
+    one set of rules; a Service created afterwards gets an address of its own."""
+    table = ProcessTable(lab.lab.process_file)
+    killed = table.get("controlplane/server")
+    assert killed is not None
+    before = load_balancer_ips(lab.kubectl)
+    assert before, "the demo's web-lb has an external IP"
+    os.kill(killed.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while (now := table.get("controlplane/server")) is None or now.pid == killed.pid:
+        assert time.monotonic() < deadline, "the server was not restarted"
+        time.sleep(0.2)
+    while lab.kubectl.run("get", "--raw", "/readyz", check=False, namespaced=False).returncode:
+        assert time.monotonic() < deadline, "the API never answered again"
+        time.sleep(0.5)
+
+    lab.kubectl.run(
+        "expose", "deployment", "web", "--name", "web-lb3", "--type", "LoadBalancer", "--port", "80"
+    )
+    new_ip = external_ip(lab.kubectl, "web-lb3")
+    served("client", f"http://{new_ip}/")
+    ips = load_balancer_ips(lab.kubectl)
+    assert {k: v for k, v in ips.items() if k != "default/web-lb3"} == before
+    assert new_ip not in before.values()
+    assert len(set(ips.values())) == len(ips)
+    # Exactly one route per Node's pod CIDR (and none else of the cloud's).
+    nodes: dict[str, Any] = lab.kubectl.json("get", "nodes")
+    cidrs = sorted(n["spec"]["podCIDR"] for n in nodes["items"])
+    routes = run("ip", "-n", lab.lab.router.netns, "route", "show", "proto", "200")
+    assert sorted(line.split()[0] for line in routes.splitlines()) == cidrs, routes
+    # Exactly the load balancers' addresses on lab0 from the pool, each with one rule set.
+    addresses = run("ip", "-n", lab.lab.router.netns, "-o", "-4", "addr", "show", "dev", "lab0")
+    pool = re.findall(r"inet (10\.240\.0\.2[0-5]\d)/32", addresses)
+    assert sorted(pool) == sorted(ips.values()), addresses
+    nat = RouterNat()
+    for service, ip in ips.items():
+        assert len(nat.dispatch(ip)) == 1, (service, nat.dispatch(ip))  # one port each
+        assert {w.ip for w in lab.lab.workers} <= nat.targets(ip), service
+    chains = [r for r in nat.rules if r.startswith("-N KLB-")]
+    assert len(chains) == len(ips), chains
+    lab.kubectl.run("delete", "service", "web-lb3")
 
 
 SPREAD = "spread"
@@ -701,6 +889,51 @@ def test_a_node_added_at_runtime_joins_through_a_csr_and_is_initialized_by_the_c
     assert Lab(running_spec(LAB_NAME, set())).spec.worker_list == ("node1", "node2", "node3")
 
 
+SPREAD_LB = "spread-lb"
+
+
+@pytest.mark.privileged
+@pytest.mark.containerd
+def test_a_load_balancer_spreads_over_the_nodes_and_refuses_without_endpoints(
+    lab: Running,
+) -> None:
+    """After the node added above: the router DNATs a LoadBalancer's address to every worker
+    (node3 included); with no endpoints the nodes' proxies REJECT, so the client is refused
+    at once rather than left to time out; with endpoints again it answers.  Its Service is
+    left for the node removal below."""
+    lab.kubectl.run(
+        "expose", "deployment", SPREAD, "--name", SPREAD_LB, "--type", "LoadBalancer",
+        "--port", "80",
+    )  # fmt: skip
+    url = f"http://{(ip := external_ip(lab.kubectl, SPREAD_LB))}/"
+    workers = {w.ip for w in Lab(running_spec(LAB_NAME, set())).workers}
+    assert "10.240.0.13" in workers
+    assert workers <= RouterNat().targets(ip)
+    served("client", url)
+    assert len(answering_nodes(answers(12, "client", url, None, lab.kubectl))) > 1
+
+    lab.kubectl.run("scale", "deployment", SPREAD, "--replicas=0")
+    deadline = time.monotonic() + 60
+    while lab.kubectl.json("get", "pods", "-l", f"app={SPREAD}")["items"]:
+        assert time.monotonic() < deadline, "the scaled-down pods stayed"
+        time.sleep(0.5)
+    while lab.kubectl.json("get", "endpoints", SPREAD_LB).get("subsets"):
+        assert time.monotonic() < deadline, "the Service kept endpoints"
+        time.sleep(0.5)
+    # Until every node's proxy has synced, some still DNAT to the deleted pods (no answer).
+    while (code := refused_or_answered(url)) != 7:
+        assert time.monotonic() < deadline, f"curl's exit code stayed {code}"
+        time.sleep(0.5)
+    for _ in range(6):  # whichever node the router picks: the answer is a reset, at once
+        refused = node_exec("client", "curl", "-sv", "-m", "5", url)
+        assert refused.returncode == 7 and "Connection refused" in refused.stderr, refused.stderr
+
+    lab.kubectl.run("scale", "deployment", SPREAD, "--replicas=3")
+    lab.kubectl.run("rollout", "status", f"deployment/{SPREAD}", "--timeout=90s")
+    served("client", url)
+    assert len(answering_nodes(answers(12, "client", url, None, lab.kubectl))) > 1
+
+
 @pytest.mark.privileged
 @pytest.mark.containerd
 def test_a_removed_node_is_deleted_by_the_cloud_and_its_pods_are_recreated_elsewhere(
@@ -722,6 +955,13 @@ def test_a_removed_node_is_deleted_by_the_cloud_and_its_pods_are_recreated_elsew
     while "10.240.0.13" in run("ip", "-n", lab.lab.router.netns, "route", "show"):
         assert time.monotonic() < deadline, "node3's route stayed in the router"
         time.sleep(0.5)
+    # The service controller updates the load balancer of the test above to the nodes left.
+    lb_ip = external_ip(lab.kubectl, SPREAD_LB)
+    deadline = time.monotonic() + 30
+    while "10.240.0.13" in (targets := RouterNat().targets(lb_ip)):
+        assert time.monotonic() < deadline, f"the load balancer still sends to node3: {targets}"
+        time.sleep(0.5)
+    assert {"10.240.0.11", "10.240.0.12"} <= targets
     assert not node3.state_dir.exists()
     assert not [p for p in ProcessTable(lab.lab.process_file).records() if p.node == "node3"]
     left = run("pgrep", "-af", f"{node3.state_dir}|netns/{node3.netns}", check=False)
@@ -741,6 +981,8 @@ def test_a_removed_node_is_deleted_by_the_cloud_and_its_pods_are_recreated_elsew
     ] and sorted(placed.values()) != ["node1", "node2", "node2"]:
         assert time.monotonic() < deadline, f"pods not recreated elsewhere: {placed}"
         time.sleep(1)
+    served("client", f"http://{lb_ip}/")
+    lab.kubectl.run("delete", "service", SPREAD_LB)
     lab.kubectl.run("delete", "deployment", SPREAD)
 
 
