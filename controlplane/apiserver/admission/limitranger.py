@@ -12,12 +12,15 @@ As upstream's plugin, for each LimitRange in the pod's namespace:
 
 Every violation is reported, in upstream's words (``maximum cpu usage per Container is 1, but
 limit is 2``), in one 403.  Pod updates are not checked: containers cannot be added and their
-resources are fixed.  The ranges come from a watch cache; a range created a moment ago may be
-missed, as upstream's lister may miss it.
+resources are fixed.  The ranges come from a watch cache; when it holds none for the namespace
+the store is asked (upstream's live lookup, its answer kept for ``LIVE_LOOKUP_TTL`` seconds as
+upstream keeps it), so a range created a moment before the namespace's first pod is not
+missed.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from controlplane.apiserver import errors
@@ -36,18 +39,23 @@ ANNOTATION = "kubernetes.io/limit-ranger"
 Amounts = Mapping[str, Quantity]
 
 
+LIVE_LOOKUP_TTL = 30.0
+
+
 def limit_ranger(ranges: WatchCache) -> Admission:
+    live: dict[str, tuple[float, list[LimitRange]]] = {}
+
     async def admit(
         operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
     ) -> None:
         if ctx.subresource or operation not in ("CREATE", "UPDATE"):
             return
         if isinstance(obj, Pod) and operation == "CREATE" and obj.spec is not None:
-            items = _items(ranges, obj.metadata.namespace)
+            items = await _items(ranges, live, obj.metadata.namespace)
             _default(obj, items)
             problems = _pod_problems(obj, items)
         elif isinstance(obj, PersistentVolumeClaim):
-            problems = _claim_problems(obj, _items(ranges, obj.metadata.namespace))
+            problems = _claim_problems(obj, await _items(ranges, live, obj.metadata.namespace))
         else:
             return
         if problems:
@@ -58,12 +66,21 @@ def limit_ranger(ranges: WatchCache) -> Admission:
     return admit
 
 
-def _items(ranges: WatchCache, namespace: str | None) -> list[LimitRangeItem]:
+async def _items(
+    ranges: WatchCache, live: dict[str, tuple[float, list[LimitRange]]], namespace: str | None
+) -> list[LimitRangeItem]:
     found = [
         r
         for r in ranges.objects()
         if isinstance(r, LimitRange) and r.metadata.namespace == namespace and r.spec is not None
     ]
+    if not found:
+        now = time.monotonic()
+        expires, found = live.get(namespace or "", (0.0, []))
+        if expires <= now:
+            listed = await ranges.store.list(namespace or "")
+            found = [r for r in listed.items if isinstance(r, LimitRange) and r.spec is not None]
+            live[namespace or ""] = (now + LIVE_LOOKUP_TTL, found)
     found.sort(key=lambda r: r.metadata.name or "")
     return [item for r in found for item in (r.spec.limits if r.spec else None) or ()]
 
