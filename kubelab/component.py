@@ -72,6 +72,17 @@ def add_client_flags(
     )
 
 
+def add_serving_flags(parser: argparse.ArgumentParser, port: int, serves: str) -> None:
+    """``--bind-address`` and ``--port`` of a component's own HTTP endpoints (``serves``)."""
+    parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz etc.")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=port,
+        help=f"port for {serves} (default: {port}; 0: any free port)",
+    )
+
+
 def client_from_flags(args: argparse.Namespace, user_agent: str) -> Client:
     from kubelab.client.rest import Client
 

@@ -76,13 +76,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="run the controllers only while holding the kube-controller-manager Lease",
     )
-    parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz etc.")
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help=f"port for /healthz and /metrics (default: {DEFAULT_PORT}; 0: any free port)",
-    )
+    component.add_serving_flags(parser, DEFAULT_PORT, "/healthz and /metrics")
 
 
 @dataclass(frozen=True)

@@ -48,13 +48,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="schedule only while holding the kube-scheduler Lease "
         "(default: the configuration's leaderElection.leaderElect, true)",
     )
-    parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz etc.")
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help=f"port for /healthz, /metrics and explain (default: {DEFAULT_PORT}; 0: any free)",
-    )
+    component.add_serving_flags(parser, DEFAULT_PORT, "/healthz, /metrics and explain")
     parser.add_argument(
         "--explain-capacity",
         type=int,
