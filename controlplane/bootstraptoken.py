@@ -7,7 +7,9 @@ A bootstrap token ``<id>.<secret>`` (6 and 16 characters of ``[a-z0-9]``) lives 
 ``system:bootstrappers`` and ``system:bootstrappers:kubelab:default-node-token``, which the
 bootstrap policy lets create CertificateSigningRequests and have node client requests approved:
 all a kubelet needs to obtain its own ``system:node:<name>`` certificate (TLS bootstrapping).
-The token expires after ``--ttl`` (24 h by default; 0 never).
+The token expires after ``--ttl`` (24 h by default; 0 never).  The tokencleaner and
+bootstrapsigner controllers read the same Secrets through ``is_token_secret``, ``token_data``
+and ``seconds_left``, so the format is known in one place.
 
 ``--bootstrap-kubeconfig PATH`` also writes the kubeconfig a kubelet is started with
 (``kubelab kubelet --bootstrap-kubeconfig PATH``): the server and CA of ``--kubeconfig`` and the
@@ -21,7 +23,7 @@ import asyncio
 import datetime
 import secrets
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +40,40 @@ the bootstrap policy binds it to CSR creation and node client auto-approval."""
 SECRET_TYPE = "bootstrap.kubernetes.io/token"
 NAMESPACE = "kube-system"
 ALPHABET = string.ascii_lowercase + string.digits
+
+
+SECRET_PREFIX = "bootstrap-token-"
+
+
+def is_token_secret(obj: object) -> bool:
+    """Whether ``obj`` is a bootstrap-token Secret where tokens live (kube-system)."""
+    from kubelab.api.kinds.core_v1.cluster import Secret
+
+    return (
+        isinstance(obj, Secret) and obj.type == SECRET_TYPE and obj.metadata.namespace == NAMESPACE
+    )
+
+
+def token_data(secret: Secret) -> dict[str, str]:
+    """A bootstrap-token Secret's data as text (values that are not UTF-8 are mangled, never
+    raised on: a token with them is refused by what reads it)."""
+    return {key: value.decode(errors="replace") for key, value in secret.decoded_data().items()}
+
+
+def seconds_left(data: Mapping[str, str], now: datetime.datetime) -> float | None:
+    """Seconds until the token of ``data`` (``token_data``) expires: ``None`` if it never does,
+    0 if it has, and 0 too for an ``expiration`` that is not RFC 3339 with a zone (upstream
+    treats such a token as expired)."""
+    text = data.get("expiration")
+    if not text:
+        return None
+    try:
+        expires = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return 0.0
+    if expires.tzinfo is None:
+        return 0.0
+    return max((expires - now).total_seconds(), 0.0)
 
 
 def generate() -> tuple[str, str]:
@@ -73,7 +109,7 @@ def token_secret(
     if expires is not None:
         data["expiration"] = expires.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Secret(
-        metadata=ObjectMeta(name=f"bootstrap-token-{token_id}", namespace=NAMESPACE),
+        metadata=ObjectMeta(name=f"{SECRET_PREFIX}{token_id}", namespace=NAMESPACE),
         type=SECRET_TYPE,
         string_data=data,
     )

@@ -11,7 +11,12 @@ the CSR roles and approvers (with kubeadm's bindings of them for TLS bootstrappi
 group of kubelab's bootstrap tokens and to ``system:nodes``), the ``system:controller:<name>``
 role of each controller kubelab runs (bound to the ``kube-system`` service account of that
 name, which a controller manager using per-controller credentials acts as), and the bindings
-upstream ships.
+upstream ships.  Beside them, upstream's namespaced Roles and RoleBindings: in kube-system the
+leader-locking roles of the scheduler and the controller-manager, the
+extension-apiserver-authentication reader and the roles of the bootstrap-signer, token-cleaner
+and cloud-provider controllers; in kube-public the bootstrap-signer's, and kubeadm's role that
+lets ``system:anonymous`` read ``cluster-info`` (named ``kubelab:`` like the other kubeadm
+bindings here).
 
 Reconciliation is upstream's ``auth reconcile`` without removal: a missing object is created;
 an existing one whose ``rbac.authorization.kubernetes.io/autoupdate`` annotation is not
@@ -25,13 +30,14 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.rbac import covers
 from controlplane.apiserver.registry import RequestContext, ResourceStore
 from controlplane.bootstraptoken import BOOTSTRAP_TOKEN_GROUP
+from controlplane.bootstraptoken import NAMESPACE as KUBE_SYSTEM
 from controlplane.cloud import rbac as cloud_rbac
 from kubelab.api.kinds.rbac_v1 import (
     GROUP,
@@ -39,15 +45,22 @@ from kubelab.api.kinds.rbac_v1 import (
     ClusterRole,
     ClusterRoleBinding,
     PolicyRule,
+    Role,
+    RoleBinding,
+    RoleBindingBase,
     RoleRef,
     Subject,
 )
 from kubelab.api.meta_v1 import DeleteOptions, LabelSelector, ObjectMeta, Resource
+from kubelab.client import clusterinfo
 
 if TYPE_CHECKING:
     from controlplane.apiserver.server import APIServer
 
 log = logging.getLogger(__name__)
+
+RoleT = TypeVar("RoleT", bound=Role | ClusterRole)
+BindingT = TypeVar("BindingT", bound=RoleBindingBase)
 
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
 BOOTSTRAPPING = {"kubernetes.io/bootstrapping": "rbac-defaults"}
@@ -158,11 +171,22 @@ def _group(name: str) -> Subject:
     return Subject(kind="Group", api_group=GROUP, name=name)
 
 
+def _service_account(name: str) -> Subject:
+    return Subject(kind="ServiceAccount", name=name, namespace=KUBE_SYSTEM)
+
+
+def _meta(name: str, namespace: str | None = None) -> ObjectMeta:
+    return ObjectMeta(
+        name=name,
+        namespace=namespace,
+        labels=dict(BOOTSTRAPPING),
+        annotations={AUTOUPDATE: "true"},
+    )
+
+
 def _binding(name: str, role: str, subjects: Sequence[Subject]) -> ClusterRoleBinding:
     return ClusterRoleBinding(
-        metadata=ObjectMeta(
-            name=name, labels=dict(BOOTSTRAPPING), annotations={AUTOUPDATE: "true"}
-        ),
+        metadata=_meta(name),
         role_ref=RoleRef(api_group=GROUP, kind="ClusterRole", name=role),
         subjects=list(subjects) or None,
     )
@@ -523,6 +547,7 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
                 ("signers",),
                 ("kubernetes.io/kube-apiserver-client-kubelet",),
             ),
+            rule(("get", "list", "watch"), ("",), ("nodes",)),
             rule(
                 ("sign",),
                 (CERTIFICATES,),
@@ -770,6 +795,119 @@ def cluster_role_bindings() -> list[ClusterRoleBinding]:
     ]
 
 
+KUBE_PUBLIC = clusterinfo.NAMESPACE
+CLUSTER_INFO_READER = "kubelab:bootstrap-signer-clusterinfo"
+"""kubeadm's ``kubeadm:bootstrap-signer-clusterinfo``: anyone may read cluster-info."""
+
+
+def namespace_roles() -> list[Role]:
+    """Upstream's bootstrap Roles (``NamespaceRoles``), and kubeadm's cluster-info reader."""
+    leader_locking = [
+        rule(("create", "get", "list", "update", "watch"), ("coordination.k8s.io",), (resource,))
+        for resource in ("leases", "leasecandidates")
+    ]
+    configmaps = ("configmaps",)
+    return [
+        Role(
+            metadata=_meta("system:controller:bootstrap-signer", KUBE_PUBLIC),
+            rules=[
+                rule(READ, ("",), configmaps),
+                rule(("update",), ("",), configmaps, (clusterinfo.NAME,)),
+                *EVENTS,
+            ],
+        ),
+        Role(
+            metadata=_meta(CLUSTER_INFO_READER, KUBE_PUBLIC),
+            rules=[rule(("get",), ("",), configmaps, (clusterinfo.NAME,))],
+        ),
+        Role(
+            metadata=_meta("extension-apiserver-authentication-reader", KUBE_SYSTEM),
+            rules=[rule(READ, ("",), configmaps, ("extension-apiserver-authentication",))],
+        ),
+        Role(
+            metadata=_meta("system::leader-locking-kube-controller-manager", KUBE_SYSTEM),
+            rules=leader_locking,
+        ),
+        Role(
+            metadata=_meta("system::leader-locking-kube-scheduler", KUBE_SYSTEM),
+            rules=leader_locking,
+        ),
+        Role(
+            metadata=_meta("system:controller:bootstrap-signer", KUBE_SYSTEM),
+            rules=[rule(READ, ("",), ("secrets",))],
+        ),
+        Role(
+            metadata=_meta("system:controller:cloud-provider", KUBE_SYSTEM),
+            rules=[rule(("create", "get", "list", "watch"), ("",), configmaps)],
+        ),
+        Role(
+            metadata=_meta("system:controller:token-cleaner", KUBE_SYSTEM),
+            rules=[rule(("delete", "get", "list", "watch"), ("",), ("secrets",)), *EVENTS],
+        ),
+    ]
+
+
+def namespace_role_bindings() -> list[RoleBinding]:
+    """Upstream's bootstrap RoleBindings, and kubeadm's of the cluster-info reader."""
+
+    def bound(name: str, namespace: str, role: str, subjects: Sequence[Subject]) -> RoleBinding:
+        return RoleBinding(
+            metadata=_meta(name, namespace),
+            role_ref=RoleRef(api_group=GROUP, kind="Role", name=role),
+            subjects=list(subjects),
+        )
+
+    controller_manager, scheduler = (
+        _user("system:kube-controller-manager"),
+        _user("system:kube-scheduler"),
+    )
+    return [
+        bound(
+            "system:controller:bootstrap-signer",
+            KUBE_PUBLIC,
+            "system:controller:bootstrap-signer",
+            [_service_account("bootstrap-signer")],
+        ),
+        bound(
+            CLUSTER_INFO_READER,
+            KUBE_PUBLIC,
+            CLUSTER_INFO_READER,
+            [_user("system:anonymous")],
+        ),
+        bound(
+            "system::extension-apiserver-authentication-reader",
+            KUBE_SYSTEM,
+            "extension-apiserver-authentication-reader",
+            [controller_manager, scheduler],
+        ),
+        bound(
+            "system::leader-locking-kube-controller-manager",
+            KUBE_SYSTEM,
+            "system::leader-locking-kube-controller-manager",
+            [
+                controller_manager,
+                _service_account("kube-controller-manager"),
+                _service_account("leader-election-controller"),
+            ],
+        ),
+        bound(
+            "system::leader-locking-kube-scheduler",
+            KUBE_SYSTEM,
+            "system::leader-locking-kube-scheduler",
+            [scheduler, _service_account("kube-scheduler")],
+        ),
+        *(
+            bound(
+                f"system:controller:{name}",
+                KUBE_SYSTEM,
+                f"system:controller:{name}",
+                [_service_account(name)],
+            )
+            for name in ("bootstrap-signer", "cloud-provider", "token-cleaner")
+        ),
+    ]
+
+
 # Reconciliation.
 
 
@@ -786,13 +924,14 @@ def _merged_metadata(existing: ObjectMeta, wanted: ObjectMeta) -> bool:
     return changed
 
 
-def reconcile_role(existing: ClusterRole, wanted: ClusterRole) -> ClusterRole | None:
+def reconcile_role(existing: RoleT, wanted: RoleT) -> RoleT | None:
     """The role to write, or ``None`` if ``existing`` already has everything (or opts out)."""
     if (existing.metadata.annotations or {}).get(AUTOUPDATE) == "false":
         return None
     result = copy.deepcopy(existing)
     changed = _merged_metadata(result.metadata, wanted.metadata)
-    if wanted.aggregation_rule is not None:
+    if isinstance(wanted, ClusterRole) and wanted.aggregation_rule is not None:
+        assert isinstance(result, ClusterRole)
         selectors = list(
             result.aggregation_rule.cluster_role_selectors or ()
             if result.aggregation_rule is not None
@@ -813,9 +952,7 @@ def reconcile_role(existing: ClusterRole, wanted: ClusterRole) -> ClusterRole | 
     return result if changed else None
 
 
-def reconcile_binding(
-    existing: ClusterRoleBinding, wanted: ClusterRoleBinding
-) -> ClusterRoleBinding | None:
+def reconcile_binding(existing: BindingT, wanted: BindingT) -> BindingT | None:
     """The binding to write, or ``None``; a different roleRef means delete and recreate."""
     if (existing.metadata.annotations or {}).get(AUTOUPDATE) == "false":
         return None
@@ -844,34 +981,54 @@ async def reconcile(server: APIServer) -> int:
         written += await _reconcile_one(roles, role, ctx)
     for binding in cluster_role_bindings():
         written += await _reconcile_one(bindings, binding, ctx)
+    namespaced_roles = server.lookup(GROUP, "v1", "roles")
+    namespaced_bindings = server.lookup(GROUP, "v1", "rolebindings")
+    assert namespaced_roles is not None and namespaced_bindings is not None
+    for namespaced_role in namespace_roles():
+        written += await _reconcile_one(namespaced_roles, namespaced_role, ctx)
+    for namespaced_binding in namespace_role_bindings():
+        written += await _reconcile_one(namespaced_bindings, namespaced_binding, ctx)
     if written:
         log.info("bootstrap RBAC policy: %d objects created or updated", written)
     return written
 
 
 async def _reconcile_one(store: ResourceStore, wanted: Resource, ctx: RequestContext) -> int:
-    name = wanted.metadata.name or ""
+    name, namespace = wanted.metadata.name or "", wanted.metadata.namespace or ""
     try:
-        existing = await store.get("", name)
+        existing = await store.get(namespace, name)
     except errors.ApiError as error:
         if error.code != 404:
             raise
-        await store.create("", copy.deepcopy(wanted), ctx)
-        return 1
-    if isinstance(existing, ClusterRole):
-        assert isinstance(wanted, ClusterRole)
-        updated: Resource | None = reconcile_role(existing, wanted)
+        return await _written(store.create(namespace, copy.deepcopy(wanted), ctx))
+    updated: Resource | None
+    if isinstance(existing, ClusterRole | Role):
+        assert isinstance(wanted, ClusterRole | Role)
+        updated = reconcile_role(existing, wanted)
     else:
-        assert isinstance(existing, ClusterRoleBinding) and isinstance(wanted, ClusterRoleBinding)
+        assert isinstance(existing, RoleBindingBase) and isinstance(wanted, RoleBindingBase)
         updated = reconcile_binding(existing, wanted)
         if updated is not None and existing.role_ref != wanted.role_ref:
-            await store.delete("", name, DeleteOptions(), ctx)
+            await store.delete(namespace, name, DeleteOptions(), ctx)
             updated.metadata = ObjectMeta(
-                name=name, labels=updated.metadata.labels, annotations=updated.metadata.annotations
+                name=name,
+                namespace=wanted.metadata.namespace,
+                labels=updated.metadata.labels,
+                annotations=updated.metadata.annotations,
             )
-            await store.create("", updated, ctx)
-            return 1
+            return await _written(store.create(namespace, updated, ctx))
     if updated is None:
         return 0
-    await store.update("", name, updated, ctx)
+    return await _written(store.update(namespace, name, updated, ctx))
+
+
+async def _written(write: Awaitable[object]) -> int:
+    """1 once ``write`` is done; 0 if another API server starting at the same time wrote
+    first (409: it created the object, or changed it since it was read)."""
+    try:
+        await write
+    except errors.ApiError as error:
+        if error.code != 409:
+            raise
+        return 0
     return 1

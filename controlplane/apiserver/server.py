@@ -44,6 +44,7 @@ from controlplane.apiserver import (
     authn,
     authz,
     bootstrap,
+    clusterinfo,
     crd,
     csradmission,
     discovery,
@@ -705,6 +706,7 @@ async def serve(server: APIServer) -> Running:
     port = int(runner.addresses[0][1])
     try:
         await server.start(port)
+        await clusterinfo.publish(server, pki.ca.cert_pem)
     except BaseException:
         await runner.cleanup()
         raise

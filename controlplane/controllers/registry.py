@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controlplane.controllers import (
+    bootstrapsigner,
     clusterroleaggregation,
     cronjob,
     csrapproving,
@@ -28,6 +29,7 @@ from controlplane.controllers import (
     serviceaccount,
     statefulset,
     tainteviction,
+    tokencleaner,
     ttlafterfinished,
     volumeprotection,
 )
@@ -60,6 +62,8 @@ CONTROLLERS: Mapping[str, ControllerFactory] = {
     clusterroleaggregation.NAME: clusterroleaggregation.new,
     csrapproving.NAME: csrapproving.new,
     csrsigning.NAME: csrsigning.new,
+    bootstrapsigner.NAME: bootstrapsigner.new,
+    tokencleaner.NAME: tokencleaner.new,
 }
 
 SERVICE_ACCOUNTS: Mapping[str, str] = {
@@ -89,10 +93,13 @@ SERVICE_ACCOUNTS: Mapping[str, str] = {
     clusterroleaggregation.NAME: "clusterrole-aggregation-controller",
     csrapproving.NAME: "certificate-controller",
     csrsigning.NAME: "certificate-controller",
+    bootstrapsigner.NAME: "bootstrap-signer",
+    tokencleaner.NAME: "token-cleaner",
 }
 """The ``kube-system`` service account each controller acts as with
 ``--use-service-account-credentials`` (upstream's names; RBAC binds each to its
 ``system:controller:<account>`` role)."""
 
-OFF_BY_DEFAULT: tuple[str, ...] = ()
-"""Controllers ``*`` leaves out (upstream: bootstrapsigner, tokencleaner)."""
+OFF_BY_DEFAULT: tuple[str, ...] = (bootstrapsigner.NAME, tokencleaner.NAME)
+"""Controllers ``*`` leaves out, as upstream: ``--controllers=*,bootstrapsigner,tokencleaner``
+turns them on."""

@@ -167,6 +167,7 @@ def server(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
             "--cloud-config", str(lab.cloud_config),
             "--cluster-name", lab.name,
             "--node-monitor-grace-period", NODE_MONITOR_GRACE_PERIOD,
+            "--controllers", "*,bootstrapsigner,tokencleaner",
         ),
         cp.log("server"),
         netns=cp.netns_path,
