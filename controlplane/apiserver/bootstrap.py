@@ -2,8 +2,9 @@
 and namespace lifecycle.
 
 - At start: the namespaces ``default``, ``kube-system``, ``kube-public`` and
-  ``kube-node-lease``, and the ``kubernetes`` Service (the first address of the service range)
-  with Endpoints and an EndpointSlice pointing at this server.
+  ``kube-node-lease``, and the ``kubernetes`` Service (the first address of the service range);
+  its Endpoints and EndpointSlice, naming every API server that is up, are kept by
+  ``apiserverleases``.
 - ClusterIPs and NodePorts are handed out by allocators that live beside the Service store as
   write hooks: allocated just before a Service is written (a requested address or port is
   checked, a missing one chosen), given back if the write fails or once the Service is gone, and
@@ -23,17 +24,7 @@ from controlplane.apiserver.admission import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_
 from controlplane.apiserver.registry import RequestContext, ResourceStore
 from kubelab.api.errors import ROOT, ErrorList
 from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.service import (
-    EndpointAddress,
-    EndpointPort,
-    Endpoints,
-    EndpointSubset,
-    Service,
-    ServicePort,
-    ServiceSpec,
-)
-from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointConditions, EndpointSlice
-from kubelab.api.kinds.discovery_v1 import EndpointPort as SlicePort
+from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
 from kubelab.api.kinds.scheduling_v1 import PriorityClass
 from kubelab.api.meta_v1 import ObjectMeta, Resource
 
@@ -307,50 +298,20 @@ async def ensure_objects(server: APIServer) -> None:
         ),
     )
     await _create_missing(services, "default", service, system)
-    address, port = config.advertise, server.port
-    if ipaddress.ip_address(address).is_loopback:
-        return  # nothing outside this machine could use a loopback endpoint (nor may it exist)
-    endpoints = server.lookup("", "v1", "endpoints")
-    assert endpoints is not None
-    wanted = Endpoints(
-        metadata=ObjectMeta(
-            name="kubernetes",
-            namespace="default",
-            labels={"endpointslice.kubernetes.io/skip-mirror": "true"},
-        ),
-        subsets=[
-            EndpointSubset(
-                addresses=[EndpointAddress(ip=address)],
-                ports=[EndpointPort(name="https", port=port, protocol="TCP")],
-            )
-        ],
-    )
-    await endpoints.update("default", "kubernetes", wanted, system)
-    slices = server.lookup("discovery.k8s.io", "v1", "endpointslices")
-    assert slices is not None
-    slice_ = EndpointSlice(
-        metadata=ObjectMeta(
-            name="kubernetes",
-            namespace="default",
-            labels={
-                "kubernetes.io/service-name": "kubernetes",
-                "endpointslice.kubernetes.io/managed-by": "kube-apiserver",
-            },
-        ),
-        address_type="IPv4",
-        endpoints=[Endpoint(addresses=[address], conditions=EndpointConditions(ready=True))],
-        ports=[SlicePort(name="https", port=port, protocol="TCP")],
-    )
-    await slices.update("default", "kubernetes", slice_, system)
 
 
 async def _create_missing(
     store: ResourceStore, namespace: str, obj: Resource, ctx: RequestContext
 ) -> None:
-    """Create ``obj`` unless an object of its name exists (whatever its content)."""
+    """Create ``obj`` unless an object of its name exists (whatever its content; another
+    API server starting at the same time may create it first)."""
     try:
         await store.get(namespace, obj.metadata.name or "")
     except errors.ApiError as error:
         if error.code != 404:
             raise
-        await store.create(namespace, obj, ctx)
+        try:
+            await store.create(namespace, obj, ctx)
+        except errors.ApiError as conflict:
+            if conflict.code != 409:
+                raise

@@ -30,6 +30,7 @@ from controlplane.apiserver import (
     reviews,
     tables,
     tokens,
+    watchcache,
 )
 from controlplane.apiserver.auth import User
 from controlplane.apiserver.registry import (
@@ -120,6 +121,8 @@ class ResourceHandler:
         self.bookmark_interval = bookmark_interval
         self.kubelets: proxy.KubeletConnector | None = None
         self.tokens: tokens.TokenIssuer | None = None
+        self.caches: Callable[[ResourceStore], watchcache.WatchCache] | None = None
+        """The watch cache of a kind, for lists and gets with a resourceVersion."""
 
     async def handle(self, req: Request) -> web.StreamResponse:
         info = req.info
@@ -163,8 +166,7 @@ class ResourceHandler:
             raise errors.method_not_allowed(f"{store.info.plural}/{sub} is not served yet")
         verb = info.verb
         if verb == "get":
-            obj = await store.get(info.namespace, info.name)
-            return self._render(req, store, obj)
+            return self._render(req, store, await self._get(req, store))
         if verb == "list":
             return await self._list(req, store)
         if verb == "watch":
@@ -354,16 +356,36 @@ class ResourceHandler:
     def _selection(self, req: Request, store: ResourceStore) -> Selection:
         return Selection.parse(store.info, req.param("labelSelector"), req.param("fieldSelector"))
 
+    def _cache(self, store: ResourceStore) -> watchcache.WatchCache | None:
+        """The kind's watch cache once it has been filled (reads go to the store until
+        then, as upstream's do)."""
+        cache = self.caches(store) if self.caches is not None else None
+        return cache if cache is not None and cache.ready else None
+
+    async def _get(self, req: Request, store: ResourceStore) -> Resource:
+        info, version = req.info, req.param("resourceVersion")
+        cache = self._cache(store) if watchcache.serves_get(version) else None
+        if cache is None or version is None:
+            return await store.get(info.namespace, info.name)
+        return await cache.read(info.namespace, info.name, version)
+
     async def _list(self, req: Request, store: ResourceStore) -> web.Response:
         limit = _int_param(req, "limit", 0)
-        listed = await store.list(
-            req.info.namespace,
-            self._selection(req, store),
-            limit=limit,
-            continue_token=req.param("continue"),
-            resource_version=req.param("resourceVersion"),
-            resource_version_match=req.param("resourceVersionMatch"),
-        )
+        version, match = req.param("resourceVersion"), req.param("resourceVersionMatch")
+        token = req.param("continue")
+        selection = self._selection(req, store)
+        cache = self._cache(store) if watchcache.serves_list(version, match, limit, token) else None
+        if cache is not None and version is not None:
+            listed = await cache.list(req.info.namespace, selection, version)
+        else:
+            listed = await store.list(
+                req.info.namespace,
+                selection,
+                limit=limit,
+                continue_token=token,
+                resource_version=version,
+                resource_version_match=match,
+            )
         output = negotiation.choose(req.http.headers.get("Accept"))
         if output.as_ == negotiation.TABLE:
             table = tables.table(

@@ -55,6 +55,7 @@ from controlplane.apiserver import (
     policy,
     reviews,
 )
+from controlplane.apiserver.apiserverleases import ApiServerLeases
 from controlplane.apiserver.encryption import EncryptedStore, EncryptionConfig
 from controlplane.apiserver.handlers import Request, ResourceHandler, json_response
 from controlplane.apiserver.nodeauthz import NodeAuthorizer
@@ -113,6 +114,8 @@ class ServerConfig:
     audit_log_maxsize: int = 0
     """Megabytes the audit log may reach before it is rotated (0: never)."""
     audit_log_maxbackup: int = 0
+    hostname: str = ""
+    """What the identity lease's name is derived from (default: the machine's host name)."""
 
     @property
     def advertise(self) -> str:
@@ -240,6 +243,9 @@ class APIServer:
         self.tokens: authn.TokenChain | None = None
         self.stores: dict[tuple[str, str, str], ResourceStore] = {}
         self.allocation = bootstrap.ServiceAllocation(config)
+        self.leases = ApiServerLeases(
+            self, self.store, self.clock, config.hostname or socket.gethostname()
+        )
         hooks = {("", "v1", "services"): [self.allocation]}
         for info in SCHEME.served():
             key = (info.group, info.version, info.plural)
@@ -286,6 +292,7 @@ class APIServer:
             reviews.reviewers(self.authorizer, self.authorization.rules_for, self._token_reviewer),
             config.bookmark_interval,
         )
+        self.handler.caches = self.read_cache
         self._requests = self.metrics.counter(
             "apiserver_request_total",
             "Counter of apiserver requests broken out by verb, resource and response code.",
@@ -310,6 +317,19 @@ class APIServer:
         if key not in self.caches:
             self.caches[key] = WatchCache(self.stores[key])
         return self.caches[key]
+
+    def read_cache(self, store: ResourceStore) -> WatchCache:
+        """The watch cache reads with a resourceVersion are served from, filled and followed
+        from the first such read on (a custom resource's store replaced: a new cache)."""
+        info = store.info
+        key = (info.group, info.version, info.plural)
+        cache = self.caches.get(key)
+        if cache is None or cache.store is not store:
+            if cache is not None:
+                cache.stop()
+            cache = self.caches[key] = WatchCache(store)
+        cache.launch()
+        return cache
 
     def _mode(self, name: str) -> authz.Mode:
         if name == "AlwaysAllow":
@@ -395,6 +415,9 @@ class APIServer:
         """Stop serving a kind added with ``add_store``."""
         if SCHEME.by_resource(*key) is None and self.stores.pop(key, None) is not None:
             self._openapi_cache.pop(key[:2], None)
+            cache = self.caches.pop(key, None)
+            if cache is not None:
+                cache.stop()
 
     def end_watches(self) -> None:
         """End every open watch: clients see the stream close and re-watch elsewhere."""
@@ -409,7 +432,11 @@ class APIServer:
         await policy.reconcile(self)
         for cache in self.caches.values():
             await cache.start()
+        for store in list(self.stores.values()):
+            if "watch" in store.info.verbs:  # filled in the background, as upstream's caches
+                self.read_cache(store)
         await self.crds.start()
+        await self.leases.start(port)
         self._ready = True
 
     # The pipeline.
@@ -673,6 +700,7 @@ class Running:
 
     async def stop(self) -> None:
         self.compactor.cancel()
+        await self.server.leases.stop()
         self.server.end_watches()
         self.server.crds.stop()
         for cache in self.server.caches.values():

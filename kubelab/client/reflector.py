@@ -4,10 +4,17 @@ This is client-go's ``tools/cache/reflector.go`` in asyncio.  A reflector owns o
 ``ListerWatcher`` (one kind, one namespace or all, one pair of selectors) and one ``Store``
 it writes into; it never reads the store back.  Its loop:
 
-1. **List** every object, in pages of ``page_size`` (continue tokens keep the pages one
-   consistent snapshot; an expired token falls back to one unpaged list), and hand the whole
-   result to ``store.replace`` together with the list's resourceVersion.  Replacing, not
-   merging, is what lets the store notice objects deleted while nobody was watching.
+1. **List** every object and hand the whole result to ``store.replace`` together with the
+   list's resourceVersion.  Replacing, not merging, is what lets the store notice objects
+   deleted while nobody was watching.  As client-go's, the first list asks for
+   ``resourceVersion=0``, which the API server answers from its watch cache (whole, whatever
+   the page size: no load on the store, and an answer even when the store has lost its
+   quorum); later lists ask for the last version seen, unpaged unless the server paged
+   before, so the cache answers them too and the store never goes back in time.  A version
+   the server no longer has (410) or cannot reach (504 "Too large resource version") makes
+   the reflector list again at once with no version, a consistent read from the store.
+   Pages come ``page_size`` at a time (continue tokens keep them one consistent snapshot; an
+   expired token falls back to one unpaged list).
 2. **Watch** from that resourceVersion with bookmarks allowed.  ADDED / MODIFIED / DELETED go
    to the store; every event, bookmarks included, advances the remembered resourceVersion, so
    a re-watch resumes exactly where the last one stopped.  A bookmark changes nothing else:
@@ -248,6 +255,8 @@ class Reflector(Generic[R]):
         self._rng = rng
         self._running = False
         self.last_sync_resource_version = ""
+        self._version_unavailable = False
+        self._paged = False
 
     async def run(self) -> None:
         """List and watch until cancelled."""
@@ -269,24 +278,48 @@ class Reflector(Generic[R]):
         finally:
             self._running = False
 
+    def _relist_version(self) -> str:
+        """client-go's ``relistResourceVersion``: "0" first, then the last version seen,
+        and none (a consistent read) once the server could not serve that one."""
+        if self._version_unavailable:
+            return ""
+        return self.last_sync_resource_version or "0"
+
     async def _list(self) -> None:
-        first = await self._lw.list(limit=self._page_size or None)
+        try:
+            items, version = await self._list_at(self._relist_version())
+        except ApiError as error:
+            if not (error.gone or _too_large_resource_version(error)):
+                raise
+            log.info("%s: listing at the last version failed (%s)", self.name, error)
+            self._version_unavailable = True
+            items, version = await self._list_at("")
+        self._version_unavailable = False
+        self._store.replace(items, version)
+        self.last_sync_resource_version = version
+
+    async def _list_at(self, version: str) -> tuple[list[R], str]:
+        # Paging a list at a version other than "0" would send it to the store: leave it
+        # unpaged unless the server has shown it pages (no watch cache behind it).
+        paged = version in ("", "0") or self._paged
+        limit = (self._page_size or None) if paged else None
+        first = await self._lw.list(limit=limit, resource_version=version or None)
         items, token = list(first.items), first.continue_token
+        self._paged = self._paged or bool(token)
         while token:
             try:
                 page = await self._lw.list(limit=self._page_size, continue_token=token)
             except ApiError as error:
                 if not error.gone:
                     raise
-                # The continue token expired: fall back to one consistent unpaged list.
+                # The continue token expired: fall back to one unpaged list.
                 log.info("%s: continue token expired, listing without pages", self.name)
-                first = await self._lw.list()
+                first = await self._lw.list(resource_version=version or None)
                 items, token = list(first.items), None
                 break
             items.extend(page.items)
             token = page.continue_token
-        self._store.replace(items, first.resource_version)
-        self.last_sync_resource_version = first.resource_version
+        return items, first.resource_version
 
     async def _watch_until_gone(self) -> None:
         """Watch, again and again, until the server says the version is gone."""
@@ -338,3 +371,11 @@ class Reflector(Generic[R]):
         version = obj.metadata.resource_version
         if version:
             self.last_sync_resource_version = version
+
+
+def _too_large_resource_version(error: ApiError) -> bool:
+    """The server's cache could not reach the version in time (client-go's
+    ``isTooLargeResourceVersionError``)."""
+    details = error.status.details
+    causes = (details.causes or []) if details is not None else []
+    return error.code == 504 and any(c.reason == "ResourceVersionTooLarge" for c in causes)

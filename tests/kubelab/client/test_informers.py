@@ -255,7 +255,7 @@ async def test_list_then_watch_delivers_events_and_fills_cache(
 
     await start_synced(informer, lw)
     assert rec.events == [("add", "ns/a", "1"), ("add", "ns/b", "2")]
-    assert lw.lists == [{"limit": 500, "continue": None, "rv": None}]
+    assert lw.lists == [{"limit": 500, "continue": None, "rv": "0"}]
     assert lw.watches[0]["rv"] == "2" and lw.watches[0]["bookmarks"] is True
     assert 300 <= lw.watches[0]["timeout"] <= 600
 
@@ -439,10 +439,11 @@ async def test_pages_are_followed_and_an_expired_token_falls_back_to_one_list(
         await until(lambda: clock.sleepers == 1)
         await clock.advance(2)
         await until(lambda: len(lw.streams) == 2)
+        # The server paged: the re-list at the last version seen pages too.
         assert lw.lists[3:] == [
-            {"limit": 500, "continue": None, "rv": None},
+            {"limit": 500, "continue": None, "rv": "5"},
             {"limit": 500, "continue": "2", "rv": None},
-            {"limit": None, "continue": None, "rv": None},
+            {"limit": None, "continue": None, "rv": "5"},
         ]
         assert len(store) == 6
     finally:
