@@ -12,6 +12,10 @@ No rule matching means ``None``.  Events are written at the stages upstream writ
 ``RequestReceived``, ``ResponseStarted`` (watches, once the stream's headers are out),
 ``ResponseComplete``, or ``Panic`` when serving the request raised; ``omitStages`` (the
 policy's and the rule's) leaves stages out, ``omitManagedFields`` the objects' managedFields.
+Events carry ``annotations``: the authorization decision, and what admission recorded
+(PodSecurity's ``pod-security.kubernetes.io/audit-violations``, webhooks' ``auditAnnotations``)
+through ``annotations_of(request)``, the dict the request's ``RequestContext`` shares; the
+``RequestReceived`` event, written before admission, has only the former.
 
 Each event is one JSON line of an ``audit.k8s.io/v1`` Event.  Requests never wait on the disk:
 an event is encoded and handed to a writer thread through a queue; the thread appends (and,
@@ -279,6 +283,8 @@ class _Record:
     omit_managed_fields: bool = False
     decided: bool = False
     request_object: Any = None
+    annotations: dict[str, str] = field(default_factory=dict)
+    """What the request's handling added (admission's ``RequestContext.audit_annotations``)."""
 
 
 def _now() -> str:
@@ -423,17 +429,26 @@ class Auditor:
             answered = _json(body)
             if answered is not None:
                 event["responseObject"] = trim(answered)
+        annotations: dict[str, str] = {}
         decision = request.get(DECISION)
         if decision is not None:
-            event["annotations"] = {
-                "authorization.k8s.io/decision": "allow" if decision else "forbid",
-                "authorization.k8s.io/reason": "",
-            }
+            annotations["authorization.k8s.io/decision"] = "allow" if decision else "forbid"
+            annotations["authorization.k8s.io/reason"] = ""
+        annotations.update(record.annotations)
+        if annotations:
+            event["annotations"] = annotations
         self.writer.write(msgspec.json.encode(event) + b"\n")
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def annotations_of(request: web.Request) -> dict[str, str]:
+    """The annotations of the request's audit event, for the request's handling to add to
+    (the same dict, so what admission adds before a refusal is still logged)."""
+    record = request.get(_RECORD)
+    return record.annotations if record is not None else {}
 
 
 def _source_ips(request: web.Request) -> list[str]:

@@ -1,4 +1,5 @@
-"""CEL validation rules (``x-kubernetes-validations``) of CustomResourceDefinitions.
+"""CEL: the validation rules (``x-kubernetes-validations``) of CustomResourceDefinitions, and
+admission webhooks' ``matchConditions`` (``ADMISSION``, at the end).
 
 A CRD's schema may carry, at any node, rules written in CEL; upstream's API server evaluates
 them after pruning, defaulting and the OpenAPI checks, and so does ours, with the pure-Python
@@ -60,10 +61,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import celpy
 import lark
@@ -71,8 +73,10 @@ from celpy import celtypes
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError, base_functions
 
+from controlplane.apiserver.auth import Authorizer, User
+from controlplane.apiserver.requestinfo import RequestInfo
 from kubelab.api.errors import ErrorList, ErrorType, Path
-from kubelab.api.kinds import apiextensions_v1
+from kubelab.api.kinds import admissionregistration_v1, apiextensions_v1
 
 Schema = dict[str, Any]
 
@@ -98,6 +102,15 @@ class EvaluationError(Exception):
 
 
 # Compiling.
+
+
+@dataclass(frozen=True, eq=False)
+class Declarations:
+    """What an expression may name: its variables and its functions (one object per kind of
+    expression, compared by identity, so that compiled programs are cached per kind)."""
+
+    variables: frozenset[str]
+    functions: Mapping[str, Callable[..., Any]]
 
 
 @dataclass(frozen=True)
@@ -130,30 +143,32 @@ _TYPE_NAMES = frozenset(
     {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"}
 )
 _lock = threading.Lock()
-_cache: dict[str, Program | CompileError] = {}
+_cache: dict[tuple[str, Declarations], Program | CompileError] = {}
 _environment: celpy.Environment | None = None
 
 
-def compile_expression(text: str) -> Program:
-    """The compiled form of ``text`` (cached); raise ``CompileError`` when it does not compile."""
+def compile_expression(text: str, declarations: Declarations | None = None) -> Program:
+    """The compiled form of ``text`` (cached) for a kind of expression (default: CRD rules);
+    raise ``CompileError`` when it does not compile."""
+    declared = declarations or RULES
     with _lock:
-        found = _cache.get(text)
+        found = _cache.get((text, declared))
     if found is None:
         try:
-            found = _compile(text)
+            found = _compile(text, declared)
         except CompileError as error:
             found = error
         with _lock:
-            _cache[text] = found
+            _cache[(text, declared)] = found
     if isinstance(found, CompileError):
         raise found
     return found
 
 
-def compile_problem(text: str) -> str | None:
+def compile_problem(text: str, declarations: Declarations | None = None) -> str | None:
     """Why ``text`` does not compile (cel-go-like issue text), or None."""
     try:
-        compile_expression(text)
+        compile_expression(text, declarations)
     except CompileError as error:
         return str(error)
     return None
@@ -167,7 +182,7 @@ def _env() -> celpy.Environment:
     return _environment
 
 
-def _compile(text: str) -> Program:
+def _compile(text: str, declarations: Declarations) -> Program:
     env = _env()
     try:
         tree = env.compile(text)
@@ -176,8 +191,8 @@ def _compile(text: str) -> Program:
         raise CompileError(_issue(text, line, column, "Syntax error: unexpected input")) from error
     except Exception as error:  # lark's other failures on odd input: still a syntax error
         raise CompileError(_issue(text, 1, 1, f"Syntax error: {error}")) from error
-    uses_old_self = _check_names(text, tree)
-    return Program(text, uses_old_self, env.program(tree, functions=dict(FUNCTIONS)))
+    uses_old_self = _check_names(text, tree, declarations)
+    return Program(text, uses_old_self, env.program(tree, functions=dict(declarations.functions)))
 
 
 def _issue(text: str, line: int, column: int, message: str) -> str:
@@ -188,24 +203,24 @@ def _issue(text: str, line: int, column: int, message: str) -> str:
     return f"ERROR: <input>:{line}:{column}: {message}\n | {source}\n | {caret}"
 
 
-def _check_names(text: str, tree: lark.Tree[Any]) -> bool:
+def _check_names(text: str, tree: lark.Tree[Any], declarations: Declarations) -> bool:
     """Reject the names upstream's checker would not resolve; whether ``oldSelf`` is used."""
     bound = _bound_variables(tree)
+    functions = declarations.functions
     uses_old_self = False
     for node in _top_down(tree):
         if node.data == "ident":
             name = node.children[0]
-            if name == OLD_SELF:
-                uses_old_self = True
-            elif name != SELF and name not in bound and name not in _TYPE_NAMES:
+            if name not in declarations.variables and name not in bound | _TYPE_NAMES:
                 _undeclared(text, name)
+            uses_old_self = uses_old_self or name == OLD_SELF
         elif node.data == "ident_arg":
             name = node.children[0]
-            if name != "has" and name not in FUNCTIONS:
+            if name != "has" and name not in functions:
                 _undeclared(text, name)
         elif node.data == "member_dot_arg":
             name = node.children[1]
-            if name not in _MACROS and name not in FUNCTIONS:
+            if name not in _MACROS and name not in functions:
                 _undeclared(text, name)
     return uses_old_self
 
@@ -351,6 +366,11 @@ def _string(value: str, fmt: Any) -> celtypes.Value:
     except (ValueError, TypeError, OverflowError, binascii.Error):
         pass
     return celtypes.StringType(value)
+
+
+def to_cel_json(value: Any) -> celtypes.Value:
+    """A JSON value without a schema (an admission request's object) as a CEL value."""
+    return _dynamic(value)
 
 
 def _dynamic(value: Any) -> celtypes.Value:
@@ -706,6 +726,148 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 """The functions rules may call: celpy's standard library and the extensions above."""
 
+RULES = Declarations(frozenset({SELF, OLD_SELF}), FUNCTIONS)
+"""CRD validation rules: ``self`` and ``oldSelf``."""
 
-# CRD validation compiles rules with this module (kubelab.api cannot import it).
+
+# The authorizer library of admission expressions.
+
+
+class AuthorizerValue(celtypes.MessageType):
+    """CEL's ``authorizer``: checks the request's user may do something else.  Its one field,
+    ``requestResource``, is a check of the resource the request is about."""
+
+    def __init__(self, authorize: Authorizer, user: User, request: RequestInfo) -> None:
+        super().__init__()
+        self.authorize = authorize
+        self.user = user
+        # celpy carries any Python object as a value; the library's objects are opaque to it.
+        self[celtypes.StringType("requestResource")] = cast(
+            celtypes.Value,
+            _Check(
+                self,
+                group=request.group,
+                resource=request.resource,
+                subresource=request.subresource,
+                namespace=request.namespace,
+                name=request.name,
+                resource_check=True,
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class _Check:
+    """A path or resource check being built (``authorizer.group('apps').resource(...)``)."""
+
+    authorizer: AuthorizerValue
+    path: str = ""
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    resource_check: bool = False
+
+
+@dataclass(frozen=True)
+class _Decision:
+    allowed: bool
+
+
+def _builder(field: str, resource_check: bool) -> Callable[[Any, Any], _Check]:
+    """The library function that sets one field of a check (``path``, ``group``, ...)."""
+
+    def build(target: Any, value: Any) -> _Check:
+        text = str(_string_arg(value))
+        if isinstance(target, AuthorizerValue):
+            target = _Check(target, resource_check=resource_check)
+        if not isinstance(target, _Check):
+            raise TypeError("no such overload")
+        changes: dict[str, Any] = {field: text, "resource_check": resource_check}
+        return dataclasses.replace(target, **changes)
+
+    return build
+
+
+def _authz_check(target: Any, verb: Any) -> _Decision:
+    if not isinstance(target, _Check):
+        raise TypeError("no such overload")
+    asked = RequestInfo(
+        path=target.path,
+        verb=str(_string_arg(verb)),
+        is_resource_request=target.resource_check,
+        group=target.group,
+        resource=target.resource,
+        subresource=target.subresource,
+        namespace=target.namespace,
+        name=target.name,
+    )
+    return _Decision(target.authorizer.authorize(target.authorizer.user, asked))
+
+
+def _decision(read: Callable[[_Decision], celtypes.Value]) -> Callable[[Any], celtypes.Value]:
+    def function(target: Any) -> celtypes.Value:
+        if not isinstance(target, _Decision):
+            raise TypeError("no such overload")
+        return read(target)
+
+    return function
+
+
+def _service_account(target: Any, namespace: Any, name: Any) -> AuthorizerValue:
+    if not isinstance(target, AuthorizerValue):
+        raise TypeError("no such overload")
+    ns, account = str(_string_arg(namespace)), str(_string_arg(name))
+    user = User(
+        f"system:serviceaccount:{ns}:{account}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"),
+    )
+    return AuthorizerValue(target.authorize, user, RequestInfo(path="", verb=""))
+
+
+def _equality(negate: bool) -> Callable[[Any, Any], Any]:
+    """``==`` / ``!=`` where either side may be null (``object != null``: a DELETE's object
+    is null), which celpy's own operators refuse as an overload it lacks."""
+    compare = base_functions["_!=_" if negate else "_==_"]
+
+    def equal(left: Any, right: Any) -> Any:
+        if left is None or right is None:
+            return celtypes.BoolType((left is right) != negate)
+        return compare(left, right)
+
+    return equal
+
+
+ADMISSION = Declarations(
+    frozenset({"object", "oldObject", "request", "authorizer"}),
+    {
+        **FUNCTIONS,
+        "_==_": _equality(False),
+        "_!=_": _equality(True),
+        "path": _builder("path", False),
+        "group": _builder("group", True),
+        "resource": _builder("resource", True),
+        "subresource": _builder("subresource", True),
+        "namespace": _builder("namespace", True),
+        "name": _builder("name", True),
+        "check": _authz_check,
+        "allowed": _decision(lambda d: celtypes.BoolType(d.allowed)),
+        "reason": _decision(lambda d: celtypes.StringType("")),
+        "errored": _decision(lambda d: celtypes.BoolType(False)),
+        "error": _decision(lambda d: celtypes.StringType("")),
+        "serviceAccount": _service_account,
+    },
+)
+"""Admission expressions (webhooks' ``matchConditions``): ``object``, ``oldObject`` and
+``request`` (the AdmissionRequest, as JSON), and ``authorizer``, upstream's authorization
+library: ``authorizer.group(g).resource(r).namespace(n).name(x).check(verb).allowed()``,
+``authorizer.path(p).check(verb)``, ``authorizer.requestResource.check(verb)`` and
+``authorizer.serviceAccount(namespace, name)``; the decisions' ``reason()`` and ``error()``
+are empty, since this server's authorizers give none.  Unlike in CRD rules, anything may be
+compared with ``null``."""
+
+
+# CRD and webhook validation compile with this module (kubelab.api cannot import it).
 apiextensions_v1.use_rule_compiler(compile_problem)
+admissionregistration_v1.use_condition_compiler(lambda text: compile_problem(text, ADMISSION))

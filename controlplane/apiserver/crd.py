@@ -476,6 +476,8 @@ class CustomResourceStore(ResourceStore):
         self.storage_api_version = f"{group}/{served.storage_version}"
         self._known = frozenset(served.info.cls.__struct_encode_fields__)
         converter = converter or conversion.NoneConverter()
+        self.converter = converter
+        """Between this CRD's versions (admission sends webhooks equivalent versions)."""
         # Strategy None rewrites apiVersion here, in encode and decode; any other converts
         # every value between this store and the backend.
         self._rewrite = converter.strategy == "None"

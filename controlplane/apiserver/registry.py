@@ -85,6 +85,8 @@ class RequestContext:
     # A server-side apply: the handler has settled the object's managedFields already.
     server_side_apply: bool = False
     warnings: list[str] = field(default_factory=list)
+    audit_annotations: dict[str, str] = field(default_factory=dict)
+    """What admission records in the request's audit event (upstream ``AddAuditAnnotation``)."""
 
 
 Admission = Callable[[str, KindInfo, Resource, Resource | None, RequestContext], Awaitable[None]]

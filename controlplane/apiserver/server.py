@@ -272,19 +272,23 @@ class APIServer:
         """What authentication, authorization and admission read instead of the store."""
         self.authorization = authz.Union([self._mode(m) for m in config.authorization_modes])
         self.authorizer: auth.Authorizer = authorizer or self.authorization
-        stages = [
-            *builtin_admission.plugins(config.admission_plugins, self._cache, self.stores),
-            escalation.prevent_escalation(
-                self.authorizer,
-                self.authorization.rules_for,
-                self.caches[(RBAC_GROUP, "v1", "roles")],
-                self.caches[(RBAC_GROUP, "v1", "clusterroles")],
+        admit = builtin_admission.chain(
+            builtin_admission.plugins(
+                config.admission_plugins, self._cache, self.stores, self.authorizer
             ),
-            csradmission.certificate_requests(self.authorizer),
-            *admission,
-        ]
+            [
+                escalation.prevent_escalation(
+                    self.authorizer,
+                    self.authorization.rules_for,
+                    self.caches[(RBAC_GROUP, "v1", "roles")],
+                    self.caches[(RBAC_GROUP, "v1", "clusterroles")],
+                ),
+                csradmission.certificate_requests(self.authorizer),
+                *admission,
+            ],
+        )
         for resource_store in self.stores.values():
-            resource_store.admission = list(stages)
+            resource_store.admission = [admit]
         self.crds = crd.Controller(self)
         self.handler = ResourceHandler(
             self.lookup,
@@ -546,6 +550,7 @@ class APIServer:
                 field_manager=request.query.get("fieldManager"),
                 user_agent=request.headers.get("User-Agent", ""),
                 subresource=info.subresource,
+                audit_annotations=audit.annotations_of(request),
             )
             return await self.handler.handle(Request(request, info, ctx, user))
         if request.method not in ("GET", "HEAD"):

@@ -1,9 +1,19 @@
 """Admission: the plugins every write passes between defaulting and validation.
 
 ``enabled`` turns ``--enable-admission-plugins`` / ``--disable-admission-plugins`` into the
-plugins to run, in upstream's fixed order (mutating ones first, ResourceQuota last, so that a
-write refused by another plugin never consumes quota); ``plugins`` builds them over the
-server's watch caches.  The small built-in ones live here:
+plugins to run, in upstream's order; ``plugins`` builds them over the server's watch caches,
+each as its two halves (``Plugin``): the mutating one (upstream's ``Admit``) and the
+validating one (``Validate``).  ``chain`` runs them as upstream's admission chain does: every
+mutating half in order (NamespaceLifecycle, LimitRanger's defaults, ServiceAccount's,
+NodeRestriction, TaintNodesByCondition, AlwaysPullImages, Priority, DefaultTolerationSeconds,
+DefaultStorageClass, then the mutating webhooks), all of them once more when a mutating
+webhook changed the object (``webhook.Reinvocation``), and only then every validating half
+(LimitRanger's bounds, ServiceAccount's checks, AlwaysPullImages', PodSecurity, the server's
+own checks, the validating webhooks, and ResourceQuota last, so that a write refused by
+another plugin never consumes quota).  So what a mutating webhook did is checked as what the
+client sent is.  NamespaceLifecycle and NodeRestriction are mutating halves, as upstream's
+(they only refuse, but before any webhook sees the request).  The small built-in plugins live
+here:
 
 - **NamespaceLifecycle**: objects are created only in namespaces that exist and are not
   terminating; the system namespaces cannot be deleted.
@@ -14,7 +24,8 @@ server's watch caches.  The small built-in ones live here:
   until the node-lifecycle controller sees it Ready, so nothing is scheduled to a node that
   has not reported yet.
 - **AlwaysPullImages** (optional): every new image of a pod is pulled (``imagePullPolicy:
-  Always``), so a pod cannot use an image another pod's credentials pulled onto its node.
+  Always``), so a pod cannot use an image another pod's credentials pulled onto its node;
+  its validating half refuses a pod a mutating webhook set back to another policy.
 - **DefaultStorageClass**: a claim that names no class (``storageClassName`` absent, not "")
   gets the default class, the newest if several are marked default.
 - **Priority**: a pod's ``priorityClassName`` (or the cluster's global default class) becomes
@@ -30,7 +41,8 @@ namespace is still admitted.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.admission import (
@@ -41,10 +53,11 @@ from controlplane.apiserver.admission import (
     serviceaccount,
     webhook,
 )
+from controlplane.apiserver.auth import Authorizer
 from controlplane.apiserver.registry import Admission, RequestContext
 from controlplane.apiserver.watchcache import WatchCache
 from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, Toleration
+from kubelab.api.kinds.core_v1.pod import Container, Pod, Toleration
 from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
 from kubelab.api.kinds.scheduling_v1 import PriorityClass
 from kubelab.api.kinds.storage_v1 import StorageClass, is_default_class
@@ -189,33 +202,59 @@ def taint_nodes_by_condition() -> Admission:
     return admit
 
 
-def always_pull_images() -> Admission:
-    async def admit(
-        operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
-    ) -> None:
+def always_pull_images() -> tuple[Admission, Admission]:
+    """Its ``Admit`` (new images are pulled ``Always``) and its ``Validate`` (a mutating webhook
+    has not set them back)."""
+
+    def new_images(
+        operation: str, obj: Resource, old: Resource | None, ctx: RequestContext
+    ) -> list[tuple[str, Container]]:
+        """The containers (with their field path) whose image the pod did not have before."""
         if operation not in ("CREATE", "UPDATE") or not isinstance(obj, Pod) or obj.spec is None:
-            return
+            return []
         if ctx.subresource not in ("", "ephemeralcontainers"):
-            return
+            return []
         before = old.spec if isinstance(old, Pod) else None
         known = {
             c.image
-            for c in [
-                *((before.init_containers or []) if before else []),
-                *((before.containers or []) if before else []),
-                *((before.ephemeral_containers or []) if before else []),
-            ]
+            for field in CONTAINER_FIELDS
+            for c in (getattr(before, field, None) or () if before else ())
         }
-        spec = obj.spec
-        for container in [
-            *(spec.init_containers or ()),
-            *(spec.containers or ()),
-            *(spec.ephemeral_containers or ()),
-        ]:
-            if container.image not in known:
-                container.image_pull_policy = "Always"
+        return [
+            (f"spec.{encoded}[{i}]", container)
+            for field, encoded in CONTAINER_FIELDS.items()
+            for i, container in enumerate(getattr(obj.spec, field, None) or ())
+            if container.image not in known
+        ]
 
-    return admit
+    async def admit(
+        operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
+    ) -> None:
+        for _, container in new_images(operation, obj, old, ctx):
+            container.image_pull_policy = "Always"
+
+    async def validate(
+        operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
+    ) -> None:
+        for path, container in new_images(operation, obj, old, ctx):
+            if container.image_pull_policy != "Always":
+                name = obj.metadata.name or ""
+                raise errors.forbidden(
+                    info,
+                    name,
+                    f'pods "{name}" is forbidden: {path}.imagePullPolicy: Unsupported value: '
+                    f'"{container.image_pull_policy or ""}": supported values: "Always"',
+                )
+
+    return admit, validate
+
+
+CONTAINER_FIELDS = {
+    "init_containers": "initContainers",
+    "containers": "containers",
+    "ephemeral_containers": "ephemeralContainers",
+}
+"""A pod spec's container lists: attribute and JSON name."""
 
 
 def default_storage_class(classes: WatchCache) -> Admission:
@@ -260,7 +299,7 @@ ORDER = (
     "ValidatingAdmissionWebhook",
     "ResourceQuota",
 )
-"""Every plugin this server knows, in the order they run (upstream's)."""
+"""Every plugin this server knows, in upstream's order (``AllOrderedPlugins``)."""
 DEFAULT_PLUGINS = (
     "NamespaceLifecycle",
     "LimitRanger",
@@ -276,6 +315,38 @@ DEFAULT_PLUGINS = (
 )
 """Upstream's default set, of the plugins above (NodeRestriction and AlwaysPullImages are
 opt-in there too)."""
+LAST = ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook", "ResourceQuota")
+"""The plugins upstream keeps at the end of the order: the server's own checks (``chain``'s
+``checks``) go before them, so that webhooks see what they settled and quota is charged
+last."""
+
+Mutation = webhook.Mutation
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One plugin's two halves, upstream's ``Admit`` (may change the object) and ``Validate``
+    (may only refuse it)."""
+
+    mutate: Mutation | None = None
+    validate: Admission | None = None
+
+
+def mutating(admit: Admission) -> Mutation:
+    """A built-in mutating step: it runs again whole when the request is reinvoked, as upstream
+    reinvokes every in-tree plugin."""
+
+    async def mutate(
+        operation: str,
+        info: KindInfo,
+        obj: Resource,
+        old: Resource | None,
+        ctx: RequestContext,
+        rounds: webhook.Reinvocation,
+    ) -> None:
+        await admit(operation, info, obj, old, ctx)
+
+    return mutate
 
 
 def enabled(enable: Sequence[str] = (), disable: Sequence[str] = ()) -> list[str]:
@@ -290,39 +361,93 @@ def enabled(enable: Sequence[str] = (), disable: Sequence[str] = ()) -> list[str
     return [name for name in ORDER if name in chosen]
 
 
-def plugins(names: Sequence[str], cache: CacheFor, stores: webhook.Stores) -> list[Admission]:
-    """The admission stages named, over the server's caches (and its stores, where webhooks'
-    services are looked up)."""
+def plugins(
+    names: Sequence[str], cache: CacheFor, stores: webhook.Stores, authorizer: Authorizer
+) -> dict[str, Plugin]:
+    """The plugins named, over the server's caches (and its stores, where webhooks' services
+    and equivalent versions are looked up; its authorizer, for webhooks' match conditions)."""
     hooks = ("admissionregistration.k8s.io", "v1")
-    factories: dict[str, Callable[[], Admission]] = {
-        "NamespaceLifecycle": lambda: namespace_lifecycle(cache(("", "v1", "namespaces"))),
-        "LimitRanger": lambda: limitranger.limit_ranger(cache(("", "v1", "limitranges"))),
-        "ServiceAccount": lambda: serviceaccount.service_account(
-            cache(("", "v1", "serviceaccounts"))
+    namespaces = ("", "v1", "namespaces")
+
+    def limit_ranger() -> Plugin:
+        defaults, bounds = limitranger.limit_ranger(cache(("", "v1", "limitranges")))
+        return Plugin(mutating(defaults), bounds)
+
+    def service_account() -> Plugin:
+        admit, validate = serviceaccount.service_account(cache(("", "v1", "serviceaccounts")))
+        return Plugin(mutating(admit), validate)
+
+    def pull_images() -> Plugin:
+        admit, validate = always_pull_images()
+        return Plugin(mutating(admit), validate)
+
+    factories: dict[str, Callable[[], Plugin]] = {
+        "NamespaceLifecycle": lambda: Plugin(mutating(namespace_lifecycle(cache(namespaces)))),
+        "LimitRanger": limit_ranger,
+        "ServiceAccount": service_account,
+        "NodeRestriction": lambda: Plugin(
+            mutating(noderestriction.node_restriction(cache(("", "v1", "pods"))))
         ),
-        "NodeRestriction": lambda: noderestriction.node_restriction(cache(("", "v1", "pods"))),
-        "TaintNodesByCondition": taint_nodes_by_condition,
-        "AlwaysPullImages": always_pull_images,
-        "PodSecurity": lambda: podsecurity.pod_security(
-            cache(("", "v1", "namespaces")), cache(("", "v1", "pods"))
+        "TaintNodesByCondition": lambda: Plugin(mutating(taint_nodes_by_condition())),
+        "AlwaysPullImages": pull_images,
+        "PodSecurity": lambda: Plugin(
+            validate=podsecurity.pod_security(cache(namespaces), cache(("", "v1", "pods")))
         ),
-        "DefaultStorageClass": lambda: default_storage_class(
-            cache(("storage.k8s.io", "v1", "storageclasses"))
+        "DefaultStorageClass": lambda: Plugin(
+            mutating(default_storage_class(cache(("storage.k8s.io", "v1", "storageclasses"))))
         ),
-        "Priority": lambda: priority(cache(("scheduling.k8s.io", "v1", "priorityclasses"))),
-        "DefaultTolerationSeconds": default_toleration_seconds,
-        "MutatingAdmissionWebhook": lambda: webhook.mutating(
-            cache((*hooks, "mutatingwebhookconfigurations")),
-            cache(("", "v1", "namespaces")),
-            stores,
+        "Priority": lambda: Plugin(
+            mutating(priority(cache(("scheduling.k8s.io", "v1", "priorityclasses"))))
         ),
-        "ValidatingAdmissionWebhook": lambda: webhook.validating(
-            cache((*hooks, "validatingwebhookconfigurations")),
-            cache(("", "v1", "namespaces")),
-            stores,
+        "DefaultTolerationSeconds": lambda: Plugin(mutating(default_toleration_seconds())),
+        "MutatingAdmissionWebhook": lambda: Plugin(
+            mutate=webhook.mutating(
+                cache((*hooks, "mutatingwebhookconfigurations")),
+                cache(namespaces),
+                stores,
+                authorizer,
+            )
         ),
-        "ResourceQuota": lambda: quota.resource_quota(
-            cache(("", "v1", "resourcequotas")), cache(("", "v1", "resourcequotas")).store
+        "ValidatingAdmissionWebhook": lambda: Plugin(
+            validate=webhook.validating(
+                cache((*hooks, "validatingwebhookconfigurations")),
+                cache(namespaces),
+                stores,
+                authorizer,
+            )
+        ),
+        "ResourceQuota": lambda: Plugin(
+            validate=quota.resource_quota(
+                cache(("", "v1", "resourcequotas")), cache(("", "v1", "resourcequotas")).store
+            )
         ),
     }
-    return [factories[name]() for name in names]
+    return {name: factories[name]() for name in names}
+
+
+def chain(named: Mapping[str, Plugin], checks: Sequence[Admission] = ()) -> Admission:
+    """All of admission as one stage, run as upstream runs it: every mutating step, in order
+    (and once more if a mutating webhook changed the object and a webhook asked to be
+    reinvoked), then every validating step, in order, so that what a webhook changed is
+    checked like what the client sent.  ``checks`` are the server's other validating steps
+    (RBAC escalation, CertificateSigningRequest approval), run before ``LAST``."""
+    ordered = [plugin for name, plugin in named.items() if name not in LAST]
+    ordered += [Plugin(validate=check) for check in checks]
+    ordered += [named[name] for name in LAST if name in named]
+    mutations = [p.mutate for p in ordered if p.mutate is not None]
+    validations = [p.validate for p in ordered if p.validate is not None]
+
+    async def admit(
+        operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
+    ) -> None:
+        rounds = webhook.Reinvocation()
+        for again in (False, True):
+            rounds.again = again
+            for mutate in mutations:
+                await mutate(operation, info, obj, old, ctx, rounds)
+            if not rounds.wanted:
+                break
+        for validate in validations:
+            await validate(operation, info, obj, old, ctx)
+
+    return admit

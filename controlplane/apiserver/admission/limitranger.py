@@ -4,9 +4,11 @@ As upstream's plugin, for each LimitRange in the pod's namespace:
 
 - **defaults** (pod creation only): a container without a request or limit for a resource
   gets the range's ``defaultRequest`` / ``default`` for it (type ``Container``), and the pod
-  is annotated ``kubernetes.io/limit-ranger`` with what was set;
-- **bounds** (type ``Container`` per container, type ``Pod`` for the pod as a whole):
-  requests and limits at least ``min`` and at most ``max``, and limit/request at most
+  is annotated ``kubernetes.io/limit-ranger`` with what was set.  This is the plugin's
+  mutating half, run again when a mutating webhook's change reinvokes the in-tree plugins;
+- **bounds** (the validating half, run after every mutation; type ``Container`` per
+  container, type ``Pod`` for the pod as a whole): requests and limits at least ``min`` and
+  at most ``max``, and limit/request at most
   ``maxLimitRequestRatio``; type ``PersistentVolumeClaim``: the claim's storage request
   within ``min`` / ``max`` (on creation and on resize).
 
@@ -42,18 +44,24 @@ Amounts = Mapping[str, Quantity]
 LIVE_LOOKUP_TTL = 30.0
 
 
-def limit_ranger(ranges: WatchCache) -> Admission:
+def limit_ranger(ranges: WatchCache) -> tuple[Admission, Admission]:
+    """Its ``Admit`` (the defaults) and its ``Validate`` (the bounds)."""
     live: dict[str, tuple[float, list[LimitRange]]] = {}
 
     async def admit(
         operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
     ) -> None:
+        if ctx.subresource or operation != "CREATE" or not isinstance(obj, Pod) or not obj.spec:
+            return
+        _default(obj, await _items(ranges, live, obj.metadata.namespace))
+
+    async def validate(
+        operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
+    ) -> None:
         if ctx.subresource or operation not in ("CREATE", "UPDATE"):
             return
         if isinstance(obj, Pod) and operation == "CREATE" and obj.spec is not None:
-            items = await _items(ranges, live, obj.metadata.namespace)
-            _default(obj, items)
-            problems = _pod_problems(obj, items)
+            problems = _pod_problems(obj, await _items(ranges, live, obj.metadata.namespace))
         elif isinstance(obj, PersistentVolumeClaim):
             problems = _claim_problems(obj, await _items(ranges, live, obj.metadata.namespace))
         else:
@@ -63,7 +71,7 @@ def limit_ranger(ranges: WatchCache) -> Admission:
             text = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
             raise errors.forbidden(info, name, f'{info.plural} "{name}" is forbidden: {text}')
 
-    return admit
+    return admit, validate
 
 
 async def _items(

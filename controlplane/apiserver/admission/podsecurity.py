@@ -5,13 +5,19 @@ A namespace labelled ``pod-security.kubernetes.io/<mode>: <level>`` (modes ``enf
 ``<mode>-version``) has each pod checked against the level:
 
 - **enforce**: a violating pod is refused, 403 ``violates PodSecurity "restricted:latest":
-  privileged (container "app" must not set securityContext.privileged=true), ...``;
+  privileged (container "app" must not set securityContext.privileged=true), ...``; every pod
+  checked has the level recorded in its request's audit event
+  (``pod-security.kubernetes.io/enforce-policy: restricted:latest``);
 - **warn**: the write succeeds with a ``Warning`` header (``would violate PodSecurity ...``),
   which kubectl prints; workload objects (Deployments, Jobs, ...) are warned about for their
-  pod template, as upstream, but never refused;
-- **audit**: not acted on yet: upstream records the violations as an annotation of the
-  request's audit event, and this server's audit log has no way in for admission's
-  annotations so far.
+  pod template, as upstream, but never refused.  Without a warn label, the warn level is the
+  enforce level when that is stricter (upstream's defaulting);
+- **audit**: the violations are recorded in the request's audit event
+  (``pod-security.kubernetes.io/audit-violations: would violate PodSecurity ...``), for pods
+  and workloads alike.
+
+It is a validating plugin: it runs after every mutating one and every mutating webhook, so a
+webhook cannot make a pod privileged behind its back.
 
 When a namespace's enforce level changes, the update is answered with warnings naming the
 pods already there that the new level would refuse (``existing pods in namespace "x" violate
@@ -48,7 +54,11 @@ from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import KindInfo
 
 LABEL_PREFIX = "pod-security.kubernetes.io/"
-MODES = ("enforce", "warn")
+MODES = ("enforce", "audit", "warn")
+ENFORCE_POLICY = LABEL_PREFIX + "enforce-policy"
+"""The audit annotation naming the enforce level a pod was checked against."""
+AUDIT_VIOLATIONS = LABEL_PREFIX + "audit-violations"
+"""The audit annotation listing what the audit level would refuse."""
 LEVELS = ("privileged", "baseline", "restricted")
 
 BASELINE_CAPABILITIES = frozenset(
@@ -111,7 +121,7 @@ class Violation:
 
 
 def pod_security(namespaces: WatchCache, pods: WatchCache) -> Admission:
-    async def admit(
+    async def validate(
         operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
     ) -> None:
         if isinstance(obj, Namespace) and isinstance(old, Namespace) and not ctx.subresource:
@@ -128,26 +138,57 @@ def pod_security(namespaces: WatchCache, pods: WatchCache) -> Admission:
         if operation == "UPDATE" and old is not None and _pod_spec(old)[0] == spec:
             return  # metadata or status only: nothing the standards look at changed
         namespace = await namespaces.lookup("", obj.metadata.namespace or "")
-        labels = (namespace.metadata.labels if namespace is not None else None) or {}
-        policy = {mode: _level(labels, mode) for mode in MODES}
-        for mode, (level, version) in policy.items():
-            if level == "privileged":
-                continue
-            found = check(spec, level)
-            if not found:
-                continue
-            text = ", ".join(str(v) for v in found)
-            label = f'"{level}:{version}"'
-            name = obj.metadata.name or ""
-            if mode == "enforce" and is_pod:
-                raise errors.forbidden(
+        policy = _policy((namespace.metadata.labels if namespace is not None else None) or {})
+        found: dict[str, list[Violation]] = {}
+
+        def violations(mode: str) -> str:
+            """The violations of the mode's level, worded (empty if none); each level is
+            checked once."""
+            level = policy[mode][0]
+            if level != "privileged" and level not in found:
+                found[level] = check(spec, level)
+            return ", ".join(str(v) for v in found.get(level, ()))
+
+        def shown(mode: str) -> str:
+            return ":".join(policy[mode])
+
+        name = obj.metadata.name or ""
+        refusal = None
+        if is_pod:
+            ctx.audit_annotations[ENFORCE_POLICY] = shown("enforce")
+            if text := violations("enforce"):
+                refusal = errors.forbidden(
                     info,
                     name,
-                    f'{info.plural} "{name}" is forbidden: violates PodSecurity {label}: {text}',
+                    f'{info.plural} "{name}" is forbidden: violates PodSecurity '
+                    f'"{shown("enforce")}": {text}',
                 )
-            ctx.warnings.append(f"would violate PodSecurity {label}: {text}")
+        if text := violations("audit"):
+            ctx.audit_annotations[AUDIT_VIOLATIONS] = (
+                f'would violate PodSecurity "{shown("audit")}": {text}'
+            )
+        if refusal is not None:
+            raise refusal
+        if text := violations("warn"):
+            ctx.warnings.append(f'would violate PodSecurity "{shown("warn")}": {text}')
 
-    return admit
+    return validate
+
+
+def _policy(labels: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Each mode's (level, version) from a namespace's labels.  As upstream, a namespace that
+    sets an enforce level and no warn level is warned at the enforce level when that is the
+    stricter, so that workloads (never enforced) hear what their pods would meet."""
+    policy = {mode: _level(labels, mode) for mode in MODES}
+    enforce, warn = policy["enforce"], policy["warn"]
+    if (
+        LABEL_PREFIX + "warn" not in labels
+        and LABEL_PREFIX + "enforce" in labels
+        and LEVELS.index(enforce[0]) > LEVELS.index(warn[0])
+    ):
+        version = labels.get(f"{LABEL_PREFIX}warn-version") or enforce[1]
+        policy["warn"] = (enforce[0], version)
+    return policy
 
 
 def _level(labels: dict[str, str], mode: str) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """ServiceAccount admission: every pod runs as an account that exists, with its API token.
 
-As upstream's plugin, on pod creation:
+As upstream's plugin, on pod creation (the checks again in its validating half, after every
+mutating webhook):
 
 - an empty ``serviceAccountName`` becomes ``default``; an account that does not exist is
   refused (403), since the pod could not authenticate as it;
@@ -54,8 +55,27 @@ TOKEN_EXPIRATION_SECONDS = 3607
 """Upstream's one hour and seven seconds: the seven mark tokens of this volume in audits."""
 
 
-def service_account(accounts: WatchCache) -> Admission:
+def service_account(accounts: WatchCache) -> tuple[Admission, Admission]:
+    """Its ``Admit`` (the default account, the token volume) and its ``Validate`` (mirror pods
+    reference nothing; the account, which a mutating webhook may have changed, exists)."""
+
     async def admit(
+        operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
+    ) -> None:
+        if operation != "CREATE" or not isinstance(obj, Pod) or obj.spec is None:
+            return
+        if MIRROR_POD_ANNOTATION in (obj.metadata.annotations or {}):
+            return
+        spec = obj.spec
+        spec.service_account_name = spec.service_account_name or DEFAULT_ACCOUNT
+        account = await _existing(accounts, info, obj)
+        automount = spec.automount_service_account_token
+        if automount is None:
+            automount = account.automount_service_account_token
+        if automount is not False:
+            mount_token(obj)
+
+    async def validate(
         operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
     ) -> None:
         if operation != "CREATE" or not isinstance(obj, Pod) or obj.spec is None:
@@ -66,25 +86,33 @@ def service_account(accounts: WatchCache) -> Admission:
             if problem:
                 raise errors.forbidden(info, name, f'pods "{name}" is forbidden: {problem}')
             return
-        spec = obj.spec
-        spec.service_account_name = spec.service_account_name or DEFAULT_ACCOUNT
-        namespace = obj.metadata.namespace or ""
-        account = await _account(accounts, namespace, spec.service_account_name)
-        if not isinstance(account, ServiceAccount):
+        if not obj.spec.service_account_name:
             raise errors.forbidden(
                 info,
                 name,
-                f'pods "{name}" is forbidden: error looking up service account '
-                f"{namespace}/{spec.service_account_name}: serviceaccount "
-                f'"{spec.service_account_name}" not found',
+                f'pods "{name}" is forbidden: no service account specified for pod '
+                f"{obj.metadata.namespace}/{name}",
             )
-        automount = spec.automount_service_account_token
-        if automount is None:
-            automount = account.automount_service_account_token
-        if automount is not False:
-            mount_token(obj)
+        await _existing(accounts, info, obj)
 
-    return admit
+    return admit, validate
+
+
+async def _existing(accounts: WatchCache, info: KindInfo, pod: Pod) -> ServiceAccount:
+    """The pod's account; 403 when it does not exist."""
+    assert pod.spec is not None
+    wanted = pod.spec.service_account_name or ""
+    namespace = pod.metadata.namespace or ""
+    account = await _account(accounts, namespace, wanted)
+    if not isinstance(account, ServiceAccount):
+        name = pod.metadata.name or ""
+        raise errors.forbidden(
+            info,
+            name,
+            f'pods "{name}" is forbidden: error looking up service account '
+            f'{namespace}/{wanted}: serviceaccount "{wanted}" not found',
+        )
+    return account
 
 
 async def _account(accounts: WatchCache, namespace: str, name: str) -> Resource | None:

@@ -7,14 +7,16 @@ ValidatingAdmissionPolicy states CEL validations in-process, and a
 ValidatingAdmissionPolicyBinding applies one to a set of resources, optionally with parameters.
 
 The webhook client configuration and its checks are shared with CRD conversion webhooks
-(``apiextensions_v1``).  CEL expressions are stored as written; only their presence is checked.
+(``apiextensions_v1``).  Webhooks' match conditions are compiled when a configuration is
+written (by the compiler the control plane installs); the policies' CEL is stored as written,
+only its presence checked.
 """
 
 from __future__ import annotations
 
 import datetime
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated
 
 from kubelab.api import names
@@ -235,6 +237,20 @@ def validate_review_versions(
         )
 
 
+ExpressionCompiler = Callable[[str], str | None]
+"""Compiles a webhook's match condition: None, or why it does not compile (cel-go-like issue
+text).  Policies' conditions, which may name more variables, are not compiled here."""
+
+_condition_compiler: ExpressionCompiler | None = None
+
+
+def use_condition_compiler(compiler: ExpressionCompiler | None) -> None:
+    """Install the compiler webhooks' match conditions are checked with
+    (``controlplane.apiserver.cel`` installs its own on import)."""
+    global _condition_compiler
+    _condition_compiler = compiler
+
+
 class MatchCondition(Struct):
     """A named CEL expression a request must satisfy to be sent to the webhook or policy."""
 
@@ -321,6 +337,17 @@ class WebhookBase(Struct):
             )
         validate_client_config(self.client_config, path.child("clientConfig"), errors)
         _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
+        for i, condition in enumerate(self.match_conditions or ()):
+            expression = (condition.expression or "").strip()
+            problem = (
+                _condition_compiler(expression) if _condition_compiler and expression else None
+            )
+            if problem is not None:
+                errors.invalid(
+                    path.child("matchConditions").index(i).child("expression"),
+                    expression,
+                    f"compilation failed: {problem}",
+                )
         validate_review_versions(
             self.admission_review_versions,
             path.child("admissionReviewVersions"),
