@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from kubelab.component import parse_duration
+
 KUBECTL = Path(sys.executable).parent / "kubectl"
 START_TIMEOUT = 60.0
 """Seconds a server may take to say it is serving."""
@@ -121,7 +123,11 @@ class Kubectl:
         if namespaced:
             command += ["-n", self.namespace]
         result = subprocess.run(
-            [*command, *args], input=input, capture_output=True, text=True, timeout=60
+            [*command, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=_process_timeout(args),
         )
         if check and result.returncode != 0:
             raise AssertionError(
@@ -132,3 +138,12 @@ class Kubectl:
     def json(self, *args: str) -> dict[str, object]:
         loaded: dict[str, object] = json.loads(self.run(*args, "-o", "json").stdout)
         return loaded
+
+
+def _process_timeout(args: Sequence[str]) -> float:
+    """How long a kubectl call may run: 60 s, or its own ``--timeout=`` plus time to report
+    it (``rollout status --timeout=90s`` must fail with kubectl's message, not be killed)."""
+    waits = [
+        parse_duration(a.removeprefix("--timeout=")) for a in args if a.startswith("--timeout=")
+    ]
+    return max([60.0, *(wait + 30.0 for wait in waits)])
