@@ -1,19 +1,24 @@
-"""``kubelab token create``: a bootstrap token for joining a node, as ``kubeadm token create``.
+"""``kubelab token create|list|delete``: bootstrap tokens for joining nodes, as ``kubeadm token``.
 
-A bootstrap token ``<id>.<secret>`` (6 and 16 characters of ``[a-z0-9]``) lives in the
-``kube-system/bootstrap-token-<id>`` Secret of type ``bootstrap.kubernetes.io/token``
-(upstream's format, read by the API server's bootstrap-token authenticator).  Marked
-``usage-bootstrap-authentication``, it authenticates as ``system:bootstrap:<id>`` in the groups
-``system:bootstrappers`` and ``system:bootstrappers:kubelab:default-node-token``, which the
-bootstrap policy lets create CertificateSigningRequests and have node client requests approved:
-all a kubelet needs to obtain its own ``system:node:<name>`` certificate (TLS bootstrapping).
-The token expires after ``--ttl`` (24 h by default; 0 never).  The tokencleaner and
-bootstrapsigner controllers read the same Secrets through ``is_token_secret``, ``token_data``
-and ``seconds_left``, so the format is known in one place.
+A bootstrap token ``<id>.<secret>`` lives in the ``kube-system/bootstrap-token-<id>`` Secret of
+type ``bootstrap.kubernetes.io/token`` (upstream's format, ``kubelab.api.bootstraptoken``, which
+the API server's bootstrap-token authenticator and the tokencleaner and bootstrapsigner
+controllers read too).  Marked ``usage-bootstrap-authentication``, a token made here
+authenticates as ``system:bootstrap:<id>`` in the groups ``system:bootstrappers`` and
+``system:bootstrappers:kubelab:default-node-token``, which the bootstrap policy lets create
+CertificateSigningRequests and have node client requests approved: all a kubelet needs to obtain
+its own ``system:node:<name>`` certificate (TLS bootstrapping).  The token expires after
+``--ttl`` (24 h by default; 0 never).
 
 ``--bootstrap-kubeconfig PATH`` also writes the kubeconfig a kubelet is started with
 (``kubelab kubelet --bootstrap-kubeconfig PATH``): the server and CA of ``--kubeconfig`` and the
 token, nothing else.
+
+``list`` prints kubeadm's table (TOKEN TTL EXPIRES USAGES DESCRIPTION EXTRA GROUPS; nothing
+at all when there are no tokens) and reports, on stderr, each token Secret it cannot read, in
+kubeadm's words, going on with the others.  ``delete`` takes token ids or whole tokens and
+deletes them in order, saying so for each; the first argument that is neither, or the first
+refused deletion, ends it with kubeadm's message and status 1.
 """
 
 from __future__ import annotations
@@ -23,11 +28,25 @@ import asyncio
 import datetime
 import secrets
 import string
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubelab import component
+from kubelab.api.bootstraptoken import (
+    NAMESPACE,
+    SECRET_PREFIX,
+    SECRET_TYPE,
+    TOKEN,
+    TOKEN_ID,
+    expiration,
+    extra_groups,
+    token_data,
+    usages,
+)
+from kubelab.api.printing import rfc3339, short_human_duration
+from kubelab.table import aligned
 
 if TYPE_CHECKING:
     from kubelab.api.kinds.core_v1.cluster import Secret
@@ -37,43 +56,7 @@ if TYPE_CHECKING:
 BOOTSTRAP_TOKEN_GROUP = "system:bootstrappers:kubelab:default-node-token"
 """The extra group of the tokens this makes (kubeadm's: ``...:kubeadm:default-node-token``);
 the bootstrap policy binds it to CSR creation and node client auto-approval."""
-SECRET_TYPE = "bootstrap.kubernetes.io/token"
-NAMESPACE = "kube-system"
 ALPHABET = string.ascii_lowercase + string.digits
-
-
-SECRET_PREFIX = "bootstrap-token-"
-
-
-def is_token_secret(obj: object) -> bool:
-    """Whether ``obj`` is a bootstrap-token Secret where tokens live (kube-system)."""
-    from kubelab.api.kinds.core_v1.cluster import Secret
-
-    return (
-        isinstance(obj, Secret) and obj.type == SECRET_TYPE and obj.metadata.namespace == NAMESPACE
-    )
-
-
-def token_data(secret: Secret) -> dict[str, str]:
-    """A bootstrap-token Secret's data as text (values that are not UTF-8 are mangled, never
-    raised on: a token with them is refused by what reads it)."""
-    return {key: value.decode(errors="replace") for key, value in secret.decoded_data().items()}
-
-
-def seconds_left(data: Mapping[str, str], now: datetime.datetime) -> float | None:
-    """Seconds until the token of ``data`` (``token_data``) expires: ``None`` if it never does,
-    0 if it has, and 0 too for an ``expiration`` that is not RFC 3339 with a zone (upstream
-    treats such a token as expired)."""
-    text = data.get("expiration")
-    if not text:
-        return None
-    try:
-        expires = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return 0.0
-    if expires.tzinfo is None:
-        return 0.0
-    return max((expires - now).total_seconds(), 0.0)
 
 
 def generate() -> tuple[str, str]:
@@ -144,6 +127,99 @@ def bootstrap_kubeconfig(config: ClientConfig, token: str) -> str:
     return kubeconfig.render(config.server, config.ca_pem, "tls-bootstrap-token-user", token=token)
 
 
+COLUMNS = ("TOKEN", "TTL", "EXPIRES", "USAGES", "DESCRIPTION", "EXTRA GROUPS")
+"""``kubelab token list``'s header, kubeadm's."""
+
+
+class TokenError(Exception):
+    """A token that cannot be listed or deleted; the message is kubeadm's."""
+
+
+def token_row(secret: Secret, now: datetime.datetime) -> tuple[str, ...]:
+    """The ``list`` row of a bootstrap-token Secret (``COLUMNS``); ``TokenError`` if it holds
+    no readable token."""
+    name = secret.metadata.name or ""
+    data = token_data(secret)
+    token_id, token_secret = data.get("token-id", ""), data.get("token-secret", "")
+    if not token_id:
+        raise TokenError(f"bootstrap Token Secret has no token-id data: {name}")
+    if name != SECRET_PREFIX + token_id:
+        raise TokenError(
+            f"bootstrap token name is not of the form '{SECRET_PREFIX}(token-id)'. "
+            f'Actual: "{name}". Expected: "{SECRET_PREFIX}{token_id}"'
+        )
+    if not token_secret:
+        raise TokenError(f"bootstrap Token Secret has no token-secret data: {name}")
+    token = f"{token_id}.{token_secret}"
+    if TOKEN.match(token) is None:
+        raise TokenError(
+            "bootstrap Token Secret is invalid and couldn't be parsed: "
+            f'the bootstrap token "{token}" was not of the form "{TOKEN.pattern}"'
+        )
+    try:
+        expires = expiration(data)
+    except ValueError as error:
+        raise TokenError(
+            f'can\'t parse expiration time of bootstrap token "{name}": {error}'
+        ) from None
+    return (
+        token,
+        "<forever>" if expires is None else short_human_duration(expires - now),
+        "<never>" if expires is None else rfc3339(expires),
+        ",".join(usages(data)) or "<none>",
+        data.get("description") or "<none>",
+        ",".join(extra_groups(data)) or "<none>",
+    )
+
+
+async def token_rows(
+    client: Client, now: datetime.datetime
+) -> tuple[list[tuple[str, ...]], list[TokenError]]:
+    """The ``list`` rows of every bootstrap token, and why each Secret without a readable
+    token was left out."""
+    from kubelab.api.kinds.core_v1.cluster import Secret
+    from kubelab.client.errors import ApiError
+
+    try:
+        found = await client.list(Secret, NAMESPACE, field_selector=f"type={SECRET_TYPE}")
+    except ApiError as error:
+        raise TokenError(f"failed to list bootstrap tokens: {error.message}") from None
+    rows: list[tuple[str, ...]] = []
+    unreadable: list[TokenError] = []
+    for secret in found.items:
+        try:
+            rows.append(token_row(secret, now))
+        except TokenError as error:
+            unreadable.append(error)
+    return rows, unreadable
+
+
+def _token_id(text: str) -> str:
+    """The token id ``text`` names, itself a token id or a whole token; ``TokenError`` if it is
+    neither."""
+    if TOKEN_ID.match(text):
+        return text
+    token = TOKEN.match(text)
+    if token is None:
+        raise TokenError(
+            f'given token didn\'t match pattern "{TOKEN.pattern}" or "{TOKEN_ID.pattern}"'
+        )
+    return token.group(1)
+
+
+async def delete(client: Client, token_id: str) -> None:
+    """Delete the bootstrap token ``token_id``; ``TokenError`` if the API server refuses."""
+    from kubelab.api.kinds.core_v1.cluster import Secret
+    from kubelab.client.errors import ApiError
+
+    try:
+        await client.delete(Secret, SECRET_PREFIX + token_id, NAMESPACE)
+    except ApiError as error:
+        raise TokenError(
+            f'failed to delete bootstrap token "{token_id}": {error.message}'
+        ) from None
+
+
 def _groups(text: str) -> list[str]:
     groups = [g.strip() for g in text.split(",") if g.strip()]
     for group in groups:
@@ -161,7 +237,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="create a bootstrap token and print it",
         description="Create a bootstrap token (kube-system/bootstrap-token-<id>) and print it.",
     )
-    component.add_client_flags(create_parser, qps=5.0, burst=10)
     create_parser.add_argument(
         "--ttl",
         type=component.duration,
@@ -180,6 +255,20 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="also write a kubelet's bootstrap kubeconfig with the token here",
     )
+    list_parser = commands.add_parser(
+        "list",
+        help="list the bootstrap tokens",
+        description="List the bootstrap tokens (kube-system/bootstrap-token-*).",
+    )
+    delete_parser = commands.add_parser(
+        "delete",
+        help="delete bootstrap tokens",
+        description="Delete bootstrap tokens, each given by its id ([a-z0-9]{6}) or in full "
+        "([a-z0-9]{6}.[a-z0-9]{16}).",
+    )
+    delete_parser.add_argument("tokens", nargs="*", metavar="TOKEN", help="token id or token")
+    for sub in (create_parser, list_parser, delete_parser):
+        component.add_client_flags(sub, qps=5.0, burst=10)
 
 
 async def run_create(args: argparse.Namespace) -> int:
@@ -193,6 +282,39 @@ async def run_create(args: argparse.Namespace) -> int:
     return 0
 
 
+async def run_list(args: argparse.Namespace) -> int:
+    async with component.client_from_flags(args, "token") as client:
+        rows, unreadable = await token_rows(client, datetime.datetime.now(datetime.UTC))
+    for error in unreadable:
+        print(error, file=sys.stderr)
+    if rows:
+        print("\n".join(aligned([COLUMNS, *rows], gap=3)), flush=True)
+    return 0
+
+
+async def run_delete(args: argparse.Namespace) -> int:
+    if not args.tokens:
+        raise TokenError(
+            "missing argument; 'token delete' is missing token of form "
+            f'"{TOKEN.pattern}" or "{TOKEN_ID.pattern}"'
+        )
+    async with component.client_from_flags(args, "token") as client:
+        for text in args.tokens:
+            token_id = _token_id(text)
+            await delete(client, token_id)
+            print(f'bootstrap token "{token_id}" deleted', flush=True)
+    return 0
+
+
 def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
     add_flags(parser)
-    return lambda args: asyncio.run(run_create(args))
+
+    def run(args: argparse.Namespace) -> int:
+        command = {"create": run_create, "list": run_list, "delete": run_delete}
+        try:
+            return asyncio.run(command[args.token_command](args))
+        except TokenError as error:
+            print(f"kubelab token: {error}", file=sys.stderr)
+            return 1
+
+    return run

@@ -29,10 +29,8 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
-import datetime
 import hmac
 import json
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +53,15 @@ from controlplane.apiserver.auth import (
     forbidden,
 )
 from controlplane.apiserver.requestinfo import RequestInfo
+from kubelab.api.bootstraptoken import (
+    NAMESPACE,
+    SECRET_PREFIX,
+    TOKEN,
+    expiration,
+    extra_groups,
+    is_token_secret,
+    token_data,
+)
 from kubelab.api.kinds.core_v1.cluster import Secret
 from kubelab.api.meta_v1 import Resource
 from kubelab.clock import Clock
@@ -63,8 +70,6 @@ LEGACY_ISSUER = "kubernetes/serviceaccount"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 SERVICE_ACCOUNTS_GROUP = "system:serviceaccounts"
 BOOTSTRAPPERS = "system:bootstrappers"
-BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
-_BOOTSTRAP_TOKEN = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
 _EXTRA_HEADER = "Impersonate-Extra-"
 
 
@@ -275,34 +280,32 @@ class BootstrapTokens:
     clock: Clock
 
     async def __call__(self, token: str) -> User | None:
-        match = _BOOTSTRAP_TOKEN.match(token)
+        match = TOKEN.match(token)
         if match is None:
             return None
         token_id, token_secret = match.groups()
-        secret = await self.secrets.lookup("kube-system", f"bootstrap-token-{token_id}")
-        if not isinstance(secret, Secret) or secret.type != BOOTSTRAP_TOKEN_TYPE:
+        secret = await self.secrets.lookup(NAMESPACE, f"{SECRET_PREFIX}{token_id}")
+        if not is_token_secret(secret):
             raise InvalidToken(f"no bootstrap token with id {token_id}")
         if secret.metadata.deletion_timestamp is not None:
             raise InvalidToken(f"bootstrap token {token_id} is being deleted")
-        data = {k: v.decode(errors="replace") for k, v in secret.decoded_data().items()}
+        data = token_data(secret)
         if data.get("token-id") != token_id or not hmac.compare_digest(
             data.get("token-secret", "").encode(), token_secret.encode()
         ):
             raise InvalidToken(f"bootstrap token {token_id} does not match its secret")
         if data.get("usage-bootstrap-authentication") != "true":
             raise InvalidToken(f"bootstrap token {token_id} may not be used to authenticate")
-        expiration = data.get("expiration")
-        if expiration:
-            try:
-                expires = datetime.datetime.fromisoformat(expiration.replace("Z", "+00:00"))
-            except ValueError:
-                raise InvalidToken(f"bootstrap token {token_id} has a bad expiration") from None
-            if self.clock.now() >= expires:
-                raise InvalidToken(f"bootstrap token {token_id} has expired")
-        extra_groups = [g.strip() for g in data.get("auth-extra-groups", "").split(",") if g]
-        if any(not g.startswith(BOOTSTRAPPERS + ":") for g in extra_groups):
+        try:
+            expires = expiration(data)
+        except ValueError:
+            raise InvalidToken(f"bootstrap token {token_id} has a bad expiration") from None
+        if expires is not None and self.clock.now() >= expires:
+            raise InvalidToken(f"bootstrap token {token_id} has expired")
+        groups = extra_groups(data)
+        if any(not g.startswith(BOOTSTRAPPERS + ":") for g in groups):
             raise InvalidToken(f"bootstrap token {token_id} has groups outside {BOOTSTRAPPERS}")
-        return User(f"system:bootstrap:{token_id}", (BOOTSTRAPPERS, *extra_groups, AUTHENTICATED))
+        return User(f"system:bootstrap:{token_id}", (BOOTSTRAPPERS, *groups, AUTHENTICATED))
 
 
 # The chain.

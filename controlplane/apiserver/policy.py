@@ -37,8 +37,8 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.rbac import covers
 from controlplane.apiserver.registry import RequestContext, ResourceStore
 from controlplane.bootstraptoken import BOOTSTRAP_TOKEN_GROUP
-from controlplane.bootstraptoken import NAMESPACE as KUBE_SYSTEM
 from controlplane.cloud import rbac as cloud_rbac
+from kubelab.api.bootstraptoken import NAMESPACE as KUBE_SYSTEM
 from kubelab.api.kinds.rbac_v1 import (
     GROUP,
     AggregationRule,

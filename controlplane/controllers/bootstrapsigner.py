@@ -20,34 +20,31 @@ from __future__ import annotations
 
 import copy
 import datetime
-import re
 
-from controlplane.bootstraptoken import (
+from controlplane.controllers.context import ControllerContext
+from controlplane.controllers.controller import Controller, unwrap
+from kubelab.api.bootstraptoken import (
     NAMESPACE,
-    SECRET_PREFIX,
     is_token_secret,
+    parse_secret_name,
     seconds_left,
     token_data,
 )
-from controlplane.controllers.context import ControllerContext
-from controlplane.controllers.controller import Controller, unwrap
 from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
 from kubelab.client import clusterinfo, jws
 from kubelab.client.errors import ApiError
 
 NAME = "bootstrapsigner"
 KEY = f"{clusterinfo.NAMESPACE}/{clusterinfo.NAME}"
-_SECRET_NAME = re.compile(rf"^{SECRET_PREFIX}([a-z0-9]{{6}})$")
 
 
 def signing_token(secret: Secret, now: datetime.datetime) -> tuple[str, str, float | None] | None:
     """``(token id, token secret, seconds left or None)`` if ``secret`` holds a token that may
     sign now: named ``bootstrap-token-<id>`` for its own ``token-id``, with a secret, marked
     for signing, and not expired."""
-    named = _SECRET_NAME.match(secret.metadata.name or "")
     data = token_data(secret)
     token_id, token_secret = data.get("token-id", ""), data.get("token-secret", "")
-    if named is None or named.group(1) != token_id or not token_secret:
+    if parse_secret_name(secret.metadata.name or "") != token_id or not token_secret:
         return None
     if data.get("usage-bootstrap-signing") != "true":
         return None

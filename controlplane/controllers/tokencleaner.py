@@ -11,9 +11,9 @@ Upstream's tokencleaner is off unless ``--controllers`` names it, and so is this
 
 from __future__ import annotations
 
-from controlplane.bootstraptoken import is_token_secret, seconds_left, token_data
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
+from kubelab.api.bootstraptoken import is_token_secret, seconds_left, token_data
 from kubelab.api.kinds.core_v1.cluster import Secret
 from kubelab.api.meta_v1 import Preconditions
 from kubelab.client.errors import ApiError

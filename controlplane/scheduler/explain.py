@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from controlplane.scheduler.scheduler import Decision
+from kubelab.table import aligned
 
 
 def to_json(decision: Decision) -> dict[str, Any]:
@@ -52,14 +53,6 @@ def _verdict(plugin: str, message: str) -> dict[str, str]:
     return {"plugin": plugin, "reason": message}
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-
-
 def render(doc: dict[str, Any], top: int = 10) -> str:
     """The decision as text: outcome, filter verdicts grouped, the best ``top`` nodes' scores."""
     lines = [f"Pod:      {doc['pod']} (uid {doc['uid']})"]
@@ -89,7 +82,7 @@ def render(doc: dict[str, Any], top: int = 10) -> str:
                 f" (+{len(nodes) - 3})" if len(nodes) > 3 else ""
             )
             rows.append([shown, plugin or "-", reason])
-        lines += ["  " + line for line in _table(rows)]
+        lines += ["  " + line for line in aligned(rows, gap=3)]
     scores: dict[str, dict[str, dict[str, int]]] = doc["scores"]
     if scores:
         plugins = sorted({plugin for per_node in scores.values() for plugin in per_node})
@@ -107,7 +100,7 @@ def render(doc: dict[str, Any], top: int = 10) -> str:
                 b = scores[node].get(plugin)
                 cells.append(f"{b['raw']} → {b['normalized']} = {b['weighted']}" if b else "-")
             rows.append(cells)
-        lines += ["  " + line for line in _table(rows)]
+        lines += ["  " + line for line in aligned(rows, gap=3)]
     elif len(feasible) == 1:
         lines += ["", "Only one node was feasible, so nothing was scored."]
     return "\n".join(lines) + "\n"

@@ -62,6 +62,26 @@ def human_duration(d: datetime.timedelta) -> str:
     return f"{hours // 24 // 365}y"
 
 
+def short_human_duration(d: datetime.timedelta) -> str:
+    """A duration in its largest whole unit (``45s``, ``3m``, ``5h``, ``12d``, ``2y``), as
+    upstream's ``ShortHumanDuration`` (``kubeadm token list``'s TTL)."""
+    seconds = int(d.total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    hours = seconds // 3600
+    if hours < 24:
+        return f"{hours}h"
+    if hours < 24 * 365:
+        return f"{hours // 24}d"
+    return f"{hours // 24 // 365}y"
+
+
 def age(timestamp: datetime.datetime | None, now: datetime.datetime) -> str:
     """The age cell for a timestamp (``<unknown>`` when there is none)."""
     if timestamp is None:

@@ -30,6 +30,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from kubelab.api.bootstraptoken import TOKEN
 from kubelab.client import jws
 from kubelab.client.kubeconfig import ClientConfig
 
@@ -38,8 +39,6 @@ NAME = "cluster-info"
 KUBECONFIG_KEY = "kubeconfig"
 SIGNATURE_PREFIX = "jws-kubeconfig-"
 """Followed by a token id: the key of that token's signature in cluster-info."""
-TOKEN = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
-"""A bootstrap token: ``<token id>.<token secret>``."""
 HASH_PREFIX = "sha256:"
 
 

@@ -49,6 +49,7 @@ from kubelab.lab.topology import (
     SpecError,
     running_spec,
 )
+from kubelab.table import aligned
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -361,11 +362,7 @@ def _nodes(args: argparse.Namespace) -> int:
             continue
         rows.append(_node_row(obj, roles[node.role], node.ip))
     rows += [_node_row(obj, "(not in the lab)", "-") for obj in nodes.values()]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    print("\n".join(aligned(rows)))
     return 0
 
 

@@ -24,6 +24,7 @@ from kubelab.lab.images import ALL_IMAGES, ImageError, Recipe, Record, recipe
 from kubelab.lab.images.cache import build, entry, import_images
 from kubelab.lab.images.recipes import RECIPES
 from kubelab.lab.topology import IMAGE_CACHE
+from kubelab.table import aligned
 
 
 def _image(text: str) -> Recipe:
@@ -95,11 +96,7 @@ def format_table(cache_dir: Path, recipes: Sequence[Recipe]) -> str:
         rows.append(
             (found.recipe.name, size, built, took, found.state, " ".join(found.recipe.tags))
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join(
-        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
-        for row in rows
-    )
+    return "\n".join(aligned(rows))
 
 
 def _load(args: argparse.Namespace) -> int:

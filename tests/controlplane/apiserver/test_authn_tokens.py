@@ -209,6 +209,8 @@ REFUSED_BOOTSTRAP = {
     "wrong secret": {"token-secret": "fedcba9876543210"},
     "not for authentication": {"usage-bootstrap-authentication": "false"},
     "expired": {"expiration": "2026-11-22T11:00:00Z"},
+    "unreadable expiration": {"expiration": "tomorrow"},
+    "expiration without a zone": {"expiration": "2026-11-23T12:00:00"},
     "foreign group": {"auth-extra-groups": "system:masters"},
 }
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane import bootstraptoken
 from controlplane.controllers import tokencleaner
+from kubelab.api.bootstraptoken import SECRET_TYPE
 from kubelab.api.kinds.core_v1.cluster import Secret
 from kubelab.api.meta_v1 import ObjectMeta, Status
 from kubelab.client.errors import ApiError
@@ -87,7 +87,7 @@ async def test_a_token_without_expiration_lives_forever() -> None:
         pytest.param(
             Secret(
                 metadata=ObjectMeta(name="bootstrap-token-abcdef", namespace="team"),
-                type=bootstraptoken.SECRET_TYPE,
+                type=SECRET_TYPE,
             ),
             id="outside-kube-system",
         ),

@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from kubelab.api.printing import age, human_duration
+from kubelab.api.printing import age, human_duration, short_human_duration
 
 CASES = [
     (0, "0s"),
@@ -38,3 +38,23 @@ def test_age_without_timestamp() -> None:
     now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     assert age(None, now) == "<unknown>"
     assert age(now - datetime.timedelta(seconds=42), now) == "42s"
+
+
+SHORT_CASES = [
+    (-0.5, "0s"),
+    (-5, "<invalid>"),
+    (59.9, "59s"),
+    (119, "1m"),
+    (3599, "59m"),
+    (3600, "1h"),
+    (23 * 3600 + 3599, "23h"),
+    (3 * 86400 + 3600 * 5, "3d"),
+    (364 * 86400, "364d"),
+    (365 * 86400, "1y"),
+    (3 * 365 * 86400 + 10 * 86400, "3y"),
+]
+
+
+@pytest.mark.parametrize(("seconds", "text"), SHORT_CASES, ids=[t for _, t in SHORT_CASES])
+def test_short_human_duration(seconds: float, text: str) -> None:
+    assert short_human_duration(datetime.timedelta(seconds=seconds)) == text
