@@ -70,6 +70,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=365 * 24 * 3600.0,
         help="the longest lifetime of a certificate the CSR signer issues (default: 8760h)",
     )
+    controller_manager_command.add_approve_kubelet_serving_flag(parser)
     parser.add_argument(
         "--controller-manager-port",
         type=int,
@@ -123,6 +124,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             cluster_signing_cert_file=data_dir / "pki" / "ca.crt",
             cluster_signing_key_file=data_dir / "pki" / "ca.key",
             cluster_signing_duration=args.cluster_signing_duration,
+            approve_kubelet_serving=args.approve_kubelet_serving_certificates,
         )
         components = [
             asyncio.create_task(scheduler_command.run_scheduler(scheduler, stop)),

@@ -40,6 +40,15 @@ def parse_duration(text: str) -> float:
     return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
+def boolean(text: str) -> bool:
+    """A Go boolean flag value given with ``=`` (``--anonymous-auth=false``)."""
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def duration(text: str) -> float:
     """A non-negative Go duration flag value (``5m``, ``1m30s``, ``250ms``) in seconds."""
     try:

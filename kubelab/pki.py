@@ -156,13 +156,11 @@ class CertificateAuthority:
             usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
         if client:
             usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-        sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
         cert = self._sign(
             _name(common_name, organizations),
             key.public_key(),
             usages,
-            sans,
+            _alt_names(dns_names, ip_addresses),
             datetime.timedelta(days=days),
         )
         return KeyPair(cert, _key_pem(key))
@@ -229,16 +227,27 @@ def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return _key_pem(key)
 
 
+def _alt_names(dns_names: Sequence[str], ip_addresses: Sequence[str]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+    return names + [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
+
+
 def certificate_request(
-    key: ec.EllipticCurvePrivateKey, common_name: str, organizations: Sequence[str] = ()
+    key: ec.EllipticCurvePrivateKey,
+    common_name: str,
+    organizations: Sequence[str] = (),
+    *,
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
 ) -> bytes:
     """A PEM PKCS#10 request for ``key`` naming the subject ``common_name``/``organizations``
-    (what a kubelet sends in a CertificateSigningRequest)."""
-    request = (
-        x509.CertificateSigningRequestBuilder()
-        .subject_name(_name(common_name, organizations))
-        .sign(key, hashes.SHA256())
+    and these subject alternative names (what a kubelet sends in a CertificateSigningRequest)."""
+    builder = x509.CertificateSigningRequestBuilder().subject_name(
+        _name(common_name, organizations)
     )
+    if names := _alt_names(dns_names, ip_addresses):
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    request = builder.sign(key, hashes.SHA256())
     return request.public_bytes(serialization.Encoding.PEM)
 
 

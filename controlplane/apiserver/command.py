@@ -243,7 +243,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="the CA kubelets' serving certificates are verified with when the server "
-        "connects to them for logs, exec and port-forward (default: the cluster CA)",
+        "connects to them for logs, exec and port-forward (default: none, not verified)",
     )
     parser.add_argument(
         "--tls-san",

@@ -247,7 +247,9 @@ class ResourceHandler:
         assert isinstance(node, Node)
         path = proxy.pod_stream_path(obj, info.subresource, req.http.query)
         if info.subresource == "log":
-            return await self.kubelets.relay_get(req.http, node, path, req.http.query)
+            return await self.kubelets.relay_get(
+                req.http, node, path, req.http.query, status_errors=True
+            )
         if req.http.headers.get("Upgrade", "").lower() != "websocket":
             raise errors.bad_request("Upgrade request required")
         return await self.kubelets.relay_websocket(req.http, node, path)

@@ -545,7 +545,9 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
                 ("approve",),
                 (CERTIFICATES,),
                 ("signers",),
-                ("kubernetes.io/kube-apiserver-client-kubelet",),
+                # kubelet-serving: csrapproving's --approve-kubelet-serving-certificates, which
+                # also reads Nodes for their addresses (not in upstream's role).
+                ("kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"),
             ),
             rule(("get", "list", "watch"), ("",), ("nodes",)),
             rule(

@@ -2,8 +2,10 @@
 
 ``kubectl logs``, ``exec``, ``attach`` and ``port-forward`` talk to the API server, which
 finds the pod's node, connects to that node's kubelet over HTTPS (presenting its own client
-certificate and checking that the kubelet's chains to ``--kubelet-certificate-authority``, the
-cluster CA by default, and names the address dialled) and relays the stream:
+certificate) and relays the stream.  With ``--kubelet-certificate-authority`` the kubelet's
+serving certificate must chain to that CA and name the address dialled, else the request
+fails with a 503 Status saying so (as upstream's "error trying to reach service"); without it
+the certificate is not checked, as upstream's default (kubelets' self-signed certificates).
 
 - ``pods/log`` → ``GET /containerLogs/<ns>/<pod>/<container>`` with the same query, the body
   relayed chunk by chunk so ``-f`` follows;
@@ -44,6 +46,19 @@ STREAM_PROTOCOLS = (
     "SPDY/3.1+portforward.k8s.io",
 )
 _KUBELET_PATHS = {"exec": "exec", "attach": "attach", "portforward": "portForward"}
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+"""Upstream's reason for a kubelet's failure code (``NewGenericServerResponse``)."""
 
 
 def kubelet_address(node: Node) -> tuple[str, int]:
@@ -91,10 +106,10 @@ def _only_container(pod: Pod) -> str:
 class KubeletConnector:
     """Connects to kubelets as the API server's kubelet client identity."""
 
-    def __init__(self, ca_pem: bytes, identity: KeyPair) -> None:
-        # The kubelet's certificate must chain to ``ca_pem`` (--kubelet-certificate-authority)
-        # and name the address it is reached at, as upstream checks it.
-        self.context = client_ssl_context(ca_pem, identity.cert_pem, identity.key_pem)
+    def __init__(self, ca_pem: bytes | None, identity: KeyPair) -> None:
+        self.context = client_ssl_context(
+            ca_pem, identity.cert_pem, identity.key_pem, verify=ca_pem is not None
+        )
 
     def _url(self, node: Node, path: str) -> str:
         host, port = kubelet_address(node)
@@ -102,9 +117,17 @@ class KubeletConnector:
         return f"https://{host}:{port}{path}"
 
     async def relay_get(
-        self, request: web.Request, node: Node, path: str, query: Mapping[str, str]
+        self,
+        request: web.Request,
+        node: Node,
+        path: str,
+        query: Mapping[str, str],
+        *,
+        status_errors: bool = False,
     ) -> web.StreamResponse:
-        """GET ``path`` on the kubelet and stream its answer back as it comes."""
+        """GET ``path`` on the kubelet and stream its answer back as it comes; with
+        ``status_errors`` (``pods/log``) a failure becomes a Status whose message is the
+        kubelet's text, as upstream's log streamer does, so kubectl prints it."""
         url = self._url(node, path)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
         try:
@@ -112,6 +135,10 @@ class KubeletConnector:
                 aiohttp.ClientSession(timeout=timeout) as session,
                 session.get(url, params=dict(query), ssl=self.context) as upstream,
             ):
+                if status_errors and not 200 <= upstream.status < 300:
+                    text = (await upstream.text(errors="replace")).strip()
+                    reason = _REASONS.get(upstream.status, "Unknown")
+                    raise errors.ApiError(upstream.status, reason, text or reason)
                 response = web.StreamResponse(status=upstream.status)
                 for header in ("Content-Type",):
                     if header in upstream.headers:
@@ -124,9 +151,7 @@ class KubeletConnector:
                     await response.write_eof()
                 return response
         except (aiohttp.ClientConnectionError, TimeoutError) as error:
-            raise errors.unavailable(
-                f'error dialing the kubelet of node "{node.metadata.name}": {error}'
-            ) from None
+            raise _dial_error(node, error) from None
 
     async def relay_websocket(
         self, request: web.Request, node: Node, path: str
@@ -150,9 +175,7 @@ class KubeletConnector:
                     max_msg_size=0,
                 )
             except (aiohttp.ClientError, TimeoutError) as error:
-                raise errors.unavailable(
-                    f'error dialing the kubelet of node "{node.metadata.name}": {error}'
-                ) from None
+                raise _dial_error(node, error) from None
             client = web.WebSocketResponse(
                 protocols=[upstream.protocol] if upstream.protocol else (), max_msg_size=0
             )
@@ -161,6 +184,16 @@ class KubeletConnector:
             return client
         finally:
             await session.close()
+
+
+def _dial_error(node: Node, error: Exception) -> errors.ApiError:
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        return errors.unavailable(
+            f'the kubelet of node "{node.metadata.name}" is not trusted: its serving '
+            f"certificate does not verify against --kubelet-certificate-authority "
+            f"({error.certificate_error})"
+        )
+    return errors.unavailable(f'error dialing the kubelet of node "{node.metadata.name}": {error}')
 
 
 def _multi(request: web.Request) -> list[tuple[str, str]]:

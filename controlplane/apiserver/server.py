@@ -103,7 +103,7 @@ class ServerConfig:
     """Audiences a token must name to reach this server (default: the token issuer)."""
     authorization_modes: Sequence[str] = ("AlwaysAllow",)
     kubelet_certificate_authority: Path | None = None
-    """The CA kubelets' serving certificates must chain to (default: the cluster CA)."""
+    """The CA kubelets' serving certificates must chain to (None: not checked, as upstream)."""
     admission_plugins: Sequence[str] = tuple(builtin_admission.DEFAULT_PLUGINS)
     """The admission plugins to run (``builtin_admission.enabled`` of the flags)."""
     encryption: EncryptionConfig | None = None
@@ -722,7 +722,7 @@ async def serve(server: APIServer) -> Running:
     kubelet_ca = (
         config.kubelet_certificate_authority.read_bytes()
         if config.kubelet_certificate_authority is not None
-        else pki.ca.cert_pem
+        else None
     )
     server.handler.kubelets = KubeletConnector(kubelet_ca, pki.kubelet_client)
     server.use_token_issuer(TokenIssuer.load_or_create(config.data_dir / "pki"))

@@ -70,6 +70,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=365 * 24 * 3600.0,
         help="the longest lifetime of a certificate csrsigning issues (default: 8760h)",
     )
+    add_approve_kubelet_serving_flag(parser)
     parser.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -98,6 +99,7 @@ class ControllerManagerOptions:
     cluster_signing_cert_file: Path | None = None
     cluster_signing_key_file: Path | None = None
     cluster_signing_duration: float = 365 * 24 * 3600.0
+    approve_kubelet_serving: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ControllerManagerOptions:
@@ -117,7 +119,19 @@ class ControllerManagerOptions:
             cluster_signing_cert_file=args.cluster_signing_cert_file,
             cluster_signing_key_file=args.cluster_signing_key_file,
             cluster_signing_duration=args.cluster_signing_duration,
+            approve_kubelet_serving=args.approve_kubelet_serving_certificates,
         )
+
+
+def add_approve_kubelet_serving_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--approve-kubelet-serving-certificates",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="csrapproving approves a kubelet's serving certificate request when the node "
+        "itself asks for addresses its Node reports (upstream leaves these to an admin; "
+        "default: false)",
+    )
 
 
 def health_app(
@@ -198,6 +212,7 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
                 cluster_signing_cert_file=options.cluster_signing_cert_file,
                 cluster_signing_key_file=options.cluster_signing_key_file,
                 cluster_signing_duration=options.cluster_signing_duration,
+                approve_kubelet_serving=options.approve_kubelet_serving,
             ),
         )
         accounts = ServiceAccountClients(client, clock, qps=options.qps, burst=options.burst)

@@ -28,6 +28,8 @@ class ControllerOptions:
     """The CA csrsigning signs with (upstream --cluster-signing-cert-file/-key-file)."""
     cluster_signing_duration: float = 365 * 24 * 3600.0
     """The longest lifetime csrsigning gives a certificate, in seconds."""
+    approve_kubelet_serving: bool = False
+    """csrapproving approves kubelets' serving certificate requests (see there)."""
     concurrent_syncs: dict[str, int] = field(default_factory=dict)
     """Workers per controller name; 5 when absent."""
 

@@ -5,9 +5,12 @@ Flags are upstream's kubelet flags where they exist (``--kubeconfig``, ``--node-
 ``--cluster-dns``, ``--cluster-domain``, ``--cgroup-root``, ``--cloud-provider``,
 ``--node-labels``, ``--register-with-taints``, ``--max-pods``, ``--system-reserved``,
 ``--kube-reserved``, ``--eviction-hard``, ``--address``, ``--port``, ``--tls-cert-file``,
-``--tls-private-key-file``, ``--client-ca-file``, ``--bootstrap-kubeconfig``, ``--cert-dir``,
-``--rotate-certificates``: TLS bootstrapping and rotation, ``certificate``); the pod network
-ones (``--cni-*``, ``--cluster-cidr``) configure what upstream leaves to a network add-on.
+``--tls-private-key-file``, ``--bootstrap-kubeconfig``, ``--cert-dir``,
+``--rotate-certificates`` and ``--rotate-server-certificates``: TLS bootstrapping and
+certificate rotation, ``certificate``; ``--client-ca-file``, ``--anonymous-auth``,
+``--authentication-token-webhook``, ``--authorization-mode``: who may use the kubelet's API,
+``auth``); the pod network ones (``--cni-*``, ``--cluster-cidr``) configure what upstream
+leaves to a network add-on.
 
 ``runtime-config`` writes the containerd configuration of a node (its own root, state and
 socket under ``--state-dir``, the local pause image, the CNI directories); the lab and the
@@ -142,7 +145,35 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     server.add_argument("--port", type=int, default=10250)
     server.add_argument("--tls-cert-file", type=Path)
     server.add_argument("--tls-private-key-file", type=Path)
-    server.add_argument("--client-ca-file", type=Path)
+    server.add_argument(
+        "--rotate-server-certificates",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="obtain the serving certificate through a kubernetes.io/kubelet-serving "
+        "certificate request (approved by csrapproving or an admin) and renew it before it "
+        "expires, instead of --tls-cert-file (default: false)",
+    )
+    server.add_argument(
+        "--client-ca-file", type=Path, help="authenticate client certificates signed by this CA"
+    )
+    server.add_argument(
+        "--anonymous-auth",
+        type=component.boolean,
+        default=True,
+        help="serve requests without credentials as system:anonymous; false: 401 (default: true)",
+    )
+    server.add_argument(
+        "--authentication-token-webhook",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="authenticate bearer tokens with a TokenReview (default: false)",
+    )
+    server.add_argument(
+        "--authorization-mode",
+        choices=["AlwaysAllow", "Webhook"],
+        default="AlwaysAllow",
+        help="Webhook: authorize each request with a SubjectAccessReview (default: AlwaysAllow)",
+    )
 
 
 def add_runtime_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -169,6 +200,7 @@ def write_runtime_config(args: argparse.Namespace) -> int:
 
 def kubelet_config(args: argparse.Namespace) -> KubeletConfig:
     """The ``KubeletConfig`` the flags describe (errors exit with a message)."""
+    from node.kubelet.auth import AuthOptions
     from node.kubelet.kubelet import KubeletConfig, NetworkOptions, ServerOptions
     from node.kubelet.nodestatus import NodeOptions
     from node.kubelet.runtime.options import NodeRuntimeOptions
@@ -182,12 +214,22 @@ def kubelet_config(args: argparse.Namespace) -> KubeletConfig:
             raise SystemExit(
                 "kubelab kubelet: --tls-cert-file and --tls-private-key-file go together"
             )
+        if args.rotate_server_certificates:
+            raise SystemExit(
+                "kubelab kubelet: --rotate-server-certificates replaces --tls-cert-file"
+            )
+    if args.tls_cert_file is not None or args.rotate_server_certificates:
         server = ServerOptions(
             address=args.address or node_ips[0],
             port=args.port,
             tls_cert=args.tls_cert_file,
             tls_key=args.tls_private_key_file,
             client_ca=args.client_ca_file,
+            auth=AuthOptions(
+                anonymous=args.anonymous_auth,
+                token_webhook=args.authentication_token_webhook,
+                webhook_authorization=args.authorization_mode == "Webhook",
+            ),
         )
     return KubeletConfig(
         node=NodeOptions(
@@ -224,6 +266,7 @@ def kubelet_config(args: argparse.Namespace) -> KubeletConfig:
         ),
         server=server,
         pod_manifest_path=args.pod_manifest_path,
+        cert_dir=args.cert_dir or args.root_dir / "pki",
     )
 
 
@@ -237,7 +280,7 @@ async def run_kubelet(args: argparse.Namespace, stop: asyncio.Event) -> int:
         raise SystemExit("kubelab kubelet: --kubeconfig is required")
     config = kubelet_config(args)
     clock = RealClock()
-    paths = certificate.Paths(args.kubeconfig, args.cert_dir or args.root_dir / "pki")
+    paths = certificate.Paths(args.kubeconfig, config.cert_dir)
     if args.bootstrap_kubeconfig is not None:
         bootstrapping = certificate.bootstrap(
             paths, args.bootstrap_kubeconfig, config.node.node_name, clock
@@ -253,16 +296,15 @@ async def run_kubelet(args: argparse.Namespace, stop: asyncio.Event) -> int:
             kubelet = Kubelet(client, config)
         except NodeOptionsError as error:
             raise SystemExit(f"kubelab kubelet: {error}") from None
-        rotator = (
-            certificate.CertificateRotator(client, paths, config.node.node_name, clock)
-            if args.rotate_certificates
-            and certificate.is_node_identity(client.config, config.node.node_name)
-            else None
-        )
+        managers = []
+        if args.rotate_certificates and certificate.is_node_identity(
+            client.config, config.node.node_name
+        ):
+            managers.append(certificate.client_manager(client, paths, config.node.node_name, clock))
 
         async def run() -> None:
             try:
-                await asyncio.gather(kubelet.run(), *([rotator.run()] if rotator else []))
+                await asyncio.gather(kubelet.run(), *(m.run() for m in managers))
             except certificate.CertificateRequestError as error:
                 raise SystemExit(f"kubelab kubelet: {error}") from None
 

@@ -11,7 +11,9 @@
   status (``status.generate_pod_status`` computed, ``statusmanager`` sent);
 - the node: ``nodestatus`` registers the Node and keeps its status and Lease; once the Node
   has a podCIDR the pod network is configured (CNI config, the CNI agent, CRI's runtime
-  config); the ``server`` answers the API server's logs/exec/attach/port-forward streams.
+  config); the ``server`` answers the API server's logs/exec/attach/port-forward streams,
+  with its serving certificate from ``--tls-cert-file`` or, rotating, from a certificate
+  request for the Node's addresses (``certificate.serving_manager``).
 
 What a sync does (``sync_pod``) follows upstream's ``SyncPod``: observe the pod in the runtime,
 compute and send its status, stop if it reached a terminal phase, wait for the pod network
@@ -38,6 +40,7 @@ import shutil
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+from kubelab.api.kinds.core_v1.node import NodeAddress
 from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
 from kubelab.api.kinds.core_v1.service import Service
 from kubelab.client.errors import ApiError, ClientError
@@ -45,11 +48,13 @@ from kubelab.client.events import EventRecorder
 from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from kubelab.client.rest import Client
 from kubelab.clock import Clock, RealClock
+from kubelab.pki import KeyPair
 from node.cni.agentprocess import AgentProcess
 from node.cni.netconf import install_plugins, render_netconf, write_netconf
 from node.cri.client import CRIError, RuntimeClient
-from node.kubelet import mirror
+from node.kubelet import certificate, mirror
 from node.kubelet.apiobjects import ApiObjects
+from node.kubelet.auth import AuthOptions, KubeletAuth
 from node.kubelet.backoff import CrashLoopBackOff
 from node.kubelet.logs import LogRotator
 from node.kubelet.nodestatus import NodeOptions, NodeStatusManager
@@ -105,13 +110,17 @@ class NetworkOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ServerOptions:
-    """The kubelet's HTTPS server (``port`` 0 picks one; ``None`` options: no server)."""
+    """The kubelet's HTTPS server (``port`` 0 picks one; ``None`` options: no server).
+    Without ``tls_cert`` the serving certificate is requested and rotated through the API
+    (``--rotate-server-certificates``) and kept in the kubelet's ``cert_dir``."""
 
     address: str
     port: int
-    tls_cert: Path
-    tls_key: Path
+    tls_cert: Path | None
+    tls_key: Path | None
     client_ca: Path | None
+    auth: AuthOptions = dataclasses.field(default_factory=AuthOptions)
+    system_log_dir: Path | None = Path("/var/log")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +131,7 @@ class KubeletConfig:
     network: NetworkOptions | None = None
     server: ServerOptions | None = None
     pod_manifest_path: Path | None = None
+    cert_dir: Path = Path("/var/lib/kubelet/pki")
 
 
 class Kubelet:
@@ -191,25 +201,46 @@ class Kubelet:
         self.static_pods: dict[str, Pod] = {}
         self.mirrors = mirror.MirrorClient(client, self.node_name)
         self.log_rotator = LogRotator(self.cri, self.clock)
-        self.server = (
-            KubeletServer(
-                self,
-                self.cri,
-                address=config.server.address,
-                port=config.server.port,
-                tls_cert=config.server.tls_cert,
-                tls_key=config.server.tls_key,
-                client_ca=config.server.client_ca,
-                clock=self.clock,
-            )
-            if config.server is not None
-            else None
-        )
+        self.server: KubeletServer | None = None
+        self.serving_certificate: certificate.CertificateManager | None = None
+        if config.server is not None:
+            self.server = self._server(config.server)
         self.runtime_type = "containerd"
         self.cni_agent: AgentProcess | None = None
         self.pod_cidr: str | None = None
         self._unhealthy: dict[str, set[str]] = {}
         self._start_failures: dict[str, dict[str, StartFailure]] = {}
+
+    def _server(self, options: ServerOptions) -> KubeletServer:
+        served: KeyPair | None = None
+        if options.tls_cert is not None and options.tls_key is not None:
+            served = KeyPair(options.tls_cert.read_bytes(), options.tls_key.read_bytes())
+        server = KubeletServer(
+            self,
+            self.cri,
+            address=options.address,
+            port=options.port,
+            certificate=served,
+            client_ca=options.client_ca,
+            auth=KubeletAuth(options.auth, self.client, self.node_name, self.clock),
+            system_log_dir=options.system_log_dir,
+            clock=self.clock,
+        )
+        if served is None:
+            self.serving_certificate = certificate.serving_manager(
+                self.client,
+                self.config.cert_dir,
+                self.node_name,
+                self.clock,
+                self._addresses,
+                server.use_certificate,
+            )
+        return server
+
+    def _addresses(self) -> list[NodeAddress]:
+        """The addresses of the Node status last sent (what the serving certificate names)."""
+        node = self.node_status.node()
+        return list(node.status.addresses or ()) if node and node.status else []
 
     # Running.
 
@@ -233,11 +264,14 @@ class Kubelet:
                 loops.append(self._configure_network(self.config.network))
             if self.static is not None:
                 loops.append(self.static.run(self._static_pods_changed))
+            if self.serving_certificate is not None:
+                loops.append(self.serving_certificate.run())
             if self.server is not None:
                 await self.server.start()
             else:
                 log.warning(
-                    "no --tls-cert-file: the kubelet server is off, so kubectl logs, exec and "
+                    "no --tls-cert-file nor --rotate-server-certificates: the kubelet server "
+                    "is off, so kubectl logs, exec and "
                     "port-forward cannot reach this node's pods"
                 )
             try:

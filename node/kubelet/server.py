@@ -5,6 +5,8 @@ The API server reaches it with its kubelet-client certificate to serve ``pods/lo
 
 - ``GET /healthz`` → ``ok``, without a client certificate (like upstream's healthz port);
 - ``GET /pods`` → a v1 PodList of the pods the kubelet runs;
+- ``GET /logs/<path>`` → the node's own log files (``system_log_dir``, upstream's /var/log),
+  a directory as a listing, as upstream's system log handler (``nodes/log``);
 - ``GET /containerLogs/{ns}/{pod}/{container}`` → the container's log as text, chunked, with
   the PodLogOptions query (``logs.LogOptions``), following if asked;
 - ``/exec/{ns}/{pod}/{container}?command=..&stdin=&stdout=&stderr=&tty=`` and
@@ -14,11 +16,16 @@ The API server reaches it with its kubelet-client certificate to serve ``pods/lo
 - ``/portForward/{ns}/{pod}`` → WebSocket ``v4.channel.k8s.io`` with ``?ports=`` (or
   ``?port=``), or ``SPDY/3.1+portforward.k8s.io`` carrying kubectl's SPDY session.
 
-Every path but ``/healthz`` needs a client certificate that verifies against ``client_ca``:
-the TLS layer rejects a certificate that does not, and a request without one gets 401.  With
-``client_ca=None`` no certificate is asked for and every request is served (a lab without a
-PKI); there is no authorization beyond authentication (upstream asks the API server with a
-SubjectAccessReview).  Errors are plain text with upstream's wording where there is one.
+Every path but ``/healthz`` goes through ``auth.KubeletAuth``: a client certificate verified
+against ``client_ca`` (the TLS layer rejects one that does not verify), a bearer token
+reviewed by the API server, or anonymous, then a SubjectAccessReview on ``nodes/<subresource>``;
+401 and 403 are plain text, as upstream's.  Without ``auth`` every request is served (a lab
+without a PKI).  Errors are plain text with upstream's wording where there is one.
+
+The serving certificate is given at construction or later (``use_certificate``, as the
+serving certificate manager obtains and renews it): the context is updated in place, so new
+connections present the new certificate and open ones go on; until there is one, handshakes
+fail, as upstream's with a rotating certificate not yet issued.
 
 The kubelet provides what the server needs to know through ``PodLookup``; the runtime is
 reached through the few ``RuntimeClient`` calls in ``StreamRuntime``.
@@ -39,10 +46,13 @@ from aiohttp import web
 
 from kubelab.api.codec import to_builtins
 from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.client.errors import ApiError, ClientError
 from kubelab.clock import Clock, RealClock
+from kubelab.pki import KeyPair, load_certificate
 from node.cri.client import CRIError
 from node.cri.pb import api_pb2 as pb
 from node.kubelet import logs, streams
+from node.kubelet.auth import Forbidden, KubeletAuth, Unauthorized
 from node.kubelet.spdy import SpdyError, SpdySession
 
 log = logging.getLogger(__name__)
@@ -132,9 +142,10 @@ class KubeletServer:
         *,
         address: str,
         port: int,
-        tls_cert: Path,
-        tls_key: Path,
+        certificate: KeyPair | None,
         client_ca: Path | None,
+        auth: KubeletAuth | None,
+        system_log_dir: Path | None = None,
         clock: Clock | None = None,
         log_poll_interval: float = 0.2,
     ) -> None:
@@ -144,17 +155,23 @@ class KubeletServer:
         self._port = port
         self._clock = clock or RealClock()
         self._poll = log_poll_interval
-        self._authenticate = client_ca is not None
+        self._auth = auth
+        self._system_log_dir = system_log_dir
         self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self._ssl.load_cert_chain(tls_cert, tls_key)
+        if certificate is not None:
+            self.use_certificate(certificate)
         if client_ca is not None:
             self._ssl.load_verify_locations(cafile=client_ca)
-            # Optional at the TLS layer so /healthz works without one; enforced per request.
+            # Optional at the TLS layer so /healthz and tokens work without one.
             self._ssl.verify_mode = ssl.CERT_OPTIONAL
         self._runner: web.AppRunner | None = None
 
+    def use_certificate(self, pair: KeyPair) -> None:
+        """Serve new connections with ``pair``."""
+        load_certificate(self._ssl, pair.cert_pem, pair.key_pem)
+
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors, self._auth])
+        app = web.Application(middlewares=[self._errors, self._authenticate])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/pods", self._pods)
         app.router.add_get("/pods/", self._pods)
@@ -162,6 +179,8 @@ class KubeletServer:
         app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec)
         app.router.add_route("*", "/attach/{namespace}/{pod}/{container}", self._attach)
         app.router.add_route("*", "/portForward/{namespace}/{pod}", self._port_forward)
+        if self._system_log_dir is not None:
+            app.router.add_static("/logs/", self._system_log_dir, show_index=True)
         return app
 
     async def start(self) -> int:
@@ -188,12 +207,24 @@ class KubeletServer:
             return web.Response(status=error.status, text=error.message + "\n")
 
     @web.middleware
-    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self._authenticate and request.path != "/healthz":
-            transport = request.transport
-            certificate = transport.get_extra_info("peercert") if transport else None
-            if not certificate:
-                raise _HTTPError(401, "Unauthorized")
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self._auth is not None and request.path != "/healthz":
+            ssl_object = (
+                request.transport.get_extra_info("ssl_object") if request.transport else None
+            )
+            certificate = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+            try:
+                user = await self._auth.authenticate(certificate, request.headers)
+                await self._auth.authorize(user, request.method, request.path)
+            except Unauthorized as error:
+                log.debug("unauthorized %s %s: %s", request.method, request.path, error)
+                raise _HTTPError(401, "Unauthorized") from None
+            except Forbidden as error:
+                raise _HTTPError(403, str(error)) from None
+            except (ApiError, ClientError) as error:
+                raise _HTTPError(
+                    503, f"the API server could not check this request: {error}"
+                ) from None
         return await handler(request)
 
     # -- simple endpoints ---------------------------------------------------------------------

@@ -67,7 +67,7 @@ async def test_a_certificate_that_expires_unrenewed_ends_the_kubelet(tmp_path: P
     paths = certificate.Paths(tmp_path / "kubelet.kubeconfig", tmp_path / "pki")
     kubeconfig.write(paths.kubeconfig, kubeconfig.render("https://x", ca.cert_pem, "node", pair))
     clock = FakeClock(datetime.datetime.now(datetime.UTC))
-    rotator = certificate.CertificateRotator(RefusingClient(), paths, "a", clock)  # type: ignore[arg-type]
+    rotator = certificate.client_manager(RefusingClient(), paths, "a", clock)  # type: ignore[arg-type]
     task = asyncio.create_task(rotator.run())
     for _ in range(200):
         if task.done():

@@ -26,10 +26,14 @@ from aiohttp import web
 
 from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.pki import CertificateAuthority, client_ssl_context
+from kubelab.client.kubeconfig import ClientConfig
+from kubelab.client.rest import Client
+from kubelab.clock import RealClock
+from kubelab.pki import CertificateAuthority, KeyPair, client_ssl_context
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.fake import FakeRuntime
 from node.cri.pb import api_pb2 as pb
+from node.kubelet.auth import AuthOptions, KubeletAuth
 from node.kubelet.server import KubeletServer, PodLookup, StreamRuntime
 from node.kubelet.spdy import (
     FLAG_FIN,
@@ -233,14 +237,15 @@ async def spdy() -> AsyncIterator[FakeStreamingServer]:
 @contextlib.asynccontextmanager
 async def serve(lookup: PodLookup, cri: StreamRuntime, pki: Pki) -> AsyncIterator[str]:
     """A KubeletServer on a free port; yields its URL."""
+    unused = Client(ClientConfig(server="https://127.0.0.1:1"))  # x509 only: never asked
     server = KubeletServer(
         lookup,
         cri,
         address="127.0.0.1",
         port=0,
-        tls_cert=pki.cert,
-        tls_key=pki.key,
+        certificate=KeyPair(pki.cert.read_bytes(), pki.key.read_bytes()),
         client_ca=pki.ca_file,
+        auth=KubeletAuth(AuthOptions(anonymous=False), unused, "node-a", RealClock()),
         log_poll_interval=0.01,
     )
     port = await server.start()

@@ -98,7 +98,7 @@ async def test_a_kubelet_joins_with_a_bootstrap_token_and_rotates(tmp_path: Path
                 await kubelet.list(Secret)
             assert listing.value.code == 403
 
-            rotator = certificate.CertificateRotator(kubelet, paths, "node-a", clock)
+            rotator = certificate.client_manager(kubelet, paths, "node-a", clock)
             await rotator.rotate()
             renewed = kubeconfig.load(paths.kubeconfig)
             assert renewed.cert_pem is not None

@@ -1,0 +1,175 @@
+"""The kubelet's authenticator and authorizer without a server: how a request maps to
+``nodes`` attributes (upstream's table), the TTL cache, and which reviews are asked, cached
+and answered with 401 or 403."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from kubelab.api.kinds.authentication_v1 import TokenReview, TokenReviewStatus, UserInfo
+from kubelab.api.kinds.authorization_v1 import SubjectAccessReview, SubjectAccessReviewStatus
+from kubelab.client.rest import Client
+from kubelab.clock import FakeClock
+from kubelab.pki import CertificateAuthority
+from node.kubelet.auth import (
+    ANONYMOUS_USER,
+    AuthOptions,
+    Forbidden,
+    KubeletAuth,
+    TTLCache,
+    Unauthorized,
+    User,
+    request_attributes,
+)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "verb", "subresources"),
+    [
+        ("GET", "/stats/summary", "get", ("stats",)),
+        ("GET", "/stats", "get", ("stats",)),
+        ("GET", "/metrics", "get", ("metrics",)),
+        ("GET", "/metrics/cadvisor", "get", ("metrics",)),
+        ("GET", "/logs/syslog", "get", ("log",)),
+        ("GET", "/spec/", "get", ("spec",)),
+        ("POST", "/checkpoint/ns/pod/c", "create", ("checkpoint",)),
+        ("GET", "/pods", "get", ("pods", "proxy")),
+        ("GET", "/healthz", "get", ("healthz", "proxy")),
+        ("GET", "/configz", "get", ("configz", "proxy")),
+        ("GET", "/containerLogs/ns/pod/c", "get", ("proxy",)),
+        ("POST", "/exec/ns/pod/c", "create", ("proxy",)),
+        ("GET", "/exec/ns/pod/c", "get", ("proxy",)),
+        ("POST", "/attach/ns/pod/c", "create", ("proxy",)),
+        ("POST", "/portForward/ns/pod", "create", ("proxy",)),
+        ("POST", "/run/ns/pod/c", "create", ("proxy",)),
+        ("PUT", "/anything", "update", ("proxy",)),
+        ("PATCH", "/anything", "patch", ("proxy",)),
+        ("DELETE", "/anything", "delete", ("proxy",)),
+        ("GET", "/statsextra", "get", ("proxy",)),  # a prefix is not a subpath
+        ("GET", "/podsx", "get", ("proxy",)),
+    ],
+)
+def test_request_attributes(
+    method: str, path: str, verb: str, subresources: tuple[str, ...]
+) -> None:
+    attributes = request_attributes(method, path, "node-a")
+    assert (attributes.verb, attributes.subresources, attributes.name) == (
+        verb,
+        subresources,
+        "node-a",
+    )
+
+
+async def test_the_cache_forgets_after_the_ttl() -> None:
+    clock = FakeClock()
+    cache: TTLCache[str, bool] = TTLCache(clock, limit=2)
+    cache.put("a", True, 300)
+    cache.put("b", False, 30)
+    await clock.advance(29)
+    assert (cache.get("a"), cache.get("b")) == (True, False)
+    await clock.advance(1)
+    assert (cache.get("a"), cache.get("b")) == (True, None)
+    await clock.advance(270)
+    assert cache.get("a") is None
+    cache.put("c", True, 10)
+    cache.put("d", True, 10)
+    cache.put("e", True, 10)  # past the limit: the cache starts over rather than grow
+    assert (cache.get("c"), cache.get("e")) == (None, True)
+
+
+class Reviews:
+    """The API's answers to the kubelet's TokenReviews and SubjectAccessReviews."""
+
+    def __init__(self, tokens: dict[str, User], allowed: set[tuple[str, str, str]]) -> None:
+        self.tokens = tokens
+        self.allowed = allowed
+        self.asked: list[Any] = []
+
+    async def create(self, obj: Any) -> Any:
+        self.asked.append(obj)
+        if isinstance(obj, TokenReview):
+            assert obj.spec is not None
+            user = self.tokens.get(obj.spec.token or "")
+            obj.status = TokenReviewStatus(
+                authenticated=user is not None,
+                user=UserInfo(username=user.name, groups=list(user.groups)) if user else None,
+            )
+            return obj
+        assert isinstance(obj, SubjectAccessReview)
+        assert obj.spec is not None and obj.spec.resource_attributes is not None
+        attributes = obj.spec.resource_attributes
+        assert (attributes.resource, attributes.name, attributes.group) == ("nodes", "node-a", None)
+        key = (obj.spec.user or "", attributes.verb or "", attributes.subresource or "")
+        obj.status = SubjectAccessReviewStatus(allowed=key in self.allowed)
+        return obj
+
+
+SA = User("system:serviceaccount:default:reader", ("system:serviceaccounts",))
+
+
+def auth(reviews: Reviews, clock: FakeClock, **options: bool) -> KubeletAuth:
+    return KubeletAuth(AuthOptions(**options), cast(Client, reviews), "node-a", clock)
+
+
+async def test_authentication_order() -> None:
+    reviews = Reviews({"good": SA}, set())
+    clock = FakeClock()
+    webhook = auth(reviews, clock, token_webhook=True, anonymous=False)
+    bearer = {"Authorization": "Bearer good"}
+    assert await webhook.authenticate(None, bearer) == SA
+    assert await webhook.authenticate(None, bearer) == SA
+    assert len(reviews.asked) == 1  # cached
+    with pytest.raises(Unauthorized):
+        await webhook.authenticate(None, {"Authorization": "Bearer bad"})
+    with pytest.raises(Unauthorized):
+        await webhook.authenticate(None, {})
+    cert = CertificateAuthority.create().issue("admin", organizations=["ops"], client=True)
+    der = cert.certificate.public_bytes(serialization.Encoding.DER)
+    assert await webhook.authenticate(der, bearer) == User("admin", ("ops", "system:authenticated"))
+    anonymous = auth(reviews, clock, anonymous=True)
+    assert await anonymous.authenticate(None, {}) == ANONYMOUS_USER
+    # Without the webhook a token is not a credential: anonymous, or 401.
+    assert await anonymous.authenticate(None, bearer) == ANONYMOUS_USER
+    with pytest.raises(Unauthorized):
+        await auth(reviews, clock, anonymous=False).authenticate(None, bearer)
+
+
+async def test_authorization_asks_each_subresource_and_caches_the_answers() -> None:
+    reviews = Reviews({}, {(SA.name, "get", "pods")})
+    clock = FakeClock()
+    kubelet = auth(reviews, clock, webhook_authorization=True)
+    await kubelet.authorize(SA, "GET", "/pods")
+    with pytest.raises(Forbidden) as denied:
+        await kubelet.authorize(SA, "POST", "/exec/default/web/app")
+    assert str(denied.value) == (
+        "Forbidden (user=system:serviceaccount:default:reader, verb=create, resource=nodes, "
+        "subresource(s)=[proxy])"
+    )
+    assert len(reviews.asked) == 2
+    await kubelet.authorize(SA, "GET", "/pods")
+    with pytest.raises(Forbidden):
+        await kubelet.authorize(SA, "POST", "/exec/default/web/app")
+    assert len(reviews.asked) == 2  # both answers cached
+    reviews.allowed.add((SA.name, "create", "proxy"))
+    await clock.advance(31)  # a denial is kept 30 s
+    await kubelet.authorize(SA, "POST", "/exec/default/web/app")
+    assert len(reviews.asked) == 3
+    reviews.allowed.clear()
+    await clock.advance(268)  # an allowance 5 minutes: the one of t=0 until t=300
+    await kubelet.authorize(SA, "GET", "/pods")
+    await clock.advance(1)
+    with pytest.raises(Forbidden):
+        await kubelet.authorize(SA, "GET", "/pods")  # pods, then proxy: both denied now
+    assert [r.spec.resource_attributes.subresource for r in reviews.asked[3:]] == [
+        "pods",
+        "proxy",
+    ]
+
+
+async def test_always_allow_asks_nothing() -> None:
+    reviews = Reviews({}, set())
+    await auth(reviews, FakeClock()).authorize(ANONYMOUS_USER, "POST", "/exec/a/b/c")
+    assert reviews.asked == []
