@@ -337,14 +337,20 @@ class ResourceStore:
         expected = obj.metadata.resource_version
         if expected:
             _parse_rv(expected)
-        try:
-            current_kv = await self.store.get(self.key(namespace, name))
-        except KeyNotFound:
-            if self.strategy.allow_create_on_update and not subresource:
-                obj.metadata.resource_version = None
-                return await self.create(namespace, obj, ctx), True
-            raise errors.not_found(self.info, name) from None
-        return await self._replace(current_kv, obj, ctx, subresource, expected or None), False
+        for _ in range(16):
+            try:
+                current_kv = await self.store.get(self.key(namespace, name))
+            except KeyNotFound:
+                if self.strategy.allow_create_on_update and not subresource:
+                    obj.metadata.resource_version = None
+                    return await self.create(namespace, obj, ctx), True
+                raise errors.not_found(self.info, name) from None
+            try:
+                replaced = await self._replace(current_kv, obj, ctx, subresource, expected or None)
+            except _Retry:
+                continue  # an unconditional update raced another write: onto the newer one
+            return replaced, False
+        raise errors.conflict(self.info, name, errors.MODIFIED)
 
     async def mutate(
         self,
