@@ -29,6 +29,14 @@
 10. ``StartSupervisor``: from now on crashed components are restarted
     (``kubelab.lab.supervisor``); ``WaitAddons``: kube-dns available.
 
+With several control planes (the HA lab) step 3 becomes: ``SeedPKI`` (the cluster CA and
+service-account key made once, copied into every server's data directory, and the etcd
+members' certificates issued from that CA), every etcd member started, then each waited for
+(a member is healthy only once a quorum runs), every ``kubelab server`` started at once (their
+startup work tolerates one another), and the router's ``loadbalancer``; step 4's forwarder
+leads to the load balancer in the router; ``WaitServer`` also waits for each server's
+``/readyz``.
+
 What each component runs comes from ``kubelab.lab.components``; ``StartComponent`` writes its
 files and starts it detached (``processes.ProcessTable``).  Starting and waiting are separate
 actions, so slow starts overlap while the list stays a plain sequence.
@@ -68,6 +76,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from controlplane import bootstraptoken
+from controlplane.apiserver.tokens import TokenIssuer
 from kubelab.api.kinds.apps_v1 import Deployment
 from kubelab.api.kinds.core_v1.node import Node as NodeObject
 from kubelab.api.meta_v1 import Resource
@@ -197,6 +206,27 @@ def write_cloud_config(lab: Lab) -> None:
 
 
 @dataclass
+class SeedPKI:
+    """HA: the PKI every server shares, made before any starts (``kubelab server`` would
+    otherwise create a CA of its own in each data directory): the cluster CA and the
+    service-account signing key in the first server's ``pki/`` (``Lab.pki_dir``), copied into
+    every other server's; and the etcd members' certificates from the same CA."""
+
+    name: str = "PKI: one cluster CA and service-account key for every server; etcd's"
+
+    async def execute(self, ctx: Context) -> None:
+        await asyncio.to_thread(seed_pki, ctx.lab)
+
+
+def seed_pki(lab: Lab) -> None:
+    ca = CertificateAuthority.load_or_create(lab.pki_dir)
+    TokenIssuer.load_or_create(lab.pki_dir)
+    for node in lab.controlplanes[1:]:
+        shutil.copytree(lab.pki_dir, lab.server_dir_of(node) / "pki", dirs_exist_ok=True)
+    components.etcd_cluster(lab).write_pki(ca)
+
+
+@dataclass
 class AttachNode:
     """``node add``'s network step: the spec saved with the new worker first (so ``down``
     finds it whatever happens next), then its namespace and veth."""
@@ -224,13 +254,17 @@ class StartComponent:
         self.name = self.name or f"{c.node}: {c.name}"
 
     async def execute(self, ctx: Context) -> None:
-        c = self.component
-        for directory in c.dirs:
-            directory.mkdir(parents=True, exist_ok=True)
-        for path, text in c.files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        ctx.processes.start(c.key, c.command, log=c.log, netns=c.netns, cwd=c.cwd)
+        start_component(ctx.processes, self.component)
+
+
+def start_component(table: ProcessTable, c: Component) -> None:
+    """Write a component's directories and files, then start it detached and record it."""
+    for directory in c.dirs:
+        directory.mkdir(parents=True, exist_ok=True)
+    for path, text in c.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    table.start(c.key, c.command, log=c.log, netns=c.netns, cwd=c.cwd)
 
 
 @dataclass
@@ -312,7 +346,8 @@ class WaitServer:
         admin = lab.server_dir / "admin.kubeconfig"
 
         def alive() -> None:
-            ctx.processes.check_alive(components.server(lab).key)
+            for cp in lab.controlplanes:
+                ctx.processes.check_alive(components.server(lab, cp).key)
             ctx.processes.check_alive(components.forwarder(lab).key)
 
         await wait_for(
@@ -338,14 +373,14 @@ def node_credentials(lab: Lab, node: Node) -> dict[Path, bytes]:
     """What a node needs from the control plane, at the paths its components' flags name
     (server https://10.240.0.10:6443): the cluster CA, the kubelet's kubeconfig with its own
     client certificate (``system:node:NAME`` in ``system:nodes``, what the Node authorizer
-    knows it by), the kubelet's serving certificate, and the proxies' kubeconfig
-    (``system:kube-proxy``, the identity the server issued)."""
+    knows it by) and the proxies' kubeconfig (``system:kube-proxy``, the identity the server
+    issued); the kubelet requests its serving certificate itself."""
     ca = CertificateAuthority.load_or_create(lab.pki_dir)
     client = ca.issue(f"system:node:{node.name}", organizations=("system:nodes",), client=True)
     config = kubeconfig.render(
         lab.api_url, ca.cert_pem, f"system:node:{node.name}", client, cluster=lab.name
     )
-    return {**_shared_credentials(lab, ca, node), node.kubelet_kubeconfig: config.encode()}
+    return {**_shared_credentials(lab, ca), node.kubelet_kubeconfig: config.encode()}
 
 
 def join_credentials(lab: Lab, node: Node, token: str) -> dict[Path, bytes]:
@@ -356,18 +391,15 @@ def join_credentials(lab: Lab, node: Node, token: str) -> dict[Path, bytes]:
     config = kubeconfig.render(
         lab.api_url, ca.cert_pem, "tls-bootstrap-token-user", token=token, cluster=lab.name
     )
-    return {**_shared_credentials(lab, ca, node), node.bootstrap_kubeconfig: config.encode()}
+    return {**_shared_credentials(lab, ca), node.bootstrap_kubeconfig: config.encode()}
 
 
-def _shared_credentials(lab: Lab, ca: CertificateAuthority, node: Node) -> dict[Path, bytes]:
-    serving = ca.issue(f"system:node:{node.name}", server=True, ip_addresses=[node.ip])
+def _shared_credentials(lab: Lab, ca: CertificateAuthority) -> dict[Path, bytes]:
     proxy = kubeconfig.render(
         lab.api_url, ca.cert_pem, "proxy", KeyPair.read(lab.pki_dir, "proxy"), cluster=lab.name
     )
     return {
         lab.ca_file: ca.cert_pem,
-        components.serving_cert(node): serving.cert_pem,
-        components.serving_key(node): serving.key_pem,
         lab.proxy_kubeconfig: proxy.encode(),
     }
 
@@ -457,7 +489,7 @@ class WaitNodesReady:
         self.name = self.name or f"Nodes Ready, initialized by the cloud, podCIDR routed: {names}"
 
     async def execute(self, ctx: Context) -> None:
-        involved = {n.name for n in self.nodes} | {ctx.lab.controlplane.name}
+        involved = {n.name for n in (*self.nodes, *ctx.lab.controlplanes, ctx.lab.router)}
 
         def alive() -> None:
             for record in ctx.processes.records():
@@ -475,13 +507,14 @@ class WaitNodesReady:
 
 @dataclass
 class MarkControlPlane:
-    name: str = f"controlplane: Node labelled {components.CONTROL_PLANE_ROLE}"
+    name: str = f"control planes: Nodes labelled {components.CONTROL_PLANE_ROLE}"
 
     async def execute(self, ctx: Context) -> None:
         lab = ctx.lab
         patch = {"metadata": {"labels": {components.CONTROL_PLANE_ROLE: ""}}}
         async with _admin(lab) as c:
-            await c.patch(NodeObject, lab.controlplane.name, None, patch)
+            for cp in lab.controlplanes:
+                await c.patch(NodeObject, cp.name, None, patch)
 
 
 @dataclass
@@ -509,19 +542,36 @@ def agent_actions(lab: Lab, node: Node, *, bootstrap: bool = False) -> list[Acti
 def up_actions(lab: Lab) -> list[Action]:
     """The ordered steps of ``up`` (see the module docstring)."""
     nodes = lab.kubernetes_nodes
-    control: list[Action] = [StartComponent(components.server(lab))]
+    servers = [components.server(lab, cp) for cp in lab.controlplanes]
+    control: list[Action] = [StartComponent(s) for s in servers]
     if lab.spec.store == "etcd":
-        etcd = components.etcd(lab)
-        control = [StartComponent(etcd), WaitHealthy(etcd, ETCD_TIMEOUT), *control]
+        etcds = [components.etcd(lab, cp) for cp in lab.controlplanes]
+        control = [
+            *(StartComponent(e) for e in etcds),
+            *(WaitHealthy(e, ETCD_TIMEOUT) for e in etcds),
+            *control,
+        ]
+    if lab.ha:
+        control = [
+            SeedPKI(),
+            *control,
+            StartComponent(
+                components.loadbalancer(lab),
+                name=f"router: load balancer {lab.api_url} → "
+                + ", ".join(cp.ip for cp in lab.controlplanes),
+            ),
+        ]
+    to = components.api_node(lab).name
     return [
         CleanStale(),
         CreateNetwork(),
         WriteCloudConfig(),
         *control,
-        StartComponent(components.forwarder(lab), name="host forwarder: 127.0.0.1 → controlplane"),
+        StartComponent(components.forwarder(lab), name=f"host forwarder: 127.0.0.1 → {to}"),
         BuildImages(nodes),
         *(StartComponent(components.containerd(n)) for n in nodes),
         LoadImages(nodes),
+        *(WaitHealthy(s, SERVER_TIMEOUT) for s in servers if lab.ha),
         WaitServer(),
         *(a for n in nodes for a in agent_actions(lab, n)),
         ApplyAddons(),
@@ -766,7 +816,10 @@ async def down(lab: Lab, report: Report = print) -> None:
             lambda: asyncio.gather(*(_remove_sandboxes(n, table) for n in lab.kubernetes_nodes)),
         ),
         ("containerds stopped", _stopper(table, nodes, "containerd")),
-        ("forwarder and server stopped", _stopper(table, nodes, "forwarder", "server")),
+        (
+            "forwarder and server stopped",
+            _stopper(table, nodes, "forwarder", "loadbalancer", "server"),
+        ),
         ("etcd stopped", _stopper(table, nodes, "etcd")),
         (
             "leftover processes killed (shims, pods, helpers)",

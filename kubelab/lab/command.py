@@ -3,13 +3,17 @@
 A thin command (kind's shape): it parses flags, builds the inventory
 (``kubelab.lab.topology.Lab``) and hands it to ``kubelab.lab.cluster``.  Subcommands:
 
-- ``up [--name lab] [--nodes 2] [--store sqlite|etcd] [--cni kubelab|reference]
-  [--proxy-mode iptables|userspace] [--iptables-backend restore|libiptc]
-  [--host-api-port 6443]``: progress per step (a live line with a spinner and the elapsed
-  time on a terminal, plain ``✓`` lines otherwise), then how to use it;
+- ``up [--name lab] [--nodes 2] [--control-planes 1|3|5] [--store sqlite|etcd]
+  [--cni kubelab|reference] [--proxy-mode iptables|userspace]
+  [--iptables-backend restore|libiptc] [--host-api-port 6443]``: progress per step (a live
+  line with a spinner and the elapsed time on a terminal, plain ``✓`` lines otherwise), then
+  how to use it;
 - ``down``: stop and remove everything of the lab;
 - ``status``: per node, each component's process, restarts and health endpoint, and the
-  Node's Ready condition;
+  Node's Ready condition; for an etcd lab also the members, the load balancer's healthy API
+  servers and the Lease holders (``kubelab.lab.hastatus``);
+- ``kill|stop|start NODE COMPONENT``, ``partition|heal NODE``: faults on purpose
+  (``kubelab.lab.faults``);
 - ``nodes``: each node's role, IP, Ready, podCIDR and taints;
 - ``logs NODE COMPONENT [-f]``: a component's log (``-f``: follow it, as ``tail -F``);
 - ``node add`` / ``node rm NAME``: a worker joins or leaves the running lab;
@@ -19,7 +23,8 @@ A thin command (kind's shape): it parses flags, builds the inventory
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
 - ``vagrant render|bundles|address``: what the Vagrant VMs' provisioning runs
   (``kubelab.lab.vagrant``);
-- ``forward`` and ``supervise`` (hidden): the host forwarder and the supervisor ``up``
+- ``forward`` and ``supervise`` (hidden): the host forwarder (and, given several
+  targets and ``--health-check``, the HA lab's load balancer) and the supervisor ``up``
   starts.
 
 Run as root.
@@ -79,6 +84,12 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
         default=LabSpec.workers,
         help=f"worker nodes besides the control plane (default: {LabSpec.workers})",
     )
+    up.add_argument(
+        "--control-planes",
+        type=int,
+        default=LabSpec.control_planes,
+        help="control-plane nodes: 1, or 3 or 5 behind a load balancer (needs --store etcd)",
+    )
     up.add_argument("--store", choices=STORES, default="sqlite")
     up.add_argument("--cni", choices=CNIS, default="kubelab", help="pod network plugin")
     up.add_argument("--proxy-mode", choices=PROXY_MODES, default="iptables")
@@ -106,6 +117,22 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     logs.add_argument("node")
     logs.add_argument("component")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    for name, text in (
+        ("kill", "SIGKILL a component (the supervisor restarts it): kill NODE COMPONENT"),
+        ("stop", "stop a component and keep it down: stop NODE COMPONENT"),
+        ("start", "start a stopped component again: start NODE COMPONENT"),
+    ):
+        fault = commands.add_parser(name, help=text)
+        _add_name(fault)
+        fault.add_argument("node")
+        fault.add_argument("component")
+    for name, text in (
+        ("partition", "cut a control plane off from the others (in the router)"),
+        ("heal", "undo partition NODE"),
+    ):
+        cut = commands.add_parser(name, help=text)
+        _add_name(cut)
+        cut.add_argument("node")
     node = commands.add_parser("node", help="a worker joins (add) or leaves (rm NAME)")
     node_commands = node.add_subparsers(dest="node_command", metavar="add|rm", required=True)
     _add_name(node_commands.add_parser("add", help="the next free nodeN joins the lab"))
@@ -113,9 +140,12 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     _add_name(rm)
     rm.add_argument("node")
     forward = commands.add_parser("forward")  # hidden in spirit: started by `up`
-    forward.add_argument("--netns", type=Path, required=True)
-    forward.add_argument("--target", type=_address, required=True)
+    forward.add_argument("--netns", type=Path, help="connect inside this namespace")
+    forward.add_argument("--target", type=_address, action="append", required=True)
     forward.add_argument("--listen", type=_address, required=True)
+    forward.add_argument("--health-check", metavar="PATH", help="HTTPS path asked of targets")
+    forward.add_argument("--ca", type=Path, help="the CA verifying the health checks")
+    forward.add_argument("--state-file", type=Path, help="JSON of the healthy targets")
     vagrant_run = vagrant.configure(
         commands.add_parser("vagrant", help="the Vagrant VMs' configuration (run by provisioning)")
     )
@@ -132,6 +162,11 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
             "node": _node,
             "kubeconfig": _kubeconfig,
             "exec": _exec,
+            "kill": _fault,
+            "stop": _fault,
+            "start": _fault,
+            "partition": _fault,
+            "heal": _fault,
             "demo": _demo,
             "forward": _forward,
             "supervise": _supervise,
@@ -160,6 +195,7 @@ def _lab(args: argparse.Namespace) -> Lab:
         proxy_mode=args.proxy_mode,
         iptables_backend=args.iptables_backend,
         host_api_port=args.host_api_port,
+        control_planes=args.control_planes,
     )
     return Lab(spec)
 
@@ -288,7 +324,7 @@ def _node(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from kubelab.lab import cluster, components
+    from kubelab.lab import cluster, components, hastatus
     from kubelab.lab.processes import ProcessTable
 
     lab = _lab(args)
@@ -310,6 +346,7 @@ def _status(args: argparse.Namespace) -> int:
         return nodes, list(probes)
 
     nodes, probes = asyncio.run(gather())
+    ha = asyncio.run(hastatus.collect(lab)) if lab.spec.store == "etcd" else None
     answers = {r.key: p for r, p in zip(records, probes, strict=True)}
     healthy = True
     for node in lab.nodes:
@@ -329,6 +366,9 @@ def _status(args: argparse.Namespace) -> int:
                 f"restarts {record.restarts:<3} {answer}"
             )
             healthy = healthy and ok
+    if ha is not None:
+        print("\n".join(hastatus.render(ha)))
+        healthy = healthy and ha.healthy
     return 0 if healthy else 1
 
 
@@ -450,14 +490,67 @@ def _exec(args: argparse.Namespace) -> int:
     os.execvp("nsenter", ["nsenter", f"--net={node.netns_path}", "--", *argv])
 
 
+def _fault(args: argparse.Namespace) -> int:
+    from kubelab.lab import faults
+    from kubelab.lab.cluster import LabError
+
+    _root()
+    lab = _lab(args)
+    try:
+        if args.lab_command == "kill":
+            pid = faults.kill(lab, args.node, args.component)
+            print(f"{args.node}/{args.component}: pid {pid} killed (the supervisor restarts it)")
+        elif args.lab_command == "stop":
+            faults.stop(lab, args.node, args.component)
+            print(f"{args.node}/{args.component}: stopped; `kubelab lab start` starts it")
+        elif args.lab_command == "start":
+            record = faults.start(lab, args.node, args.component)
+            print(f"{record.key}: started as pid {record.pid}")
+        elif args.lab_command == "partition":
+            others = faults.partition(lab, args.node)
+            print(f"{args.node} cut off from {', '.join(n.name for n in others)}")
+        else:
+            faults.heal(lab, args.node)
+            print(f"{args.node}: partition healed")
+    except KeyError as error:
+        print(f"kubelab lab {args.lab_command}: {error.args[0]}", file=sys.stderr)
+        return 2
+    except LabError as error:
+        print(f"kubelab lab {args.lab_command}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _forward(args: argparse.Namespace) -> int:
+    import json
+
     from kubelab import component
-    from kubelab.lab.netns import NetnsForwarder
+    from kubelab.lab.netns import Backends, HealthCheck, NetnsForwarder
+
+    check = None
+    if args.health_check is not None:
+        if args.ca is None:
+            raise SystemExit("kubelab lab forward: --health-check needs --ca")
+        check = HealthCheck(args.health_check, args.ca)
+
+    def changed(backends: Backends) -> None:
+        print(f"kubelab lab forward: healthy {backends.healthy()}", flush=True)
+        if args.state_file is not None:
+            partial = args.state_file.with_suffix(".tmp")
+            partial.write_text(json.dumps({"backends": backends.describe()}) + "\n")
+            partial.replace(args.state_file)
 
     async def serve(stop: asyncio.Event) -> int:
-        forwarder = NetnsForwarder(args.target, connect_netns=args.netns, listen=args.listen)
+        forwarder = NetnsForwarder(
+            Backends(args.target, check),
+            connect_netns=args.netns,
+            listen=args.listen,
+            on_change=changed,
+        )
         port = await forwarder.start()
-        print(f"kubelab lab forward: 127.0.0.1:{port} → {args.netns} {args.target}", flush=True)
+        targets = ", ".join(f"{host}:{target_port}" for host, target_port in args.target)
+        inside = f" in {args.netns}" if args.netns else ""
+        print(f"kubelab lab forward: {args.listen[0]}:{port} → {targets}{inside}", flush=True)
         try:
             await stop.wait()
         finally:

@@ -28,6 +28,19 @@ Per node:
 - ``nodeN``: ``containerd``, ``kubelet``, ``proxy``;
 - the host: ``forwarder`` (``kubelab lab forward``: 127.0.0.1:<host port> → the API server),
   listed under ``controlplane`` since that is where it leads.
+
+With several control planes (the HA lab) ``controlplaneN`` runs one member of an etcd cluster
+(``etcd_cluster``: ``kubelab.lab.etcd``'s configuration, peer TLS from the cluster CA, plain
+HTTP clients on the node's address) and a ``kubelab server`` bound to its own address,
+storing through its local member first and the others as fallback, advertising its own
+address (the ``kubernetes`` Service's endpoints are every live server, as upstream; the
+server's in-process components talk to it there) with 10.240.0.10 as an extra SAN of its
+serving certificate, since every other client comes through the load balancer.  Its
+scheduler, controller-manager and cloud-controller-manager run with leader election
+(``kubelab server``'s default); each server runs under ``unshare --uts`` with the node's name
+as hostname, which makes its Lease holder identities ``controlplaneN_<uuid>``.  The router
+runs ``loadbalancer`` (``kubelab lab forward`` with every server as target and ``/readyz``
+health checks), and the host forwarder leads into the router, to the load balancer.
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from kubelab.lab.etcd import EtcdCluster, EtcdMember
 from kubelab.lab.images import PAUSE_IMAGE
 from kubelab.lab.topology import (
     API_PORT,
@@ -115,8 +129,12 @@ def containerd_layout(node: Node) -> ContainerdLayout:
     )
 
 
-def store_url(lab: Lab) -> str:
-    """``kubelab server --store``: SQLite in its data directory, or the lab's etcd."""
+def store_url(lab: Lab, node: Node) -> str:
+    """``kubelab server --store`` on control plane ``node``: SQLite in its data directory,
+    the lab's etcd, or (HA) every member, the node's own first."""
+    if lab.ha:
+        cluster = etcd_cluster(lab)
+        return cluster.store_url(first=cluster.member(node.name))
     return (
         f"etcd://{ETCD_CLIENT_URL.removeprefix('http://')}"
         if lab.spec.store == "etcd"
@@ -124,8 +142,28 @@ def store_url(lab: Lab) -> str:
     )
 
 
-def etcd(lab: Lab) -> Component:
-    cp = lab.controlplane
+def etcd_cluster(lab: Lab) -> EtcdCluster:
+    """The HA lab's etcd cluster: a member per control plane, named after it, on its address;
+    certificates and data directories under ``Lab.etcd_dir``."""
+    members = tuple(EtcdMember(n.name, n.ip) for n in lab.controlplanes)
+    return EtcdCluster(members, lab.etcd_dir)
+
+
+def etcd(lab: Lab, node: Node) -> Component:
+    if lab.ha:
+        cluster = etcd_cluster(lab)
+        member = cluster.member(node.name)
+        return Component(
+            node.name,
+            "etcd",
+            (ETCD, *cluster.flags(member)),
+            node.log("etcd"),
+            netns=node.netns_path,
+            cwd=node.state_dir,
+            dirs=(node.state_dir, lab.etcd_dir),
+            health=Health(f"{cluster.client_url(member)}/health", node.netns_path),
+        )
+    cp = node
     return Component(
         cp.name,
         "etcd",
@@ -148,21 +186,28 @@ def etcd(lab: Lab) -> Component:
     )  # fmt: skip
 
 
-def server(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
-    cp = lab.controlplane
+def server(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Component:
+    """``kubelab server`` on control plane ``node`` (see the module docstring for HA)."""
+    cp = node
+    data_dir = lab.server_dir_of(cp)
+    hostname = ("unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', cp.name)
     return Component(
         cp.name,
         "server",
         (
+            *(hostname if lab.ha else ()),
             *program, "server",
-            "--data-dir", str(lab.server_dir),
-            "--bind-address", CONTROLPLANE_IP,
+            "--data-dir", str(data_dir),
+            "--bind-address", cp.ip,
             "--secure-port", str(API_PORT),
-            "--advertise-address", CONTROLPLANE_IP,
-            "--store", store_url(lab),
+            "--advertise-address", cp.ip,
+            *(("--tls-san", CONTROLPLANE_IP) if lab.ha else ()),
+            "--store", store_url(lab, cp),
             "--service-cluster-ip-range", SERVICE_CIDR,
             "--cluster-cidr", CLUSTER_CIDR,
             "--authorization-mode", "Node,RBAC",
+            "--kubelet-certificate-authority", str(lab.ca_file),
+            "--approve-kubelet-serving-certificates",
             "--cloud-provider", "lab",
             "--cloud-config", str(lab.cloud_config),
             "--cluster-name", lab.name,
@@ -172,26 +217,55 @@ def server(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
         cp.log("server"),
         netns=cp.netns_path,
         cwd=lab.state_dir,
-        dirs=(lab.server_dir,),
-        health=Health(f"{lab.api_url}/readyz", cp.netns_path),
+        dirs=(data_dir,),
+        health=Health(f"https://{cp.ip}:{API_PORT}/readyz", cp.netns_path),
     )  # fmt: skip
 
 
+def api_node(lab: Lab) -> Node:
+    """The namespace owning 10.240.0.10: the control plane, or (HA) the router."""
+    return lab.router if lab.ha else lab.controlplane
+
+
 def forwarder(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
-    cp = lab.controlplane
+    """The host forwarder: 127.0.0.1:<host port> to 10.240.0.10:6443 in ``api_node``."""
+    to = api_node(lab)
     host, port = lab.host_api_address
     return Component(
-        cp.name,
+        to.name,
         "forwarder",
         (
             *program, "lab", "forward",
-            "--netns", str(cp.netns_path),
+            "--netns", str(to.netns_path),
             "--target", f"{CONTROLPLANE_IP}:{API_PORT}",
             "--listen", f"{host}:{port}",
         ),
-        cp.log("forwarder"),
+        to.log("forwarder"),
         cwd=lab.state_dir,
         health=Health(f"{lab.host_api_url}/readyz", None),
+    )  # fmt: skip
+
+
+def loadbalancer(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
+    """HA: the API servers' load balancer in the router, on 10.240.0.10:6443 (see
+    ``kubelab.lab.netns``)."""
+    router = lab.router
+    targets = (a for cp in lab.controlplanes for a in ("--target", f"{cp.ip}:{API_PORT}"))
+    return Component(
+        router.name,
+        "loadbalancer",
+        (
+            *program, "lab", "forward",
+            "--listen", f"{CONTROLPLANE_IP}:{API_PORT}",
+            *targets,
+            "--health-check", "/readyz",
+            "--ca", str(lab.ca_file),
+            "--state-file", str(lab.loadbalancer_state),
+        ),
+        router.log("loadbalancer"),
+        netns=router.netns_path,
+        cwd=lab.state_dir,
+        health=Health(f"{lab.api_url}/readyz", router.netns_path),
     )  # fmt: skip
 
 
@@ -253,7 +327,14 @@ def kubelet(
 ) -> Component:
     """The node's kubelet, as ``system:node:<name>`` from its own kubeconfig; with
     ``bootstrap`` that kubeconfig does not exist yet and the kubelet obtains it through a
-    certificate request authenticated by the bootstrap token in ``bootstrap_kubeconfig``."""
+    certificate request authenticated by the bootstrap token in ``bootstrap_kubeconfig``.
+
+    Its serving certificate comes the same way once its Node is registered
+    (``--rotate-server-certificates``, approved by the server's csrapproving, checked by the
+    server with ``--kubelet-certificate-authority``): nothing reaches the kubelet's API before
+    the API server answers, so the lab need not issue one.  Its API takes client certificates
+    from the cluster CA and tokens (TokenReview), no anonymous requests, and asks the server
+    about each request (SubjectAccessReview on ``nodes/<subresource>``)."""
     taints = (
         ("--register-with-taints", CONTROL_PLANE_TAINT) if node.role is Role.CONTROLPLANE else ()
     )
@@ -279,9 +360,11 @@ def kubelet(
             "--cluster-cidr", CLUSTER_CIDR,
             "--cluster-dns", CLUSTER_DNS,
             "--resolv-conf", str(resolv_conf(lab, node)),
-            "--tls-cert-file", str(serving_cert(node)),
-            "--tls-private-key-file", str(serving_key(node)),
+            "--rotate-server-certificates",
             "--client-ca-file", str(lab.ca_file),
+            "--anonymous-auth=false",
+            "--authentication-token-webhook",
+            "--authorization-mode", "Webhook",
             "--port", str(KUBELET_PORT),
             "--cloud-provider", "external",
             *taints,
@@ -293,15 +376,6 @@ def kubelet(
         files=files,
         health=Health(f"https://{node.ip}:{KUBELET_PORT}/healthz", node.netns_path),
     )  # fmt: skip
-
-
-def serving_cert(node: Node) -> Path:
-    """The kubelet's serving certificate (issued from the cluster CA by the lab)."""
-    return node.kubelet_pki_dir / "kubelet.crt"
-
-
-def serving_key(node: Node) -> Path:
-    return node.kubelet_pki_dir / "kubelet.key"
 
 
 def proxy(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Component:
@@ -328,7 +402,12 @@ def node_components(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) ->
     """Everything ``node`` runs, in start order (the forwarder is the host's: ``forwarder``)."""
     control = []
     if node.role is Role.CONTROLPLANE:
-        control = [*([etcd(lab)] if lab.spec.store == "etcd" else []), server(lab, program)]
+        control = [
+            *([etcd(lab, node)] if lab.spec.store == "etcd" else []),
+            server(lab, node, program),
+        ]
+    if node.role is Role.ROUTER and lab.ha:
+        control = [loadbalancer(lab, program)]
     if not node.is_kubernetes_node:
         return control
     return [*control, containerd(node), kubelet(lab, node, program), proxy(lab, node, program)]
@@ -340,3 +419,11 @@ def lab_components(lab: Lab, program: tuple[str, ...] = KUBELAB) -> list[Compone
         *(c for node in lab.nodes for c in node_components(lab, node, program)),
         forwarder(lab, program),
     ]
+
+
+def by_key(lab: Lab, key: str, program: tuple[str, ...] = KUBELAB) -> Component:
+    """The lab's component ``NODE/COMPONENT`` (KeyError naming the known ones otherwise)."""
+    found = {c.key: c for c in lab_components(lab, program)}
+    if key not in found:
+        raise KeyError(f"lab {lab.name} has no component {key!r} (known: {', '.join(found)})")
+    return found[key]

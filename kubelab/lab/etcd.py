@@ -148,9 +148,14 @@ class EtcdCluster:
     def endpoints(self) -> list[str]:
         return [m.endpoint for m in self.members]
 
-    def store_url(self) -> str:
-        """The ``--store`` value for an API server using every member (first one first)."""
-        return "etcd://" + ",".join(self.endpoints())
+    def store_url(self, first: EtcdMember | None = None) -> str:
+        """The ``--store`` value for an API server using every member, ``first`` (its local
+        one) first, else in order."""
+        endpoints = self.endpoints()
+        if first is not None:
+            endpoints.remove(first.endpoint)
+            endpoints.insert(0, first.endpoint)
+        return "etcd://" + ",".join(endpoints)
 
     def member_tls(self, member: EtcdMember) -> TLSFiles:
         return TLSFiles(
@@ -194,6 +199,9 @@ class EtcdCluster:
             f"--peer-key-file={tls.key}",
             f"--peer-trusted-ca-file={tls.ca}",
             "--peer-client-cert-auth",
+            # A member cut off campaigns without raising the term, so once reconnected it
+            # does not depose a working leader (off by default in etcd 3.4).
+            "--pre-vote",
             "--logger=zap",
             "--log-outputs=stderr",
         ]

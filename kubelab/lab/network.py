@@ -7,7 +7,14 @@ whose other end (``r-NODE``) is a port of ``lab0``.  Nodes route everything via 
 default route also covers the Service range, without which connect() to a VIP fails before
 kube-proxy's OUTPUT DNAT runs).  The router learns each node's pod CIDR from the
 cloud-controller-manager's route controller (the lab cloud provider writes ``proto 200``
-routes into it), and holds the load balancers' IPs; this module creates none of those.
+routes into it), and holds the load balancers' IPs; this module creates none of those.  In
+the HA lab the router also holds the API address 10.240.0.10 (a /32 on ``lab0``), where the
+lab's load balancer listens.
+
+``partition`` cuts one node off from some others inside the router (never the host):
+nodes on ``lab0`` talk bridged, so it turns on ``bridge-nf-call-iptables`` in the router and
+DROPs, in a chain of its own (``KUBELAB-PARTITION``, jumped to from ``FORWARD``), the
+traffic between the node's address and theirs, both ways; ``heal`` removes that node's rules.
 
 Sysctls, per namespace: ``ip_forward`` in the router and the Kubernetes nodes (pods'
 traffic crosses them), no ICMP redirects from the router (a node must never learn to bypass
@@ -26,14 +33,17 @@ the bridge and every veth with them.
 
 from __future__ import annotations
 
-from kubelab.lab.processes import run
-from kubelab.lab.topology import BRIDGE, ROUTER_IP, Lab, Node
+from collections.abc import Sequence
+
+from kubelab.lab.processes import CommandError, run
+from kubelab.lab.topology import BRIDGE, CONTROLPLANE_IP, ROUTER_IP, Lab, Node
 
 ROUTER_SYSCTLS = (
     "net.ipv4.ip_forward=1",
     "net.ipv4.conf.all.send_redirects=0",
     f"net.ipv4.conf.{BRIDGE}.send_redirects=0",
 )
+PARTITION_CHAIN = "KUBELAB-PARTITION"
 NODE_SYSCTLS = (
     "net.ipv4.ip_forward=1",
     "net.ipv4.conf.all.route_localnet=1",
@@ -53,6 +63,8 @@ def create(lab: Lab) -> None:
     run("ip", "-n", router.netns, "link", "add", BRIDGE, "type", "bridge")
     run("ip", "-n", router.netns, "addr", "add", f"{ROUTER_IP}/{lab.prefix_len}", "dev", BRIDGE)
     run("ip", "-n", router.netns, "link", "set", BRIDGE, "up")
+    if lab.ha:
+        run("ip", "-n", router.netns, "addr", "add", f"{CONTROLPLANE_IP}/32", "dev", BRIDGE)
     sysctl(router, ROUTER_SYSCTLS)
     for node in lab.hosts:
         attach(lab, node)
@@ -106,3 +118,52 @@ def destroy(lab: Lab) -> list[str]:
             run("ip", "netns", "delete", name)
             deleted.append(name)
     return deleted
+
+
+def partition(lab: Lab, node: Node, others: Sequence[Node]) -> None:
+    """Drop, in the router, all traffic between ``node`` and each of ``others``."""
+    sysctl(lab.router, ("net.bridge.bridge-nf-call-iptables=1",))
+    if not _holds(lab, "-S", PARTITION_CHAIN):
+        _iptables(lab, "-N", PARTITION_CHAIN)
+    if not _holds(lab, "-C", "FORWARD", "-j", PARTITION_CHAIN):
+        _iptables(lab, "-I", "FORWARD", "1", "-j", PARTITION_CHAIN)
+    for other in others:
+        for source, destination in ((node.ip, other.ip), (other.ip, node.ip)):
+            rule = ("-s", source, "-d", destination, "-j", "DROP")
+            if not _holds(lab, "-C", PARTITION_CHAIN, *rule):
+                _iptables(lab, "-A", PARTITION_CHAIN, *rule)
+
+
+def heal(lab: Lab, node: Node) -> None:
+    """Remove every partition rule naming ``node``'s address (nothing if there is none)."""
+    listed = _iptables(lab, "-S", PARTITION_CHAIN, check=False)
+    for line in listed.splitlines():
+        words = line.split()
+        if words[:2] == ["-A", PARTITION_CHAIN] and f"{node.ip}/32" in words:
+            _iptables(lab, "-D", *words[1:])
+
+
+def partitioned(lab: Lab) -> list[tuple[str, str]]:
+    """The (source, destination) addresses the router drops between."""
+    pairs = []
+    for line in _iptables(lab, "-S", PARTITION_CHAIN, check=False).splitlines():
+        words = line.split()
+        if words[:2] == ["-A", PARTITION_CHAIN] and "-s" in words and "-d" in words:
+            source = words[words.index("-s") + 1].removesuffix("/32")
+            pairs.append((source, words[words.index("-d") + 1].removesuffix("/32")))
+    return pairs
+
+
+def _iptables(lab: Lab, *args: str, check: bool = True) -> str:
+    """``iptables -w`` in the router's namespace (``check=False``: a missing chain lists
+    nothing useful rather than failing)."""
+    return run("iptables", "-w", *args, netns=lab.router.netns_path, check=check)
+
+
+def _holds(lab: Lab, *args: str) -> bool:
+    """The router's iptables has the chain (``-S``) or rule (``-C``) ``args`` name."""
+    try:
+        _iptables(lab, *args)
+    except CommandError:
+        return False
+    return True

@@ -8,7 +8,12 @@ of Kubernetes The Hard Way does), so nothing else builds a path or an address by
   bridge);
 - ``controlplane`` (10.240.0.10) runs ``kubelab server`` (and etcd with ``--store etcd``)
   and, as every Kubernetes node of the lab, containerd, a kubelet (its Node tainted
-  ``node-role.kubernetes.io/control-plane:NoSchedule``) and the proxy; workers ``nodeN``
+  ``node-role.kubernetes.io/control-plane:NoSchedule``) and the proxy;
+- with ``control_planes`` N > 1 (the HA lab, etcd only) the control plane is
+  ``controlplane1..N`` at 10.240.0.2..(1+N), each running an etcd member and a
+  ``kubelab server``, and 10.240.0.10:6443 is no node's: it is an address of the router's
+  ``lab0``, where the lab's load balancer forwards to the healthy API servers, so every
+  kubeconfig, kubelet, proxy and controller keeps using https://10.240.0.10:6443; workers ``nodeN``
   (10.240.0.(10+N)) run containerd, the kubelet and the proxy; ``client`` (10.240.0.100)
   stands for the outside world;
 - the workers are a set of names, not a count: ``node add`` takes the number after the
@@ -38,6 +43,10 @@ from typing import Final
 UNDERLAY_CIDR: Final = "10.240.0.0/24"
 ROUTER_IP: Final = "10.240.0.1"
 CONTROLPLANE_IP: Final = "10.240.0.10"
+"""The API server's address: the control plane's own, or (HA) the load balancer's."""
+FIRST_CONTROLPLANE_HOST: Final = 2
+"""HA: ``controlplaneN`` at 10.240.0.(1+N), below the API address and the workers."""
+MAX_CONTROL_PLANES: Final = 5
 FIRST_WORKER_HOST: Final = 11
 CLIENT_IP: Final = "10.240.0.100"
 CLUSTER_CIDR: Final = "10.244.0.0/16"
@@ -69,6 +78,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 
 
 _WORKER = re.compile(r"^node(\d+)$")
+_CONTROLPLANE = re.compile(r"^controlplane(\d+)$")
 
 
 class Role(Enum):
@@ -98,6 +108,8 @@ class LabSpec:
     """The host forwarder's port on 127.0.0.1 (another one lets labs run side by side)."""
     worker_names: tuple[str, ...] = ()
     """The workers once nodes were added or removed (empty: ``node1..node<workers>``)."""
+    control_planes: int = 1
+    """Control-plane nodes: 1 (``controlplane``), or an odd number up to 5 with etcd (HA)."""
 
     @property
     def worker_list(self) -> tuple[str, ...]:
@@ -129,6 +141,16 @@ class LabSpec:
                 raise SpecError(f"worker names repeat: {self.worker_names}")
             if len(self.worker_names) != self.workers:
                 raise SpecError(f"{self.workers} workers but {len(self.worker_names)} names")
+        if self.control_planes not in range(1, MAX_CONTROL_PLANES + 1, 2):
+            raise SpecError(
+                f"control planes: 1, 3 or 5 (an etcd quorum wants an odd number), "
+                f"got {self.control_planes}"
+            )
+        if self.control_planes > 1 and self.store != "etcd":
+            raise SpecError(
+                f"{self.control_planes} control planes need --store etcd (each runs an etcd "
+                f"member; SQLite is one machine's store), got --store {self.store}"
+            )
         for value, allowed, what in (
             (self.store, STORES, "store"),
             (self.cni, CNIS, "cni"),
@@ -164,8 +186,9 @@ def spec_file(name: str) -> Path:
 def running_spec(name: str, namespaces: set[str]) -> LabSpec:
     """The spec of lab ``name`` as it runs, for every command but ``up``: the saved spec, or
     (state directory gone after a crash) one whose workers are the ``<name>-nodeN``
-    namespaces among ``namespaces`` (the names ``ip netns list`` shows), so that ``down``
-    finds every node."""
+    namespaces among ``namespaces`` (the names ``ip netns list`` shows), and whose control
+    planes are the ``<name>-controlplaneN`` ones if any (an HA lab), so that ``down`` finds
+    every node."""
     try:
         return LabSpec.load(spec_file(name))
     except (OSError, ValueError, TypeError):
@@ -181,9 +204,16 @@ def running_spec(name: str, namespaces: set[str]) -> LabSpec:
             key=worker_number,
         )
     )
-    if not found:
-        return LabSpec(name=name)
-    return LabSpec(name=name).with_workers(found)
+    numbers = [
+        int(m.group(1))
+        for ns in namespaces
+        if ns.startswith(prefix) and (m := _CONTROLPLANE.match(ns.removeprefix(prefix)))
+    ]
+    spec = LabSpec(name=name)
+    if numbers:
+        highest = min(max(numbers) | 1, MAX_CONTROL_PLANES)
+        spec = replace(spec, control_planes=highest, store="etcd")
+    return spec.with_workers(found) if found else spec
 
 
 @dataclass(frozen=True)
@@ -293,9 +323,19 @@ class Lab:
         def node(name: str, role: Role, ip: str) -> Node:
             return Node(self.spec.name, name, role, ip, self.run_root, self.log_root)
 
+        control = [node("controlplane", Role.CONTROLPLANE, CONTROLPLANE_IP)]
+        if self.spec.control_planes > 1:
+            control = [
+                node(
+                    f"controlplane{i}",
+                    Role.CONTROLPLANE,
+                    str(base + FIRST_CONTROLPLANE_HOST + i - 1),
+                )
+                for i in range(1, self.spec.control_planes + 1)
+            ]
         nodes = [
             node("router", Role.ROUTER, ROUTER_IP),
-            node("controlplane", Role.CONTROLPLANE, CONTROLPLANE_IP),
+            *control,
             *(
                 node(w, Role.WORKER, str(base + FIRST_WORKER_HOST + worker_number(w) - 1))
                 for w in self.spec.worker_list
@@ -313,8 +353,20 @@ class Lab:
         return self.node("router")
 
     @property
+    def controlplanes(self) -> tuple[Node, ...]:
+        """The control-plane nodes: ``controlplane``, or (HA) ``controlplane1..N``."""
+        return tuple(n for n in self.nodes if n.role is Role.CONTROLPLANE)
+
+    @property
     def controlplane(self) -> Node:
-        return self.node("controlplane")
+        """The first control-plane node: the one whose server data directory holds the
+        lab's PKI (the only one without HA)."""
+        return self.controlplanes[0]
+
+    @property
+    def ha(self) -> bool:
+        """Several control planes behind the router's load balancer at 10.240.0.10."""
+        return len(self.controlplanes) > 1
 
     @property
     def client(self) -> Node:
@@ -361,17 +413,32 @@ class Lab:
 
     @property
     def server_dir(self) -> Path:
-        """``kubelab server``'s data directory (SQLite store and PKI)."""
-        return self.controlplane.state_dir / "server"
+        """The first control plane's ``kubelab server`` data directory (SQLite store, the
+        PKI every server shares, the admin kubeconfig the lab reads)."""
+        return self.server_dir_of(self.controlplane)
+
+    @staticmethod
+    def server_dir_of(node: Node) -> Path:
+        """``kubelab server``'s data directory on control-plane ``node``."""
+        return node.state_dir / "server"
 
     @property
     def etcd_dir(self) -> Path:
-        """etcd's data directory (``--store etcd``)."""
-        return self.controlplane.state_dir / "etcd"
+        """etcd's data directory (``--store etcd`` on one control plane), or (HA) the
+        cluster's base directory: ``pki/`` and one data directory per member
+        (``kubelab.lab.etcd.EtcdCluster``)."""
+        return self.state_dir / "etcd" if self.ha else self.controlplane.state_dir / "etcd"
 
     @property
     def pki_dir(self) -> Path:
+        """The cluster's PKI: created by the first server, or (HA) by the lab before any
+        server starts, and copied into each server's data directory."""
         return self.server_dir / "pki"
+
+    @property
+    def loadbalancer_state(self) -> Path:
+        """HA: the API servers the load balancer sees healthy (JSON it rewrites on change)."""
+        return self.state_dir / "loadbalancer.json"
 
     @property
     def proxy_kubeconfig(self) -> Path:
@@ -391,8 +458,11 @@ class Lab:
     @staticmethod
     def zone(node: Node) -> str:
         """The node's zone in the lab cloud, alternating by node number (the control plane
-        counts as 0), so it never changes while nodes come and go."""
-        return ZONES[worker_number(node.name) % len(ZONES)]
+        counts as 0, HA's ``controlplaneN`` as N-1), so it never changes while nodes come and
+        go."""
+        control = _CONTROLPLANE.match(node.name)
+        number = int(control.group(1)) - 1 if control else worker_number(node.name)
+        return ZONES[number % len(ZONES)]
 
     def with_spec(self, spec: LabSpec) -> Lab:
         """The same lab (roots, resolv.conf) with another spec (``node add`` / ``node rm``)."""

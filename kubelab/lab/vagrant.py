@@ -14,7 +14,7 @@ on each VM:
   ``paths.env`` (the admin kubeconfig provision.sh waits for);
 - ``kubelab lab vagrant bundles`` on the control plane, once the API server made the cluster
   CA: one tar per Kubernetes node (``cluster.node_credentials``, what ``kubelab lab up``
-  writes for a node: CA, kubeconfig, kubelet serving certificate), at the paths its flags
+  writes for a node: CA and kubeconfigs), at the paths its flags
   name; workers fetch theirs over SSH, the control plane unpacks its own;
 - ``kubelab lab vagrant address --node N``: a node's address, for the scripts.
 

@@ -56,13 +56,15 @@ def test_with_store_etcd_the_control_plane_runs_etcd_and_the_server_uses_it() ->
     lab = Lab(LabSpec(name="demo", store="etcd"))
     names = [c.name for c in components.node_components(lab, lab.controlplane)]
     assert names[:2] == ["etcd", "server"]
-    etcd = components.etcd(lab)
+    etcd = components.etcd(lab, lab.controlplane)
     assert flag(etcd.command, "--listen-client-urls") == "http://127.0.0.1:2379"
     assert flag(etcd.command, "--data-dir") == "/run/kubelab/demo/controlplane/etcd"
     assert etcd.netns == Path("/run/netns/demo-controlplane")
-    assert flag(components.server(lab).command, "--store") == "etcd://127.0.0.1:2379"
+    assert (
+        flag(components.server(lab, lab.controlplane).command, "--store") == "etcd://127.0.0.1:2379"
+    )
     sqlite = Lab(LabSpec(name="demo"))
-    assert flag(components.server(sqlite).command, "--store") == "sqlite"
+    assert flag(components.server(sqlite, sqlite.controlplane).command, "--store") == "sqlite"
     assert "etcd" not in [c.name for c in components.lab_components(sqlite)]
 
 
@@ -106,7 +108,7 @@ def test_the_forwarder_listens_on_the_host_port_and_leads_into_the_control_plane
 
 def test_the_server_authorizes_by_node_and_rbac_and_runs_the_lab_cloud() -> None:
     lab = Lab(LabSpec(name="demo"))
-    server = components.server(lab).command
+    server = components.server(lab, lab.controlplane).command
     assert flag(server, "--authorization-mode") == "Node,RBAC"
     assert flag(server, "--cloud-provider") == "lab"
     assert flag(server, "--cloud-config") == "/run/kubelab/demo/cloud.yaml"
@@ -168,15 +170,8 @@ def test_node_credentials_are_written_where_the_node_flags_name_them(tmp_path: P
     assert set(credentials) == {
         Path(flag(kubelet, "--client-ca-file")),
         Path(flag(kubelet, "--kubeconfig")),
-        Path(flag(kubelet, "--tls-cert-file")),
-        Path(flag(kubelet, "--tls-private-key-file")),
         Path(flag(proxy, "--kubeconfig")),
     }
-    serving_path = Path(flag(kubelet, "--tls-cert-file"))
-    serving = x509.load_pem_x509_certificate(credentials[serving_path])
-    assert serving.subject.rfc4514_string() == "CN=system:node:node1"
-    names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["10.240.0.11"]
     write_credentials(credentials)
     own = kubeconfig.load(node.kubelet_kubeconfig)
     assert own.server == "https://10.240.0.10:6443"
@@ -189,9 +184,7 @@ def test_node_credentials_are_written_where_the_node_flags_name_them(tmp_path: P
     assert identity(x509.load_pem_x509_certificate(proxy_config.cert_pem))[0] == (
         "system:kube-proxy"
     )
-    key = Path(flag(kubelet, "--tls-private-key-file"))
-    assert key.stat().st_mode & 0o777 == 0o600
-    assert serving_path.read_bytes() == credentials[serving_path]
+    assert node.kubelet_kubeconfig.stat().st_mode & 0o777 == 0o600
 
 
 def test_a_joining_node_gets_a_bootstrap_kubeconfig_and_no_client_certificate(

@@ -47,6 +47,7 @@ def test_flags_new_cluster_with_peer_tls(tmp_path: Path) -> None:
     assert f"--initial-cluster={cluster.initial_cluster()}" in flags
     assert "--initial-cluster-state=new" in flags
     assert "--peer-client-cert-auth" in flags
+    assert "--pre-vote" in flags
     assert f"--peer-cert-file={tmp_path / 'pki' / 'etcd1.crt'}" in flags
     assert f"--peer-trusted-ca-file={tmp_path / 'pki' / 'ca.crt'}" in flags
     assert not any(f.startswith("--cert-file") or f == "--client-cert-auth" for f in flags)
