@@ -2,12 +2,9 @@
 
 The lab's processes (API server, kubelets, containerd, pods) live in network namespaces the
 lab creates, and the machine's rule is that lab addresses never appear on the host's own
-interfaces.  Yet kubectl, tests and benchmarks run on the host.  A socket belongs to the
-network namespace it was created in, and ``setns(2)`` with ``CLONE_NEWNET`` changes only the
-calling thread's namespace, so a thread can step into a namespace, create a socket, and step
-back: the socket keeps talking inside the namespace while the process stays where it is.
+interfaces.  Yet kubectl, tests and benchmarks run on the host, so they talk through
+sockets made inside the namespaces (``kubelab.netns.socket_in_netns``):
 
-- ``socket_in_netns`` creates (and connects or binds) one socket that way.
 - ``NetnsForwarder`` listens on the host's loopback and relays each connection to an address
   inside a namespace (kubectl → the lab's API server), or the other way round with
   ``listen_netns`` (a node's loopback → the host's API server).
@@ -20,25 +17,20 @@ brings it back), takes a target out at once when connecting to it fails, and clo
 connections relayed to a target that was taken out, so their clients reconnect and land on a
 healthy one.  ``Backends`` holds that state and decides; probing and time stay outside it, so
 tests drive it with a fake probe.
-
-Python 3.11 has no ``os.setns``, hence the libc call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import os
-import socket
 import ssl
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-CLONE_NEWNET = 0x40000000
-NETNS_DIR = Path("/run/netns")
+from kubelab.netns import socket_in_netns
+
 _RELAY_CHUNK = 65536
 CHECK_INTERVAL: Final = 1.0
 CHECK_TIMEOUT: Final = 2.0
@@ -47,68 +39,6 @@ FALL: Final = 2
 
 Address = tuple[str, int]
 Probe = Callable[[Address], Awaitable[bool]]
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def netns_path(name_or_path: str | Path) -> Path:
-    """``/run/netns/NAME`` for a bare name (as ``ip netns`` names them), else the path."""
-    path = Path(name_or_path)
-    return path if path.is_absolute() else NETNS_DIR / path
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"setns: {os.strerror(errno)}")
-
-
-@contextlib.contextmanager
-def _entered(netns: Path) -> Iterator[None]:
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    try:
-        target = os.open(netns, os.O_RDONLY)
-        try:
-            _setns(target)
-        finally:
-            os.close(target)
-        try:
-            yield
-        finally:
-            _setns(own)
-    finally:
-        os.close(own)
-
-
-def socket_in_netns(
-    netns: Path,
-    *,
-    connect: tuple[str, int] | None = None,
-    bind: tuple[str, int] | None = None,
-    timeout: float = 5.0,
-) -> socket.socket:
-    """A TCP socket living in ``netns``: connected to ``connect`` or listening on ``bind``.
-
-    Blocking; call it from a worker thread (``asyncio.to_thread``): the thread enters the
-    namespace only for the duration of the call.
-    """
-    with _entered(netns):
-        host = (connect or bind or ("", 0))[0]
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            if connect is not None:
-                sock.settimeout(timeout)
-                sock.connect(connect)
-            elif bind is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind(bind)
-                sock.listen(128)
-        except BaseException:
-            sock.close()
-            raise
-    sock.setblocking(False)
-    return sock
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import ctypes
 import errno
 import hashlib
 import ipaddress
@@ -61,7 +60,6 @@ import logging
 import os
 import re
 import socket
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +85,7 @@ from controlplane.cloud.registry import register_cloud_provider
 from kubelab.api.kinds.core_v1.node import Node, NodeAddress
 from kubelab.api.kinds.core_v1.service import LoadBalancerIngress, LoadBalancerStatus, Service
 from kubelab.iptables import Iptables, RestoreIptables
+from kubelab.netns import socket_in_netns
 
 PROVIDER_NAME = "lab"
 ROUTE_PROTOCOL = 200
@@ -277,55 +276,20 @@ class NetnsRouter:
 
     def http_status(self, ip: str, port: int, path: str, timeout: float) -> int | None:
         try:
-            sock = socket.socket() if self.netns is None else _socket_in_netns(self.netns)
+            if self.netns is None:
+                sock = socket.create_connection((ip, port), timeout)
+            else:
+                sock = socket_in_netns(Path(self.netns), connect=(ip, port), timeout=timeout)
         except OSError:
             return None
         with sock:
             sock.settimeout(timeout)
             try:
-                sock.connect((ip, port))
                 sock.sendall(f"GET {path} HTTP/1.0\r\nHost: {ip}:{port}\r\n\r\n".encode())
                 first = sock.recv(256).split(b"\r\n", 1)[0].split()
             except OSError:
                 return None
         return int(first[1]) if len(first) >= 2 and first[1].isdigit() else None
-
-
-_CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _socket_in_netns(netns: str) -> socket.socket:
-    """A TCP socket created inside ``netns``: a thread steps in with setns(2), which changes
-    only that thread's namespace, creates it, and steps back (a socket keeps its netns)."""
-    made: list[socket.socket] = []
-    failed: list[OSError] = []
-
-    def inside() -> None:
-        original = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        try:
-            target = os.open(netns, os.O_RDONLY)
-            try:
-                if _libc.setns(target, _CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), f"setns {netns}")
-                try:
-                    made.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-                finally:
-                    if _libc.setns(original, _CLONE_NEWNET) != 0:
-                        raise OSError(ctypes.get_errno(), "setns back")
-            finally:
-                os.close(target)
-        except OSError as error:
-            failed.append(error)
-        finally:
-            os.close(original)
-
-    thread = threading.Thread(target=inside)
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
-    return made[0]
 
 
 def load_balancer_name(service: Service) -> str:

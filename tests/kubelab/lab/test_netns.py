@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.lab.netns import NetnsForwarder, netns_path, socket_in_netns
+from kubelab.lab.netns import NetnsForwarder
+from kubelab.lab.topology import NETNS_DIR
+from kubelab.netns import socket_in_netns
 
 pytestmark = pytest.mark.privileged
 
@@ -21,7 +23,7 @@ def netns() -> Iterator[Path]:
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
         subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        yield netns_path(name)
+        yield NETNS_DIR / name
     finally:
         subprocess.run(["ip", "netns", "delete", name], check=True)
 

@@ -34,9 +34,9 @@ import pytest
 from kubelab.client.rest import Client
 from kubelab.lab import cluster
 from kubelab.lab.images import BUSYBOX_IMAGE
-from kubelab.lab.netns import socket_in_netns
 from kubelab.lab.processes import ProcessTable, run
 from kubelab.lab.topology import Lab, LabSpec
+from kubelab.netns import socket_in_netns
 from tests.servers import Kubectl
 
 pytestmark = [
