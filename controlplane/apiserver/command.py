@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubelab import component
-from kubelab.component import duration, tune_garbage_collector
+from kubelab.component import boolean, duration, tune_garbage_collector
 
 if TYPE_CHECKING:
     from controlplane.apiserver.audit import Policy
@@ -45,14 +45,6 @@ def _port_range(text: str) -> tuple[int, int]:
     if not sep or not 0 < first <= last < 65536:
         raise argparse.ArgumentTypeError(f"expected LOW-HIGH within 1-65535, got {text!r}")
     return first, last
-
-
-def _boolean(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def _comma_list(text: str) -> list[str]:
@@ -168,7 +160,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--etcd-keyfile", type=Path, default=None, help="its key (PEM)")
     parser.add_argument(
         "--anonymous-auth",
-        type=_boolean,
+        type=boolean,
         default=True,
         help="serve requests without credentials as system:anonymous; false: 401 (default: true)",
     )
