@@ -15,10 +15,12 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+import pytest
 
 from kubelab.component import parse_duration
 
@@ -89,6 +91,28 @@ def start_server(
         stop_server(server)
         raise AssertionError(f"apiserver did not start: {line!r}\n{log_path.read_text()}")
     return server
+
+
+def serve_all_in_one(
+    tmp_path_factory: pytest.TempPathFactory, *extra: str
+) -> Iterator[ServerProcess]:
+    """``kubelab server`` (the scheduler's and controller-manager's ports free) for a module
+    fixture, stopped at its end."""
+    data_dir = tmp_path_factory.mktemp("server") / "data"
+    data_dir.mkdir()
+    process = start_server(
+        data_dir,
+        "--scheduler-port",
+        "0",
+        "--controller-manager-port",
+        "0",
+        *extra,
+        command="server",
+    )
+    try:
+        yield process
+    finally:
+        stop_server(process)
 
 
 def stop_server(server: ServerProcess) -> None:

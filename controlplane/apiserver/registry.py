@@ -235,13 +235,13 @@ class ResourceStore:
                 )
             revision, start_after = _decode_continue(continue_token, self.prefix(namespace))
         elif resource_version_match == "Exact":
-            revision = _parse_rv(resource_version)
+            revision = parse_resource_version(resource_version)
         elif resource_version_match not in (None, "", "NotOlderThan"):
             raise errors.bad_request(
                 f"resourceVersionMatch: Unsupported value: {resource_version_match!r}"
             )
         elif resource_version not in (None, "", "0"):
-            _parse_rv(resource_version)
+            parse_resource_version(resource_version)
         items: list[Resource] = []
         prefix = self.prefix(namespace)
         more, remaining = False, 0
@@ -336,7 +336,7 @@ class ResourceStore:
             obj.metadata.namespace = namespace
         expected = obj.metadata.resource_version
         if expected:
-            _parse_rv(expected)
+            parse_resource_version(expected)
         for _ in range(16):
             try:
                 current_kv = await self.store.get(self.key(namespace, name))
@@ -546,7 +546,7 @@ class ResourceStore:
                 # The end of the initial events (a watch list), marked by the handler.
                 yield WatchEvent(BOOKMARK, None, start)
         else:
-            start = _parse_rv(resource_version)
+            start = parse_resource_version(resource_version)
         events = self.store.watch(prefix, start)
         last = start
         try:
@@ -673,7 +673,8 @@ def _finalizers_for(
     return finalizers
 
 
-def _parse_rv(value: str | None) -> int:
+def parse_resource_version(value: str | None) -> int:
+    """A request's resourceVersion as a revision; anything but a non-negative integer is a 400."""
     try:
         revision = int(value or "")
     except ValueError:

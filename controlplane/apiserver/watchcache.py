@@ -36,7 +36,7 @@ from typing import Any
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.errors import ApiError
-from controlplane.apiserver.registry import ResourceStore, Selection
+from controlplane.apiserver.registry import ResourceStore, Selection, parse_resource_version
 from controlplane.storage.interface import DELETED
 from kubelab.api.meta_v1 import ListMeta, Resource, ResourceList, StatusCause, StatusDetails
 
@@ -134,7 +134,7 @@ class WatchCache:
     async def fresh(self, resource_version: str) -> int:
         """Wait until the cache is at ``resource_version`` or later ("0": as it is) and
         return its revision; 504 after ``wait`` seconds, as upstream."""
-        wanted = _parse(resource_version)
+        wanted = parse_resource_version(resource_version)
         loop = asyncio.get_running_loop()
         now = loop.time()
         deadline, pause = now + self.wait, CATCH_UP_AFTER
@@ -246,16 +246,6 @@ def too_large_resource_version(wanted: int, current: int) -> ApiError:
         ),
         retry_after=1,
     )
-
-
-def _parse(resource_version: str) -> int:
-    try:
-        revision = int(resource_version)
-    except ValueError:
-        raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
-    if revision < 0:
-        raise errors.bad_request(f'invalid resource version "{resource_version}"')
-    return revision
 
 
 def _key(obj: Resource) -> tuple[str, str]:

@@ -16,29 +16,18 @@ from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
 from kubelab.client import clusterinfo
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
-from tests.servers import ServerProcess, start_server, stop_server
+from tests.servers import ServerProcess, serve_all_in_one
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("server") / "data"
-    data_dir.mkdir()
-    process = start_server(
-        data_dir,
+    yield from serve_all_in_one(
+        tmp_path_factory,
         "--authorization-mode",
         "Node,RBAC",
         "--controllers",
         "*,bootstrapsigner,tokencleaner",
-        "--scheduler-port",
-        "0",
-        "--controller-manager-port",
-        "0",
-        command="server",
     )
-    try:
-        yield process
-    finally:
-        stop_server(process)
 
 
 def test_the_token_controllers_run_only_when_named() -> None:

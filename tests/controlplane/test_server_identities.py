@@ -28,7 +28,7 @@ from kubelab.clock import RealClock
 from kubelab.pki import KeyPair, identity
 from node.hollow.nodes import FleetSpec, NodeFleet
 from node.hollow.pods import HollowKubelet
-from tests.servers import REPO, ServerProcess, start_server, stop_server
+from tests.servers import REPO, ServerProcess, serve_all_in_one
 
 KUBELAB = [sys.executable, "-m", "kubelab"]
 
@@ -37,22 +37,7 @@ SPEC = FleetSpec(count=2, name_prefix="rbac-")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("rbac") / "data"
-    data_dir.mkdir()
-    process = start_server(
-        data_dir,
-        "--authorization-mode",
-        "Node,RBAC",
-        "--scheduler-port",
-        "0",
-        "--controller-manager-port",
-        "0",
-        command="server",
-    )
-    try:
-        yield process
-    finally:
-        stop_server(process)
+    yield from serve_all_in_one(tmp_path_factory, "--authorization-mode", "Node,RBAC")
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within: float = 60.0) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +56,15 @@ from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.controlplane.apiserver.webhook_servers import (
+    Answer,
+    Configure,
     Webhooks,
+    configure_fixture,  # noqa: F401 (fixture)
     denied,
     patched,
     rules,
     selected,
-    until_called,
+    webhook,
     webhooks_fixture,  # noqa: F401 (fixture)
 )
 from tests.servers import ServerProcess
@@ -243,39 +246,24 @@ def restricted_pod(namespace: str, name: str, cpu: str | None = None) -> Pod:
 def mutating(
     name: str, hooks: Webhooks, path: str, selector: LabelSelector, **fields: Any
 ) -> MutatingWebhook:
-    return MutatingWebhook(
-        name=name,
-        client_config=hooks.client_config(path),
-        rules=fields.pop("rules", None) or rules("pods", "configmaps"),
-        namespace_selector=selector,
-        side_effects="None",
-        admission_review_versions=["v1"],
-        **fields,
-    )
+    """A mutating webhook for pods and configmaps (unless ``fields`` give other ``rules``)."""
+    fields.setdefault("rules", rules("pods", "configmaps"))
+    return webhook(MutatingWebhook, name, hooks, path, selector, **fields)
 
 
-@pytest.fixture
-async def cleanup(client: Client) -> Any:
-    made: list[Resource] = []
-    yield made
-    for configuration in made:
-        await client.delete(type(configuration), configuration.metadata.name or "")
+def pods_only(patch: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> Answer:
+    """An answer patching pods (``patch`` of the request), leaving anything else as it is."""
+    return lambda asked: patched(patch(asked)) if asked["kind"]["kind"] == "Pod" else {}
 
 
 async def test_podsecurity_checks_what_a_mutating_webhook_made(
-    client: Client, namespace: str, webhooks: Webhooks, audit_log: Path, cleanup: list[Resource]
+    client: Client, namespace: str, webhooks: Webhooks, audit_log: Path, configure: Configure
 ) -> None:
     await label(client, namespace, **{"pod-security.kubernetes.io/enforce": "restricted"})
-    webhooks.answers["/privileged"] = lambda asked: patched(
-        [
-            {
-                "op": "add",
-                "path": "/spec/containers/0/securityContext/privileged",
-                "value": True,
-            }
+    webhooks.answers["/privileged"] = pods_only(
+        lambda asked: [
+            {"op": "add", "path": "/spec/containers/0/securityContext/privileged", "value": True}
         ]
-        if asked["kind"]["kind"] == "Pod"
-        else []
     )
     configuration = MutatingWebhookConfiguration(
         metadata=ObjectMeta(name=namespace),
@@ -288,8 +276,7 @@ async def test_podsecurity_checks_what_a_mutating_webhook_made(
             )
         ],
     )
-    cleanup.append(await client.create(configuration))
-    await until_called(client, namespace, webhooks)
+    await configure(configuration)
     with pytest.raises(ApiError) as refused:
         await client.create(restricted_pod(namespace, "made-privileged"))
     assert refused.value.code == 403
@@ -303,7 +290,7 @@ async def test_podsecurity_checks_what_a_mutating_webhook_made(
 
 
 async def test_limitranger_defaults_what_a_webhook_removed(
-    client: Client, namespace: str, webhooks: Webhooks, cleanup: list[Resource]
+    client: Client, namespace: str, webhooks: Webhooks, configure: Configure
 ) -> None:
     await client.create(
         LimitRange(
@@ -320,10 +307,8 @@ async def test_limitranger_defaults_what_a_webhook_removed(
             ),
         )
     )
-    webhooks.answers["/strip"] = lambda asked: (
-        patched([{"op": "remove", "path": "/spec/containers/0/resources"}])
-        if asked["kind"]["kind"] == "Pod"
-        else {}
+    webhooks.answers["/strip"] = pods_only(
+        lambda asked: [{"op": "remove", "path": "/spec/containers/0/resources"}]
     )
     configuration = MutatingWebhookConfiguration(
         metadata=ObjectMeta(name=namespace),
@@ -331,8 +316,7 @@ async def test_limitranger_defaults_what_a_webhook_removed(
             mutating("strip.example.com", webhooks, "/strip", await selected(client, namespace))
         ],
     )
-    cleanup.append(await client.create(configuration))
-    await until_called(client, namespace, webhooks)
+    await configure(configuration)
     created = await client.create(restricted_pod(namespace, "stripped", cpu="800m"))
     assert created.spec is not None and created.spec.containers
     resources = created.spec.containers[0].resources
@@ -345,7 +329,7 @@ async def test_limitranger_defaults_what_a_webhook_removed(
 
 
 async def test_resourcequota_charges_what_a_webhook_asked(
-    client: Client, namespace: str, webhooks: Webhooks, cleanup: list[Resource]
+    client: Client, namespace: str, webhooks: Webhooks, configure: Configure
 ) -> None:
     quota = await client.create(
         ResourceQuota(
@@ -355,18 +339,14 @@ async def test_resourcequota_charges_what_a_webhook_asked(
     )
     quota.status = ResourceQuotaStatus(hard={"requests.cpu": "1"}, used={"requests.cpu": "0"})
     await client.update_status(quota)
-    webhooks.answers["/grow"] = lambda asked: (
-        patched(
-            [
-                {
-                    "op": "replace",
-                    "path": "/spec/containers/0/resources/requests/cpu",
-                    "value": asked["object"]["metadata"]["labels"]["cpu"],
-                }
-            ]
-        )
-        if asked["kind"]["kind"] == "Pod"
-        else {}
+    webhooks.answers["/grow"] = pods_only(
+        lambda asked: [
+            {
+                "op": "replace",
+                "path": "/spec/containers/0/resources/requests/cpu",
+                "value": asked["object"]["metadata"]["labels"]["cpu"],
+            }
+        ]
     )
     configuration = MutatingWebhookConfiguration(
         metadata=ObjectMeta(name=namespace),
@@ -374,8 +354,7 @@ async def test_resourcequota_charges_what_a_webhook_asked(
             mutating("grow.example.com", webhooks, "/grow", await selected(client, namespace))
         ],
     )
-    cleanup.append(await client.create(configuration))
-    await until_called(client, namespace, webhooks)
+    await configure(configuration)
 
     def asking(name: str, cpu: str) -> Pod:
         made = restricted_pod(namespace, name, cpu="100m")
@@ -399,25 +378,24 @@ async def test_resourcequota_charges_what_a_webhook_asked(
 
 
 async def test_podsecurity_audit_mode_and_webhook_audit_annotations(
-    client: Client, namespace: str, webhooks: Webhooks, audit_log: Path, cleanup: list[Resource]
+    client: Client, namespace: str, webhooks: Webhooks, audit_log: Path, configure: Configure
 ) -> None:
     await label(client, namespace, **{"pod-security.kubernetes.io/audit": "baseline"})
     webhooks.answers["/note"] = lambda asked: {"auditAnnotations": {"seen": asked["name"]}}
     configuration = ValidatingWebhookConfiguration(
         metadata=ObjectMeta(name=namespace),
         webhooks=[
-            ValidatingWebhook(
-                name="note.example.com",
-                client_config=webhooks.client_config("/note"),
+            webhook(
+                ValidatingWebhook,
+                "note.example.com",
+                webhooks,
+                "/note",
+                await selected(client, namespace),
                 rules=rules("pods", "configmaps"),
-                namespace_selector=await selected(client, namespace),
-                side_effects="None",
-                admission_review_versions=["v1"],
             )
         ],
     )
-    cleanup.append(await client.create(configuration))
-    await until_called(client, namespace, webhooks)
+    await configure(configuration)
     privileged = restricted_pod(namespace, "audited")
     assert privileged.spec is not None
     privileged.spec.host_network = True
@@ -437,7 +415,7 @@ async def test_reinvocation(
     namespace: str,
     webhooks: Webhooks,
     audit_log: Path,
-    cleanup: list[Resource],
+    configure: Configure,
     policy: str,
     calls: int,
     saw: str,
@@ -468,8 +446,7 @@ async def test_reinvocation(
             mutating("second.example.com", webhooks, "/second", selector),
         ],
     )
-    cleanup.append(await client.create(configuration))
-    await until_called(client, namespace, webhooks)
+    await configure(configuration)
     created = await client.create(ConfigMap(metadata=ObjectMeta(name="c", namespace=namespace)))
     assert (created.metadata.annotations or {})["first-saw-second"] == saw
     assert (created.metadata.labels or {})["second"] == "here"
@@ -504,7 +481,7 @@ async def test_match_conditions(
     client: Client,
     namespace: str,
     webhooks: Webhooks,
-    cleanup: list[Resource],
+    configure: Configure,
     expression: str,
     failure_policy: str,
     outcome: str,
@@ -516,14 +493,13 @@ async def test_match_conditions(
     configuration = ValidatingWebhookConfiguration(
         metadata=ObjectMeta(name=namespace),
         webhooks=[
-            ValidatingWebhook(
-                name="deny.example.com",
-                client_config=webhooks.client_config("/deny"),
-                rules=rules(),
-                namespace_selector=await selected(client, namespace),
-                side_effects="None",
+            webhook(
+                ValidatingWebhook,
+                "deny.example.com",
+                webhooks,
+                "/deny",
+                await selected(client, namespace),
                 failure_policy=failure_policy,
-                admission_review_versions=["v1"],
                 match_conditions=[
                     MatchCondition(name="exists", expression="object != null"),
                     MatchCondition(name="tested", expression=condition),
@@ -531,8 +507,7 @@ async def test_match_conditions(
             )
         ],
     )
-    cleanup.append(await client.create(configuration))
-    await until_called(client, namespace, webhooks)
+    await configure(configuration)
     made = ConfigMap(metadata=ObjectMeta(name="deny-me", namespace=namespace))
     if outcome == "skipped":
         await client.create(made)
@@ -559,12 +534,11 @@ async def test_bad_match_conditions_are_refused(client: Client, webhooks: Webhoo
             ValidatingWebhookConfiguration(
                 metadata=ObjectMeta(name="bad-conditions"),
                 webhooks=[
-                    ValidatingWebhook(
-                        name="bad.example.com",
-                        client_config=webhooks.client_config("/deny"),
-                        rules=rules(),
-                        side_effects="None",
-                        admission_review_versions=["v1"],
+                    webhook(
+                        ValidatingWebhook,
+                        "bad.example.com",
+                        webhooks,
+                        "/deny",
                         match_conditions=[
                             MatchCondition(name="good", expression="object != null"),
                             MatchCondition(name="bad", expression="self.x == 1"),
@@ -611,7 +585,7 @@ async def test_match_policy(
     client: Client,
     namespace: str,
     webhooks: Webhooks,
-    cleanup: list[Resource],
+    configure: Configure,
     match_policy: str,
 ) -> None:
     """A webhook registered for v1 gadgets is sent a v2 request converted to v1 (Equivalent),
@@ -646,8 +620,7 @@ async def test_match_policy(
             )
         ],
     )
-    cleanup.append(await client.create(configuration))
-    await until_called(client, namespace, webhooks)
+    await configure(configuration)
     body = {"apiVersion": "example.com/v2", "kind": "Gadget", "metadata": {"name": "g"}}
     path = f"/apis/example.com/v2/namespaces/{namespace}/gadgets"
     for _ in range(100):  # until the CRD is served

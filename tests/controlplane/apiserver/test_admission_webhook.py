@@ -4,7 +4,6 @@ selector."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -21,12 +20,13 @@ from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.controlplane.apiserver.webhook_servers import (
+    Configure,
     Webhooks,
+    configure_fixture,  # noqa: F401 (fixture)
     denied,
     patched,
-    rules,
     selected,
-    until_called,
+    webhook,
     webhooks_fixture,  # noqa: F401 (fixture)
 )
 from tests.servers import ServerProcess
@@ -41,114 +41,85 @@ def apiserver(
     )
 
 
-async def test_a_webhook_mutates(client: Client, namespace: str, webhooks: Webhooks) -> None:
-    name = f"{namespace}-mutate"
+async def test_a_webhook_mutates(
+    client: Client, namespace: str, webhooks: Webhooks, configure: Configure
+) -> None:
     webhooks.answers["/mutate"] = lambda asked: patched(
         [{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}],
         warnings=["labelled by the test webhook"],
     )
-    await client.create(
+    selector = await selected(client, namespace)
+    await configure(
         MutatingWebhookConfiguration(
-            metadata=ObjectMeta(name=name),
-            webhooks=[
-                MutatingWebhook(
-                    name="label.example.com",
-                    client_config=webhooks.client_config("/mutate"),
-                    rules=rules(),
-                    namespace_selector=await selected(client, namespace),
-                    side_effects="None",
-                    admission_review_versions=["v1"],
-                )
-            ],
+            metadata=ObjectMeta(name=f"{namespace}-mutate"),
+            webhooks=[webhook(MutatingWebhook, "label.example.com", webhooks, "/mutate", selector)],
         )
     )
-    try:
-        await until_called(client, namespace, webhooks)
-        created = await client.create(ConfigMap(metadata=ObjectMeta(name="c", namespace=namespace)))
-        assert created.metadata.labels == {"mutated": "yes"}
-        (review,) = webhooks.reviews
-        asked = review["request"]
-        assert (review["apiVersion"], review["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")
-        assert asked["operation"] == "CREATE" and asked["namespace"] == namespace
-        assert asked["resource"] == {"group": "", "version": "v1", "resource": "configmaps"}
-        assert asked["userInfo"]["username"] == "kubernetes-admin"
-        assert asked["object"]["metadata"]["name"] == "c" and asked["oldObject"] is None
-    finally:
-        await client.delete(MutatingWebhookConfiguration, name)
+    created = await client.create(ConfigMap(metadata=ObjectMeta(name="c", namespace=namespace)))
+    assert created.metadata.labels == {"mutated": "yes"}
+    (review,) = webhooks.reviews
+    asked = review["request"]
+    assert (review["apiVersion"], review["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")
+    assert asked["operation"] == "CREATE" and asked["namespace"] == namespace
+    assert asked["resource"] == {"group": "", "version": "v1", "resource": "configmaps"}
+    assert asked["userInfo"]["username"] == "kubernetes-admin"
+    assert asked["object"]["metadata"]["name"] == "c" and asked["oldObject"] is None
 
 
-async def test_a_webhook_rejects(client: Client, namespace: str, webhooks: Webhooks) -> None:
-    name = f"{namespace}-validate"
+async def test_a_webhook_rejects(
+    client: Client, namespace: str, webhooks: Webhooks, configure: Configure
+) -> None:
     webhooks.answers["/validate"] = lambda asked: (
         denied("bad names are not allowed") if asked["name"].startswith("bad") else {}
     )
-    await client.create(
+    selector = await selected(client, namespace)
+    await configure(
         ValidatingWebhookConfiguration(
-            metadata=ObjectMeta(name=name),
+            metadata=ObjectMeta(name=f"{namespace}-validate"),
             webhooks=[
-                ValidatingWebhook(
-                    name="names.example.com",
-                    client_config=webhooks.client_config("/validate"),
-                    rules=rules(),
-                    namespace_selector=await selected(client, namespace),
-                    side_effects="None",
-                    admission_review_versions=["v1"],
-                )
+                webhook(ValidatingWebhook, "names.example.com", webhooks, "/validate", selector)
             ],
         )
     )
-    try:
-        await until_called(client, namespace, webhooks)
-        with pytest.raises(ApiError) as refused:
-            await client.create(ConfigMap(metadata=ObjectMeta(name="bad-one", namespace=namespace)))
-        assert refused.value.code == 403
-        assert refused.value.message == (
-            'admission webhook "names.example.com" denied the request: bad names are not allowed'
-        )
-        await client.create(ConfigMap(metadata=ObjectMeta(name="good-one", namespace=namespace)))
-    finally:
-        await client.delete(ValidatingWebhookConfiguration, name)
+    with pytest.raises(ApiError) as refused:
+        await client.create(ConfigMap(metadata=ObjectMeta(name="bad-one", namespace=namespace)))
+    assert refused.value.code == 403
+    assert refused.value.message == (
+        'admission webhook "names.example.com" denied the request: bad names are not allowed'
+    )
+    await client.create(ConfigMap(metadata=ObjectMeta(name="good-one", namespace=namespace)))
 
 
 @pytest.mark.parametrize("policy", ["Fail", "Ignore"])
 async def test_a_slow_webhook_times_out(
-    client: Client, namespace: str, webhooks: Webhooks, policy: str
+    client: Client, namespace: str, webhooks: Webhooks, configure: Configure, policy: str
 ) -> None:
-    name = f"{namespace}-slow"
     client.max_retries = 0  # a failed webhook is a 500, which clients would try again
-    await client.create(
+    selector = await selected(client, namespace)
+    await configure(
         ValidatingWebhookConfiguration(
-            metadata=ObjectMeta(name=name),
+            metadata=ObjectMeta(name=f"{namespace}-slow"),
             webhooks=[
-                ValidatingWebhook(
-                    name="slow.example.com",
-                    client_config=webhooks.client_config("/slow"),
-                    rules=rules(),
-                    namespace_selector=await selected(client, namespace),
-                    side_effects="None",
+                webhook(
+                    ValidatingWebhook,
+                    "slow.example.com",
+                    webhooks,
+                    "/slow",
+                    selector,
                     failure_policy=policy,
                     timeout_seconds=1,
-                    admission_review_versions=["v1"],
                 )
             ],
         )
     )
-    try:
-        while not webhooks.reviews:  # the configuration has reached admission
-            with contextlib.suppress(ApiError):
-                await client.create(
-                    ConfigMap(metadata=ObjectMeta(generate_name="probe-", namespace=namespace))
-                )
-        made = ConfigMap(metadata=ObjectMeta(name="c", namespace=namespace))
-        if policy == "Ignore":
-            await client.create(made)
-            return
-        with pytest.raises(ApiError) as failed:
-            await client.create(made)
-        assert failed.value.code == 500
-        assert 'failed calling webhook "slow.example.com": failed to call webhook: Post "' in (
-            failed.value.message
-        )
-        assert "no answer within 1s (timeout)" in failed.value.message
-    finally:
-        await client.delete(ValidatingWebhookConfiguration, name)
+    made = ConfigMap(metadata=ObjectMeta(name="c", namespace=namespace))
+    if policy == "Ignore":
+        await client.create(made)
+        return
+    with pytest.raises(ApiError) as failed:
+        await client.create(made)
+    assert failed.value.code == 500
+    assert 'failed calling webhook "slow.example.com": failed to call webhook: Post "' in (
+        failed.value.message
+    )
+    assert "no answer within 1s (timeout)" in failed.value.message

@@ -100,65 +100,65 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     await sqlite.close()
 
 
+@contextlib.asynccontextmanager
+async def two_servers(
+    store: SQLiteStore, dirs: tuple[Path, Path], first_address: str, second_address: str
+) -> AsyncIterator[tuple[Running, Running, aiohttp.ClientSession]]:
+    """Servers ``cp-a`` and ``cp-b``, both addresses in the endpoints, and a session to
+    ``cp-a``; each is stopped at the end unless the test stopped it."""
+    first = await start(store, dirs[0], first_address, "cp-a")
+    second = await start(store, dirs[1], second_address, "cp-b")
+    try:
+        async with session_to(first, dirs[0]) as session:
+            both = sorted([first_address, second_address])
+            assert await addresses(session) == (both, both)
+            yield first, second, session
+    finally:
+        for running in (second, first):
+            if not running.stopped.is_set():
+                await running.stop()
+
+
 async def test_both_servers_are_endpoints_and_a_stopped_one_leaves(
     store: SQLiteStore, dirs: tuple[Path, Path]
 ) -> None:
-    first = await start(store, dirs[0], "10.0.0.2", "cp-a")
-    second = await start(store, dirs[1], "10.0.0.1", "cp-b")
-    stopped = False
-    try:
-        async with session_to(first, dirs[0]) as session:
-            both = ["10.0.0.1", "10.0.0.2"]
-            assert await addresses(session) == (both, both)
-            (port,) = (await get(session, ENDPOINTS))["subsets"][0]["ports"]
-            # Each writes its own port (a real cluster's servers share one; these cannot).
-            assert port["name"] == "https" and port["port"] in (first.port, second.port)
+    async with two_servers(store, dirs, "10.0.0.2", "10.0.0.1") as (first, second, session):
+        (port,) = (await get(session, ENDPOINTS))["subsets"][0]["ports"]
+        # Each writes its own port (a real cluster's servers share one; these cannot).
+        assert port["name"] == "https" and port["port"] in (first.port, second.port)
 
-            leases = await get(session, f"{LEASES}?labelSelector={IDENTITY_LABEL}%3Dkube-apiserver")
-            by_name = {lease["metadata"]["name"]: lease for lease in leases["items"]}
-            assert sorted(by_name) == sorted(identity_lease_name(h) for h in ("cp-a", "cp-b"))
-            lease = by_name[identity_lease_name("cp-a")]
-            assert lease["spec"]["holderIdentity"].startswith(identity_lease_name("cp-a") + "_")
-            assert lease["spec"]["leaseDurationSeconds"] == IDENTITY_LEASE_DURATION
-            assert lease["metadata"]["labels"]["kubernetes.io/hostname"] == "cp-a"
-            renewed = lease["spec"]["renewTime"]
+        leases = await get(session, f"{LEASES}?labelSelector={IDENTITY_LABEL}%3Dkube-apiserver")
+        by_name = {lease["metadata"]["name"]: lease for lease in leases["items"]}
+        assert sorted(by_name) == sorted(identity_lease_name(h) for h in ("cp-a", "cp-b"))
+        lease = by_name[identity_lease_name("cp-a")]
+        assert lease["spec"]["holderIdentity"].startswith(identity_lease_name("cp-a") + "_")
+        assert lease["spec"]["leaseDurationSeconds"] == IDENTITY_LEASE_DURATION
+        assert lease["metadata"]["labels"]["kubernetes.io/hostname"] == "cp-a"
+        renewed = lease["spec"]["renewTime"]
 
-            async def renewed_since() -> None:
-                lease = await get(session, f"{LEASES}/{identity_lease_name('cp-a')}")
-                assert lease["spec"]["renewTime"] > renewed
+        async def renewed_since() -> None:
+            lease = await get(session, f"{LEASES}/{identity_lease_name('cp-a')}")
+            assert lease["spec"]["renewTime"] > renewed
 
-            await eventually(renewed_since, within=5)
+        await eventually(renewed_since, within=5)
 
-            await second.stop()  # gracefully: its address leaves at once
-            stopped = True
-            assert await addresses(session) == (["10.0.0.2"], ["10.0.0.2"])
-    finally:
-        if not stopped:
-            await second.stop()
-        await first.stop()
+        await second.stop()  # gracefully: its address leaves at once
+        assert await addresses(session) == (["10.0.0.2"], ["10.0.0.2"])
 
 
 async def test_a_server_that_stops_renewing_leaves_after_the_ttl(
     store: SQLiteStore, dirs: tuple[Path, Path]
 ) -> None:
-    first = await start(store, dirs[0], "10.0.0.1", "cp-a")
-    second = await start(store, dirs[1], "10.0.0.2", "cp-b")
-    try:
-        async with session_to(first, dirs[0]) as session:
-            both = ["10.0.0.1", "10.0.0.2"]
-            assert await addresses(session) == (both, both)
-            assert second.server.leases._task is not None
-            second.server.leases._task.cancel()  # as if killed: no renewal, no goodbye
-            started = time.monotonic()
+    async with two_servers(store, dirs, "10.0.0.1", "10.0.0.2") as (_, second, session):
+        assert second.server.leases._task is not None
+        second.server.leases._task.cancel()  # as if killed: no renewal, no goodbye
+        started = time.monotonic()
 
-            async def second_gone() -> None:
-                assert await addresses(session) == (["10.0.0.1"], ["10.0.0.1"])
+        async def second_gone() -> None:
+            assert await addresses(session) == (["10.0.0.1"], ["10.0.0.1"])
 
-            await eventually(second_gone, within=5 * TTL)
-            assert time.monotonic() - started >= TTL - 2 * INTERVAL
-    finally:
-        await second.stop()
-        await first.stop()
+        await eventually(second_gone, within=5 * TTL)
+        assert time.monotonic() - started >= TTL - 2 * INTERVAL
 
 
 async def test_the_last_server_keeps_its_address(

@@ -9,14 +9,21 @@ import base64
 import contextlib
 import json
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from aiohttp import web
 
-from kubelab.api.kinds.admissionregistration_v1 import RuleWithOperations, WebhookClientConfig
+from kubelab.api.kinds.admissionregistration_v1 import (
+    MutatingWebhook,
+    MutatingWebhookConfiguration,
+    RuleWithOperations,
+    ValidatingWebhook,
+    ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+)
 from kubelab.api.kinds.core_v1.cluster import Namespace
 from kubelab.api.meta_v1 import LabelSelector
 from kubelab.client.errors import ApiError
@@ -109,6 +116,30 @@ def rules(*resources: str, operations: tuple[str, ...] = ("CREATE",)) -> list[Ru
     ]
 
 
+Hook = TypeVar("Hook", MutatingWebhook, ValidatingWebhook)
+
+
+def webhook(
+    kind: type[Hook],
+    name: str,
+    hooks: Webhooks,
+    path: str,
+    selector: LabelSelector | None = None,
+    **fields: Any,
+) -> Hook:
+    """A webhook calling ``path`` of ``hooks``, without side effects, for configmaps unless
+    ``fields`` give other ``rules``."""
+    fields.setdefault("rules", rules())
+    return kind(
+        name=name,
+        client_config=hooks.client_config(path),
+        namespace_selector=selector,
+        side_effects="None",
+        admission_review_versions=["v1"],
+        **fields,
+    )
+
+
 async def selected(client: Client, namespace: str) -> LabelSelector:
     """Label the namespace so that only its objects reach this test's webhooks."""
     current = await client.get(Namespace, namespace)
@@ -139,3 +170,29 @@ async def until_called(
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the webhook was never called")
+
+
+Configure = Callable[
+    [MutatingWebhookConfiguration | ValidatingWebhookConfiguration], Awaitable[None]
+]
+"""Creates a webhook configuration (deleted when the test ends) and waits until admission
+calls one of its webhooks (``until_called``)."""
+
+
+@pytest.fixture(name="configure")
+async def configure_fixture(
+    client: Client, namespace: str, webhooks: Webhooks
+) -> AsyncIterator[Configure]:
+    made: list[MutatingWebhookConfiguration | ValidatingWebhookConfiguration] = []
+
+    async def configure(
+        configuration: MutatingWebhookConfiguration | ValidatingWebhookConfiguration,
+    ) -> None:
+        made.append(await client.create(configuration))
+        await until_called(client, namespace, webhooks)
+
+    try:
+        yield configure
+    finally:
+        for configuration in made:
+            await client.delete(type(configuration), configuration.metadata.name or "")

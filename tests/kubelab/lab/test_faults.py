@@ -3,6 +3,7 @@ supervisor would repair, and a stop it would not."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import tempfile
@@ -14,7 +15,7 @@ import pytest
 
 from kubelab.lab import faults
 from kubelab.lab.cluster import LabError
-from kubelab.lab.processes import ProcessTable
+from kubelab.lab.processes import ProcessRecord, ProcessTable
 from kubelab.lab.supervisor import Backoff, Supervisor
 from kubelab.lab.topology import Lab, LabSpec
 
@@ -28,6 +29,17 @@ def lab() -> Iterator[Lab]:
     shutil.rmtree(root)
 
 
+@contextlib.contextmanager
+def running(lab: Lab, key: str) -> Iterator[tuple[ProcessTable, ProcessRecord]]:
+    """A plain process in the lab's process table as component ``key``, stopped at the end."""
+    table = ProcessTable(lab.process_file)
+    record = table.start(key, ["sleep", "60"], log=lab.log_dir / f"{key.replace('/', '-')}.log")
+    try:
+        yield table, record
+    finally:
+        table.stop(record.key)
+
+
 def wait_dead(table: ProcessTable, key: str) -> None:
     deadline = time.monotonic() + 5
     while (record := table.get(key)) is not None and record.alive():
@@ -36,9 +48,7 @@ def wait_dead(table: ProcessTable, key: str) -> None:
 
 
 def test_a_killed_component_is_restarted_by_the_supervisor(lab: Lab) -> None:
-    table = ProcessTable(lab.process_file)
-    first = table.start("controlplane2/server", ["sleep", "60"], log=lab.log_dir / "s.log")
-    try:
+    with running(lab, "controlplane2/server") as (table, first):
         assert faults.kill(lab, "controlplane2", "server") == first.pid
         wait_dead(table, first.key)
         Supervisor(table, Backoff(initial=0), say=lambda line: None).check()
@@ -47,32 +57,21 @@ def test_a_killed_component_is_restarted_by_the_supervisor(lab: Lab) -> None:
         assert again.restarts == 1
         with pytest.raises(LabError, match="not running"):
             faults.kill(lab, "controlplane2", "etcd")
-    finally:
-        table.stop(first.key)
 
 
 def test_a_stopped_component_stays_down_until_started(lab: Lab) -> None:
-    table = ProcessTable(lab.process_file)
-    first = table.start("controlplane1/etcd", ["sleep", "60"], log=lab.log_dir / "e.log")
-    try:
+    with running(lab, "controlplane1/etcd") as (table, first):
         assert faults.stop(lab, "controlplane1", "etcd")
         assert not first.alive() and table.get(first.key) is None
         Supervisor(table, Backoff(initial=0), say=lambda line: None).check()
         assert table.get(first.key) is None  # nothing to restart
         with pytest.raises(KeyError, match="no component"):
             faults.stop(lab, "controlplane9", "etcd")
-    finally:
-        table.stop(first.key)
 
 
 def test_start_refuses_a_component_that_runs(lab: Lab) -> None:
-    table = ProcessTable(lab.process_file)
-    record = table.start("controlplane3/etcd", ["sleep", "60"], log=lab.log_dir / "e.log")
-    try:
-        with pytest.raises(LabError, match="runs already"):
-            faults.start(lab, "controlplane3", "etcd")
-    finally:
-        table.stop(record.key)
+    with running(lab, "controlplane3/etcd"), pytest.raises(LabError, match="runs already"):
+        faults.start(lab, "controlplane3", "etcd")
 
 
 def test_only_an_ha_control_plane_can_be_partitioned(tmp_path: Path) -> None:
@@ -85,10 +84,6 @@ def test_only_an_ha_control_plane_can_be_partitioned(tmp_path: Path) -> None:
 
 
 def test_kill_sends_the_signal_asked_for(lab: Lab) -> None:
-    table = ProcessTable(lab.process_file)
-    record = table.start("node1/proxy", ["sleep", "60"], log=lab.log_dir / "p.log")
-    try:
+    with running(lab, "node1/proxy") as (table, record):
         faults.kill(lab, "node1", "proxy", signal.SIGTERM)
         wait_dead(table, record.key)
-    finally:
-        table.stop(record.key)

@@ -13,17 +13,12 @@ the real csrapproving (``approve_kubelet_serving``) and csrsigning controllers:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from controlplane.apiserver.server import Running
-from controlplane.controllers.command import ControllerManagerOptions, run_controller_manager
-from controlplane.storage.sqlite import SQLiteStore
 from kubelab.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
 from kubelab.api.kinds.core_v1.cluster import ServiceAccount
 from kubelab.api.kinds.core_v1.node import (
@@ -45,7 +40,7 @@ from node.cri.pb import api_pb2 as pb
 from node.kubelet import certificate
 from node.kubelet.auth import AuthOptions, KubeletAuth
 from node.kubelet.server import KubeletServer
-from tests.controlplane.apiserver.inprocess import serving
+from tests.node.kubelet.certificate_servers import cluster
 from tests.node.kubelet.test_kubelet_server import Lookup, Runtime, StreamingServer
 from tests.node.kubelet.test_streams import FakeStreamingServer
 
@@ -54,41 +49,6 @@ ADDRESSES = [
     NodeAddress(type="InternalIP", address="127.0.0.1"),
     NodeAddress(type="Hostname", address=NODE),
 ]
-
-
-@contextlib.asynccontextmanager
-async def cluster(tmp_path: Path) -> AsyncIterator[Running]:
-    """An API server under Node,RBAC verifying kubelets against its CA, with csrapproving
-    (approving serving requests) and csrsigning."""
-    store = await SQLiteStore.open(tmp_path / "state.db")
-    data_dir = tmp_path / "data"
-    try:
-        async with serving(
-            store,
-            data_dir,
-            authorization_modes=("Node", "RBAC"),
-            kubelet_certificate_authority=data_dir / "pki" / "ca.crt",
-        ) as (running, _):
-            options = ControllerManagerOptions(
-                kubeconfig=data_dir / "controller-manager.kubeconfig",
-                controllers="csrapproving,csrsigning",
-                leader_elect=False,
-                port=0,
-                use_service_account_credentials=True,
-                cluster_signing_cert_file=data_dir / "pki" / "ca.crt",
-                cluster_signing_key_file=data_dir / "pki" / "ca.key",
-                cluster_signing_duration=3600.0,
-                approve_kubelet_serving=True,
-            )
-            stop = asyncio.Event()
-            manager = asyncio.create_task(run_controller_manager(options, stop))
-            try:
-                yield running
-            finally:
-                stop.set()
-                await manager
-    finally:
-        await store.close()
 
 
 async def request(
@@ -103,7 +63,7 @@ async def request(
 
 
 async def test_the_kubelet_api_is_authenticated_authorized_and_verified(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as running:
+    async with cluster(tmp_path, kubelet_serving=True) as running:
         data_dir = running.server.config.data_dir
         ca = CertificateAuthority(KeyPair.read(data_dir / "pki", "ca"))
         own = ca.issue(f"system:node:{NODE}", organizations=["system:nodes"], client=True)

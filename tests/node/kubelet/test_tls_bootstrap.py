@@ -6,16 +6,11 @@ controller-manager does, each controller as its service account), then acts as
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from controlplane import bootstraptoken
-from controlplane.apiserver.server import Running
-from controlplane.controllers.command import ControllerManagerOptions, run_controller_manager
-from controlplane.storage.sqlite import SQLiteStore
 from kubelab.api.kinds.certificates_v1 import (
     CertificateSigningRequest,
     CertificateSigningRequestSpec,
@@ -29,35 +24,7 @@ from kubelab.client.rest import Client
 from kubelab.clock import RealClock
 from kubelab.pki import KeyPair, certificate_request, generate_key, identity
 from node.kubelet import certificate
-from tests.controlplane.apiserver.inprocess import serving
-
-
-@contextlib.asynccontextmanager
-async def cluster(tmp_path: Path) -> AsyncIterator[Running]:
-    """An API server under Node,RBAC and the two certificate controllers."""
-    store = await SQLiteStore.open(tmp_path / "state.db")
-    data_dir = tmp_path / "data"
-    try:
-        async with serving(store, data_dir, authorization_modes=("Node", "RBAC")) as (running, _):
-            options = ControllerManagerOptions(
-                kubeconfig=data_dir / "controller-manager.kubeconfig",
-                controllers="csrapproving,csrsigning",
-                leader_elect=False,
-                port=0,
-                use_service_account_credentials=True,
-                cluster_signing_cert_file=data_dir / "pki" / "ca.crt",
-                cluster_signing_key_file=data_dir / "pki" / "ca.key",
-                cluster_signing_duration=3600.0,
-            )
-            stop = asyncio.Event()
-            manager = asyncio.create_task(run_controller_manager(options, stop))
-            try:
-                yield running
-            finally:
-                stop.set()
-                await manager
-    finally:
-        await store.close()
+from tests.node.kubelet.certificate_servers import cluster
 
 
 async def test_a_kubelet_joins_with_a_bootstrap_token_and_rotates(tmp_path: Path) -> None:
