@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
+from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.rest import Client
 from kubelab.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
-from tests.servers import REPO, ServerProcess, start_server, stop_server
+from tests.servers import REPO, ServerProcess, serve_all_in_one, start_server, stop_server
 
 KUBELAB = [sys.executable, "-m", "kubelab"]
 
@@ -58,15 +59,7 @@ def pod(name: str, namespace: str) -> Pod:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("server") / "data"
-    data_dir.mkdir()
-    process = start_server(
-        data_dir, "--scheduler-port", "0", "--controller-manager-port", "0", command="server"
-    )
-    try:
-        yield process
-    finally:
-        stop_server(process)
+    yield from serve_all_in_one(tmp_path_factory)
 
 
 def scheduler_port(server: ServerProcess) -> int:
@@ -90,8 +83,14 @@ async def place_one_pod(server: ServerProcess) -> dict[str, str]:
             accounts = await client.list(ServiceAccount, "work")
             return [a.metadata.name for a in accounts.items] == ["default"]
 
-        # The controller-manager runs too; ServiceAccount admission needs its default account.
+        async def nodes_untainted() -> bool:
+            nodes = (await client.list(Node)).items
+            return len(nodes) == 3 and not any(n.spec and n.spec.taints for n in nodes)
+
+        # The controller-manager runs too; ServiceAccount admission needs its default account,
+        # and the node lifecycle controller lifts the not-ready taints once the nodes report.
         await eventually(default_account)
+        await eventually(nodes_untainted, within=60.0)
         await client.create(pod("web", "work"))
         return await bound_pods(client, "work", ["web"])
 
