@@ -259,7 +259,7 @@ class ApiServerLeases:
         )
         current = await _get(endpoints, "default", SERVICE)
         if not isinstance(current, Endpoints) or current.subsets != wanted.subsets:
-            await endpoints.update("default", SERVICE, wanted, SYSTEM)
+            await _put(endpoints, wanted)
         slices = self._lookup("discovery.k8s.io", "v1", "endpointslices")
         wanted_slice = EndpointSlice(
             metadata=ObjectMeta(
@@ -283,7 +283,7 @@ class ApiServerLeases:
             or current.endpoints != wanted_slice.endpoints
             or current.ports != wanted_slice.ports
         ):
-            await slices.update("default", SERVICE, wanted_slice, SYSTEM)
+            await _put(slices, wanted_slice)
 
     def _lookup(self, group: str, version: str, plural: str) -> ResourceStore:
         store = self.server.lookup(group, version, plural)
@@ -300,6 +300,17 @@ def _expired(lease: Lease, now: datetime.datetime) -> bool:
     except ValueError:
         return True
     return renewed + datetime.timedelta(seconds=spec.lease_duration_seconds) < now
+
+
+async def _put(store: ResourceStore, obj: Resource) -> None:
+    """Write the ``kubernetes`` object (created if missing).  A 409 means another API server
+    wrote it at the same moment (both created it, say, as three start at once): the next
+    round compares again."""
+    try:
+        await store.update("default", SERVICE, obj, SYSTEM)
+    except errors.ApiError as error:
+        if error.code != 409:
+            raise
 
 
 async def _get(store: ResourceStore, namespace: str, name: str) -> Resource | None:

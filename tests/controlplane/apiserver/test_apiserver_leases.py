@@ -175,3 +175,34 @@ async def test_the_last_server_keeps_its_address(
             assert await addresses(session) == (["10.0.0.3"], ["10.0.0.3"])
     finally:
         await again.stop()
+
+
+async def test_servers_starting_at_once_all_start(
+    store: SQLiteStore, dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Three servers starting together all find the ``kubernetes`` endpoints missing and
+    write them; the ones that lose the race carry on (before, one died of the 409)."""
+    third = tmp_path / "c"
+    third.mkdir()
+    started = await asyncio.gather(
+        *(
+            start(store, data_dir, address, f"cp-{n}")
+            for n, (data_dir, address) in enumerate(
+                zip((*dirs, third), ("10.0.0.1", "10.0.0.2", "10.0.0.3"), strict=True)
+            )
+        ),
+        return_exceptions=True,
+    )
+    running = [r for r in started if isinstance(r, Running)]
+    try:
+        assert len(running) == 3, [r for r in started if not isinstance(r, Running)]
+        async with session_to(running[0], dirs[0]) as session:
+            every = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+
+            async def all_listed() -> None:
+                assert await addresses(session) == (every, every)
+
+            await eventually(all_listed, within=5.0)
+    finally:
+        for server in running:
+            await server.stop()
