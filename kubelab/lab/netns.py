@@ -11,7 +11,7 @@ sockets made inside the namespaces (``kubelab.netns.socket_in_netns``):
 
 The same forwarder is the HA lab's load balancer (one piece of code relays bytes): given
 ``Backends`` (several targets and a ``HealthCheck``) it sends each new connection to the next
-healthy target in turn (round robin), asks every target's health URL each ``interval``
+healthy target in turn (round robin; with none healthy, to the others in turn), asks every target's health URL each ``interval``
 (HTTPS verified with the lab CA; ``fall`` failures in a row take a target out, one success
 brings it back), takes a target out at once when connecting to it fails, and closes the
 connections relayed to a target that was taken out, so their clients reconnect and land on a
@@ -71,12 +71,15 @@ class Backends:
         return tuple(t for t in self.targets if self._healthy[t])
 
     def pick(self, excluding: Sequence[Address] = ()) -> Address | None:
-        """The next healthy target in turn (None: none is healthy)."""
-        for _ in self.targets:
-            target = self.targets[self._next % len(self.targets)]
-            self._next += 1
-            if self._healthy[target] and target not in excluding:
-                return target
+        """The next healthy target in turn; when no healthy one is left, the next of the
+        others (Envoy's "panic" routing: an API server that answers 503 with Retry-After
+        tells a client more than a closed connection does); None once all were tried."""
+        for wanted in (True, False):
+            for _ in self.targets:
+                target = self.targets[self._next % len(self.targets)]
+                self._next += 1
+                if self._healthy[target] is wanted and target not in excluding:
+                    return target
         return None
 
     def observe(self, target: Address, ok: bool) -> bool:

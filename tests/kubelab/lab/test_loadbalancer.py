@@ -24,9 +24,17 @@ def answers(healthy: set[Address]) -> Probe:
 
 async def test_targets_are_out_until_a_check_passes_then_taken_in_turn() -> None:
     backends = Backends([A, B, C], CHECK)
-    assert backends.pick() is None
+    assert backends.healthy() == ()
     assert await backends.check_all(answers({A, C})) == [A, C]
     assert [backends.pick() for _ in range(4)] == [A, C, A, C]
+
+
+async def test_with_no_healthy_target_the_others_are_tried_in_turn() -> None:
+    backends = Backends([A, B, C], CHECK)
+    assert [backends.pick() for _ in range(3)] == [A, B, C]
+    await backends.check_all(answers({B}))
+    assert backends.pick(excluding=[B]) in (A, C)
+    assert backends.pick(excluding=[A, B, C]) is None
 
 
 async def test_a_target_goes_out_after_fall_failures_and_back_after_one_success() -> None:
@@ -46,7 +54,7 @@ async def test_a_refused_connection_takes_a_target_out_at_once() -> None:
     assert backends.refused(A)
     assert not backends.refused(A)
     assert [backends.pick() for _ in range(3)] == [B, B, B]
-    assert backends.pick(excluding=[B]) is None
+    assert backends.pick(excluding=[B]) == A  # out, but the only one left to try
 
 
 def test_without_health_checks_every_target_stays_in() -> None:
