@@ -4,7 +4,10 @@ A socket belongs to the network namespace it was created in, and ``setns(2)`` wi
 ``CLONE_NEWNET`` changes only the calling thread's namespace, so a thread can step into a
 namespace, create a socket, and step back: the socket keeps talking inside the namespace.
 The lab reaches its nodes this way from the host (``kubelab.lab.netns``), and the lab cloud
-provider reaches the lab's router; neither has to put an address on the host.
+provider reaches the lab's router, over TCP and over netlink (a pyroute2 ``IPRoute`` built
+inside the router's namespace); neither has to put an address on the host.  No child
+process is forked to enter a namespace: forking beside the gRPC threads of the process that
+runs the provider is unsafe.
 
 Python 3.11 has no ``os.setns``, hence the libc call.
 """
@@ -15,10 +18,13 @@ import contextlib
 import ctypes
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 CLONE_NEWNET = 0x40000000
+
+T = TypeVar("T")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -44,6 +50,16 @@ def _entered(netns: Path) -> Iterator[None]:
             _setns(own)
     finally:
         os.close(own)
+
+
+def call_in_netns(netns: Path, make: Callable[[], T]) -> T:
+    """``make()`` run by the calling thread inside ``netns``; the thread is back in its own
+    namespace when this returns or raises.  Sockets ``make`` creates stay in ``netns``.
+
+    Blocking; call it from a worker thread, never from the event loop's.
+    """
+    with _entered(netns):
+        return make()
 
 
 def socket_in_netns(

@@ -27,8 +27,9 @@ network namespace per node.  Seen as a cloud:
   when the answer changes, as a cloud's health checker does.
 
 Rules are written through :mod:`kubelab.iptables` (``nsenter`` into the router namespace,
-one ``iptables-restore --noflush`` per change); netlink work goes through pyroute2 on the
-router namespace's path.  Both sit behind :class:`RouterNetwork`, which tests replace.
+one ``iptables-restore --noflush`` per change); netlink work goes through pyroute2, on a
+socket a worker thread opens inside the router namespace (:func:`kubelab.netns.call_in_netns`:
+no fork beside the gRPC threads).  Both sit behind :class:`RouterNetwork`, which tests replace.
 
 The cloud config (JSON or YAML) is written by the lab; it is re-read when it changes, so
 nodes added later are known without a restart::
@@ -60,7 +61,7 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -85,7 +86,7 @@ from controlplane.cloud.registry import register_cloud_provider
 from kubelab.api.kinds.core_v1.node import Node, NodeAddress
 from kubelab.api.kinds.core_v1.service import LoadBalancerIngress, LoadBalancerStatus, Service
 from kubelab.iptables import Iptables, RestoreIptables
-from kubelab.netns import socket_in_netns
+from kubelab.netns import call_in_netns, socket_in_netns
 
 PROVIDER_NAME = "lab"
 ROUTE_PROTOCOL = 200
@@ -202,18 +203,16 @@ class NetnsRouter:
         self.bridge = bridge
         self._iptables = RestoreIptables(netns=netns)
 
-    @contextlib.contextmanager
-    def _ipr(self) -> Iterator[Any]:
+    def _ipr(self) -> Any:
+        """An ``IPRoute`` whose netlink socket lives in the router namespace.
+
+        ``IPRoute()`` opens its socket while it is built, so building it inside the namespace
+        is enough, and no child process is forked (pyroute2's ``netns=`` forks one).  pyroute2
+        keeps a socket per thread: the handle is used only by the thread that built it.
+        """
         from pyroute2 import IPRoute
 
-        if self.netns is None:
-            with IPRoute() as ipr:
-                yield ipr
-            return
-        if not os.path.exists(self.netns):
-            raise OSError(errno.ENOENT, f"router netns {self.netns} does not exist")
-        with IPRoute(netns=self.netns, flags=0) as ipr:  # flags=0: never create the netns
-            yield ipr
+        return IPRoute() if self.netns is None else call_in_netns(Path(self.netns), IPRoute)
 
     def list_routes(self) -> list[tuple[str, str]]:
         with self._ipr() as ipr:
