@@ -42,7 +42,19 @@ by a write from here (another client could write in between):
 - ``compact``: ``Compact(min(revision, current), physical=True)``, so it returns once the old
   revisions are gone; compacting at or below the compacted revision is a no-op, as in SQLite.
 
-Endpoints: ``open`` probes them in order and uses the first that answers.  A read that fails
+Endpoints: ``open`` probes them in order and uses the first that answers.  The first endpoint
+is the preferred one (the API server lists its local member first).  While the store has more
+than one endpoint a health check runs every ``HEALTH_INTERVAL`` seconds, as etcd's client
+health-checks its endpoints: it probes the endpoint in use and, when that is not the preferred
+one, the preferred one too.  A preferred endpoint that answers again is used again at once (the
+local member whenever it is up; requests already sent elsewhere finish there).  An endpoint in
+use that does not answer within ``HEALTH_TIMEOUT`` is left for the first of the others that
+answers a probe, and the requests and watch streams waiting on it are abandoned: a member that
+stops answering without closing its connections (partitioned, frozen) is noticed within a
+couple of seconds, not after ``REQUEST_TIMEOUT``.  If no other endpoint answers either (no
+quorum anywhere), nothing moves and requests keep their own deadline: abandoning them would
+gain nothing.  An abandoned
+request is handled like one that failed after it was sent (below).  A read that fails
 with UNAVAILABLE or a deadline moves to the next endpoint and is retried there (once per
 endpoint).  A write is retried elsewhere only if gRPC never had a connection to send it on
 ("failed to connect to all addresses"); one that failed after it was sent also moves on but is
@@ -100,6 +112,12 @@ REQUEST_TIMEOUT = 10.0
 
 CONNECT_TIMEOUT = 3.0
 """Seconds ``open`` waits for each endpoint to answer its first request."""
+
+HEALTH_INTERVAL = 1.0
+"""Seconds between health checks of the endpoint in use and of the preferred endpoint."""
+
+HEALTH_TIMEOUT = 1.0
+"""Seconds a health probe may take before its endpoint counts as down."""
 
 _CHANNEL_OPTIONS: dict[str, int] = {
     # A list is one Range response: lift gRPC's 4 MiB default, as etcd's own client does.
@@ -249,6 +267,11 @@ def _task_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
+class _Abandoned(Exception):
+    """The request's call was cancelled under it: its endpoint failed its health check, or
+    the store was closed."""
+
+
 class EtcdStore:
     """``Store`` over an etcd v3 cluster (see the module docstring)."""
 
@@ -269,7 +292,8 @@ class EtcdStore:
         self._credentials = tls.credentials() if tls is not None else None
         self._clients: dict[int, _Connection] = {}  # endpoint index → its channel, made on use
         self._current = 0
-        self._watch_calls: set[Any] = set()
+        self._calls: dict[Any, int] = {}  # gRPC call in flight → its endpoint index
+        self._health: asyncio.Task[None] | None = None
         self._closed = False
 
     @classmethod
@@ -290,6 +314,8 @@ class EtcdStore:
         except BaseException:
             await store.close()
             raise
+        if len(endpoints) > 1:
+            store._health = asyncio.create_task(store._check_health(), name="etcd-health")
         return store
 
     def _is_closed(self) -> bool:
@@ -323,22 +349,67 @@ class EtcdStore:
         if self._current == index:
             self._current = (index + 1) % len(self._endpoints)
 
+    async def _probe(self, index: int, within: float) -> str | None:
+        """Why endpoint ``index`` did not answer a linearizable read within ``within`` seconds (so
+        it can serve this store: it is up and in the quorum), or None if it did."""
+        client = await self._client(index)
+        try:
+            await client.kvstub.Range(
+                rpc.RangeRequest(key=_PROBE_KEY, count_only=True), timeout=within
+            )
+        except grpc.aio.AioRpcError as error:
+            return f"{self._endpoints[index]}: {error.code().name} {_details(error)}"
+        return None
+
     async def _connect_first(self) -> None:
         failures = []
-        for index, endpoint in enumerate(self._endpoints):
-            client = await self._client(index)
-            try:
-                await client.kvstub.Range(
-                    rpc.RangeRequest(key=_PROBE_KEY, count_only=True),
-                    timeout=self._connect_timeout,
-                )
-            except grpc.aio.AioRpcError as error:
-                failures.append(f"{endpoint}: {error.code().name} {_details(error)}")
+        for index in range(len(self._endpoints)):
+            failure = await self._probe(index, self._connect_timeout)
+            if failure is not None:
+                failures.append(failure)
                 await self._forget(index)
                 continue
             self._current = index
             return
         raise Unavailable("", "no etcd endpoint answered: " + "; ".join(failures))
+
+    async def _check_health(self) -> None:
+        """Every ``HEALTH_INTERVAL``: back to the preferred endpoint once it answers, away
+        from the endpoint in use once it does not (see the module docstring)."""
+        while not self._closed:
+            await asyncio.sleep(HEALTH_INTERVAL)
+            current = self._current
+            probed = [0] if current == 0 else [0, current]
+            answers = await asyncio.gather(*(self._probe(i, HEALTH_TIMEOUT) for i in probed))
+            if answers[0] is None:
+                self._current = 0
+            elif answers[-1] is not None and self._current == current:
+                await self._leave(current)
+
+    async def _leave(self, index: int) -> None:
+        """Move from endpoint ``index``, which failed its health check, to the first other
+        endpoint that answers, and abandon the calls waiting on it; stay if none answers."""
+        others = [i for i in range(len(self._endpoints)) if i != index]
+        answers = await asyncio.gather(*(self._probe(i, HEALTH_TIMEOUT) for i in others))
+        healthy = [i for i, failure in zip(others, answers, strict=True) if failure is None]
+        if not healthy or self._current != index:
+            return
+        self._current = healthy[0]
+        for call, endpoint in tuple(self._calls.items()):
+            if endpoint == index:
+                call.cancel()
+
+    async def _send(self, index: int, client: _Connection, method: str, request: Any) -> Any:
+        call = getattr(client.kvstub, method)(request, timeout=self._timeout)
+        self._calls[call] = index
+        try:
+            return await call
+        except asyncio.CancelledError:
+            if _task_cancelled():
+                raise
+            raise _Abandoned from None  # by _leave or close, not by the caller
+        finally:
+            self._calls.pop(call, None)
 
     async def _unary(self, method: str, request: Any, key: str, *, retry: bool) -> Any:
         """Send one KV request; fail over on connection errors, retrying it on the next
@@ -351,7 +422,11 @@ class EtcdStore:
             index = self._current
             client = await self._client(index)
             try:
-                return await getattr(client.kvstub, method)(request, timeout=self._timeout)
+                return await self._send(index, client, method, request)
+            except _Abandoned:
+                failures.append(f"{self._endpoints[index]}: abandoned (health check or close)")
+                if not retry:
+                    break
             except grpc.aio.AioRpcError as error:
                 if not _is_connection_error(error):
                     raise
@@ -520,7 +595,7 @@ class EtcdStore:
             index = self._current
             client = await self._client(index)
             call = rpc.WatchStub(client.channel).Watch()
-            self._watch_calls.add(call)
+            self._calls[call] = index
             try:
                 async with asyncio.timeout(self._timeout):
                     await call.write(_watch_create(low, high, max(delivered, 1)))
@@ -547,11 +622,13 @@ class EtcdStore:
             except TimeoutError:
                 failures.append(f"{self._endpoints[index]}: no answer in {self._timeout}s")
             except asyncio.CancelledError:
-                if self._is_closed() and not _task_cancelled():
+                if _task_cancelled():
+                    raise
+                if self._is_closed():
                     return  # close() cancelled the stream
-                raise
+                failures.append(f"{self._endpoints[index]}: failed its health check")
             finally:
-                self._watch_calls.discard(call)
+                self._calls.pop(call, None)
                 call.cancel()
             if len(failures) >= len(self._endpoints):
                 raise Unavailable(prefix, "etcd watch lost: " + "; ".join(failures))
@@ -561,8 +638,12 @@ class EtcdStore:
         if self._closed:
             return
         self._closed = True
-        for call in tuple(self._watch_calls):
+        if self._health is not None:
+            self._health.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health
+        for call in tuple(self._calls):
             call.cancel()
-        self._watch_calls.clear()
+        self._calls.clear()
         for index in tuple(self._clients):
             await self._forget(index)
