@@ -11,12 +11,12 @@ sockets made inside the namespaces (``kubelab.netns.socket_in_netns``):
 
 The same forwarder is the HA lab's load balancer (one piece of code relays bytes): given
 ``Backends`` (several targets and a ``HealthCheck``) it sends each new connection to the next
-healthy target in turn (round robin; with none healthy, to the others in turn), asks every target's health URL each ``interval``
-(HTTPS verified with the lab CA; ``fall`` failures in a row take a target out, one success
-brings it back), takes a target out at once when connecting to it fails, and closes the
-connections relayed to a target that was taken out, so their clients reconnect and land on a
-healthy one.  ``Backends`` holds that state and decides; probing and time stay outside it, so
-tests drive it with a fake probe.
+healthy target in turn (round robin; with none healthy, to the others in turn), asks every
+target's health URL each ``interval`` (HTTPS verified with the lab CA; ``fall`` failures in
+a row take a target out, one success brings it back), takes a target out at once when
+connecting to it fails, and closes the connections relayed to a target that was taken out,
+so their clients reconnect and land on a healthy one.  ``Backends`` holds that state and
+decides; probing and time stay outside it, so tests drive it with a fake probe.
 """
 
 from __future__ import annotations
