@@ -525,7 +525,7 @@ def _forward(args: argparse.Namespace) -> int:
     import json
 
     from kubelab import component
-    from kubelab.lab.netns import Backends, HealthCheck, NetnsForwarder
+    from kubelab.lab.netns import Address, Backends, HealthCheck, NetnsForwarder
 
     check = None
     if args.health_check is not None:
@@ -533,11 +533,16 @@ def _forward(args: argparse.Namespace) -> int:
             raise SystemExit("kubelab lab forward: --health-check needs --ca")
         check = HealthCheck(args.health_check, args.ca)
 
-    def changed(backends: Backends) -> None:
-        print(f"kubelab lab forward: healthy {backends.healthy()}", flush=True)
+    healthy: list[tuple[Address, ...]] = []
+
+    def changed(forwarder: NetnsForwarder) -> None:
+        now = forwarder.backends.healthy()
+        if healthy != [now]:
+            healthy[:] = [now]
+            print(f"kubelab lab forward: healthy {now}", flush=True)
         if args.state_file is not None:
             partial = args.state_file.with_suffix(".tmp")
-            partial.write_text(json.dumps({"backends": backends.describe()}) + "\n")
+            partial.write_text(json.dumps({"backends": forwarder.describe()}) + "\n")
             partial.replace(args.state_file)
 
     async def serve(stop: asyncio.Event) -> int:

@@ -57,6 +57,8 @@ class MemberStatus:
 class Backend:
     address: str
     healthy: bool
+    clients: tuple[str, ...] = ()
+    """The clients (``ip:port`` as the balancer sees them) relayed to it now."""
 
 
 @dataclass(frozen=True)
@@ -148,9 +150,12 @@ def parse_member_names(member_list_json: str) -> dict[int, str]:
 
 
 def parse_backends(state_json: str) -> tuple[Backend, ...]:
-    """The load balancer's state file (``netns.Backends.describe`` under ``backends``)."""
+    """The load balancer's state file (``netns.NetnsForwarder.describe`` under ``backends``)."""
     data: Any = json.loads(state_json)
-    return tuple(Backend(str(b["address"]), bool(b["healthy"])) for b in data["backends"])
+    return tuple(
+        Backend(str(b["address"]), bool(b["healthy"]), tuple(b.get("clients", ())))
+        for b in data["backends"]
+    )
 
 
 def holder(lab: Lab, lease: Lease) -> Holder:

@@ -157,7 +157,8 @@ class NetnsForwarder:
     ``listen_netns`` name the namespace of each side (``None``: the process's own).
     ``start()`` returns the port listened on (``listen_port`` 0 picks one); with a
     ``HealthCheck`` it also starts checking (with ``probe``, by default ``https_probe``), and
-    ``on_change`` hears each change of the healthy set.
+    ``on_change`` hears each change of the healthy set and each relay opened or closed
+    (``describe`` says which clients each target serves).
     """
 
     def __init__(
@@ -167,7 +168,7 @@ class NetnsForwarder:
         connect_netns: Path | None = None,
         listen: Address = ("127.0.0.1", 0),
         listen_netns: Path | None = None,
-        on_change: Callable[[Backends], None] = lambda backends: None,
+        on_change: Callable[[NetnsForwarder], None] = lambda forwarder: None,
         probe: Probe | None = None,
     ) -> None:
         self.backends = target if isinstance(target, Backends) else Backends([target])
@@ -192,7 +193,7 @@ class NetnsForwarder:
         if check is not None:
             probe = self.probe or https_probe(check, self.connect_netns)
             self._checker = asyncio.create_task(self._check_forever(check, probe))
-        self.on_change(self.backends)
+        self.on_change(self)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
@@ -222,7 +223,19 @@ class NetnsForwarder:
             if target in out:
                 client.transport.abort()
                 upstream.transport.abort()
-        self.on_change(self.backends)
+        self.on_change(self)
+
+    def describe(self) -> list[dict[str, object]]:
+        """Each target, whether it is in, and the clients (``ip:port``) relayed to it now."""
+        clients: dict[str, list[str]] = {}
+        for client, ((host, port), _) in self._open.items():
+            peer = client.get_extra_info("peername")
+            if peer is not None:
+                clients.setdefault(f"{host}:{port}", []).append(f"{peer[0]}:{peer[1]}")
+        return [
+            {**target, "clients": sorted(clients.get(str(target["address"]), []))}
+            for target in self.backends.describe()
+        ]
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -234,12 +247,14 @@ class NetnsForwarder:
                 return
             target, (up_reader, up_writer) = connected
             self._open[writer] = (target, up_writer)
+            self.on_change(self)
             try:
                 await asyncio.gather(
                     _pump(reader, up_writer), _pump(up_reader, writer), return_exceptions=True
                 )
             finally:
                 self._open.pop(writer, None)
+                self.on_change(self)
                 await _close(up_writer)
         finally:
             await _close(writer)

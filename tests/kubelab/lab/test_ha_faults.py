@@ -48,7 +48,7 @@ from kubelab.lab.chaos import Attempt, Workload, create_all, manifests, settled
 from kubelab.lab.cluster import probe
 from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT
 from kubelab.lab.processes import ProcessTable
-from kubelab.lab.topology import Lab, LabSpec
+from kubelab.lab.topology import API_PORT, CONTROLPLANE_IP, Lab, LabSpec
 from tests.kubelab.lab.test_lab import lab_command
 
 LAB_NAME = "hb"
@@ -344,9 +344,9 @@ async def test_two_etcd_members_killed_writes_fail_cleanly_and_nothing_acknowled
 async def test_the_api_server_a_client_uses_killed_it_fails_over_within_seconds(
     lab: Lab, faults: Faults, work: Work
 ) -> None:
-    victim = lab.controlplanes[1].name
     async with work.workload.running():
-        await asyncio.sleep(4)  # the client's connections now spread over every server
+        await asyncio.sleep(4)  # the workload's connections are open
+        victim = server_relaying_the_host(lab)
         killed = faults.kill(victim, "server")
         await asyncio.sleep(10)
     # The client was using it: some of its requests or watch streams broke at the kill.
@@ -361,6 +361,20 @@ async def test_the_api_server_a_client_uses_killed_it_fails_over_within_seconds(
     for watcher in work.workload.watchers:
         assert watcher.seen[-1].at > killed + 2, f"watcher {watcher.name} saw nothing after"
     await check_invariants(work)
+
+
+def server_relaying_the_host(lab: Lab) -> str:
+    """The control plane whose API server the balancer relays the most connections from the
+    host to: the host forwarder connects from the balancer's own address, every node from
+    its own, so during a test these are the test client's."""
+    from_host = f"{CONTROLPLANE_IP}:"
+    relaying = {
+        b.address: sum(c.startswith(from_host) for c in b.clients)
+        for b in hastatus.read_backends(lab) or ()
+    }
+    address, count = max(relaying.items(), key=lambda item: item[1], default=("", 0))
+    assert count, f"the balancer relays no connection from the host: {relaying}"
+    return next(cp.name for cp in lab.controlplanes if address == f"{cp.ip}:{API_PORT}")
 
 
 async def lease_holders(client: Client) -> dict[str, Lease]:

@@ -96,9 +96,11 @@ async def test_connections_alternate_and_those_of_a_target_gone_out_are_closed(
     changes: list[tuple[Address, ...]] = []
     both_in = asyncio.Event()
 
-    def changed(backends: Backends) -> None:
-        changes.append(backends.healthy())
-        if backends.healthy() == (one, two):
+    def changed(forwarder: NetnsForwarder) -> None:
+        now = forwarder.backends.healthy()
+        if not changes or changes[-1] != now:
+            changes.append(now)
+        if now == (one, two):
             both_in.set()
 
     forwarder = NetnsForwarder(
@@ -115,6 +117,9 @@ async def test_connections_alternate_and_those_of_a_target_gone_out_are_closed(
             writer.write(b"hi\n")
             said.append(await reader.readline())
         assert said == [b"one\n", b"two\n"]
+        relayed = {d["address"]: d["clients"] for d in forwarder.describe()}
+        mine = [f"127.0.0.1:{w.get_extra_info('sockname')[1]}" for _, w in clients]
+        assert relayed == {f"{h}:{p}": [c] for (h, p), c in zip((one, two), mine, strict=True)}
         healthy.discard(one)
         try:
             left = await asyncio.wait_for(clients[0][0].read(), 5)
