@@ -6,6 +6,9 @@ the cache and do what a kubelet would at that point, level-triggered:
 
 - bound and not started yet → the status a kubelet reports once every container started
   (phase Running, the four conditions True, a pod IP, each container running and ready);
+- running but no longer Ready (the node lifecycle controller marks the pods of a node that
+  went silent) → Ready again, as a kubelet's status manager reports its own view whenever
+  the API's differs;
 - marked for deletion → the final delete with grace period 0 (the kubelet's confirmation
   that the containers are gone), conditioned on the pod's uid.
 
@@ -18,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+
+import msgspec
 
 from kubelab.api import codec
 from kubelab.api.keys import object_key, split_key
@@ -71,7 +76,9 @@ class HollowKubelet:
         return bool(pod.spec and pod.spec.node_name in self._nodes)
 
     def _on_pod(self, pod: Pod) -> None:
-        if self._ours(pod) and (pod.metadata.deletion_timestamp or not _started(pod)):
+        if self._ours(pod) and (
+            pod.metadata.deletion_timestamp or not _started(pod) or _marked_not_ready(pod)
+        ):
             self.queue.add(object_key(pod))
 
     def _on_gone(self, pod: Pod | DeletedFinalStateUnknown[Pod]) -> None:
@@ -102,6 +109,17 @@ class HollowKubelet:
             await self.client.patch(
                 Pod, name, namespace, {"status": codec.to_builtins(status)}, subresource="status"
             )
+        elif _marked_not_ready(pod):
+            assert pod.status is not None
+            now = self.clock.now()
+            conditions = [
+                msgspec.structs.replace(c, status="True", last_transition_time=now)
+                if c.type in POD_CONDITIONS and c.status != "True"
+                else c
+                for c in pod.status.conditions or ()
+            ]
+            patch = {"status": {"conditions": codec.to_builtins(conditions)}}
+            await self.client.patch(Pod, name, namespace, patch, subresource="status")
 
     def running_status(self, pod: Pod) -> PodStatus:
         """The status a kubelet reports once all of the pod's containers run and are ready."""
@@ -141,6 +159,17 @@ class HollowKubelet:
         host = self._next_host.get(node_name, 1) % 253 + 1
         self._next_host[node_name] = host
         return str(POD_ADDRESSES[index * 256 + host])
+
+
+def _marked_not_ready(pod: Pod) -> bool:
+    """Running, yet one of the conditions a kubelet reports True is not (another component
+    changed it)."""
+    status = pod.status
+    return bool(
+        status
+        and status.phase == "Running"
+        and any(c.type in POD_CONDITIONS and c.status != "True" for c in status.conditions or ())
+    )
 
 
 def _started(pod: Pod) -> bool:

@@ -131,6 +131,35 @@ async def test_bound_pods_run_and_deleted_pods_go(
     await eventually(gone)
 
 
+async def test_a_running_pod_marked_not_ready_is_reported_ready_again(
+    client: Client, fleet: NodeFleet, namespace: str
+) -> None:
+    """As the node lifecycle controller does to the pods of a node that went silent; the
+    kubelet reports its own view again (before, such pods stayed not Ready for good)."""
+    pod = Pod(
+        metadata=ObjectMeta(name="web", namespace=namespace),
+        spec=PodSpec(node_name="hollow-test-1", containers=[Container(name="c", image="nginx")]),
+    )
+    await client.create(pod)
+
+    async def ready() -> bool:
+        got = await client.get(Pod, "web", namespace)
+        conditions = (got.status.conditions if got.status else None) or []
+        return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+    await eventually(ready)
+    got = await client.get(Pod, "web", namespace)
+    assert got.status is not None
+    marked = [
+        {"type": c.type, "status": "False" if c.type == "Ready" else c.status}
+        for c in got.status.conditions or []
+    ]
+    await client.patch(
+        Pod, "web", namespace, {"status": {"conditions": marked}}, subresource="status"
+    )
+    await eventually(ready)
+
+
 async def test_pods_on_other_nodes_are_left_alone(
     client: Client, fleet: NodeFleet, namespace: str
 ) -> None:
