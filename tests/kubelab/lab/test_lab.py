@@ -884,7 +884,9 @@ def test_a_node_added_at_runtime_joins_through_a_csr_and_is_initialized_by_the_c
     on_node3 = [p for p in pods["items"] if p["spec"]["nodeName"] == "node3"]
     assert len(on_node3) == 1
     # The router routes node3's pod CIDR: a pod there answers from node1.
-    answer = answers(1, "node1", f"http://{on_node3[0]['status']['podIP']}/", None, lab.kubectl)
+    url = f"http://{on_node3[0]['status']['podIP']}/"
+    served("node1", url)
+    answer = answers(1, "node1", url, None, lab.kubectl)
     assert answer == [f"{on_node3[0]['metadata']['name']} on node3"]
     assert Lab(running_spec(LAB_NAME, set())).spec.worker_list == ("node1", "node2", "node3")
 
