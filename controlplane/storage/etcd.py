@@ -42,26 +42,25 @@ by a write from here (another client could write in between):
 - ``compact``: ``Compact(min(revision, current), physical=True)``, so it returns once the old
   revisions are gone; compacting at or below the compacted revision is a no-op, as in SQLite.
 
-Endpoints: ``open`` probes them in order and uses the first that answers.  The first endpoint
-is the preferred one (the API server lists its local member first).  While the store has more
-than one endpoint a health check runs every ``HEALTH_INTERVAL`` seconds, as etcd's client
+Endpoints: ``open`` probes them in order and uses the first that answers.  The first endpoint is
+the preferred one (the API server lists its local member first).  While the store has more than
+one endpoint a health check runs every ``HEALTH_INTERVAL`` seconds, as etcd's client
 health-checks its endpoints: it probes the endpoint in use and, when that is not the preferred
 one, the preferred one too.  A preferred endpoint that answers again is used again at once (the
 local member whenever it is up; requests already sent elsewhere finish there).  An endpoint in
 use that does not answer within ``HEALTH_TIMEOUT`` is left for the first of the others that
 answers a probe, and the requests and watch streams waiting on it are abandoned: a member that
-stops answering without closing its connections (partitioned, frozen) is noticed within a
-couple of seconds, not after ``REQUEST_TIMEOUT``.  If no other endpoint answers either (no
-quorum anywhere), nothing moves and requests keep their own deadline: abandoning them would
-gain nothing.  An abandoned
-request is handled like one that failed after it was sent (below).  A read that fails
-with UNAVAILABLE or a deadline moves to the next endpoint and is retried there (once per
-endpoint).  A write is retried elsewhere only if gRPC never had a connection to send it on
+stops answering without closing its connections (partitioned, frozen) is noticed within a couple
+of seconds, not after ``REQUEST_TIMEOUT``.  If no other endpoint answers either (no quorum
+anywhere), nothing moves and requests keep their own deadline: abandoning them would gain
+nothing.  An abandoned request is handled like one that failed after it was sent (below).  A read
+that fails with UNAVAILABLE or a deadline moves to the next endpoint and is retried there (once
+per endpoint).  A write is retried elsewhere only if gRPC never had a connection to send it on
 ("failed to connect to all addresses"); one that failed after it was sent also moves on but is
 not retried, because etcd may have applied it before the connection broke (a retried create
 would then report ``KeyExists`` for its own write; etcd's client draws the same line): it raises
-``Unavailable`` and the caller, who knows the expected revision, decides.  Every other gRPC
-error is ``Unavailable`` too ("answered with an error").
+``Unavailable`` and the caller, who knows the expected revision, decides.  Every other gRPC error
+is ``Unavailable`` too ("answered with an error").
 
 A watch is one gRPC stream of its own: closing the store cancels the streams and the watches
 end, as SQLite's do; a lost stream is resumed as above, once per endpoint, then ``Unavailable``.
