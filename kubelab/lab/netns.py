@@ -157,8 +157,8 @@ class NetnsForwarder:
     ``listen_netns`` name the namespace of each side (``None``: the process's own).
     ``start()`` returns the port listened on (``listen_port`` 0 picks one); with a
     ``HealthCheck`` it also starts checking (with ``probe``, by default ``https_probe``), and
-    ``on_change`` hears each change of the healthy set and each relay opened or closed
-    (``describe`` says which clients each target serves).
+    ``on_change`` hears each change of the healthy set and, at most once per check, that
+    relays opened or closed (``describe`` says which clients each target serves).
     """
 
     def __init__(
@@ -182,6 +182,8 @@ class NetnsForwarder:
         self._relays: set[asyncio.Task[None]] = set()
         self._open: dict[asyncio.StreamWriter, tuple[Address, asyncio.StreamWriter]] = {}
         """Each relayed client's writer: its target and the writer towards it."""
+        self._relays_moved = False
+        """Relays opened or closed since ``on_change`` last heard of them."""
 
     async def start(self) -> int:
         if self.listen_netns is not None:
@@ -211,8 +213,11 @@ class NetnsForwarder:
     async def _check_forever(self, check: HealthCheck, probe: Probe) -> None:
         while True:
             changed = await self.backends.check_all(probe)
+            moved, self._relays_moved = self._relays_moved, False
             if changed:
                 self._went(changed)
+            elif moved:
+                self.on_change(self)
             await asyncio.sleep(check.interval)
 
     def _went(self, changed: Sequence[Address]) -> None:
@@ -247,14 +252,14 @@ class NetnsForwarder:
                 return
             target, (up_reader, up_writer) = connected
             self._open[writer] = (target, up_writer)
-            self.on_change(self)
+            self._relays_moved = True
             try:
                 await asyncio.gather(
                     _pump(reader, up_writer), _pump(up_reader, writer), return_exceptions=True
                 )
             finally:
                 self._open.pop(writer, None)
-                self.on_change(self)
+                self._relays_moved = True
                 await _close(up_writer)
         finally:
             await _close(writer)

@@ -96,7 +96,10 @@ async def test_connections_alternate_and_those_of_a_target_gone_out_are_closed(
     changes: list[tuple[Address, ...]] = []
     both_in = asyncio.Event()
 
+    heard: list[list[dict[str, object]]] = []
+
     def changed(forwarder: NetnsForwarder) -> None:
+        heard.append(forwarder.describe())
         now = forwarder.backends.healthy()
         if not changes or changes[-1] != now:
             changes.append(now)
@@ -120,6 +123,8 @@ async def test_connections_alternate_and_those_of_a_target_gone_out_are_closed(
         relayed = {d["address"]: d["clients"] for d in forwarder.describe()}
         mine = [f"127.0.0.1:{w.get_extra_info('sockname')[1]}" for _, w in clients]
         assert relayed == {f"{h}:{p}": [c] for (h, p), c in zip((one, two), mine, strict=True)}
+        await asyncio.sleep(0.1)  # a few checks: the next one reports the relays
+        assert heard[-1] == forwarder.describe()
         healthy.discard(one)
         try:
             left = await asyncio.wait_for(clients[0][0].read(), 5)
