@@ -49,7 +49,7 @@ from kubelab.lab.cluster import probe
 from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT
 from kubelab.lab.processes import ProcessTable
 from kubelab.lab.topology import API_PORT, CONTROLPLANE_IP, Lab, LabSpec
-from tests.kubelab.lab.test_lab import lab_command
+from tests.kubelab.lab.labs import lab_command
 
 LAB_NAME = "hb"
 HOST_API_PORT = 16461

@@ -23,7 +23,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,14 +40,14 @@ from kubelab.lab.processes import (
     run,
 )
 from kubelab.lab.topology import Lab, LabSpec, Role, SpecError, running_spec
+from tests.kubelab.lab import labs
+from tests.kubelab.lab.labs import UP_TIMEOUT, lab_command
 from tests.servers import REPO, Kubectl
 
 # Overridable so a second copy of the suite can run beside one already running.
 LAB_NAME = os.environ.get("KUBELAB_TEST_LAB", "kltest")
 TEST_API_PORT = int(os.environ.get("KUBELAB_TEST_PORT", "16443"))  # not 6443: a user's own lab
-LAB_COMMAND = [sys.executable, "-m", "kubelab.lab.command"]
 BUSYBOX = "docker.io/library/busybox:1.35"
-UP_TIMEOUT = 600.0  # from a cold image cache, `up` builds the Debian-based images first
 # A test's time limit includes its fixtures' setup: the first privileged test's covers the
 # module lab's `up`.
 pytestmark = pytest.mark.timeout(UP_TIMEOUT + 120)
@@ -175,20 +174,9 @@ def test_the_cli_takes_nodes_and_refuses_a_bad_count(capsys: pytest.CaptureFixtu
 # -- a real lab -------------------------------------------------------------------------------
 
 
-def lab_command(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LAB_COMMAND, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        check=False,
-    )
-
-
 def node_exec(node: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    """A command inside a lab node, as ``kubelab lab exec NODE -- CMD...``."""
-    return lab_command("exec", "--name", LAB_NAME, node, "--", *argv, timeout=30)
+    """A command inside a node of the module's lab."""
+    return labs.node_exec(LAB_NAME, node, *argv)
 
 
 def host_iptables() -> dict[str, str]:
@@ -221,33 +209,24 @@ class Running:
     """The module's lab: its inventory, kubectl, and the host's state before it came up
     (iptables of both backends, links, the sysctls the lab sets in its namespaces)."""
 
-    def __init__(self, lab: Lab, kubectl: Kubectl) -> None:
-        self.lab = lab
-        self.kubectl = kubectl
+    def __init__(self) -> None:
         self.iptables_before = host_iptables()
         self.links_before = host_links()
         self.sysctls_before = host_sysctls()
-        self.up_output = ""
+
+    def came_up(self, running: labs.RunningLab) -> Running:
+        self.lab = running.lab
+        self.kubectl = running.kubectl
+        self.up_output = running.up_output
+        return self
 
 
 @pytest.fixture(name="lab", scope="module")
 def lab_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    lab = Lab(LabSpec(name=LAB_NAME, workers=2, host_api_port=TEST_API_PORT))
-    kubectl = Kubectl(lab.host_kubeconfig, tmp_path_factory.mktemp("kubectl"), "default")
-    running = Running(lab, kubectl)
-    try:
-        started = time.monotonic()
-        up = lab_command(
-            "up",
-            *("--name", LAB_NAME, "--nodes", "2", "--host-api-port", str(TEST_API_PORT)),
-            timeout=UP_TIMEOUT,
-        )
-        print(f"kubelab lab up: {time.monotonic() - started:.1f}s\n{up.stdout}")
-        assert up.returncode == 0, f"up failed:\n{up.stdout}\n{up.stderr}"
-        running.up_output = up.stdout
-        yield running
-    finally:
-        lab_command("down", "--name", LAB_NAME, timeout=120)
+    before = Running()
+    spec = LabSpec(name=LAB_NAME, workers=2, host_api_port=TEST_API_PORT)
+    with labs.lab_up(spec, tmp_path_factory.mktemp("kubectl")) as running:
+        yield before.came_up(running)
 
 
 class Web:
