@@ -13,7 +13,13 @@ from __future__ import annotations
 import base64
 
 from kubelab.api.kinds.batch_v1 import Job
-from kubelab.api.kinds.core_v1.cluster import Namespace, NamespaceStatus, Secret
+from kubelab.api.kinds.core_v1.cluster import (
+    KUBERNETES_FINALIZER,
+    Namespace,
+    NamespaceSpec,
+    NamespaceStatus,
+    Secret,
+)
 from kubelab.api.kinds.core_v1.pod import Pod, PodStatus, qos_class
 from kubelab.api.meta_v1 import DeleteOptions, LabelSelector, ObjectMeta, Resource
 from kubelab.api.scheme import KindInfo
@@ -101,7 +107,19 @@ class PodStrategy(Strategy):
 
 class NamespaceStrategy(Strategy):
     """A namespace stays Terminating until the namespace controller has emptied it and
-    removed its ``kubernetes`` finalizer through ``/finalize``, the only way to change it."""
+    removed its ``kubernetes`` finalizer through ``/finalize``, the only way to change it.
+
+    Every new namespace gets that finalizer, after any a client sent (``kubectl create
+    namespace`` sends ``spec: {}``): without it a delete would remove the namespace at once
+    and leave everything in it behind."""
+
+    def prepare_for_create(self, obj: Resource) -> None:
+        super().prepare_for_create(obj)
+        assert isinstance(obj, Namespace)
+        obj.spec = obj.spec or NamespaceSpec()
+        finalizers = obj.spec.finalizers or []
+        if KUBERNETES_FINALIZER not in finalizers:
+            obj.spec.finalizers = [*finalizers, KUBERNETES_FINALIZER]
 
     def prepare_for_update(self, new: Resource, old: Resource) -> None:
         super().prepare_for_update(new, old)

@@ -27,6 +27,11 @@ A sync, as upstream's ``namespacedResourcesDeleter``:
 
 Handlers only queue namespaces being deleted, five seconds late as upstream does, so that
 content created at the last moment is seen.
+
+At start, before its workers, the controller also deletes what lives in namespaces that no
+longer exist.  Only a server that let a namespace go without the ``kubernetes`` finalizer
+(kubelab's did, for namespaces created with a ``spec``) leaves such content behind, and
+nothing else would ever remove it; each namespace found is logged with what it held.
 """
 
 from __future__ import annotations
@@ -120,6 +125,44 @@ class NamespaceController(Controller):
 
     def _updated(self, old: Namespace, new: Namespace) -> None:
         self._changed(new)
+
+    async def run(self, workers: int) -> None:
+        await self.ctx.informers.wait_for_cache_sync()
+        try:
+            await self.delete_orphaned_content()
+        except (ApiError, ClientError) as error:
+            log.warning("namespace controller: content of deleted namespaces: %s", error)
+        await super().run(workers)
+
+    async def delete_orphaned_content(self) -> list[str]:
+        """Delete the content of namespaces that do not exist; the namespaces it was in."""
+        found = await discovery.discover(self.ctx.client)
+        resources = [r for r in found.resources if r.path.namespaced and "delete" in r.verbs]
+        held: dict[str, Counter[str]] = {}
+        for resource in resources:
+            for item in await self._list(resource, ""):
+                name = item.get("metadata", {}).get("namespace") or ""
+                if name and self.namespaces.lister.get(name) is None:
+                    held.setdefault(name, Counter())[resource.group_resource] += 1
+        orphaned = [name for name in sorted(held) if not await self._exists(name)]
+        for name in orphaned:
+            content = ", ".join(f"{n} {gr}" for gr, n in sorted(held[name].items()))
+            log.warning("namespace %s does not exist but holds %s: deleting them", name, content)
+            now = self.ctx.clock.now()
+            for resource in sorted(resources, key=lambda r: r.path.plural != "pods"):
+                left = await self._delete_resource(resource, name, now)
+                for error in left.errors:
+                    log.warning("namespace %s (deleted): %s", name, error)
+        return orphaned
+
+    async def _exists(self, name: str) -> bool:
+        try:
+            await self.ctx.client.get(Namespace, name)
+        except ApiError as error:
+            if error.not_found:
+                return False
+            raise
+        return True
 
     async def sync_key(self, key: str) -> None:
         if self.namespaces.lister.get(key) is None:

@@ -361,8 +361,6 @@ class Namespace(Resource):
                 **(self.metadata.labels or {}),
                 NAMESPACE_NAME_LABEL: self.metadata.name,
             }
-        if self.spec is None:
-            self.spec = NamespaceSpec(finalizers=[KUBERNETES_FINALIZER])
         if self.status is None:
             self.status = NamespaceStatus()
 
