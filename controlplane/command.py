@@ -8,7 +8,8 @@ them differs from running each as its own command.  Each runs as its own identit
 ``cloud-controller-manager.kubeconfig``, see ``controlplane.apiserver.identities``), and the
 controllers, as kubeadm configures them, each as its own ``kube-system`` service account
 (``--use-service-account-credentials``), so the whole control plane works under
-``--authorization-mode Node,RBAC`` with each part granted only its role.  The controller-manager
+``--authorization-mode Node,RBAC``, its default as in k3s and kubeadm clusters, with each part
+granted only its role.  The controller-manager
 signs approved certificate requests with the cluster CA in ``<data-dir>/pki``.  A component
 that stops with an error stops the whole server.
 """
@@ -30,7 +31,7 @@ from kubelab import component
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    apiserver_command.add_flags(parser)
+    apiserver_command.add_flags(parser, authorization_mode=("Node", "RBAC"))
     parser.add_argument(
         "--controllers",
         default="*",

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,7 +93,12 @@ def _audit_policy(text: str) -> Policy:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser, *, authorization_mode: Sequence[str] = ("AlwaysAllow",)
+) -> None:
+    """The API server's flags; ``authorization_mode`` is the default of
+    ``--authorization-mode`` (upstream's AlwaysAllow for the API server alone, Node,RBAC for
+    ``kubelab server`` as for k3s and kubeadm clusters)."""
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -180,9 +185,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--authorization-mode",
         type=_authorization_modes,
-        default=["AlwaysAllow"],
+        default=list(authorization_mode),
         help="comma-separated authorizers asked in order: AlwaysAllow, AlwaysDeny, Node, RBAC "
-        "(default: AlwaysAllow; a cluster exposed to others wants Node,RBAC)",
+        f"(default: {','.join(authorization_mode)}; AlwaysAllow lets every authenticated user "
+        "do anything)",
     )
     parser.add_argument(
         "--enable-admission-plugins",
@@ -304,6 +310,13 @@ async def serving(args: argparse.Namespace, data_dir: Path) -> AsyncIterator[Run
         audit_log_maxsize=args.audit_log_maxsize,
         audit_log_maxbackup=args.audit_log_maxbackup,
     )
+    if "AlwaysAllow" in config.authorization_modes:
+        logging.getLogger("kubelab.apiserver").warning(
+            "--authorization-mode %s: every authenticated user may do anything, every "
+            "service account and node included; --authorization-mode Node,RBAC grants each "
+            "only its roles",
+            ",".join(config.authorization_modes),
+        )
     store = await open_store(args.store, data_dir, args)
     try:
         running = await serve(APIServer(store, config))

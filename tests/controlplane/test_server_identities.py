@@ -1,7 +1,8 @@
-"""``kubelab server`` under ``--authorization-mode Node,RBAC``: every component runs as its own
-identity (the scheduler, the controller-manager and each controller as its service account)
-and the cluster still works: a Deployment becomes available on hollow nodes, a namespace's
-deletion finishes, and the component identities are refused what their roles do not grant."""
+"""``kubelab server`` under its default ``--authorization-mode Node,RBAC``: every component
+runs as its own identity (the scheduler, the controller-manager and each controller as its
+service account) and the cluster still works: a Deployment becomes available on hollow
+nodes, a namespace's deletion finishes, and the component identities are refused what their
+roles do not grant."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ SPEC = FleetSpec(count=2, name_prefix="rbac-")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    yield from serve_all_in_one(tmp_path_factory, "--authorization-mode", "Node,RBAC")
+    yield from serve_all_in_one(tmp_path_factory)
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within: float = 60.0) -> None:
