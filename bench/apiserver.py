@@ -46,7 +46,7 @@ import psutil
 from bench.api_codec import make_pod
 from controlplane.storage.interface import Event, KeyValue, Store
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
-from tests.servers import ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,7 +71,7 @@ Timings = dict[str, float]
 
 def launch(data_dir: Path, store: str) -> ServerProcess:
     data_dir.mkdir(parents=True)
-    return start_server(data_dir, "--store", store)
+    return start_server(data_dir, *BARE_APISERVER, "--store", store)
 
 
 def file_size(*paths: Path) -> int:

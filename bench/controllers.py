@@ -38,7 +38,7 @@ from kubelab.client.rest import Client
 from kubelab.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
 from node.hollow.pods import HollowKubelet
-from tests.servers import REPO, ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, REPO, ServerProcess, start_server, stop_server
 
 NODES = 100
 REPLICAS = 1_000
@@ -163,7 +163,7 @@ def idle_cpu(tmp: Path) -> float:
     """The controller-manager's CPU use (fraction of one core) while nothing changes."""
     data = tmp / "idle"
     data.mkdir()
-    server = start_server(data, "--max-requests-inflight", "2000")
+    server = start_server(data, *BARE_APISERVER, "--max-requests-inflight", "2000")
     try:
         asyncio.run(seed_pods(server))
         manager = start_command(

@@ -54,7 +54,7 @@ from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
 from kubelab.client.rest import Client
 from kubelab.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
-from tests.servers import ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
 NODE_COUNTS = (100, 1_000, 5_000)
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
         for nodes in args.nodes or NODE_COUNTS:
             data = tmp / f"server-{nodes}"
             data.mkdir()
-            server = start_server(data, "--max-requests-inflight", "2000")
+            server = start_server(data, *BARE_APISERVER, "--max-requests-inflight", "2000")
             try:
                 names = asyncio.run(register_nodes(server, nodes))
                 for workload in WORKLOADS:

@@ -12,14 +12,14 @@ import pytest
 from kubelab.api.kinds.core_v1.cluster import Namespace
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.rest import Client
-from tests.servers import ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 
 @pytest.fixture(scope="module")
 def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data_dir = tmp_path_factory.mktemp("client-apiserver") / "data"
     data_dir.mkdir()
-    server = start_server(data_dir)
+    server = start_server(data_dir, *BARE_APISERVER)
     try:
         yield server
     finally:

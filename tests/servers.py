@@ -28,6 +28,11 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 START_TIMEOUT = 60.0
 """Seconds a server may take to say it is serving."""
 REPO = Path(__file__).parents[1]
+BARE_APISERVER = ("--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition")
+"""Flags for an API server run alone whose tests create pods or nodes: no controller-manager
+runs beside it, so no namespace gets the ``default`` ServiceAccount that ServiceAccount
+admission requires of pods, and nothing lifts the not-ready taint TaintNodesByCondition puts
+on new Nodes.  Each test that needs them passes them itself."""
 
 
 @dataclass
@@ -49,14 +54,10 @@ class ServerProcess:
 def start_server(
     data_dir: Path, *extra: str, command: str = "apiserver", prefix: Sequence[str] = ()
 ) -> ServerProcess:
-    """``kubelab COMMAND`` (``apiserver`` or ``server``) on a free port, once it serves.
+    """``kubelab COMMAND`` (``apiserver`` or ``server``) on a free port, once it serves, with
+    the flags a user would give it plus ``extra`` (nothing is added behind the caller's back).
 
     ``prefix`` runs it under another command (``nsenter --net=... --``)."""
-    if command == "apiserver" and not any("admission-plugins" in arg for arg in extra):
-        # No controller-manager runs beside a bare API server: no namespace gets the default
-        # account ServiceAccount admission requires of pods, and no node-lifecycle controller
-        # lifts the not-ready taint TaintNodesByCondition puts on new Nodes.
-        extra = (*extra, "--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition")
     log_path = data_dir.parent / f"{data_dir.name}.log"
     log = log_path.open("w")
     process = subprocess.Popen(

@@ -23,7 +23,14 @@ from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.rest import Client
 from kubelab.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
-from tests.servers import REPO, ServerProcess, serve_all_in_one, start_server, stop_server
+from tests.servers import (
+    BARE_APISERVER,
+    REPO,
+    ServerProcess,
+    serve_all_in_one,
+    start_server,
+    stop_server,
+)
 
 KUBELAB = [sys.executable, "-m", "kubelab"]
 
@@ -193,7 +200,7 @@ leaderElection:
 async def test_killing_the_leader_hands_over_and_binds_nothing_twice(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    api = start_server(data_dir)
+    api = start_server(data_dir, *BARE_APISERVER)
     config = tmp_path / "scheduler.yaml"
     config.write_text(ELECTION_CONFIG)
     schedulers = [

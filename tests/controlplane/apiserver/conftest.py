@@ -17,7 +17,7 @@ import kubernetes
 import pytest
 
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
-from tests.servers import KUBECTL, Kubectl, ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, KUBECTL, Kubectl, ServerProcess, start_server, stop_server
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
@@ -36,7 +36,7 @@ def apiserver(
         etcd = EtcdServer(base / "etcd")
         etcd.start()
         extra = ["--store", f"etcd://{etcd.endpoint}"]
-    server = start_server(data_dir, *extra)
+    server = start_server(data_dir, *BARE_APISERVER, *extra)
     try:
         yield server
     finally:

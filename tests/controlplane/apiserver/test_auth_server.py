@@ -19,7 +19,7 @@ import pytest
 from kubelab.client import kubeconfig
 from kubelab.pki import CertificateAuthority
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
-from tests.servers import Kubectl, ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, Kubectl, ServerProcess, start_server, stop_server
 
 ALICE_TOKEN = "alice-static-token-0123456789"
 
@@ -32,7 +32,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     data_dir = base / "data"
     data_dir.mkdir()
     server = start_server(
-        data_dir, "--authorization-mode", "Node,RBAC", "--token-auth-file", str(tokens)
+        data_dir,
+        *BARE_APISERVER,
+        *("--authorization-mode", "Node,RBAC", "--token-auth-file", str(tokens)),
     )
     try:
         yield server
@@ -393,7 +395,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     flags = ["--authorization-mode", "RBAC", "--anonymous-auth=false", *store_flags]
-    server = start_server(data_dir, *flags)
+    server = start_server(data_dir, *BARE_APISERVER, *flags)
     admin = Kubectl(data_dir / "admin.kubeconfig", tmp_path / "cache", "default")
     try:
         assert _call(server, "GET", "/healthz")[0] == 401, "anonymous requests are switched off"
@@ -408,7 +410,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
         admin.run("delete", "clusterrolebinding", "system:discovery")
     finally:
         stop_server(server)
-    server = start_server(data_dir, *flags)
+    server = start_server(data_dir, *BARE_APISERVER, *flags)
     try:
         second = {
             r["metadata"]["name"]: r["metadata"]["resourceVersion"]
@@ -426,7 +428,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
         admin.run("get", "clusterrolebinding", "system:discovery")
     finally:
         stop_server(server)
-    server = start_server(data_dir, *flags)
+    server = start_server(data_dir, *BARE_APISERVER, *flags)
     try:
         third = {
             r["metadata"]["name"]: r["metadata"]["resourceVersion"]

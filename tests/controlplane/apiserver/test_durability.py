@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
-from tests.servers import ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 Launch = Callable[[], ServerProcess]
 
@@ -36,7 +36,7 @@ def launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Launch]:
     started: list[ServerProcess] = []
 
     def start() -> ServerProcess:
-        server = start_server(data_dir, *extra)
+        server = start_server(data_dir, *BARE_APISERVER, *extra)
         started.append(server)
         return server
 

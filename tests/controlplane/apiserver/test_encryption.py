@@ -28,7 +28,7 @@ from controlplane.storage.interface import Store
 from controlplane.storage.sqlite import SQLiteStore
 from tests.controlplane.apiserver.inprocess import serving
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
-from tests.servers import Kubectl, start_server, stop_server
+from tests.servers import BARE_APISERVER, Kubectl, start_server, stop_server
 
 KEY1 = base64.b64encode(bytes(range(32))).decode()
 KEY2 = base64.b64encode(bytes(range(100, 132))).decode()
@@ -337,7 +337,7 @@ def test_kubectl_rewrite_reencrypts_with_the_new_key(tmp_path: Path) -> None:
             row = conn.execute("SELECT value FROM live WHERE key = ?", (STORAGE_KEY,)).fetchone()
         return bytes(row[0])
 
-    server = start_server(data_dir, "--encryption-provider-config", str(path))
+    server = start_server(data_dir, *BARE_APISERVER, "--encryption-provider-config", str(path))
     try:
         kubectl = Kubectl(server.kubeconfig, tmp_path / "cache", "default")
         kubectl.run(
@@ -348,7 +348,7 @@ def test_kubectl_rewrite_reencrypts_with_the_new_key(tmp_path: Path) -> None:
     assert raw().startswith(b"k8s:enc:aescbc:v1:key1:") and SECRET_VALUE not in raw()
 
     write_config(path, cipher("aesgcm", "key2", KEY2), cipher("aescbc", "key1", KEY1))
-    server = start_server(data_dir, "--encryption-provider-config", str(path))
+    server = start_server(data_dir, *BARE_APISERVER, "--encryption-provider-config", str(path))
     try:
         kubectl = Kubectl(server.kubeconfig, tmp_path / "cache", "default")
         listed = kubectl.run("get", "secrets", "-A", "-o", "json", namespaced=False).stdout

@@ -18,7 +18,7 @@ from kubernetes.dynamic.exceptions import ConflictError
 import kubelab.api.kinds  # noqa: F401  (registers every kind)
 from kubelab.api import codec
 from kubelab.api.scheme import SCHEME
-from tests.servers import start_server, stop_server
+from tests.servers import BARE_APISERVER, start_server, stop_server
 
 MANIFESTS = pathlib.Path(__file__).parents[2] / "kubelab" / "api" / "manifests"
 
@@ -233,7 +233,7 @@ def test_discovery_and_version(api_client: k8s.ApiClient) -> None:
 def test_watch_from_a_compacted_revision_is_410(tmp_path: pathlib.Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    server = start_server(data_dir, "--etcd-compaction-interval", "1s")
+    server = start_server(data_dir, *BARE_APISERVER, "--etcd-compaction-interval", "1s")
     try:
         client = kubernetes.config.new_client_from_config(config_file=str(server.kubeconfig))
         core = k8s.CoreV1Api(client)

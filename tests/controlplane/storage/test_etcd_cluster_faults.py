@@ -36,7 +36,7 @@ from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
 from kubelab.lab.etcd import EtcdCluster, EtcdMember, EtcdProcess, EtcdRunner
 from kubelab.pki import CertificateAuthority
-from tests.servers import ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
 
@@ -59,7 +59,7 @@ def cluster(tmp_path: Path) -> Iterator[EtcdRunner]:
 def apiserver(cluster: EtcdRunner, tmp_path: Path) -> Iterator[ServerProcess]:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    server = start_server(data_dir, "--store", cluster.cluster.store_url())
+    server = start_server(data_dir, *BARE_APISERVER, "--store", cluster.cluster.store_url())
     try:
         yield server
     finally:
@@ -199,6 +199,7 @@ async def test_client_tls_to_etcd(tmp_path: Path) -> None:
         data_dir.mkdir()
         server = start_server(
             data_dir,
+            *BARE_APISERVER,
             "--store",
             runner.cluster.store_url(),
             "--etcd-cafile",

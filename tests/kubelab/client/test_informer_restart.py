@@ -28,7 +28,7 @@ from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.reflector import ListerWatcher, Reflector, client_lister_watcher
 from kubelab.client.rest import Client, ListResult, WatchEvent
 from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
-from tests.servers import ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 NAMESPACE = "restarts"
@@ -119,7 +119,7 @@ class Restartable:
         self.server: ServerProcess | None = None
 
     def start(self) -> ServerProcess:
-        self.server = start_server(self.data_dir, *self.args)
+        self.server = start_server(self.data_dir, *BARE_APISERVER, *self.args)
         return self.server
 
     def stop(self) -> None:
