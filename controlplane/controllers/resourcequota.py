@@ -47,7 +47,13 @@ from kubelab.api.kinds.core_v1.cluster import (
     ScopedResourceSelectorRequirement,
     Secret,
 )
-from kubelab.api.kinds.core_v1.pod import Container, Pod, ReplicationController, qos_class
+from kubelab.api.kinds.core_v1.pod import (
+    Pod,
+    Quantities,
+    ReplicationController,
+    containers_together,
+    qos_class,
+)
 from kubelab.api.kinds.core_v1.service import Service
 from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
 from kubelab.api.quantity import Quantity
@@ -74,37 +80,16 @@ def _amounts(resources: Any, which: str) -> Usage:
     return {name: Quantity.parse(value) for name, value in (values or {}).items()}
 
 
-def _maximum(total: Usage, other: Usage) -> None:
-    for resource, amount in other.items():
-        if resource not in total or total[resource] < amount:
-            total[resource] = amount
-
-
 def pod_resources(pod: Pod, which: str) -> Usage:
     """The pod's ``requests`` or ``limits`` as a whole (upstream ``PodRequests`` and
-    ``PodLimits``): regular containers and sidecars add up; each other init container runs
-    alone beside the sidecars started before it, so the larger peak counts; overhead is added
-    (to limits only where something is limited); pod-level values replace the sums."""
+    ``PodLimits``): its containers together (``containers_together``), pod-level values
+    instead where set, and overhead added (to limits only where something is limited)."""
     spec = pod.spec
     if spec is None:
         return {}
-    total: Usage = {}
-    for container in spec.containers or ():
-        add(total, _amounts(container.resources, which))
-    sidecars: Usage = {}
-    peak: Usage = {}
-    init: Container
-    for init in spec.init_containers or ():
-        amounts = _amounts(init.resources, which)
-        if init.is_sidecar():
-            add(sidecars, amounts)
-            _maximum(peak, sidecars)
-        else:
-            during = dict(sidecars)
-            add(during, amounts)
-            _maximum(peak, during)
-    add(total, sidecars)
-    _maximum(total, peak)
+    total: Usage = containers_together(
+        spec, lambda c: Quantities(_amounts(c.resources, which)), Quantities
+    )
     for resource, amount in _amounts(spec.resources, which).items():
         if resource in ("cpu", "memory") or resource_names.is_hugepages(resource):
             total[resource] = amount

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kubelab.api.kinds.core_v1.pod import containers_together
 from kubelab.api.labels import Operator, Requirement, Selector, selector_of
 from kubelab.api.quantity import Quantity
 
@@ -133,30 +134,14 @@ def _container_requests(container: Container, non_zero: bool) -> Resources:
 def pod_requests(pod: Pod, non_zero: bool = False) -> Resources:
     """What the pod asks of a node, as upstream's ``resourcehelper.PodRequests`` computes it.
 
-    Regular containers and restartable init containers (sidecars) run together and add up;
-    each ordinary init container runs alone, alongside the sidecars started before it, so the
-    pod needs the larger of the two peaks.  Pod overhead is added on top.  ``non_zero``
+    The containers together (``containers_together``: sidecars add up, init containers peak),
+    with pod overhead on top.  ``non_zero``
     substitutes scoring's defaults for containers that request no CPU or memory.
     """
     spec = pod.spec
     if spec is None:
         return Resources()
-    total = Resources()
-    for container in spec.containers or ():
-        total.add(_container_requests(container, non_zero))
-    sidecars = Resources()
-    init_peak = Resources()
-    for container in spec.init_containers or ():
-        requests = _container_requests(container, non_zero)
-        if container.restart_policy == "Always":
-            sidecars.add(requests)
-            init_peak.maximum(sidecars)
-        else:
-            during = sidecars.copy()
-            during.add(requests)
-            init_peak.maximum(during)
-    total.add(sidecars)
-    total.maximum(init_peak)
+    total = containers_together(spec, lambda c: _container_requests(c, non_zero), Resources)
     if spec.overhead:
         total.add(Resources.from_list(spec.overhead))
     return total

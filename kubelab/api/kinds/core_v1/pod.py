@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Protocol, Self, TypeVar
 
 import msgspec
 
@@ -1532,36 +1532,69 @@ def _is_pod_level(resource: str) -> bool:
     return resource in _QOS_RESOURCES or resource_names.is_hugepages(resource)
 
 
-def _container_requests(spec: PodSpec) -> dict[str, Quantity]:
-    """The requests of a pod's containers taken together (upstream
-    ``AggregateContainerRequests``): regular containers and sidecars add up, and each other init
-    container, which runs beside the sidecars started before it, may need more."""
-    total: dict[str, Quantity] = {}
-    sidecars: dict[str, Quantity] = {}
-    peaks: list[dict[str, Quantity]] = []
+class Amounts(Protocol):
+    """Amounts of resources that add up and rise to another's, whatever their unit."""
+
+    def add(self, other: Self) -> None: ...
+
+    def maximum(self, other: Self) -> None: ...
+
+    def copy(self) -> Self: ...
+
+
+class Quantities(dict[str, Quantity]):
+    """Amounts by resource name, as the API writes them."""
+
+    @classmethod
+    def of(cls, values: ResourceList | None) -> Quantities:
+        """The amounts of a resource list (values that are no quantity are left out)."""
+        parsed = ((name, parse_quantity(value)) for name, value in (values or {}).items())
+        return cls({name: amount for name, amount in parsed if amount is not None})
+
+    def add(self, other: Quantities) -> None:
+        for resource, amount in other.items():
+            self[resource] = self[resource] + amount if resource in self else amount
+
+    def maximum(self, other: Quantities) -> None:
+        for resource, amount in other.items():
+            if resource not in self or self[resource] < amount:
+                self[resource] = amount
+
+    def copy(self) -> Quantities:
+        return Quantities(self)
+
+
+AmountsT = TypeVar("AmountsT", bound=Amounts)
+
+
+def containers_together(
+    spec: PodSpec, amounts: Callable[[Container], AmountsT], nothing: Callable[[], AmountsT]
+) -> AmountsT:
+    """What a pod's containers need together (upstream ``AggregateContainerRequests`` and
+    ``...Limits``), for ``amounts`` of each container: regular containers and sidecars (init
+    containers with ``restartPolicy: Always``) run together and add up; each other init
+    container runs alone beside the sidecars started before it, so the larger peak counts.
+    The one definition for the API's defaults, the scheduler, quota and LimitRanger."""
+    total = nothing()
     for container in spec.containers or ():
-        _add_requests(total, container)
+        total.add(amounts(container))
+    sidecars = nothing()
+    peak = nothing()
     for container in spec.init_containers or ():
         if container.is_sidecar():
-            _add_requests(total, container)
-            _add_requests(sidecars, container)
+            sidecars.add(amounts(container))
+            peak.maximum(sidecars)
         else:
-            peaks.append(_add_requests(dict(sidecars), container))
-    for peak in peaks:
-        for resource, amount in peak.items():
-            if resource not in total or total[resource] < amount:
-                total[resource] = amount
+            during = sidecars.copy()
+            during.add(amounts(container))
+            peak.maximum(during)
+    total.add(sidecars)
+    total.maximum(peak)
     return total
 
 
-def _add_requests(totals: dict[str, Quantity], container: Container) -> dict[str, Quantity]:
-    """Add a container's requests to ``totals``, which is returned."""
-    requests = container.resources.requests if container.resources else None
-    for resource, value in (requests or {}).items():
-        amount = parse_quantity(value)
-        if amount is not None:
-            totals[resource] = totals[resource] + amount if resource in totals else amount
-    return totals
+def container_requests(container: Container) -> Quantities:
+    return Quantities.of(container.resources.requests if container.resources else None)
 
 
 def _default_pod_requests(spec: PodSpec) -> None:
@@ -1571,7 +1604,7 @@ def _default_pod_requests(spec: PodSpec) -> None:
     if resources is None or not resources.limits:
         return
     requests = dict(resources.requests or {})
-    for resource, amount in _container_requests(spec).items():
+    for resource, amount in containers_together(spec, container_requests, Quantities).items():
         if (
             resource not in requests
             and _is_pod_level(resource)
