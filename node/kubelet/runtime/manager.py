@@ -12,8 +12,10 @@ Shaped like upstream's ``kuberuntime`` manager, whose order of actions it keeps:
   sandbox is missing, not ready or changed (a new sandbox gets attempt + 1) unless the pod has
   finished under its restart policy; else kill the containers to restart (spec hash changed,
   liveness/startup failed); prune dead instances (the newest dead one of each container is
-  kept, for ``lastState``) and empty old sandboxes; create the sandbox; start the next init
-  container (one per sync, each only after the one before exited 0), else every regular
+  kept, for ``lastState``) and empty old sandboxes; create the sandbox; start the ephemeral
+  containers that never ran (once: they are never restarted, and may start while the pod
+  initializes; with ``targetContainerName`` in the target's PID namespace), then the next
+  init container (one per sync, each only after the one before exited 0), else every regular
   container that should run and does not.  A start passes CrashLoopBackOff, the image
   (``images.ImagePuller``), the config (``envvars``, ``containers``), CreateContainer,
   StartContainer and the postStart hook; what failed becomes the container's

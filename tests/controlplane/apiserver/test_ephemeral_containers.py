@@ -184,3 +184,10 @@ def test_python_client_reads_and_replaces(
         "message": 'Forbidden: existing ephemeral containers "e" may not be removed\n',
         "field": "spec.ephemeralContainers",
     }
+
+
+def test_discovery_serves_the_subresource(kubectl: Kubectl) -> None:
+    listed = json.loads(kubectl.run("get", "--raw", "/api/v1", namespaced=False).stdout)
+    (entry,) = [r for r in listed["resources"] if r["name"] == "pods/ephemeralcontainers"]
+    assert (entry["kind"], entry["namespaced"]) == ("Pod", True)
+    assert sorted(entry["verbs"]) == ["get", "patch", "update"]
