@@ -66,6 +66,9 @@ def test_kubectl_debug_adds_ephemeral_containers(kubectl: Kubectl, pod: str) -> 
     assert first["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
     assert first["terminationMessagePath"] == "/dev/termination-log"
     assert (second["name"], second["imagePullPolicy"]) == ("dbg2", "IfNotPresent")
+    managers = kubectl.json("get", "pod", pod, "--show-managed-fields")["metadata"]
+    entries = [(m["manager"], m.get("subresource")) for m in managers["managedFields"]]  # type: ignore[index]
+    assert entries == [("kubectl-create", None), ("kubectl", "ephemeralcontainers")]
     through = kubectl.json("get", "pod", pod, "--subresource=ephemeralcontainers")
     assert through["kind"] == "Pod"
     assert [c["name"] for c in through["spec"]["ephemeralContainers"]] == ["dbg", "dbg2"]  # type: ignore[index]
