@@ -135,9 +135,8 @@ class Kubectl:
     cache_dir: Path
     namespace: str
 
-    def run(
-        self, *args: str, input: str | None = None, check: bool = True, namespaced: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def argv(self, *args: str, namespaced: bool = True) -> list[str]:
+        """The command line of ``kubectl ARGS...`` on this server (in the namespace)."""
         command = [
             str(KUBECTL),
             "--kubeconfig",
@@ -147,8 +146,13 @@ class Kubectl:
         ]
         if namespaced:
             command += ["-n", self.namespace]
+        return [*command, *args]
+
+    def run(
+        self, *args: str, input: str | None = None, check: bool = True, namespaced: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [*command, *args],
+            self.argv(*args, namespaced=namespaced),
             input=input,
             capture_output=True,
             text=True,

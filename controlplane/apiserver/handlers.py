@@ -152,8 +152,8 @@ class ResourceHandler:
             and not (info.verb == "create" and info.name)
         ):
             raise errors.bad_request("a namespace is required for this resource")
-        if sub == "status":
-            return await self._status(req, store)
+        if sub in ("status", "ephemeralcontainers"):
+            return await self._object_subresource(req, store, sub)
         if sub == "scale":
             return await self._scale(req, store)
         if sub in ("binding", "eviction", "finalize", "approval"):
@@ -643,17 +643,21 @@ class ResourceHandler:
         self._unknown_fields(req, crd.unknown_fields(decoded.obj, decoded.unknown_fields))
         return decoded.obj
 
-    async def _status(self, req: Request, store: ResourceStore) -> web.Response:
+    async def _object_subresource(
+        self, req: Request, store: ResourceStore, subresource: str
+    ) -> web.Response:
+        """``/status`` and ``pods/ephemeralcontainers``: the whole object is read and
+        written, and the kind's strategy keeps what the subresource may not change."""
         info = req.info
         if info.verb == "get":
             return self._render(req, store, await store.get(info.namespace, info.name))
         if info.verb == "update":
             obj = await self._read_object(req, store)
-            updated, _ = await store.update(info.namespace, info.name, obj, req.ctx, "status")
+            updated, _ = await store.update(info.namespace, info.name, obj, req.ctx, subresource)
             return self._render(req, store, updated)
         if info.verb == "patch":
-            return await self._patch(req, store, "status")
-        raise errors.method_not_allowed(f"{info.verb} is not supported on status")
+            return await self._patch(req, store, subresource)
+        raise errors.method_not_allowed(f"{info.verb} is not supported on {subresource}")
 
     async def _scale(self, req: Request, store: ResourceStore) -> web.Response:
         from controlplane.apiserver import scale

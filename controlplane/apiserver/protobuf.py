@@ -2,7 +2,8 @@
 
 kubectl's generator commands (``create namespace|configmap|secret|deployment|service|job|
 cronjob|role|clusterrole|rolebinding|clusterrolebinding|quota|priorityclass|
-poddisruptionbudget|ingress|serviceaccount|token``, ``auth can-i``, ``auth whoami``) build
+poddisruptionbudget|ingress|serviceaccount|token``, ``auth can-i``, ``auth whoami``) and
+``debug`` (the pod of ``--copy-to`` and of ``node/NAME``) build
 typed objects and POST them with ``Content-Type: application/vnd.kubernetes.protobuf``.  Such a
 body is an envelope::
 
@@ -352,6 +353,7 @@ KINDS: Final[dict[tuple[str, str], str]] = {
     ("v1", "ServiceAccount"): "ServiceAccount",
     ("v1", "Service"): "Service",
     ("v1", "ResourceQuota"): "ResourceQuota",
+    ("v1", "Pod"): "Pod",
     ("apps/v1", "Deployment"): "Deployment",
     ("batch/v1", "Job"): "Job",
     ("batch/v1", "CronJob"): "CronJob",
@@ -559,6 +561,42 @@ MESSAGES: Final[dict[str, dict[int, Field]]] = {
     "ResourceQuotaStatus": {
         1: ("hard", "map<string,Quantity>", "omit"),
         2: ("used", "map<string,Quantity>", "omit"),
+    },
+    "Pod": {
+        1: ("metadata", "ObjectMeta", "keep"),
+        2: ("spec", "PodSpec", "keep"),
+        3: ("status", "PodStatus", "keep"),
+    },
+    # What a client creating a pod can send (kubectl debug sends it empty); the kubelet's
+    # container and resource-claim statuses (8, 10, 13, 15, 18) are never sent this way.
+    "PodStatus": {
+        1: ("phase", "string", "omit"),
+        2: ("conditions", "PodCondition", "list"),
+        3: ("message", "string", "omit"),
+        4: ("reason", "string", "omit"),
+        5: ("hostIP", "string", "omit"),
+        6: ("podIP", "string", "omit"),
+        7: ("startTime", "Time", "keep"),
+        9: ("qosClass", "string", "omit"),
+        11: ("nominatedNodeName", "string", "omit"),
+        12: ("podIPs", "PodIP", "list"),
+        14: ("resize", "string", "omit"),
+        16: ("hostIPs", "PodIP", "list"),  # HostIP: the same single ip = 1
+        17: ("observedGeneration", "int64", "omit"),
+        19: ("allocatedResources", "map<string,Quantity>", "omit"),
+        20: ("resources", "ResourceRequirements", "keep"),
+    },
+    "PodCondition": {
+        1: ("type", "string", "keep"),
+        2: ("status", "string", "keep"),
+        3: ("lastProbeTime", "Time", "omit"),
+        4: ("lastTransitionTime", "Time", "omit"),
+        5: ("reason", "string", "omit"),
+        6: ("message", "string", "omit"),
+        7: ("observedGeneration", "int64", "omit"),
+    },
+    "PodIP": {
+        1: ("ip", "string", "keep"),
     },
     "PodTemplateSpec": {
         1: ("metadata", "ObjectMeta", "keep"),

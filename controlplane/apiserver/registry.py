@@ -401,18 +401,14 @@ class ResourceStore:
             new_meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds
         if old_meta.deletion_timestamp is not None:
             new_meta.deletion_timestamp = old_meta.deletion_timestamp
-        if subresource in ("status", "approval"):
-            self.strategy.prepare_for_status_update(obj, old)
-        elif subresource in ("", "scale"):
-            self.strategy.prepare_for_update(obj, old)
+        self.strategy.prepare_for_subresource_update(subresource, obj, old)
         if self.strategy.has_spec:
             spec_changed = _spec_bytes(obj) != _spec_bytes(old)
             new_meta.generation = (old_meta.generation or 1) + (1 if spec_changed else 0)
         walk.set_defaults(obj)
         await self._admit("UPDATE", obj, old, ctx)
         self._track(obj, old, ctx, subresource)
-        # A binding is its own narrow rule (checked by its handler), not a pod update.
-        problems = walk.validate_update(obj, old) if subresource != "binding" else None
+        problems = self.strategy.validate_update(obj, old, subresource)
         if problems:
             raise errors.invalid(info, name, problems)
         new_meta.resource_version = None

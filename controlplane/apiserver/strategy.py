@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import base64
 
+import msgspec
+
+from kubelab.api import walk
+from kubelab.api.errors import ROOT, ErrorList
 from kubelab.api.kinds.batch_v1 import Job
 from kubelab.api.kinds.core_v1.cluster import (
     KUBERNETES_FINALIZER,
@@ -20,11 +24,18 @@ from kubelab.api.kinds.core_v1.cluster import (
     NamespaceStatus,
     Secret,
 )
-from kubelab.api.kinds.core_v1.pod import Pod, PodStatus, qos_class
-from kubelab.api.meta_v1 import DeleteOptions, LabelSelector, ObjectMeta, Resource
+from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus, qos_class
+from kubelab.api.meta_v1 import (
+    DeleteOptions,
+    LabelSelector,
+    ObjectMeta,
+    Resource,
+    validate_object_meta_update,
+)
 from kubelab.api.scheme import KindInfo
 
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+EPHEMERAL_CONTAINERS = "ephemeralcontainers"
 
 _STATUS_METADATA = (
     "deletion_timestamp",
@@ -67,6 +78,22 @@ class Strategy:
         for attr in _STATUS_METADATA:
             setattr(new.metadata, attr, getattr(old.metadata, attr))
 
+    def prepare_for_subresource_update(
+        self, subresource: str, new: Resource, old: Resource
+    ) -> None:
+        """What a write through ``subresource`` ("" for the object itself) may change."""
+        if subresource in ("status", "approval"):
+            self.prepare_for_status_update(new, old)
+        elif subresource in ("", "scale"):
+            self.prepare_for_update(new, old)
+
+    def validate_update(self, new: Resource, old: Resource, subresource: str) -> ErrorList:
+        """Every problem with the write; a binding is its own narrow rule, checked by its
+        handler, not an update of the object."""
+        if subresource == "binding":
+            return ErrorList()
+        return walk.validate_update(new, old)
+
     def grace_period(self, obj: Resource, options: DeleteOptions) -> int | None:
         """Seconds the object lives on, marked, after a delete (None or 0: none)."""
         return None
@@ -80,11 +107,34 @@ class Strategy:
 
 
 class PodStrategy(Strategy):
-    """Pods bound to a node are deleted gracefully: the kubelet confirms the deletion."""
+    """Pods bound to a node are deleted gracefully: the kubelet confirms the deletion.  A
+    write to ``/ephemeralcontainers`` changes ``spec.ephemeralContainers`` only, and may
+    only add to them; a write to the pod itself may not change them."""
 
     def prepare_for_create(self, obj: Resource) -> None:
         assert isinstance(obj, Pod)
         obj.status = PodStatus(phase="Pending", qos_class=qos_class(obj.spec) if obj.spec else None)
+
+    def prepare_for_subresource_update(
+        self, subresource: str, new: Resource, old: Resource
+    ) -> None:
+        if subresource != EPHEMERAL_CONTAINERS:
+            super().prepare_for_subresource_update(subresource, new, old)
+            return
+        assert isinstance(new, Pod) and isinstance(old, Pod)
+        added = new.spec.ephemeral_containers if new.spec is not None else None
+        self.prepare_for_status_update(new, old)
+        new.status = old.status
+        new.spec = msgspec.structs.replace(old.spec or PodSpec(), ephemeral_containers=added)
+
+    def validate_update(self, new: Resource, old: Resource, subresource: str) -> ErrorList:
+        if subresource != EPHEMERAL_CONTAINERS:
+            return super().validate_update(new, old, subresource)
+        assert isinstance(new, Pod) and isinstance(old, Pod)
+        errors = walk.validate(new)
+        validate_object_meta_update(new.metadata, old.metadata, ROOT.child("metadata"), errors)
+        new.validate_ephemeral_containers_update(old, errors)
+        return errors
 
     def grace_period(self, obj: Resource, options: DeleteOptions) -> int | None:
         assert isinstance(obj, Pod)

@@ -274,19 +274,23 @@ def _security_context(
     options: NodeRuntimeOptions,
     image_uid: int | None,
     image_user: str,
+    pid_target: str | None,
 ) -> pb.LinuxContainerSecurityContext:
     context = _effective(pod, container)
     _check_non_root(pod, container, context, image_uid, image_user)
     pod_context = pod.spec.security_context if pod.spec else None
     capabilities = context.capabilities
     unmasked = bool(context.privileged) or context.proc_mount == "Unmasked"
+    namespaces = namespace_options(pod)
+    if pid_target is not None and namespaces.pid == pb.CONTAINER:
+        namespaces.pid, namespaces.target_id = pb.TARGET, pid_target
     result = pb.LinuxContainerSecurityContext(
         capabilities=pb.Capability(
             add_capabilities=(capabilities.add if capabilities else None) or [],
             drop_capabilities=(capabilities.drop if capabilities else None) or [],
         ),
         privileged=bool(context.privileged),
-        namespace_options=namespace_options(pod),
+        namespace_options=namespaces,
         readonly_rootfs=bool(context.read_only_root_filesystem),
         supplemental_groups=supplemental_groups(pod),
         no_new_privs=context.allow_privilege_escalation is False,
@@ -318,12 +322,15 @@ def container_config(
     image_uid: int | None = None,
     image_user: str = "",
     memory_capacity: int | None = None,
+    pid_target: str | None = None,
 ) -> pb.ContainerConfig:
     """The config to create the container with.
 
     ``image_ref`` is the pulled image's reference (the spec's image when not given);
     ``image_uid`` / ``image_user`` the user the image runs as, for the ``runAsNonRoot``
-    check (unknown when not given).  Creates the subPath directories and the
+    check (unknown when not given); ``pid_target`` the id of the container whose process
+    namespace an ephemeral container joins (``targetContainerName``), unless the pod
+    shares one process namespace or the node's anyway.  Creates the subPath directories and the
     termination-message file; raises ConfigError when a mount or the security context
     cannot be honoured.
     """
@@ -333,7 +340,9 @@ def container_config(
         mounts.append(pb.Mount(container_path=ETC_HOSTS, host_path=str(etc_hosts)))
     linux = pb.LinuxContainerConfig(
         resources=linux_resources(pod, container, memory_capacity=memory_capacity),
-        security_context=_security_context(pod, container, options, image_uid, image_user),
+        security_context=_security_context(
+            pod, container, options, image_uid, image_user, pid_target
+        ),
     )
     termination = _termination_mount(pod, container, restart_count, options)
     if termination is not None:

@@ -12,8 +12,10 @@ Shaped like upstream's ``kuberuntime`` manager, whose order of actions it keeps:
   sandbox is missing, not ready or changed (a new sandbox gets attempt + 1) unless the pod has
   finished under its restart policy; else kill the containers to restart (spec hash changed,
   liveness/startup failed); prune dead instances (the newest dead one of each container is
-  kept, for ``lastState``) and empty old sandboxes; create the sandbox; start the next init
-  container (one per sync, each only after the one before exited 0), else every regular
+  kept, for ``lastState``) and empty old sandboxes; create the sandbox; start the ephemeral
+  containers that never ran (once: they are never restarted, and may start while the pod
+  initializes; with ``targetContainerName`` in the target's PID namespace), then the next
+  init container (one per sync, each only after the one before exited 0), else every regular
   container that should run and does not.  A start passes CrashLoopBackOff, the image
   (``images.ImagePuller``), the config (``envvars``, ``containers``), CreateContainer,
   StartContainer and the postStart hook; what failed becomes the container's
@@ -42,7 +44,13 @@ from typing import Protocol, TypeVar
 import grpc
 import msgspec
 
-from kubelab.api.kinds.core_v1.pod import Container, LifecycleHandler, Pod, PodSpec
+from kubelab.api.kinds.core_v1.pod import (
+    Container,
+    EphemeralContainer,
+    LifecycleHandler,
+    Pod,
+    PodSpec,
+)
 from kubelab.api.struct import QuantityValue
 from kubelab.clock import Clock
 from node.cri.client import CRIError, RuntimeClient
@@ -128,6 +136,7 @@ class _Actions:
     attempt: int
     init_to_start: list[Container] = dataclasses.field(default_factory=list)
     to_start: list[Container] = dataclasses.field(default_factory=list)
+    ephemeral_to_start: list[EphemeralContainer] = dataclasses.field(default_factory=list)
     to_kill: list[_Kill] = dataclasses.field(default_factory=list)
 
 
@@ -177,6 +186,19 @@ def _failed(instance: RuntimeContainer) -> bool:
     if instance.reason == "OOMKilled" or instance.state == "unknown":
         return True
     return instance.state == "exited" and instance.exit_code != 0
+
+
+def _pid_target(container: Container, state: PodRuntimeState) -> str | None:
+    """The id of the container whose process namespace an ephemeral container joins
+    (upstream ``getTargetID``); raises ``ConfigError`` when the pod has no such container."""
+    if not isinstance(container, EphemeralContainer) or not container.target_container_name:
+        return None
+    target = state.newest(container.target_container_name)
+    if target is None:
+        raise envvars.ConfigError(
+            f"unable to find target container {container.target_container_name}"
+        )
+    return target.id
 
 
 def _read_tail(path: Path) -> str:
@@ -392,14 +414,16 @@ class RuntimeManager:
                 )
             )
         await self._prune(state, removed)
-        if not (actions.create_sandbox or actions.init_to_start or actions.to_start):
+        ephemeral = [] if actions.kill_pod else actions.ephemeral_to_start
+        groups = (ephemeral, actions.init_to_start, actions.to_start)
+        if not (actions.create_sandbox or any(groups)):
             return SyncResult({}, None)
         config = self._sandbox_config(pod, actions.attempt, actions.create_sandbox)
         sandbox_id, ips = await self._ensure_sandbox(pod, state, actions, config)
         etc_hosts = hosts.write_etc_hosts(pod, ips, self.options)
         failures: dict[str, StartFailure] = {}
         retries: list[float] = []
-        for group in (actions.init_to_start, actions.to_start):
+        for group in groups:
             for container in group:
                 try:
                     await self._start(
@@ -439,6 +463,10 @@ class RuntimeManager:
             else:
                 actions.to_start = to_start
             return actions
+        # Ephemeral containers start even while the pod initializes, once: never again.
+        actions.ephemeral_to_start = [
+            c for c in spec.ephemeral_containers or () if state.newest(c.name or "") is None
+        ]
         if not self._init_actions(pod, state, actions) or actions.kill_pod:
             return actions
         keep = 0
@@ -632,6 +660,7 @@ class RuntimeManager:
                 volume_paths=inputs.volume_paths,
                 etc_hosts=etc_hosts,
                 options=self.options,
+                pid_target=_pid_target(container, state),
             )
         except envvars.ConfigError as error:
             record("Warning", "Failed", f"Error: {error}")

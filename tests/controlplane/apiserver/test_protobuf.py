@@ -778,7 +778,7 @@ def test_ephemeral_containers_inline_the_container() -> None:
         (b"k8s\x00" + vint(1, 1), "Unknown field 1: wire type 0"),
         (b"k8s\x00" + ld(9, b""), "Unknown: unknown field number 9"),
         (body("v1", "Namespace", b"", ld(3, "gzip")), "contentEncoding b'gzip'"),
-        (body("v1", "Pod", b""), "no protobuf schema for kind 'Pod' in apiVersion 'v1'"),
+        (body("v1", "Node", b""), "no protobuf schema for kind 'Node' in apiVersion 'v1'"),
         (body("example.com/v1", "Namespace", b""), "apiVersion 'example.com/v1'"),
         (body("v1", "Namespace", meta("n", ld(99, "x"))), "ObjectMeta: unknown field number 99"),
         (

@@ -15,6 +15,7 @@ from kubelab.api.kinds.core_v1.pod import (
     ContainerState,
     ContainerStateRunning,
     ContainerStatus,
+    EphemeralContainer,
     ExecAction,
     Pod,
     PodCondition,
@@ -570,3 +571,23 @@ def test_qos_and_generation() -> None:
     assert status.observed_generation == 3
     assert {c.observed_generation for c in status.conditions or ()} == {3}
     assert generate_pod_status(pod(), seen()).qos_class == "BestEffort"
+
+
+def test_ephemeral_container_statuses() -> None:
+    debugged = pod()
+    assert debugged.spec is not None
+    debugged.spec.ephemeral_containers = [
+        EphemeralContainer(name="debugger", image="debugger:1", target_container_name="app"),
+        EphemeralContainer(name="later", image="later:1"),
+    ]
+    status = generate_pod_status(debugged, seen(running(), running("debugger")))
+    by_name = {s.name: s for s in status.ephemeral_container_statuses or ()}
+    assert describe(by_name["debugger"].state) == "running"
+    assert by_name["debugger"].container_id == "containerd://debugger-0"
+    assert describe(by_name["later"].state) == "waiting:ContainerCreating"
+    assert not by_name["debugger"].ready and not by_name["later"].ready
+    assert (status.phase, conditions_of(status)["Ready"]) == ("Running", "True")
+    ended = generate_pod_status(debugged, seen(running(), exited("debugger", code=3)), status)
+    (debugger, _) = ended.ephemeral_container_statuses or []
+    assert describe(debugger.state) == "terminated:3:Error"
+    assert ended.phase == "Running"

@@ -1355,7 +1355,9 @@ class PodSpec(Struct):
             if target and target not in others:
                 errors.not_found(ec_path.child("targetContainerName"), target)
             for attr, name in _EPHEMERAL_FORBIDDEN:
-                if getattr(container, attr) is not None:
+                value = getattr(container, attr)
+                # Set means not the zero value: kubectl debug sends ``resources: {}``.
+                if value is not None and value != type(value)():
                     detail = "cannot be set for an Ephemeral Container"
                     errors.forbidden(ec_path.child(name), detail)
             for j, mount in enumerate(container.volume_mounts or ()):
@@ -2236,6 +2238,31 @@ class Pod(Resource):
                 + "\n"
                 + describe_changes(old_json, new_json),
             )
+
+    def validate_ephemeral_containers_update(self, old: Self, errors: ErrorList) -> None:
+        """What a write to ``pods/ephemeralcontainers`` may do besides being a valid pod:
+        add ephemeral containers, never remove or change one (upstream
+        ``ValidatePodEphemeralContainersUpdate``; list order is not compared, as a patch
+        need not keep it).  Static pods take none."""
+        if MIRROR_POD_ANNOTATION in (old.metadata.annotations or {}):
+            errors.clear()
+            # Upstream names no field here: its empty path renders as "[]".
+            errors.forbidden(ROOT.key(""), "static pods do not support ephemeral containers")
+            return
+        spec_path = ROOT.child("spec").child("ephemeralContainers")
+        added = {c.name: c for c in _pod_spec(self).ephemeral_containers or ()}
+        for existing in _pod_spec(old).ephemeral_containers or ():
+            now = added.get(existing.name)
+            if now is None:
+                detail = f'existing ephemeral containers "{existing.name}" may not be removed\n'
+                errors.forbidden(spec_path, detail)
+            elif now != existing:
+                old_json, new_json = msgspec.to_builtins(existing), msgspec.to_builtins(now)
+                detail = (
+                    f'existing ephemeral containers "{existing.name}" may not be changed\n'
+                    + describe_changes(old_json, new_json)
+                )
+                errors.forbidden(spec_path, detail)
 
 
 def _validate_deadline_update(

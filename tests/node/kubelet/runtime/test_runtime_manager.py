@@ -16,6 +16,7 @@ from kubelab.api.kinds.core_v1.pod import (
     Container,
     EnvVar,
     EnvVarSource,
+    EphemeralContainer,
     ExecAction,
     Lifecycle,
     LifecycleHandler,
@@ -554,3 +555,79 @@ async def test_failed_post_start_hook_kills_the_container(node: Node) -> None:
     assert result.start_failures["app"].reason == "PostStartHookError"
     assert node.instances("app")[0].state == pb.CONTAINER_EXITED
     assert ("Warning", "FailedPostStartHook", "PostStartHook failed") in node.events.seen
+
+
+def debugger(name: str = "debugger", target: str | None = None) -> EphemeralContainer:
+    return EphemeralContainer(
+        name=name,
+        image=BUSYBOX,
+        termination_message_path="/dev/termination-log",
+        stdin=True,
+        tty=True,
+        target_container_name=target,
+    )
+
+
+async def test_ephemeral_container_joins_its_targets_process_namespace(node: Node) -> None:
+    pod = make_pod()
+    await node.sync(pod)
+    assert pod.spec is not None
+    pod.spec.ephemeral_containers = [debugger(target="app"), debugger("plain")]
+    assert await node.sync(pod) == SyncResult({}, None)
+    (sandbox,) = node.runtime.sandboxes.values()
+    debug = node.running("debugger")
+    assert debug.sandbox_id == sandbox.id
+    assert debug.config.stdin and debug.config.tty
+    namespaces = debug.config.linux.security_context.namespace_options
+    assert (namespaces.pid, namespaces.target_id) == (pb.TARGET, node.running("app").id)
+    plain = node.running("plain").config.linux.security_context.namespace_options
+    assert (plain.pid, plain.target_id) == (pb.CONTAINER, "")
+
+
+async def test_ephemeral_container_in_a_shared_process_namespace_keeps_the_pods(
+    node: Node,
+) -> None:
+    pod = make_pod()
+    assert pod.spec is not None
+    pod.spec.share_process_namespace = True
+    await node.sync(pod)
+    pod.spec.ephemeral_containers = [debugger(target="app")]
+    await node.sync(pod)
+    namespaces = node.running("debugger").config.linux.security_context.namespace_options
+    assert (namespaces.pid, namespaces.target_id) == (pb.POD, "")
+
+
+async def test_ephemeral_container_is_never_restarted(node: Node) -> None:
+    pod = make_pod(policy="Always")
+    await node.sync(pod)
+    assert pod.spec is not None
+    pod.spec.ephemeral_containers = [debugger()]
+    await node.sync(pod)
+    node.runtime.exit_container(node.running("debugger").id, 1)
+    node.runtime.calls.clear()
+    assert await node.sync(pod) == SyncResult({}, None)
+    assert "CreateContainer" not in node.runtime.calls
+    assert [c.state for c in node.instances("debugger")] == [pb.CONTAINER_EXITED]
+    node.running("app")
+
+
+async def test_ephemeral_container_starts_while_the_pod_initializes(node: Node) -> None:
+    pod = make_pod(init=(container("init-1"),))
+    await node.sync(pod)
+    assert pod.spec is not None
+    pod.spec.ephemeral_containers = [debugger(target="init-1")]
+    await node.sync(pod)
+    namespaces = node.running("debugger").config.linux.security_context.namespace_options
+    assert namespaces.target_id == node.running("init-1").id
+    assert not node.instances("app")
+
+
+async def test_ephemeral_container_without_its_target_is_a_start_failure(node: Node) -> None:
+    pod = make_pod(init=(container("init-1"),))
+    assert pod.spec is not None
+    await node.sync(pod)
+    pod.spec.ephemeral_containers = [debugger(target="app")]
+    result = await node.sync(pod)
+    failure = StartFailure("CreateContainerConfigError", "unable to find target container app")
+    assert result.start_failures["debugger"] == failure
+    assert ("Warning", "Failed", "Error: unable to find target container app") in node.events.seen
