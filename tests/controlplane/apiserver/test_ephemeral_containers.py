@@ -68,7 +68,11 @@ def test_kubectl_debug_adds_ephemeral_containers(kubectl: Kubectl, pod: str) -> 
     assert (second["name"], second["imagePullPolicy"]) == ("dbg2", "IfNotPresent")
     managers = kubectl.json("get", "pod", pod, "--show-managed-fields")["metadata"]
     entries = [(m["manager"], m.get("subresource")) for m in managers["managedFields"]]  # type: ignore[index]
-    assert entries == [("kubectl-create", None), ("kubectl", "ephemeralcontainers")]
+    # Within one second upstream orders entries by manager name, so compare them unordered.
+    assert sorted(entries, key=str) == [
+        ("kubectl", "ephemeralcontainers"),
+        ("kubectl-create", None),
+    ]
     through = kubectl.json("get", "pod", pod, "--subresource=ephemeralcontainers")
     assert through["kind"] == "Pod"
     assert [c["name"] for c in through["spec"]["ephemeralContainers"]] == ["dbg", "dbg2"]  # type: ignore[index]
