@@ -47,7 +47,7 @@ from kubelab.api.labels import Selector, SelectorError, selector_of
 from kubelab.api.meta_v1 import OwnerReference
 from kubelab.api.owners import controller_of
 from kubelab.client.errors import ApiError
-from kubelab.client.informers import OWNER_UID_INDEX, SharedInformer
+from kubelab.client.informers import OWNER_UID_INDEX, DeletedFinalStateUnknown, SharedInformer
 
 NAME = "replicaset"
 BURST_REPLICAS = 500
@@ -77,10 +77,17 @@ class ReplicaSetController(Controller):
         self.pods = ctx.informers.informer_for(
             Pod, indexers={podcontrol.ORPHAN_INDEX: podcontrol.orphan_index}
         )
-        self.owners.add_event_handler(self.enqueue, self.enqueue_update, self._owner_deleted)
+        self.owners.add_event_handler(self.enqueue, self._owner_updated, self._owner_deleted)
         self.pods.add_event_handler(self._pod_added, self._pod_updated, self._pod_deleted)
 
     # Handlers: keep the expectations current and enqueue the owners concerned.
+
+    def _owner_updated(self, old: Owner, new: Owner) -> None:
+        if old.metadata.uid != new.metadata.uid:
+            # Deleted and made again under the same name while the watch was away: the old
+            # owner's expectations would hold the new one back until they expired.
+            self._owner_deleted(DeletedFinalStateUnknown(object_key(old), old))
+        self.enqueue_update(old, new)
 
     def _owner_deleted(self, obj: object) -> None:
         key = key_of(cast(Any, obj))

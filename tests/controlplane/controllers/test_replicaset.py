@@ -226,6 +226,28 @@ async def test_a_deleted_owner_drops_its_expectations() -> None:
     assert h.client.actions == []
 
 
+@pytest.mark.parametrize("module", KINDS)
+async def test_an_owner_made_again_under_its_name_is_not_held_by_the_old_ones_expectations(
+    module: Any,
+) -> None:
+    old = owner(module, 2)
+    h, controller = setup(module, old)
+    await controller.sync("ns/web")
+    assert len(h.client.writes("create", "Pod")) == 2
+    assert not controller.expectations.satisfied("ns/web")  # the pods were never seen
+
+    # Deleted and created again while the watch was down: only an update reaches the cache.
+    again = owner(module, 2)
+    again.metadata.uid = "another-uid"
+    h.uncache(old)
+    h.client.objects.clear()
+    h.store(again)
+    controller._owner_updated(old, again)
+    assert controller.expectations.satisfied("ns/web")
+    await controller.sync("ns/web")
+    assert len(h.client.writes("create", "Pod")) == 4
+
+
 async def test_replica_failure_clears_once_managing_succeeds() -> None:
     rs = owner(replicaset, 1)
     h, controller = setup(replicaset, rs)
