@@ -140,8 +140,14 @@ class PodWorkers:
         worker.removed = worker.removed or removed
         if worker.must_terminate():
             grace = grace_seconds(pod)
+            shortened = worker.grace is not None and grace < worker.grace
             worker.grace = grace if worker.grace is None else min(worker.grace, grace)
-            if worker.state is PodState.SYNCING and worker.step is not None:
+            # A sync in flight gives way to the termination; a termination in flight starts
+            # again with the shorter grace period (a force delete must not wait the old one).
+            interrupted = worker.state is PodState.SYNCING or (
+                worker.state is PodState.TERMINATING and shortened
+            )
+            if interrupted and worker.step is not None:
                 worker.step.cancel()
         worker.wake.set()
 
@@ -191,7 +197,7 @@ class PodWorkers:
                 except asyncio.CancelledError:
                     if worker.task is not None and worker.task.cancelling():
                         raise
-                    delay = 0.0  # a kill cancelled the sync: terminate at once
+                    delay = 0.0  # a kill cancelled the step: terminate (again) at once
                 except Exception as error:
                     worker.failures += 1
                     delay = min(MAX_ERROR_BACKOFF, ERROR_BACKOFF * 2 ** (worker.failures - 1))
@@ -242,8 +248,9 @@ class PodWorkers:
                 return min(outcome.resync_after, self.resync_interval)
             return self.resync_interval
         if worker.state is PodState.TERMINATING:
-            grace = worker.grace if worker.grace is not None else grace_seconds(pod)
-            await self.syncer.sync_terminating_pod(pod, grace)
+            if worker.grace is None:
+                worker.grace = grace_seconds(pod)
+            await self.syncer.sync_terminating_pod(pod, worker.grace)
             worker.state = PodState.TERMINATED
             return 0.0
         if worker.state is PodState.TERMINATED:

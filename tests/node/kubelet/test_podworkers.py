@@ -35,6 +35,8 @@ class Recorder:
         self.outcomes: list[SyncOutcome] = []
         self.failures = 0
         self.block: asyncio.Event | None = None
+        self.stopping: asyncio.Event | None = None
+        """Containers that take their whole grace period to stop, unless it is 0."""
         self.started = asyncio.Event()
 
     async def sync_pod(self, pod: Pod) -> SyncOutcome:
@@ -49,6 +51,8 @@ class Recorder:
 
     async def sync_terminating_pod(self, pod: Pod, grace_seconds: int) -> None:
         self.calls.append(("terminating", pod.metadata.uid or "", grace_seconds))
+        if grace_seconds and self.stopping is not None:
+            await self.stopping.wait()
 
     async def sync_terminated_pod(self, pod: Pod) -> None:
         self.calls.append(("terminated", pod.metadata.uid or "", None))
@@ -126,6 +130,27 @@ async def test_deletion_cancels_a_sync_in_flight_and_uses_the_deletion_grace() -
     await settle()
     assert syncer.calls[1:] == [
         ("terminating", "u1", 5),
+        ("terminated", "u1", None),
+        ("removed", "u1", None),
+    ]
+    await workers.close()
+
+
+async def test_a_shorter_grace_period_reaches_a_termination_in_flight() -> None:
+    syncer, clock = Recorder(), FakeClock()
+    syncer.stopping = asyncio.Event()
+    workers = PodWorkers(syncer, clock)
+    workers.update_pod(_pod(deleting=True, grace=30))
+    await settle()
+    assert syncer.calls == [("terminating", "u1", 30)]
+    workers.update_pod(_pod(deleting=True, grace=60))  # longer: the termination goes on
+    await settle()
+    assert syncer.calls == [("terminating", "u1", 30)]
+    workers.update_pod(_pod(deleting=True, grace=0))  # kubectl delete --force --grace-period=0
+    await settle()
+    assert syncer.calls == [
+        ("terminating", "u1", 30),
+        ("terminating", "u1", 0),
         ("terminated", "u1", None),
         ("removed", "u1", None),
     ]
