@@ -1,4 +1,4 @@
-"""The shape every controller has (see ../shared/docs/style-anchors.md, "Controllers").
+"""The shape every controller has, as upstream's (``pkg/controller/replicaset``).
 
 The constructor wires informer handlers that only compute a key and enqueue it, ignoring
 resyncs whose resourceVersion did not change and unwrapping tombstones of deletes the watch

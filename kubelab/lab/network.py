@@ -1,7 +1,7 @@
 """The lab's underlay: network namespaces, veth pairs, addresses and routes.
 
-Every lab address lives inside namespaces the lab creates, never on the host (the machines'
-network rule, docs/lab-notes.md): the ``router`` namespace holds the bridge ``lab0``
+Every lab address lives inside namespaces the lab creates, never on the host (lab traffic
+must never reach the host's own interfaces): the ``router`` namespace holds the bridge ``lab0``
 (10.240.0.1/24), and each other node is a namespace whose ``eth0`` is one end of a veth pair
 whose other end (``r-NODE``) is a port of ``lab0``.  Nodes route everything via the router (a
 default route also covers the Service range, without which connect() to a VIP fails before

@@ -4,7 +4,7 @@ Several kubelab nodes run on one machine, each with a containerd started inside 
 network namespace, so no two may share a socket, a metadata root, a runc root or a CNI
 directory.  ``ContainerdLayout`` names those places (all derived from ``state_dir`` unless
 given) and ``containerd_config`` renders the config version 2 TOML that points containerd at
-them.  Every key below was needed on the project's machines (see docs/lab-notes.md):
+them.  Every key below was found necessary on the machines this project runs on:
 
 - ``restrict_oom_score_adj``: the VM lacks CAP_SYS_RESOURCE, so a negative oom_score_adj is
   refused and runc fails with nothing but "can't get final child's PID from pipe: EOF";
