@@ -181,12 +181,14 @@ async def run_cloud_controller_manager(
     from controlplane.cloud.context import CapabilityUnsupported, CloudContext, CloudOptions
     from controlplane.cloud.controllers import CONTROLLERS
     from controlplane.cloud.registry import CloudProviderError, init_cloud_provider
-    from controlplane.controllers.command import health_app
     from controlplane.controllers.context import ControllerContext, ControllerOptions
-    from controlplane.controllers.manager import UnknownControllerError, enabled, run_controllers
-    from kubelab.client.events import EventRecorder
-    from kubelab.client.informers import SharedInformerFactory
-    from kubelab.client.leaderelection import LeaderElectionConfig, LeaderElector, leader_identity
+    from controlplane.controllers.manager import (
+        Manager,
+        UnknownControllerError,
+        enabled,
+        run_controllers,
+        run_manager,
+    )
     from kubelab.client.rest import Client
     from kubelab.clock import RealClock
 
@@ -211,77 +213,60 @@ async def run_cloud_controller_manager(
         burst=options.burst,
     )
     builder = KubeconfigClientBuilder(options.kubeconfig)
-    async with client:
-        recorder = EventRecorder(client, component="cloud-controller-manager", clock=clock)
-        informers = SharedInformerFactory(client, clock=clock)
-        ctx = ControllerContext(
-            client=client,
-            informers=informers,
-            recorder=recorder,
-            clock=clock,
-            options=ControllerOptions(
-                cluster_cidr=options.cluster_cidr,
-                concurrent_syncs={"service": options.concurrent_service_syncs},
-            ),
-        )
-        cloud_ctx = CloudContext(
-            cloud=cloud,
-            options=CloudOptions(
-                cluster_name=options.cluster_name,
-                configure_cloud_routes=options.configure_cloud_routes,
-                node_status_update_frequency=options.node_status_update_frequency,
-                node_monitor_period=options.node_monitor_period,
-                route_reconciliation_period=options.route_reconciliation_period,
-            ),
-        )
-        elector = (
-            LeaderElector(
-                client,
-                LeaderElectionConfig(lock_name=LEASE_NAME, identity=leader_identity()),
-                clock,
-            )
-            if options.leader_elect
-            else None
-        )
-        synced = asyncio.Event()
+    cloud_ctx = CloudContext(
+        cloud=cloud,
+        options=CloudOptions(
+            cluster_name=options.cluster_name,
+            configure_cloud_routes=options.configure_cloud_routes,
+            node_status_update_frequency=options.node_status_update_frequency,
+            node_monitor_period=options.node_monitor_period,
+            route_reconciliation_period=options.route_reconciliation_period,
+        ),
+    )
+    manager = Manager(
+        name="cloud-controller-manager",
+        event_component="cloud-controller-manager",
+        lease=LEASE_NAME,
+        leader_elect=options.leader_elect,
+        bind_address=options.bind_address,
+        port=options.port,
+    )
 
-        async def controllers() -> None:
-            cloud_stop = asyncio.Event()
-            cloud.initialize(builder, cloud_stop)
-            built: dict[str, Controller] = {}
-            for name in names:
-                try:
-                    built[name] = CONTROLLERS[name](ctx, cloud_ctx)
-                except CapabilityUnsupported as reason:
-                    log.warning("%s controller not started: %s", name, reason)
-            task = asyncio.create_task(
-                run_controllers(ctx, {name: _prebuilt(c) for name, c in built.items()}, list(built))
-            )
+    async def controllers(ctx: ControllerContext) -> None:
+        cloud_stop = asyncio.Event()
+        cloud.initialize(builder, cloud_stop)
+        built: dict[str, Controller] = {}
+        for name in names:
             try:
-                await informers.wait_for_cache_sync()
-                synced.set()
-                await task
-            finally:
-                cloud_stop.set()
-                task.cancel()
-
-        leading = (lambda: elector.is_leader) if elector is not None else (lambda: True)
-        runner, port = await component.serve_health(
-            health_app(leading, synced.is_set, LEASE_NAME), options.bind_address, options.port
-        )
-        print(
-            f"kubelab cloud-controller-manager: provider {cloud.provider_name()}, cluster "
-            f"{options.cluster_name}; serving health on http://{options.bind_address}:{port}",
-            flush=True,
-        )
-        await recorder.start()
-        work = elector.run(controllers) if elector is not None else controllers()
+                built[name] = CONTROLLERS[name](ctx, cloud_ctx)
+            except CapabilityUnsupported as reason:
+                log.warning("%s controller not started: %s", name, reason)
         try:
-            return await component.until_stopped(work, stop, "cloud-controller-manager")
+            await run_controllers(
+                ctx, {name: _prebuilt(c) for name, c in built.items()}, list(built)
+            )
         finally:
-            await informers.shutdown()
-            await recorder.close()
-            await runner.cleanup()
+            cloud_stop.set()
+
+    async with client:
+        try:
+            return await run_manager(
+                manager,
+                client,
+                clock,
+                ControllerOptions(
+                    cluster_cidr=options.cluster_cidr,
+                    concurrent_syncs={"service": options.concurrent_service_syncs},
+                ),
+                controllers,
+                lambda port: (
+                    f"kubelab cloud-controller-manager: provider "
+                    f"{cloud.provider_name()}, cluster {options.cluster_name}; serving health on "
+                    f"http://{options.bind_address}:{port}"
+                ),
+                stop,
+            )
+        finally:
             await builder.close()
 
 

@@ -20,12 +20,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kubelab import component
-
-if TYPE_CHECKING:
-    from aiohttp import web
 
 DEFAULT_PORT = 10257
 
@@ -134,53 +130,18 @@ def add_approve_kubelet_serving_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def health_app(
-    leading: Callable[[], bool], synced: Callable[[], bool], lease: str = "kube-controller-manager"
-) -> web.Application:
-    from aiohttp import web
-
-    from kubelab.metrics import Registry
-
-    metrics = Registry()
-    leader = metrics.gauge(
-        "leader_election_master_status",
-        "1 while this instance holds the lease it competes for (or runs without one).",
-        ("name",),
-    )
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        if synced():
-            return web.Response(text="ok")
-        return web.Response(status=503, text="informer caches not synced yet")
-
-    async def render(_: web.Request) -> web.Response:
-        leader.set(lease, value=1 if leading() else 0)
-        return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
-
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/livez", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", render)
-    return app
-
-
 async def run_controller_manager(options: ControllerManagerOptions, stop: asyncio.Event) -> int:
     """Run the enabled controllers until ``stop`` is set (0) or the lease is lost (1)."""
     from controlplane.controllers.clientbuilder import ServiceAccountClients
     from controlplane.controllers.context import ControllerContext, ControllerOptions
-    from controlplane.controllers.manager import UnknownControllerError, enabled, run_controllers
-    from controlplane.controllers.registry import CONTROLLERS, OFF_BY_DEFAULT, SERVICE_ACCOUNTS
-    from kubelab.client.events import EventRecorder
-    from kubelab.client.informers import SharedInformerFactory
-    from kubelab.client.leaderelection import (
-        LeaderElectionConfig,
-        LeaderElector,
-        leader_identity,
+    from controlplane.controllers.manager import (
+        Manager,
+        UnknownControllerError,
+        enabled,
+        run_controllers,
+        run_manager,
     )
+    from controlplane.controllers.registry import CONTROLLERS, OFF_BY_DEFAULT, SERVICE_ACCOUNTS
     from kubelab.client.rest import Client
     from kubelab.clock import RealClock
 
@@ -189,45 +150,24 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
     except UnknownControllerError as error:
         raise SystemExit(f"kubelab controller-manager: {error}") from None
     clock = RealClock()
-    identity = leader_identity()
     client = Client.from_kubeconfig(
         options.kubeconfig,
         user_agent="kubelab-controller-manager",
         qps=options.qps,
         burst=options.burst,
     )
+    manager = Manager(
+        name="controller-manager",
+        event_component="kube-controller-manager",
+        lease="kube-controller-manager",
+        leader_elect=options.leader_elect,
+        bind_address=options.bind_address,
+        port=options.port,
+    )
     async with client:
-        recorder = EventRecorder(client, component="kube-controller-manager", clock=clock)
-        informers = SharedInformerFactory(client, clock=clock)
-        ctx = ControllerContext(
-            client=client,
-            informers=informers,
-            recorder=recorder,
-            clock=clock,
-            options=ControllerOptions(
-                cluster_cidr=options.cluster_cidr,
-                node_cidr_mask_size=options.node_cidr_mask_size,
-                service_cluster_ip_range=options.service_cluster_ip_range,
-                node_monitor_grace_period=options.node_monitor_grace_period,
-                cluster_signing_cert_file=options.cluster_signing_cert_file,
-                cluster_signing_key_file=options.cluster_signing_key_file,
-                cluster_signing_duration=options.cluster_signing_duration,
-                approve_kubelet_serving=options.approve_kubelet_serving,
-            ),
-        )
         accounts = ServiceAccountClients(client, clock, qps=options.qps, burst=options.burst)
-        elector = (
-            LeaderElector(
-                client,
-                LeaderElectionConfig(lock_name="kube-controller-manager", identity=identity),
-                clock,
-            )
-            if options.leader_elect
-            else None
-        )
-        synced = asyncio.Event()
 
-        async def controllers() -> None:
+        async def controllers(ctx: ControllerContext) -> None:
             contexts = (
                 {
                     name: dataclasses.replace(
@@ -238,29 +178,32 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
                 if options.use_service_account_credentials
                 else {}
             )
-            task = asyncio.create_task(run_controllers(ctx, CONTROLLERS, names, contexts))
-            await informers.wait_for_cache_sync()
-            synced.set()
-            await task
+            await run_controllers(ctx, CONTROLLERS, names, contexts)
 
-        leading = (lambda: elector.is_leader) if elector is not None else (lambda: True)
-        runner, port = await component.serve_health(
-            health_app(leading, synced.is_set), options.bind_address, options.port
-        )
-        print(
-            f"kubelab controller-manager: {len(names)} controllers; serving health on "
-            f"http://{options.bind_address}:{port}",
-            flush=True,
-        )
-        await recorder.start()
-        work = elector.run(controllers) if elector is not None else controllers()
         try:
-            return await component.until_stopped(work, stop, "controller-manager")
+            return await run_manager(
+                manager,
+                client,
+                clock,
+                ControllerOptions(
+                    cluster_cidr=options.cluster_cidr,
+                    node_cidr_mask_size=options.node_cidr_mask_size,
+                    service_cluster_ip_range=options.service_cluster_ip_range,
+                    node_monitor_grace_period=options.node_monitor_grace_period,
+                    cluster_signing_cert_file=options.cluster_signing_cert_file,
+                    cluster_signing_key_file=options.cluster_signing_key_file,
+                    cluster_signing_duration=options.cluster_signing_duration,
+                    approve_kubelet_serving=options.approve_kubelet_serving,
+                ),
+                controllers,
+                lambda port: (
+                    f"kubelab controller-manager: {len(names)} controllers; serving "
+                    f"health on http://{options.bind_address}:{port}"
+                ),
+                stop,
+            )
         finally:
-            await informers.shutdown()
             await accounts.close()
-            await recorder.close()
-            await runner.cleanup()
 
 
 def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
