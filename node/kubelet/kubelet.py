@@ -64,7 +64,7 @@ from node.kubelet.probes import NetworkProber, ProbeManager, ProbeType, ProbeUpd
 from node.kubelet.runtime.cgroups import Cgroups, SysCgroups
 from node.kubelet.runtime.manager import PodInputs, RuntimeManager, SyncResult
 from node.kubelet.runtime.options import NodeRuntimeOptions
-from node.kubelet.runtime.state import PodRuntimeState
+from node.kubelet.runtime.state import PodRuntimeState, age
 from node.kubelet.server import KubeletServer
 from node.kubelet.staticpods import StaticPodSource, is_static_pod
 from node.kubelet.status import (
@@ -355,17 +355,13 @@ class Kubelet:
             None,
         )
 
-    def container_id(self, pod_uid: str, container: str, previous: bool = False) -> str | None:
-        state = self.pleg.pods.get(pod_uid)
-        if state is None:
-            return None
-        instances = sorted(
-            (c for c in state.containers if c.name == container),
-            key=lambda c: c.created_at,
-            reverse=True,
-        )
-        index = 1 if previous else 0
-        return instances[index].id if len(instances) > index else None
+    def pod_status(self, pod: Pod) -> PodStatus:
+        return self.statuses.get(pod.metadata.uid or "") or pod.status or PodStatus()
+
+    async def running_container_id(self, pod_uid: str, container: str) -> str | None:
+        state = await self.runtime.observe(pod_uid)
+        running = [c for c in state.containers if c.name == container and c.state == "running"]
+        return max(running, key=age).id if running else None
 
     def sandbox_id(self, pod_uid: str) -> str | None:
         state = self.pleg.pods.get(pod_uid)
