@@ -20,7 +20,8 @@ compute and send its status, stop if it reached a terminal phase, wait for the p
 (host-network pods excepted), set up volumes, start probe workers, let the runtime manager
 create what is missing, then observe and report again, so a pod shows Running as soon as its
 containers run.  A terminating pod has its containers stopped within the grace period; a
-terminated one gives back its volumes; a removed one loses its containers and sandboxes, and
+terminated one gives back its volumes and keeps one dead instance per container (the GC's
+rule, for ``logs --previous``); a removed one loses its containers and sandboxes, and
 its deletion is confirmed to the API server (a DELETE with grace 0 and the pod's uid).
 
 Housekeeping (every ``HOUSEKEEPING_PERIOD`` s, upstream ``HandlePodCleanups``) ends the workers
@@ -431,7 +432,9 @@ class Kubelet:
             await self._report(pod, await self.runtime.observe(uid), terminal=True)
 
     async def sync_terminated_pod(self, pod: Pod) -> None:
-        await self.volumes.teardown(pod.metadata.uid or "")
+        uid = pod.metadata.uid or ""
+        await self.volumes.teardown(uid)
+        await self.runtime.prune(await self.runtime.observe(uid))
 
     async def sync_removed_pod(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""

@@ -11,9 +11,10 @@ Shaped like upstream's ``kuberuntime`` manager, whose order of actions it keeps:
 - ``sync_pod`` is ``computePodActions`` followed by ``SyncPod``: kill the whole pod when its
   sandbox is missing, not ready or changed (a new sandbox gets attempt + 1) unless the pod has
   finished under its restart policy; else kill the containers to restart (spec hash changed,
-  liveness/startup failed); prune dead instances (the newest dead one of each container is
-  kept, for ``lastState``) and empty old sandboxes; create the sandbox; start the next init
-  container (one per sync, each only after the one before exited 0), else every regular
+  liveness/startup failed); prune dead instances and empty old sandboxes (``prune``, which
+  the kubelet also runs once a pod has finished: the newest dead instance of each container
+  is kept, for ``lastState`` and ``logs --previous``); create the sandbox; start the next
+  init container (one per sync, each only after the one before exited 0), else every regular
   container that should run and does not.  A start passes CrashLoopBackOff, the image
   (``images.ImagePuller``), the config (``envvars``, ``containers``), CreateContainer,
   StartContainer and the postStart hook; what failed becomes the container's
@@ -391,7 +392,7 @@ class RuntimeManager:
                     for k in actions.to_kill
                 )
             )
-        await self._prune(state, removed)
+        await self.prune(state, removed)
         if not (actions.create_sandbox or actions.init_to_start or actions.to_start):
             return SyncResult({}, None)
         config = self._sandbox_config(pod, actions.attempt, actions.create_sandbox)
@@ -674,9 +675,12 @@ class RuntimeManager:
             record("Warning", "Failed", f"Error: {error.details}")
             raise _StartFailed(StartFailure(reason, error.details)) from None
 
-    async def _prune(self, state: PodRuntimeState, removed: set[str]) -> None:
-        """Container GC for one pod: only the newest dead instance of each container stays;
-        dead sandboxes without containers go, except the newest of them."""
+    async def prune(self, state: PodRuntimeState, removed: set[str] | None = None) -> None:
+        """Container GC for one pod (upstream's, with MaxPerPodContainer 1): only the newest
+        dead instance of each container stays, the one ``lastState`` names; dead sandboxes
+        without containers go, except the newest of them.  ``removed`` collects the ids of
+        the containers removed (already removed ones are skipped)."""
+        removed = set() if removed is None else removed
         dead: dict[str, list[RuntimeContainer]] = {}
         for instance in state.containers:
             if instance.state in ("exited", "unknown") and instance.id not in removed:
