@@ -250,8 +250,11 @@ class ResourceHandler:
             return await self.kubelets.relay_get(
                 req.http, node, path, req.http.query, status_errors=True
             )
-        if req.http.headers.get("Upgrade", "").lower() != "websocket":
+        upgrade = req.http.headers.get("Upgrade", "").lower()
+        if not upgrade:
             raise errors.bad_request("Upgrade request required")
+        if upgrade != "websocket":
+            return await self.kubelets.relay_upgrade(req.http, node, path)
         return await self.kubelets.relay_websocket(req.http, node, path)
 
     # Bodies.

@@ -12,7 +12,11 @@ the certificate is not checked, as upstream's default (kubelets' self-signed cer
 - ``pods/exec``, ``pods/attach``, ``pods/portforward`` → the kubelet's ``/exec``, ``/attach``
   and ``/portForward`` endpoints as WebSockets, offering the client's subprotocols
   (``v5.channel.k8s.io``, ``v4.channel.k8s.io``, ``portforward.k8s.io``) and relaying frames
-  both ways until either side closes;
+  both ways until either side closes.  Another upgrade (kubectl's SPDY/3.1 fallback) is
+  offered to the kubelet as it came.  When the kubelet does not switch protocols, its answer
+  (status and body) is the client's, as upstream's upgrade-aware proxy passes it through:
+  kubectl shows it (``unable to upgrade connection: container c not found in pod p_ns``),
+  and ``kubectl run -i`` falls back to the logs on it;
 - ``nodes/proxy/<path>`` → ``<path>`` on the kubelet.
 
 The kubelet's address is the Node's InternalIP (else ExternalIP, else Hostname) and the port
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -155,8 +160,8 @@ class KubeletConnector:
 
     async def relay_websocket(
         self, request: web.Request, node: Node, path: str
-    ) -> web.WebSocketResponse:
-        """Open a WebSocket to the kubelet and relay frames both ways."""
+    ) -> web.StreamResponse:
+        """Open a WebSocket to the kubelet and relay frames both ways (or its refusal)."""
         offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
         protocols = [p for p in offered if p in STREAM_PROTOCOLS]
         if not protocols:
@@ -164,7 +169,8 @@ class KubeletConnector:
                 "upgrade to a WebSocket with one of the subprotocols " + ", ".join(STREAM_PROTOCOLS)
             )
         url = self._url(node, path)
-        session = aiohttp.ClientSession()
+        refusal = _Refusal()
+        session = aiohttp.ClientSession(trace_configs=[refusal.trace()])
         try:
             try:
                 upstream = await session.ws_connect(
@@ -175,6 +181,8 @@ class KubeletConnector:
                     max_msg_size=0,
                 )
             except (aiohttp.ClientError, TimeoutError) as error:
+                if refusal.answer is not None:
+                    return refusal.answer
                 raise _dial_error(node, error) from None
             client = web.WebSocketResponse(
                 protocols=[upstream.protocol] if upstream.protocol else (), max_msg_size=0
@@ -184,6 +192,60 @@ class KubeletConnector:
             return client
         finally:
             await session.close()
+
+    async def relay_upgrade(
+        self, request: web.Request, node: Node, path: str
+    ) -> web.StreamResponse:
+        """Offer an upgrade other than a WebSocket to the kubelet and relay its refusal.  The
+        kubelet serves these streams over WebSockets only, so one that switches protocols
+        is not relayed (503)."""
+        url = self._url(node, path)
+        headers = {h: request.headers[h] for h in ("Connection", "Upgrade") if h in request.headers}
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.request(
+                    request.method, url, params=_multi(request), headers=headers, ssl=self.context
+                ) as upstream,
+            ):
+                if upstream.status == 101:
+                    raise errors.unavailable(
+                        f'the kubelet of node "{node.metadata.name}" switched to '
+                        f"{upstream.headers.get('Upgrade')}, which is not relayed"
+                    )
+                return await _refused(upstream)
+        except (aiohttp.ClientConnectionError, TimeoutError) as error:
+            raise _dial_error(node, error) from None
+
+
+async def _refused(upstream: aiohttp.ClientResponse) -> web.Response:
+    """The kubelet's answer to an upgrade it refused, for the client as it is."""
+    body = await upstream.read()
+    content_type = upstream.headers.get("Content-Type")
+    headers = {"Content-Type": content_type} if content_type else None
+    return web.Response(status=upstream.status, body=body, headers=headers)
+
+
+class _Refusal:
+    """Keeps the kubelet's answer to a WebSocket handshake it refused: aiohttp raises on it
+    and drops the body, which is the message the client should see."""
+
+    def __init__(self) -> None:
+        self.answer: web.Response | None = None
+
+    def trace(self) -> aiohttp.TraceConfig:
+        config = aiohttp.TraceConfig()
+        config.on_request_end.append(self._keep)
+        return config
+
+    async def _keep(
+        self,
+        session: aiohttp.ClientSession,
+        context: SimpleNamespace,
+        params: aiohttp.TraceRequestEndParams,
+    ) -> None:
+        if params.response.status != 101:
+            self.answer = await _refused(params.response)
 
 
 def _dial_error(node: Node, error: Exception) -> errors.ApiError:

@@ -20,7 +20,8 @@ compute and send its status, stop if it reached a terminal phase, wait for the p
 (host-network pods excepted), set up volumes, start probe workers, let the runtime manager
 create what is missing, then observe and report again, so a pod shows Running as soon as its
 containers run.  A terminating pod has its containers stopped within the grace period; a
-terminated one gives back its volumes; a removed one loses its containers and sandboxes, and
+terminated one gives back its volumes and keeps one dead instance per container (the GC's
+rule, for ``logs --previous``); a removed one loses its containers and sandboxes, and
 its deletion is confirmed to the API server (a DELETE with grace 0 and the pod's uid).
 
 Housekeeping (every ``HOUSEKEEPING_PERIOD`` s, upstream ``HandlePodCleanups``) ends the workers
@@ -64,7 +65,7 @@ from node.kubelet.probes import NetworkProber, ProbeManager, ProbeType, ProbeUpd
 from node.kubelet.runtime.cgroups import Cgroups, SysCgroups
 from node.kubelet.runtime.manager import PodInputs, RuntimeManager, SyncResult
 from node.kubelet.runtime.options import NodeRuntimeOptions
-from node.kubelet.runtime.state import PodRuntimeState
+from node.kubelet.runtime.state import PodRuntimeState, age
 from node.kubelet.server import KubeletServer
 from node.kubelet.staticpods import StaticPodSource, is_static_pod
 from node.kubelet.status import (
@@ -355,17 +356,13 @@ class Kubelet:
             None,
         )
 
-    def container_id(self, pod_uid: str, container: str, previous: bool = False) -> str | None:
-        state = self.pleg.pods.get(pod_uid)
-        if state is None:
-            return None
-        instances = sorted(
-            (c for c in state.containers if c.name == container),
-            key=lambda c: c.created_at,
-            reverse=True,
-        )
-        index = 1 if previous else 0
-        return instances[index].id if len(instances) > index else None
+    def pod_status(self, pod: Pod) -> PodStatus:
+        return self.statuses.get(pod.metadata.uid or "") or pod.status or PodStatus()
+
+    async def running_container_id(self, pod_uid: str, container: str) -> str | None:
+        state = await self.runtime.observe(pod_uid)
+        running = [c for c in state.containers if c.name == container and c.state == "running"]
+        return max(running, key=age).id if running else None
 
     def sandbox_id(self, pod_uid: str) -> str | None:
         state = self.pleg.pods.get(pod_uid)
@@ -435,7 +432,9 @@ class Kubelet:
             await self._report(pod, await self.runtime.observe(uid), terminal=True)
 
     async def sync_terminated_pod(self, pod: Pod) -> None:
-        await self.volumes.teardown(pod.metadata.uid or "")
+        uid = pod.metadata.uid or ""
+        await self.volumes.teardown(uid)
+        await self.runtime.prune(await self.runtime.observe(uid))
 
     async def sync_removed_pod(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""

@@ -6,6 +6,10 @@ The runtime writes each container's output to the file the kubelet named in
 module turns those files back into what the user wrote:
 
 - ``parse_line`` / ``records`` are pure: entries in, whole lines (partials joined) out;
+- ``log_container_id`` picks the instance whose log is wanted from the pod's status, as
+  upstream's ``validateContainerLogStatus``: the status is what the user sees, so ``--previous``
+  reads the instance ``lastState.terminated`` names (the one the container GC keeps), and a
+  container that cannot show a log says why, in upstream's words;
 - ``LogOptions.from_query`` validates the ``/containerLogs`` query (PodLogOptions);
 - ``stream_logs`` writes the selected lines to a sink: the rotated files of the container
   (``<path>.<timestamp>``, oldest first) and then the live file; with ``follow`` it keeps
@@ -33,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, Protocol
 
+from kubelab.api.kinds.core_v1.pod import ContainerStatus, PodStatus
 from kubelab.clock import Clock
+from node.kubelet.status import ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, bare_id
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,55 @@ Sink = Callable[[bytes], Awaitable[None]]
 
 class LogFormatError(ValueError):
     """A line of a CRI log file that does not have the CRI format."""
+
+
+class NoLogError(Exception):
+    """The container has no instance whose log can be read; the message says why."""
+
+
+def _find_status(status: PodStatus, container: str) -> ContainerStatus | None:
+    groups = (
+        status.container_statuses,
+        status.init_container_statuses,
+        status.ephemeral_container_statuses,
+    )
+    return next((s for group in groups for s in group or () if s.name == container), None)
+
+
+def log_container_id(pod_name: str, status: PodStatus, container: str, previous: bool) -> str:
+    """The runtime id of the instance of ``container`` whose log to read (see the module
+    docstring); raises ``NoLogError`` with upstream's message when there is none."""
+    found = _find_status(status, container)
+    if found is None:
+        raise NoLogError(f'container "{container}" in pod "{pod_name}" is not available')
+    where = f'"{container}" in pod "{pod_name}"'
+    state = found.state
+    waiting = state.waiting if state else None
+    running = state.running if state else None
+    terminated = state.terminated if state else None
+    last = found.last_state.terminated if found.last_state else None
+    last_id = bare_id(last.container_id if last else None)
+    if previous:
+        if not last_id:
+            raise NoLogError(f"previous terminated container {where} not found")
+        return last_id
+    if running is not None:
+        return bare_id(found.container_id)
+    if terminated is not None or last is not None:
+        # A terminated state without an id: the next instance did not start; the last one
+        # that ran has the log.
+        chosen = bare_id(terminated.container_id if terminated else None) or last_id
+        if not chosen:
+            raise NoLogError(f"container {where} is terminated")
+        return chosen
+    if waiting is not None:
+        reasons = {
+            ERR_IMAGE_PULL: "image can't be pulled",
+            IMAGE_PULL_BACK_OFF: "trying and failing to pull image",
+        }
+        reason = waiting.reason or ""
+        raise NoLogError(f"container {where} is waiting to start: {reasons.get(reason, reason)}")
+    raise NoLogError(f"container {where} is waiting to start - no logs yet")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ previous relist.  Every pod whose fingerprint changed, appeared or vanished is r
 never blocks on a sync.
 
 The last relist is kept as ``pods``: the kubelet's view of what runs on the node, used by the
-housekeeping (orphans) and the kubelet server (which container is the previous one).
+housekeeping (orphans) and the kubelet server (the pod's sandbox, for port-forward).
 ``healthy`` turns false when no relist has succeeded for ``RELIST_THRESHOLD`` seconds, which
 upstream reports as the Node's Ready condition ("PLEG is not healthy").
 """

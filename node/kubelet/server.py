@@ -8,11 +8,14 @@ The API server reaches it with its kubelet-client certificate to serve ``pods/lo
 - ``GET /logs/<path>`` → the node's own log files (``system_log_dir``, upstream's /var/log),
   a directory as a listing, as upstream's system log handler (``nodes/log``);
 - ``GET /containerLogs/{ns}/{pod}/{container}`` → the container's log as text, chunked, with
-  the PodLogOptions query (``logs.LogOptions``), following if asked;
+  the PodLogOptions query (``logs.LogOptions``), following if asked; the instance is the one
+  the pod's status names (``logs.log_container_id``: ``previous`` is ``lastState``);
 - ``/exec/{ns}/{pod}/{container}?command=..&stdin=&stdout=&stderr=&tty=`` and
   ``/attach/...`` → WebSocket (``streams.CHANNEL_PROTOCOLS``) relayed to the runtime's
   streaming server over SPDY (``streams.RemoteCommand``); with a tty there is no stderr
-  (upstream drops it too: the terminal merges it into stdout);
+  (upstream drops it too: the terminal merges it into stdout).  Only a running instance can
+  be attached to or exec'd in: otherwise the answer is upstream's 500, before any upgrade,
+  whatever the protocol asked for (kubectl's ``run -i`` then falls back to the logs);
 - ``/portForward/{ns}/{pod}`` → WebSocket ``v4.channel.k8s.io`` with ``?ports=`` (or
   ``?port=``), or ``SPDY/3.1+portforward.k8s.io`` carrying kubectl's SPDY session.
 
@@ -45,7 +48,7 @@ import grpc
 from aiohttp import web
 
 from kubelab.api.codec import to_builtins
-from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.clock import Clock, RealClock
 from kubelab.pki import KeyPair, load_certificate
@@ -67,8 +70,13 @@ class PodLookup(Protocol):
 
     def find_pod(self, namespace: str, name: str) -> Pod | None: ...
 
-    def container_id(self, pod_uid: str, container: str, previous: bool = False) -> str | None:
-        """The runtime id of the container's current (or previous) instance, if any."""
+    def pod_status(self, pod: Pod) -> PodStatus:
+        """The status the kubelet last computed for the pod, else the pod's own."""
+        ...
+
+    async def running_container_id(self, pod_uid: str, container: str) -> str | None:
+        """The runtime id of the container's running instance, asked of the runtime now (as
+        upstream's ``findContainer``); None when none runs."""
         ...
 
     def sandbox_id(self, pod_uid: str) -> str | None: ...
@@ -246,20 +254,13 @@ class KubeletServer:
             raise _HTTPError(404, f'pod "{namespace}/{name}" not found')
         return pod
 
-    def _container_id(self, request: web.Request, *, previous: bool = False) -> str:
+    def _container(self, request: web.Request) -> tuple[Pod, str]:
+        """The pod and the name of one of its containers, from the path."""
         pod = self._pod(request)
         container = request.match_info["container"]
-        name = pod.metadata.name
         if container not in _container_names(pod):
-            raise _HTTPError(404, f'container "{container}" in pod "{name}" not found')
-        container_id = self._lookup.container_id(pod.metadata.uid or "", container, previous)
-        if container_id is None:
-            if previous:
-                raise _HTTPError(
-                    400, f'previous terminated container "{container}" in pod "{name}" not found'
-                )
-            raise _HTTPError(400, f'container "{container}" in pod "{name}" is waiting to start')
-        return container_id
+            raise _HTTPError(404, f'container "{container}" in pod "{pod.metadata.name}" not found')
+        return pod, container
 
     # -- logs ---------------------------------------------------------------------------------
 
@@ -268,7 +269,13 @@ class KubeletServer:
             options = logs.LogOptions.from_query(request.query, self._clock.now())
         except ValueError as error:
             raise _HTTPError(400, str(error)) from None
-        container_id = self._container_id(request, previous=options.previous)
+        pod, container = self._container(request)
+        try:
+            container_id = logs.log_container_id(
+                pod.metadata.name or "", self._lookup.pod_status(pod), container, options.previous
+            )
+        except logs.NoLogError as error:
+            raise _HTTPError(400, str(error)) from None
         status = await self._status(container_id)
         response = web.StreamResponse()
         response.content_type = "text/plain"
@@ -315,13 +322,27 @@ class KubeletServer:
     async def _remote_command(
         self, request: web.Request, command: list[str] | None
     ) -> web.StreamResponse:
-        protocol = self._protocol(request, streams.CHANNEL_PROTOCOLS)
         tty = _flag(request, "tty")
         stdin, stdout, stderr = (_flag(request, n) for n in ("stdin", "stdout", "stderr"))
         stderr = stderr and not tty
         if not (stdin or stdout or stderr):
             raise _HTTPError(400, "you must specify at least 1 of stdin, stdout, stderr")
-        container_id = self._container_id(request)
+        pod, container = self._container(request)
+        try:
+            container_id = await self._lookup.running_container_id(
+                pod.metadata.uid or "", container
+            )
+        except CRIError as error:
+            raise _cri_error(error) from None
+        if container_id is None:
+            # Upstream's words, a 500 as its streaming errors; kubectl run falls back to logs.
+            meta = pod.metadata
+            if command is None:
+                message = f"container {container} not found in pod {meta.name}_{meta.namespace}"
+            else:
+                message = f'container not found ("{container}")'
+            raise _HTTPError(500, message)
+        protocol = self._protocol(request, streams.CHANNEL_PROTOCOLS)
         options = {"tty": tty, "stdin": stdin, "stdout": stdout, "stderr": stderr}
         try:
             if command is None:

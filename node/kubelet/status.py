@@ -410,8 +410,9 @@ def _any_regular_running(spec: PodSpec, seen: Observation) -> bool:
 # Started and ready.
 
 
-def _bare_id(status: ContainerStatus) -> str:
-    return (status.container_id or "").partition("://")[2]
+def bare_id(container_id: str | None) -> str:
+    """A status's ``<runtime>://<id>`` as the runtime's own id ("" for none)."""
+    return (container_id or "").partition("://")[2]
 
 
 def _running(status: ContainerStatus) -> bool:
@@ -421,7 +422,7 @@ def _running(status: ContainerStatus) -> bool:
 def _started(container: Container, status: ContainerStatus, seen: Observation) -> bool:
     if not _running(status):
         return False
-    verdict = seen.startup.get(_bare_id(status))
+    verdict = seen.startup.get(bare_id(status.container_id))
     if verdict is not None:
         return verdict
     return container.startup_probe is None
@@ -430,7 +431,7 @@ def _started(container: Container, status: ContainerStatus, seen: Observation) -
 def _ready(container: Container, status: ContainerStatus, seen: Observation) -> bool:
     if not _running(status):
         return False
-    verdict = seen.readiness.get(_bare_id(status))
+    verdict = seen.readiness.get(bare_id(status.container_id))
     if verdict is not None:
         return verdict
     return container.readiness_probe is None

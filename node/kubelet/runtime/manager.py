@@ -11,8 +11,9 @@ Shaped like upstream's ``kuberuntime`` manager, whose order of actions it keeps:
 - ``sync_pod`` is ``computePodActions`` followed by ``SyncPod``: kill the whole pod when its
   sandbox is missing, not ready or changed (a new sandbox gets attempt + 1) unless the pod has
   finished under its restart policy; else kill the containers to restart (spec hash changed,
-  liveness/startup failed); prune dead instances (the newest dead one of each container is
-  kept, for ``lastState``) and empty old sandboxes; create the sandbox; start the ephemeral
+  liveness/startup failed); prune dead instances and empty old sandboxes (``prune``, which
+  the kubelet also runs once a pod has finished: the newest dead instance of each container
+  is kept, for ``lastState`` and ``logs --previous``); create the sandbox; start the ephemeral
   containers that never ran (once: they are never restarted, and may start while the pod
   initializes; with ``targetContainerName`` in the target's PID namespace), then the next
   init container (one per sync, each only after the one before exited 0), else every regular
@@ -413,7 +414,7 @@ class RuntimeManager:
                     for k in actions.to_kill
                 )
             )
-        await self._prune(state, removed)
+        await self.prune(state, removed)
         ephemeral = [] if actions.kill_pod else actions.ephemeral_to_start
         groups = (ephemeral, actions.init_to_start, actions.to_start)
         if not (actions.create_sandbox or any(groups)):
@@ -703,9 +704,12 @@ class RuntimeManager:
             record("Warning", "Failed", f"Error: {error.details}")
             raise _StartFailed(StartFailure(reason, error.details)) from None
 
-    async def _prune(self, state: PodRuntimeState, removed: set[str]) -> None:
-        """Container GC for one pod: only the newest dead instance of each container stays;
-        dead sandboxes without containers go, except the newest of them."""
+    async def prune(self, state: PodRuntimeState, removed: set[str] | None = None) -> None:
+        """Container GC for one pod (upstream's, with MaxPerPodContainer 1): only the newest
+        dead instance of each container stays, the one ``lastState`` names; dead sandboxes
+        without containers go, except the newest of them.  ``removed`` collects the ids of
+        the containers removed (already removed ones are skipped)."""
+        removed = set() if removed is None else removed
         dead: dict[str, list[RuntimeContainer]] = {}
         for instance in state.containers:
             if instance.state in ("exited", "unknown") and instance.id not in removed:

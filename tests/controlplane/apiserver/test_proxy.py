@@ -135,9 +135,14 @@ async def kubelet(identities: Identities, tmp_path: Path) -> AsyncIterator[Kubel
         await ws.close()
         return ws
 
+    async def attach(request: web.Request) -> web.Response:
+        who(request)
+        return web.Response(status=500, text="container app not found in pod web_ns")
+
     app = web.Application()
     app.router.add_get("/containerLogs/{ns}/{pod}/{container}", logs)
     app.router.add_get("/exec/{ns}/{pod}/{container}", exec_)
+    app.router.add_get("/attach/{ns}/{pod}/{container}", attach)
     runner, port = await _serve(app, context)
     try:
         yield Kubelet(port, callers)
@@ -158,9 +163,14 @@ async def relay(identities: Identities, kubelet: Kubelet) -> AsyncIterator[str]:
         path = pod_stream_path(_pod("app"), "exec", request.query)
         return await identities.connector.relay_websocket(request, node, path)
 
+    async def attach(request: web.Request) -> web.StreamResponse:
+        path = pod_stream_path(_pod("app"), "attach", request.query)
+        return await identities.connector.relay_websocket(request, node, path)
+
     app = web.Application()
     app.router.add_get("/log", logs)
     app.router.add_get("/exec", exec_)
+    app.router.add_get("/attach", attach)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -198,6 +208,22 @@ async def test_exec_frames_are_relayed_both_ways(relay: str) -> None:
     assert first == b"\x01echo hi\n"
     assert second == b"\x01HELLO"
     assert status.startswith(b'\x03{"metadata"')
+
+
+async def test_a_refused_websocket_is_relayed_as_the_kubelet_answered(relay: str) -> None:
+    headers = {
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Protocol": "v5.channel.k8s.io",
+    }
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{relay}/attach?stdout=true", headers=headers) as response,
+    ):
+        assert response.status == 500
+        assert await response.text() == "container app not found in pod web_ns"
 
 
 async def test_a_wrong_subprotocol_is_refused(identities: Identities) -> None:
@@ -250,9 +276,18 @@ async def cluster_kubelet(apiserver: ServerProcess, tmp_path: Path) -> AsyncIter
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(text="kubelet_up 1\n")
 
+    async def attach(request: web.Request) -> web.Response:
+        """As a kubelet whose container already exited answers, whatever the upgrade."""
+        info = request.match_info
+        return web.Response(
+            status=500,
+            text=f"container {info['container']} not found in pod {info['pod']}_{info['ns']}",
+        )
+
     app = web.Application()
     app.router.add_get("/containerLogs/{ns}/{pod}/{container}", logs)
     app.router.add_get("/exec/{ns}/{pod}/{container}", exec_)
+    app.router.add_route("*", "/attach/{ns}/{pod}/{container}", attach)
     app.router.add_get("/metrics", metrics)
     runner, port = await _serve(app, context)
     try:
@@ -261,31 +296,36 @@ async def cluster_kubelet(apiserver: ServerProcess, tmp_path: Path) -> AsyncIter
         await runner.cleanup()
 
 
-async def test_kubectl_logs_exec_and_node_proxy_reach_the_kubelet(
-    cluster_kubelet: int, kubectl: Kubectl
-) -> None:
+async def _node_running_web(kubectl: Kubectl, kubelet_port: int) -> str:
+    """A Node whose kubelet is the fake one and the pod ``web`` (container ``app``) bound to
+    it, created with kubectl; returns the Node's name."""
+    name = f"{kubectl.namespace}-node"
     node = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": f"{kubectl.namespace}-node"},
+        "metadata": {"name": name},
         "status": {
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": cluster_kubelet}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         },
     }
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "web"},
-        "spec": {
-            "nodeName": node["metadata"]["name"],  # type: ignore[index]
-            "containers": [{"name": "app", "image": "busybox"}],
-        },
+        "spec": {"nodeName": name, "containers": [{"name": "app", "image": "busybox"}]},
     }
     await asyncio.to_thread(
         kubectl.run, "create", "-f", "-", input=json.dumps(node), namespaced=False
     )
     await asyncio.to_thread(kubectl.run, "create", "-f", "-", input=json.dumps(pod))
+    return name
+
+
+async def test_kubectl_logs_exec_and_node_proxy_reach_the_kubelet(
+    cluster_kubelet: int, kubectl: Kubectl
+) -> None:
+    node_name = await _node_running_web(kubectl, cluster_kubelet)
     logs = await asyncio.to_thread(kubectl.run, "logs", "web")
     assert logs.stdout == "hello from app\n"
     out = await asyncio.to_thread(kubectl.run, "exec", "web", "--", "echo", "hi")
@@ -294,7 +334,21 @@ async def test_kubectl_logs_exec_and_node_proxy_reach_the_kubelet(
         kubectl.run,
         "get",
         "--raw",
-        f"/api/v1/nodes/{node['metadata']['name']}/proxy/metrics",  # type: ignore[index]
+        f"/api/v1/nodes/{node_name}/proxy/metrics",
         namespaced=False,
     )
     assert raw.stdout == "kubelet_up 1\n"
+
+
+async def test_a_kubelet_refusing_an_attach_is_what_kubectl_shows(
+    cluster_kubelet: int, kubectl: Kubectl
+) -> None:
+    """kubectl tries a WebSocket, then SPDY/3.1: both reach the kubelet, whose refusal is
+    relayed as it is, so kubectl words it as against upstream's API server."""
+    await _node_running_web(kubectl, cluster_kubelet)
+    out = await asyncio.to_thread(kubectl.run, "attach", "web", check=False)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == (
+        f"error: unable to upgrade connection: container app not found in pod "
+        f"web_{kubectl.namespace}"
+    )

@@ -275,6 +275,23 @@ async def test_a_completed_pod_succeeds_and_keeps_its_containers(
     await eventually(removed, "the completed pod's containers to be removed")
 
 
+async def test_a_finished_pod_keeps_the_last_instance_of_each_container(
+    client: Client, namespace: str, node: FakeNode
+) -> None:
+    """OnFailure: a failed run, then one that succeeds; once the pod is done, the container
+    GC keeps the newest instance only (upstream keeps one dead container per container)."""
+    exits = iter((1, 0))
+    node.runtime.on_start = lambda c: next(exits)
+    created = await client.create(_pod(node, namespace, restart_policy="OnFailure"))
+    await _phase(client, namespace, "web", "Succeeded")
+    uid = created.metadata.uid or ""
+
+    async def collected() -> bool:
+        return [c.exit_code for c in node.containers(uid)] == [0]
+
+    await eventually(collected, "the failed run to be collected")
+
+
 async def test_a_restarted_kubelet_adopts_running_pods_and_removes_orphans(
     client: Client, namespace: str, node: FakeNode
 ) -> None:

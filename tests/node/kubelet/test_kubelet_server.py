@@ -24,7 +24,17 @@ import grpc
 import pytest
 from aiohttp import web
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kubelab.api.kinds.core_v1.pod import (
+    Container,
+    ContainerState,
+    ContainerStateRunning,
+    ContainerStateTerminated,
+    ContainerStateWaiting,
+    ContainerStatus,
+    Pod,
+    PodSpec,
+    PodStatus,
+)
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.kubeconfig import ClientConfig
 from kubelab.client.rest import Client
@@ -164,9 +174,21 @@ POD = Pod(
 )
 
 
+def running(container_id: str) -> ContainerStatus:
+    return ContainerStatus(
+        name="app",
+        container_id=f"containerd://{container_id}",
+        state=ContainerState(running=ContainerStateRunning()),
+    )
+
+
 class Lookup:
+    """The pod ``web`` whose container ``app`` runs as ``container_id`` until a test says
+    otherwise (``status`` is what the kubelet reported, ``running`` what the runtime runs)."""
+
     def __init__(self, container_id: str = "cid-app", sandbox_id: str = "sandbox-web") -> None:
-        self.containers = {("uid-web", "app", False): container_id}
+        self.running = {("uid-web", "app"): container_id}
+        self.status = PodStatus(container_statuses=[running(container_id)])
         self.sandbox = sandbox_id
 
     def pods(self) -> list[Pod]:
@@ -175,8 +197,11 @@ class Lookup:
     def find_pod(self, namespace: str, name: str) -> Pod | None:
         return POD if (namespace, name) == ("default", "web") else None
 
-    def container_id(self, pod_uid: str, container: str, previous: bool = False) -> str | None:
-        return self.containers.get((pod_uid, container, previous))
+    def pod_status(self, pod: Pod) -> PodStatus:
+        return self.status
+
+    async def running_container_id(self, pod_uid: str, container: str) -> str | None:
+        return self.running.get((pod_uid, container))
 
     def sandbox_id(self, pod_uid: str) -> str | None:
         return self.sandbox if pod_uid == "uid-web" else None
@@ -263,6 +288,7 @@ class Node:
     spdy: FakeStreamingServer
     pki: Pki
     log_path: Path
+    lookup: Lookup
 
     def session(self, tls: ssl.SSLContext | None = None) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(ssl=tls or self.pki.client_tls)
@@ -279,8 +305,9 @@ async def node(
     runtime.statuses["cid-app"] = pb.ContainerStatus(
         id="cid-app", state=pb.CONTAINER_RUNNING, log_path=str(log_path)
     )
-    async with serve(Lookup(), runtime, pki) as url:
-        yield Node(url, runtime, streaming, spdy, pki, log_path)
+    lookup = Lookup()
+    async with serve(lookup, runtime, pki) as url:
+        yield Node(url, runtime, streaming, spdy, pki, log_path, lookup)
 
 
 async def get(node: Node, path: str, tls: ssl.SSLContext | None = None) -> tuple[int, str]:
@@ -333,6 +360,43 @@ async def test_logs(node: Node) -> None:
 async def test_log_errors(node: Node, path: str, status: int, message: str) -> None:
     got_status, body = await get(node, path)
     assert (got_status, body.startswith(message)) == (status, True), body
+
+
+def exited(container_id: str) -> ContainerState:
+    return ContainerState(
+        terminated=ContainerStateTerminated(
+            exit_code=1, container_id=f"containerd://{container_id}"
+        )
+    )
+
+
+async def test_previous_reads_the_instance_last_state_names(node: Node, tmp_path: Path) -> None:
+    """A crash-looping container: waiting in CrashLoopBackOff, its last run in lastState (the
+    instance the container GC keeps); plain and ``previous`` logs both read that run."""
+    old_log = tmp_path / "logs" / "app" / "1.log"
+    write_log(old_log, "crashed")
+    node.runtime.statuses["cid-old"] = pb.ContainerStatus(
+        id="cid-old", state=pb.CONTAINER_EXITED, log_path=str(old_log)
+    )
+    del node.lookup.running[("uid-web", "app")]
+    node.lookup.status = PodStatus(
+        container_statuses=[
+            ContainerStatus(
+                name="app",
+                state=ContainerState(waiting=ContainerStateWaiting(reason="CrashLoopBackOff")),
+                last_state=exited("cid-old"),
+            )
+        ]
+    )
+    assert await get(node, "/containerLogs/default/web/app?previous=true") == (200, "crashed\n")
+    assert await get(node, "/containerLogs/default/web/app") == (200, "crashed\n")
+    # Restarted: the running instance is current, the crashed one previous.
+    write_log(node.log_path, "again")
+    restarted = running("cid-app")
+    restarted.last_state = exited("cid-old")
+    node.lookup.status = PodStatus(container_statuses=[restarted])
+    assert await get(node, "/containerLogs/default/web/app") == (200, "again\n")
+    assert await get(node, "/containerLogs/default/web/app?previous=1") == (200, "crashed\n")
 
 
 async def test_logs_follow_until_the_container_exits(node: Node) -> None:
@@ -471,6 +535,27 @@ async def test_attach_passes_resize_through(node: Node) -> None:
 
 
 @pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/attach/default/web/app?stdin=1&stdout=1", "container app not found in pod web_default"),
+        ("/exec/default/web/app?command=ls&stdout=1", 'container not found ("app")'),
+    ],
+    ids=["attach", "exec"],
+)
+@pytest.mark.parametrize("upgrade", ["websocket", "SPDY/3.1"])
+async def test_a_container_that_is_not_running_is_refused_before_the_upgrade(
+    node: Node, path: str, message: str, upgrade: str
+) -> None:
+    """Upstream's answer, whatever the protocol: kubectl's SPDY fallback shows it, and
+    ``kubectl run -i`` then reads the logs."""
+    del node.lookup.running[("uid-web", "app")]
+    headers = {"Upgrade": upgrade, "Connection": "Upgrade", "Sec-WebSocket-Protocol": V5}
+    async with node.session() as session, session.get(node.url + path, headers=headers) as response:
+        assert (response.status, await response.text()) == (500, message + "\n")
+    assert node.runtime.calls == []
+
+
+@pytest.mark.parametrize(
     ("path", "status", "message"),
     [
         ("/exec/default/web/app?stdin=1", 400, "you must specify at least one command"),
@@ -605,8 +690,9 @@ async def test_through_the_fake_cri_runtime(
             container = await cri.create_container(sandbox, config, pb.PodSandboxConfig())
             await cri.start_container(container)
             runtime.write_log(container, "from the runtime")
-            async with serve(Lookup(container, sandbox), cri, pki) as url:
-                node = Node(url, Runtime(streaming, spdy), streaming, spdy, pki, tmp_path)
+            lookup = Lookup(container, sandbox)
+            async with serve(lookup, cri, pki) as url:
+                node = Node(url, Runtime(streaming, spdy), streaming, spdy, pki, tmp_path, lookup)
                 assert await get(node, "/containerLogs/default/web/app") == (
                     200,
                     "from the runtime\n",

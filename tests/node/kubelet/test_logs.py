@@ -1,5 +1,6 @@
-"""CRI log parsing, the /containerLogs options, reading (rotated files, tail, since, limits),
-following a growing and rotating file on a fake clock, and log rotation."""
+"""CRI log parsing, the /containerLogs options, which instance's log is read, reading
+(rotated files, tail, since, limits), following a growing and rotating file on a fake clock,
+and log rotation."""
 
 from __future__ import annotations
 
@@ -9,12 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from kubelab.api.kinds.core_v1.pod import (
+    ContainerState,
+    ContainerStateRunning,
+    ContainerStateTerminated,
+    ContainerStateWaiting,
+    ContainerStatus,
+    PodStatus,
+)
 from kubelab.clock import FakeClock
 from node.kubelet.logs import (
     LogFormatError,
     LogOptions,
     LogRotator,
+    NoLogError,
     Record,
+    log_container_id,
     parse_line,
     records,
     rotated_files,
@@ -52,6 +63,116 @@ def test_records_join_partials_and_skip_bad_lines() -> None:
         Record(T0, datetime.datetime(2026, 1, 1, 0, 0, 0, tzinfo=datetime.UTC), "stdout", b"hello"),
         Record(T2, datetime.datetime(2026, 1, 1, 0, 0, 2, 500000, datetime.UTC), "stderr", b"bye"),
     ]
+
+
+def _terminated(container_id: str = "") -> ContainerState:
+    return ContainerState(
+        terminated=ContainerStateTerminated(
+            exit_code=1, container_id=f"containerd://{container_id}" if container_id else None
+        )
+    )
+
+
+def _waiting(reason: str) -> ContainerState:
+    return ContainerState(waiting=ContainerStateWaiting(reason=reason))
+
+
+RUNNING = ContainerState(running=ContainerStateRunning())
+
+
+@pytest.mark.parametrize(
+    ("state", "last", "previous", "expected"),
+    [
+        (RUNNING, None, False, "cur"),
+        (RUNNING, _terminated("old"), True, "old"),
+        (_terminated("cur"), _terminated("old"), False, "cur"),
+        (_terminated(), _terminated("old"), False, "old"),
+        (_waiting("CrashLoopBackOff"), _terminated("old"), False, "old"),
+        (_waiting("CrashLoopBackOff"), _terminated("old"), True, "old"),
+        (RUNNING, None, True, 'previous terminated container "app" in pod "web" not found'),
+        (
+            RUNNING,
+            _terminated(),
+            True,
+            'previous terminated container "app" in pod "web" not found',
+        ),
+        (_terminated(), None, False, 'container "app" in pod "web" is terminated'),
+        (_waiting("Running"), _terminated(), False, 'container "app" in pod "web" is terminated'),
+        (
+            _waiting("ErrImagePull"),
+            None,
+            False,
+            'container "app" in pod "web" is waiting to start: image can\'t be pulled',
+        ),
+        (
+            _waiting("ImagePullBackOff"),
+            None,
+            False,
+            'container "app" in pod "web" is waiting to start: trying and failing to pull image',
+        ),
+        (
+            _waiting("ContainerCreating"),
+            None,
+            False,
+            'container "app" in pod "web" is waiting to start: ContainerCreating',
+        ),
+        (
+            ContainerState(),
+            None,
+            False,
+            'container "app" in pod "web" is waiting to start - no logs yet',
+        ),
+    ],
+    ids=[
+        "running",
+        "running-previous",
+        "terminated",
+        "terminated-without-id",
+        "crash-loop",
+        "crash-loop-previous",
+        "no-previous",
+        "previous-without-id",
+        "terminated-nothing",
+        "last-without-id",
+        "image-pull",
+        "image-backoff",
+        "creating",
+        "no-state",
+    ],
+)
+def test_which_instance_a_log_comes_from(
+    state: ContainerState, last: ContainerState | None, previous: bool, expected: str
+) -> None:
+    """Upstream's validateContainerLogStatus, from the status the user sees: an id where there
+    is a log, else upstream's message."""
+    status = PodStatus(
+        container_statuses=[
+            ContainerStatus(
+                name="app",
+                container_id="containerd://cur",
+                state=state,
+                last_state=last or ContainerState(),
+            )
+        ]
+    )
+    try:
+        got = log_container_id("web", status, "app", previous)
+    except NoLogError as error:
+        got = str(error)
+    assert got == expected
+
+
+def test_init_and_ephemeral_containers_have_logs_too() -> None:
+    def one(name: str) -> list[ContainerStatus]:
+        return [ContainerStatus(name=name, container_id=f"containerd://{name}-id", state=RUNNING)]
+
+    status = PodStatus(
+        init_container_statuses=one("init"), ephemeral_container_statuses=one("debugger")
+    )
+    assert log_container_id("web", status, "init", False) == "init-id"
+    assert log_container_id("web", status, "debugger", False) == "debugger-id"
+    with pytest.raises(NoLogError, match='container "app" in pod "web" is not available'):
+        log_container_id("web", status, "app", False)
 
 
 def test_options_from_query() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
 from kubelab.api.kinds.core_v1.pod import (
     ConfigMapKeySelector,
     Container,
+    ContainerStatus,
     EnvVar,
     EnvVarSource,
     EphemeralContainer,
@@ -22,6 +24,7 @@ from kubelab.api.kinds.core_v1.pod import (
     LifecycleHandler,
     Pod,
     PodSpec,
+    PodStatus,
 )
 from kubelab.api.kinds.core_v1.service import Service
 from kubelab.api.kinds.core_v1.volume import ObjectFieldSelector
@@ -30,6 +33,7 @@ from kubelab.clock import FakeClock
 from node.cri.client import RuntimeClient
 from node.cri.fake import ExecResult, FakeContainer, FakeRuntime
 from node.cri.pb import api_pb2 as pb
+from node.kubelet.logs import log_container_id
 from node.kubelet.runtime.cgroups import FakeCgroups
 from node.kubelet.runtime.containers import termination_log_path
 from node.kubelet.runtime.manager import (
@@ -40,7 +44,7 @@ from node.kubelet.runtime.manager import (
 )
 from node.kubelet.runtime.options import NodeRuntimeOptions
 from node.kubelet.runtime.state import PodRuntimeState
-from node.kubelet.status import StartFailure
+from node.kubelet.status import Observation, StartFailure, generate_pod_status
 
 BUSYBOX = "busybox:1.35"
 PAUSE = "registry.k8s.io/pause:3.9"
@@ -326,6 +330,54 @@ async def test_dead_instances_are_pruned_to_the_newest(node: Node) -> None:
     states = [c.state for c in node.instances("app")]
     assert states == [pb.CONTAINER_EXITED, pb.CONTAINER_RUNNING]
     assert node.instances("app")[1].config.metadata.attempt == 3
+
+
+def app_status(pod: Pod, state: PodRuntimeState, result: SyncResult) -> ContainerStatus:
+    """The container's status as the kubelet reports it after that sync."""
+    seen = Observation(
+        now=datetime.datetime.now(datetime.UTC),
+        containers=state.containers,
+        start_failures=result.start_failures,
+    )
+    (status,) = generate_pod_status(pod, seen).container_statuses or []
+    return status
+
+
+async def test_a_crash_loop_keeps_the_instance_last_state_names(node: Node) -> None:
+    """Container GC against what the user sees: through a crash loop the runtime keeps the
+    newest dead instance only, lastState names it and ``--previous`` reads it, restartCount
+    is its attempt; a restarted kubelet (a new manager) reports the same; the pod's removal
+    removes them all."""
+    pod = make_pod()
+    await node.sync(pod)
+    node.runtime.exit_container(node.running("app").id, 1)
+    await node.sync(pod)  # the first restart is immediate
+    for attempt in (1, 2, 3):
+        node.runtime.exit_container(node.running("app").id, 1)
+        result = await node.sync(pod)
+        assert result.start_failures["app"].reason == "CrashLoopBackOff"
+        (dead,) = node.instances("app")
+        assert dead.config.metadata.attempt == attempt
+        for manager in (node.manager, node.new_manager()):
+            status = app_status(pod, await manager.observe(UID), result)
+            assert status.state and status.state.waiting
+            assert status.restart_count == attempt
+            with_status = PodStatus(container_statuses=[status])
+            assert log_container_id("web", with_status, "app", True) == dead.id
+            assert log_container_id("web", with_status, "app", False) == dead.id
+        assert result.retry_after is not None
+        await node.clock.advance(result.retry_after)
+        result = await node.sync(pod)
+        kept, current = node.instances("app")
+        assert (kept.id, current.state) == (dead.id, pb.CONTAINER_RUNNING)
+        status = app_status(pod, await node.state(), result)
+        assert status.state and status.state.running and status.restart_count == attempt + 1
+        assert status.last_state and status.last_state.terminated
+        assert status.last_state.terminated.container_id == f"containerd://{dead.id}"
+    assert len(node.instances("app")) == 2
+    await node.manager.kill_pod(pod, await node.state(), 0)
+    await node.manager.remove_pod(await node.state())
+    assert not node.runtime.containers
 
 
 async def test_missing_image_is_a_start_failure(node: Node) -> None:
