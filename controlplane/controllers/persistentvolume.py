@@ -45,8 +45,6 @@ from controlplane.controllers.volumeutil import (
     ANN_PROVISIONED_BY,
     ANN_SELECTED_NODE,
     ANN_STORAGE_PROVISIONER,
-    claim_storage_class,
-    volume_storage_class,
 )
 from kubelab.api.kinds.core_v1.volume import (
     HostPathVolumeSource,
@@ -60,6 +58,8 @@ from kubelab.api.kinds.core_v1.volume import (
     PersistentVolumeSpec,
     PersistentVolumeStatus,
     VolumeNodeAffinity,
+    claim_class,
+    volume_class,
 )
 from kubelab.api.kinds.storage_v1 import StorageClass
 from kubelab.api.labels import selector_of
@@ -102,7 +102,7 @@ def volume_fits(volume: PersistentVolume, claim: PersistentVolumeClaim) -> bool:
     """Class, access modes, capacity, volume mode and selector (upstream
     ``FindMatchingVolume``'s checks, without topology)."""
     spec, claim_spec = volume.spec or PersistentVolumeSpec(), claim.spec
-    if claim_spec is None or volume_storage_class(volume) != claim_storage_class(claim):
+    if claim_spec is None or volume_class(volume) != claim_class(claim):
         return False
     if not set(claim_spec.access_modes or ()) <= set(spec.access_modes or ()):
         return False
@@ -226,7 +226,7 @@ class PersistentVolumeController(Controller):
             )
 
     async def _sync_unbound_claim(self, claim: PersistentVolumeClaim) -> None:
-        class_name = claim_storage_class(claim)
+        class_name = claim_class(claim)
         storage_class = self.classes.lister.get(class_name) if class_name else None
         selected_node = (claim.metadata.annotations or {}).get(ANN_SELECTED_NODE)
         if (

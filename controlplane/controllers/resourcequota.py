@@ -38,7 +38,6 @@ from typing import Any
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
-from controlplane.controllers.volumeutil import claim_storage_class
 from kubelab.api.kinds.core_v1 import resources as resource_names
 from kubelab.api.kinds.core_v1.cluster import (
     ConfigMap,
@@ -55,7 +54,7 @@ from kubelab.api.kinds.core_v1.pod import (
     qos_class,
 )
 from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim, claim_class
 from kubelab.api.quantity import Quantity
 from kubelab.api.scheme import SCHEME
 from kubelab.client.informers import SharedInformer
@@ -178,7 +177,7 @@ def service_usage(service: Service) -> Usage:
 
 def claim_usage(claim: PersistentVolumeClaim) -> Usage:
     usage: Usage = {"persistentvolumeclaims": ONE, "count/persistentvolumeclaims": ONE}
-    storage_class = claim_storage_class(claim)
+    storage_class = claim_class(claim)
     prefix = f"{storage_class}{STORAGE_CLASS_SUFFIX}" if storage_class else ""
     if prefix:
         usage[f"{prefix}persistentvolumeclaims"] = ONE

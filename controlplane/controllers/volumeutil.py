@@ -6,11 +6,6 @@ annotations the binder and the scheduler exchange (upstream ``storage/util`` and
 from __future__ import annotations
 
 from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import (
-    STORAGE_CLASS_ANNOTATION,
-    PersistentVolume,
-    PersistentVolumeClaim,
-)
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -18,22 +13,6 @@ ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 ANN_BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
-
-
-def claim_storage_class(claim: PersistentVolumeClaim) -> str:
-    """A claim's class: the beta annotation wins over the field; "" means no class."""
-    annotated = (claim.metadata.annotations or {}).get(STORAGE_CLASS_ANNOTATION)
-    if annotated is not None:
-        return annotated
-    return (claim.spec.storage_class_name if claim.spec else None) or ""
-
-
-def volume_storage_class(volume: PersistentVolume) -> str:
-    """A volume's class, read as a claim's is."""
-    annotated = (volume.metadata.annotations or {}).get(STORAGE_CLASS_ANNOTATION)
-    if annotated is not None:
-        return annotated
-    return (volume.spec.storage_class_name if volume.spec else None) or ""
 
 
 def claim_names(pod: Pod) -> list[str]:

@@ -32,7 +32,7 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from controlplane.scheduler.plugins.noderesourcesfit import (
+from controlplane.scheduler.plugins.resourceallocation import (
     ResourceAllocationScorer,
     ScoredRequests,
     parse_resource_specs,

@@ -40,14 +40,13 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from controlplane.scheduler.plugins.volumebinding import (
+from controlplane.scheduler.plugins.volumeclaims import (
     after_own_claim_change,
-    claim_class,
     claim_name_for,
     is_controlled_by,
 )
 from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import PersistentVolume, PersistentVolumeClaim
+from kubelab.api.kinds.core_v1.volume import PersistentVolume, PersistentVolumeClaim, claim_class
 from kubelab.api.kinds.storage_v1 import StorageClass
 
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"

@@ -64,13 +64,18 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
+from controlplane.scheduler.plugins.volumeclaims import (
+    after_own_claim_change,
+    claim_name_for,
+    is_controlled_by,
+)
 from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.kinds.core_v1.volume import (
-    STORAGE_CLASS_ANNOTATION,
     PersistentVolume,
     PersistentVolumeClaim,
-    Volume,
+    claim_class,
+    volume_class,
 )
 from kubelab.api.kinds.storage_v1 import StorageClass
 from kubelab.api.labels import selector_of
@@ -91,39 +96,6 @@ FILESYSTEM = "Filesystem"
 AVAILABLE = "Available"
 
 _STATE_KEY = names.VOLUME_BINDING
-
-
-def claim_name_for(pod: Pod, volume: Volume) -> str | None:
-    """The claim behind a pod volume: named, or generated for a generic ephemeral volume."""
-    if volume.persistent_volume_claim is not None:
-        return volume.persistent_volume_claim.claim_name or ""
-    if volume.ephemeral is not None:
-        return f"{pod.metadata.name}-{volume.name}"
-    return None
-
-
-def claim_class(claim: PersistentVolumeClaim) -> str:
-    """The claim's StorageClass name; the beta annotation wins over the field."""
-    annotated = (claim.metadata.annotations or {}).get(STORAGE_CLASS_ANNOTATION)
-    if annotated is not None:
-        return annotated
-    return (claim.spec.storage_class_name if claim.spec else None) or ""
-
-
-def volume_class(volume: PersistentVolume) -> str:
-    """The volume's StorageClass name; the beta annotation wins over the field."""
-    annotated = (volume.metadata.annotations or {}).get(STORAGE_CLASS_ANNOTATION)
-    if annotated is not None:
-        return annotated
-    return (volume.spec.storage_class_name if volume.spec else None) or ""
-
-
-def is_controlled_by(claim: PersistentVolumeClaim, pod: Pod) -> bool:
-    """Whether the pod is the claim's controlling owner (as for its ephemeral volumes)."""
-    return claim.metadata.namespace == pod.metadata.namespace and any(
-        ref.controller and ref.uid == pod.metadata.uid
-        for ref in claim.metadata.owner_references or ()
-    )
 
 
 def _key(claim: PersistentVolumeClaim) -> str:
@@ -506,17 +478,6 @@ def _after_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     if before.allowed_topologies != after.allowed_topologies:
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
-
-
-def after_own_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    """Queue the pod when one of its own claims appeared or changed (the volume plugins'
-    shared hint)."""
-    claim: PersistentVolumeClaim = new
-    if claim.metadata.namespace != pod.metadata.namespace:
-        return QueueingHint.SKIP
-    volumes = (pod.spec.volumes if pod.spec else None) or ()
-    wanted = {claim_name_for(pod, volume) for volume in volumes}
-    return QueueingHint.QUEUE if claim.metadata.name in wanted else QueueingHint.SKIP
 
 
 def new(args: Mapping[str, Any] | None, handle: Handle) -> VolumeBinding:

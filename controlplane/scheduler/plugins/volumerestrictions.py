@@ -35,7 +35,7 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from controlplane.scheduler.plugins.volumebinding import after_own_claim_change
+from controlplane.scheduler.plugins.volumeclaims import after_own_claim_change
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim, Volume
 

@@ -1664,3 +1664,21 @@ class PersistentVolume(Resource):
                 ROOT.child("spec").child("volumeAttributesClassName"),
                 "update from non-nil value to nil is forbidden",
             )
+
+
+def claim_class(claim: PersistentVolumeClaim) -> str:
+    """A claim's StorageClass name (upstream ``GetPersistentVolumeClaimClass``): the beta
+    annotation wins over the field; "" means no class."""
+    annotated = (claim.metadata.annotations or {}).get(STORAGE_CLASS_ANNOTATION)
+    if annotated is not None:
+        return annotated
+    return (claim.spec.storage_class_name if claim.spec else None) or ""
+
+
+def volume_class(volume: PersistentVolume) -> str:
+    """A volume's StorageClass name (upstream ``GetPersistentVolumeClass``), read as a
+    claim's is."""
+    annotated = (volume.metadata.annotations or {}).get(STORAGE_CLASS_ANNOTATION)
+    if annotated is not None:
+        return annotated
+    return (volume.spec.storage_class_name if volume.spec else None) or ""
