@@ -6,9 +6,10 @@ the cache and do what a kubelet would at that point, level-triggered:
 
 - bound and not started yet → the status a kubelet reports once every container started
   (phase Running, the four conditions True, a pod IP, each container running and ready);
-- running but no longer Ready (the node lifecycle controller marks the pods of a node that
-  went silent) → Ready again, as a kubelet's status manager reports its own view whenever
-  the API's differs;
+- running, and the conditions it owns differ from its own view → its view again, as a
+  kubelet's status manager reports whenever the API's differs: Ready again after the node
+  lifecycle controller marked the pods of a node that went silent, and Ready or not as the
+  pod's readiness gates say (conditions other components set, e.g. a load balancer's);
 - marked for deletion → the final delete with grace period 0 (the kubelet's confirmation
   that the containers are gone), conditioned on the pod's uid.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+from collections.abc import Sequence
 
 import msgspec
 
@@ -42,6 +44,7 @@ from kubelab.client.rest import Client
 from kubelab.client.workqueue import RateLimitingQueue
 from kubelab.clock import Clock
 from node.hollow.nodes import FleetSpec
+from node.kubelet.status import pod_ready
 from node.kubelet.statusmanager import delete_pod_now
 
 LOG = logging.getLogger("kubelab.hollow")
@@ -77,9 +80,16 @@ class HollowKubelet:
 
     def _on_pod(self, pod: Pod) -> None:
         if self._ours(pod) and (
-            pod.metadata.deletion_timestamp or not _started(pod) or _marked_not_ready(pod)
+            pod.metadata.deletion_timestamp or not _started(pod) or self._misreported(pod)
         ):
             self.queue.add(object_key(pod))
+
+    def _misreported(self, pod: Pod) -> bool:
+        """Running, yet a condition the kubelet owns is not as it sees it."""
+        status = pod.status
+        if status is None or status.phase != "Running":
+            return False
+        return self._conditions(pod, status.conditions or ()) != status.conditions
 
     def _on_gone(self, pod: Pod | DeletedFinalStateUnknown[Pod]) -> None:
         self.queue.forget(pod.key if isinstance(pod, DeletedFinalStateUnknown) else object_key(pod))
@@ -107,19 +117,52 @@ class HollowKubelet:
         elif not _started(pod):
             status = self.running_status(pod)
             await self.client.patch(
-                Pod, name, namespace, {"status": codec.to_builtins(status)}, subresource="status"
+                Pod,
+                name,
+                namespace,
+                {"status": codec.to_builtins(status)},
+                patch_type="strategic",  # as a kubelet: conditions others set stay
+                subresource="status",
             )
-        elif _marked_not_ready(pod):
+        elif self._misreported(pod):
             assert pod.status is not None
-            now = self.clock.now()
-            conditions = [
-                msgspec.structs.replace(c, status="True", last_transition_time=now)
-                if c.type in POD_CONDITIONS and c.status != "True"
-                else c
-                for c in pod.status.conditions or ()
+            conditions = self._conditions(pod, pod.status.conditions or ())
+            # Only the conditions it owns, every field named (null clears a stale reason), as
+            # a kubelet's patch carries: the rest may have changed since the cache saw them.
+            owned = [
+                {"reason": None, "message": None, **codec.to_builtins(c)}
+                for c in conditions
+                if c.type in POD_CONDITIONS
             ]
-            patch = {"status": {"conditions": codec.to_builtins(conditions)}}
-            await self.client.patch(Pod, name, namespace, patch, subresource="status")
+            patch = {"status": {"conditions": owned}}
+            await self.client.patch(
+                Pod, name, namespace, patch, patch_type="strategic", subresource="status"
+            )
+
+    def _conditions(self, pod: Pod, current: Sequence[PodCondition]) -> list[PodCondition]:
+        """``current`` with the conditions a kubelet owns as it sees them: every container
+        runs and is ready, so all are True but Ready, which the readiness gates decide.  A
+        condition keeps its transition time while its status stays."""
+        containers_ready = PodCondition(type="ContainersReady", status="True")
+        ready = pod_ready(pod, containers_ready, current)
+        wanted = {kind: PodCondition(type=kind, status="True") for kind in POD_CONDITIONS}
+        wanted["Ready"] = msgspec.structs.replace(ready, observed_generation=None)
+        now = self.clock.now()
+        conditions = []
+        for condition in current:
+            desired = wanted.pop(condition.type or "", None)
+            if desired is None or (condition.status, condition.reason, condition.message) == (
+                desired.status,
+                desired.reason,
+                desired.message,
+            ):
+                conditions.append(condition)
+            else:
+                conditions.append(msgspec.structs.replace(desired, last_transition_time=now))
+        conditions += [
+            msgspec.structs.replace(c, last_transition_time=now) for c in wanted.values()
+        ]
+        return conditions
 
     def running_status(self, pod: Pod) -> PodStatus:
         """The status a kubelet reports once all of the pod's containers run and are ready."""
@@ -130,10 +173,9 @@ class HollowKubelet:
         now = self.clock.now()
         return PodStatus(
             phase="Running",
-            conditions=[
-                PodCondition(type=kind, status="True", last_transition_time=now)
-                for kind in (*POD_CONDITIONS, "PodScheduled")
-            ],
+            conditions=self._conditions(
+                pod, [PodCondition(type="PodScheduled", status="True", last_transition_time=now)]
+            ),
             host_ip=host_ip,
             host_ips=[HostIP(ip=host_ip)],
             pod_ip=pod_ip,
@@ -159,17 +201,6 @@ class HollowKubelet:
         host = self._next_host.get(node_name, 1) % 253 + 1
         self._next_host[node_name] = host
         return str(POD_ADDRESSES[index * 256 + host])
-
-
-def _marked_not_ready(pod: Pod) -> bool:
-    """Running, yet one of the conditions a kubelet reports True is not (another component
-    changed it)."""
-    status = pod.status
-    return bool(
-        status
-        and status.phase == "Running"
-        and any(c.type in POD_CONDITIONS and c.status != "True" for c in status.conditions or ())
-    )
 
 
 def _started(pod: Pod) -> bool:

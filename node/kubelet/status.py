@@ -628,9 +628,11 @@ def _containers_ready(
     return _condition(pod, CONTAINERS_READY, True)
 
 
-def _pod_ready(
+def pod_ready(
     pod: Pod, containers_ready: PodCondition, conditions: Sequence[PodCondition]
 ) -> PodCondition:
+    """Ready: the containers are, and so is every readiness gate's condition among
+    ``conditions`` (upstream ``GeneratePodReadyCondition``); no transition time."""
     if containers_ready.status != "True":
         return msgspec.structs.replace(containers_ready, type=READY)
     problems = []
@@ -697,7 +699,7 @@ def _conditions(
     conditions.append(_condition(pod, POD_READY_TO_START_CONTAINERS, sandbox))
     conditions.append(_initialized(pod, statuses, phase))
     containers_ready = _containers_ready(pod, statuses, phase)
-    conditions.append(_pod_ready(pod, containers_ready, conditions))
+    conditions.append(pod_ready(pod, containers_ready, conditions))
     conditions.append(containers_ready)
     conditions.append(_condition(pod, POD_SCHEDULED, True))
     before = {c.type: c for c in old.conditions or ()}

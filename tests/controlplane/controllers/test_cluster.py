@@ -374,11 +374,33 @@ async def test_a_silent_node_is_tainted_and_its_pods_move(cluster: Cluster) -> N
     await eventually(back)
 
 
+GATED_DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      readinessGates:
+      - conditionType: example.com/in-rotation
+      containers:
+      - name: api
+        image: nginx
+"""
+
+
 async def test_endpoints_follow_pod_readiness(cluster: Cluster) -> None:
+    # Readiness another component decides (a readiness gate's condition, as a load balancer
+    # controller sets it), which the kubelet folds into Ready: it would set Ready itself back.
     await cluster.add_nodes(1)
-    await cluster.kube("create", "deployment", "api", "--image=nginx", "--replicas=2")
+    await cluster.kube("apply", "-f", "-", input=GATED_DEPLOYMENT)
     await cluster.kube("expose", "deployment", "api", "--port=80")
-    await cluster.kube("rollout", "status", "deployment/api", "--timeout=60s")
 
     async def addresses() -> int:
         try:
@@ -387,24 +409,38 @@ async def test_endpoints_follow_pod_readiness(cluster: Cluster) -> None:
             return 0
         return sum(len(subset.addresses or ()) for subset in endpoints.subsets or ())
 
-    async def two() -> bool:
-        return await addresses() == 2
+    async def gate(pod: Pod, status: str) -> None:
+        condition = {"type": "example.com/in-rotation", "status": status}
+        await cluster.client.patch(
+            Pod,
+            pod.metadata.name or "",
+            cluster.namespace,
+            {"status": {"conditions": [condition]}},
+            patch_type="strategic",
+            subresource="status",
+        )
 
-    await eventually(two, within=5)
-    pod = (await cluster.pods(label_selector="app=api"))[0]
-    await cluster.client.patch(
-        Pod,
-        pod.metadata.name or "",
-        cluster.namespace,
-        {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
-        patch_type="strategic",
-        subresource="status",
-    )
+    async def two_pods() -> bool:
+        return len(await cluster.pods(label_selector="app=api")) == 2
 
-    async def one() -> bool:
-        return await addresses() == 1
+    await eventually(two_pods, within=10)
+    pods = await cluster.pods(label_selector="app=api")
+    for pod in pods:
+        await gate(pod, "True")
+    await cluster.kube("rollout", "status", "deployment/api", "--timeout=60s")
 
-    await eventually(one, within=1)  # endpoints follow readiness within a second
+    def having(n: int) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return await addresses() == n
+
+        return check
+
+    await eventually(having(2), within=5)
+    await gate(pods[0], "False")
+    # The kubelet turns Ready off, then the endpoints controller drops the address.
+    await eventually(having(1), within=2)
+    await gate(pods[0], "True")
+    await eventually(having(2), within=2)
 
 
 async def test_scale_pause_and_resume(cluster: Cluster) -> None:
