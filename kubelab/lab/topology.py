@@ -116,6 +116,9 @@ class LabSpec:
     """The workers once nodes were added or removed (empty: ``node1..node<workers>``)."""
     control_planes: int = 1
     """Control-plane nodes: 1 (``controlplane``), or an odd number up to 5 with etcd (HA)."""
+    nameservers: tuple[str, ...] = ()
+    """The host's nameservers when the lab came up: the router answers at their addresses
+    (``kubelab.lab.resolver``), since the nodes' processes read the host's resolv.conf."""
 
     @property
     def worker_list(self) -> tuple[str, ...]:
@@ -175,6 +178,7 @@ class LabSpec:
     def load(cls, path: Path) -> LabSpec:
         data = json.loads(path.read_text())
         data["worker_names"] = tuple(data.get("worker_names", ()))
+        data["nameservers"] = tuple(data.get("nameservers", ()))
         return cls(**data)
 
 

@@ -88,7 +88,7 @@ def test_roots_and_program_are_parameters_so_vms_can_use_them() -> None:
         "/var/lib/kubelab/demo/node1/kubelet.kubeconfig"
     )
     assert kubelet.log == Path("/var/log/k/demo/node1/kubelet.log")
-    containerd = components.containerd(lab.node("node1"))
+    containerd = components.containerd(lab, lab.node("node1"))
     (config,) = containerd.files
     assert config == Path("/var/lib/kubelab/demo/node1/containerd/config.toml")
     assert (

@@ -47,7 +47,7 @@ from tests.servers import REPO, Kubectl
 # Overridable so a second copy of the suite can run beside one already running.
 LAB_NAME = os.environ.get("KUBELAB_TEST_LAB", "kltest")
 TEST_API_PORT = int(os.environ.get("KUBELAB_TEST_PORT", "16443"))  # not 6443: a user's own lab
-BUSYBOX = "docker.io/library/busybox:1.35"
+BUSYBOX = "busybox"
 # A test's time limit includes its fixtures' setup: the first privileged test's covers the
 # module lab's `up`.
 pytestmark = pytest.mark.timeout(UP_TIMEOUT + 120)
