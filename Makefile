@@ -32,9 +32,10 @@ system-packages:
 		echo "setup: installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi; \
-	if systemctl is-enabled --quiet docker-registry 2>/dev/null || pgrep -x docker-registry -u docker-registry >/dev/null; then \
-		echo "setup: docker-registry's host service disabled (the lab runs its own)"; \
-		systemctl disable --now docker-registry >/dev/null 2>&1 || true; \
+	if systemctl is-enabled --quiet docker-registry 2>/dev/null || pgrep -u docker-registry -x docker-registry >/dev/null; then \
+		echo "setup: docker-registry's host service stopped and disabled (the lab runs its own, inside its network)"; \
+		systemctl disable --now docker-registry >/dev/null 2>&1 || \
+			{ service docker-registry stop; update-rc.d docker-registry disable; } >/dev/null 2>&1 || true; \
 	fi
 
 venv:

@@ -90,7 +90,7 @@ from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
 from kubelab.lab import addons, components, network, registry
 from kubelab.lab.components import Component, Health, containerd_layout
-from kubelab.lab.images import ALL_IMAGES, build_images, import_images, recipe
+from kubelab.lab.images import build_images, import_images
 from kubelab.lab.processes import (
     CommandError,
     ProcessTable,
@@ -328,29 +328,15 @@ class WriteRegistryCredentials:
 @dataclass
 class PushImages:
     """Every image the lab builds, pushed into the lab registry under the names people type
-    (``registry.seed_plan``); the images concurrently, each one's names in turn (after the
-    first, a name costs a manifest: the blobs are there)."""
+    (``registry.seed``)."""
 
     name: str = "registry: the lab's images pushed under the names people type"
 
     async def execute(self, ctx: Context) -> None:
-        where = registry.LabRegistry.of(ctx.lab)
-        archives = await asyncio.to_thread(build_images, IMAGE_CACHE, ALL_IMAGES)
-        recipes = [recipe(name) for name in ALL_IMAGES]
-        plan = registry.seed_plan(
-            IMAGE_CACHE, recipes, dict(zip(ALL_IMAGES, archives, strict=True))
-        )
         try:
-            await asyncio.gather(
-                *(asyncio.to_thread(_push_all, where, archive, names) for archive, names in plan)
-            )
+            await asyncio.to_thread(registry.seed, registry.LabRegistry.of(ctx.lab), IMAGE_CACHE)
         except registry.RegistryError as error:
             raise LabError(str(error)) from error
-
-
-def _push_all(where: registry.LabRegistry, archive: Path, names: Sequence[str]) -> None:
-    for name in names:
-        registry.push(where, f"docker-archive:{archive}", name)
 
 
 def registry_actions(lab: Lab) -> list[Action]:

@@ -39,15 +39,17 @@ from __future__ import annotations
 import json
 import secrets
 import tarfile
+import time
 import urllib.parse
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from kubelab.imagename import ImageName, ImageNameError
-from kubelab.lab.images import Recipe
+from kubelab.lab.images import ALL_IMAGES, Recipe, build_images, recipe
 from kubelab.lab.processes import CommandError, run
 from kubelab.lab.topology import PRIVATE_REGISTRY_PORT, REGISTRY_PORT, Lab
 from node.kubelet.runtimeconfig import hosts_toml
@@ -283,6 +285,25 @@ def push(registry: LabRegistry, reference: str, name: str) -> Destination:
     return where
 
 
+def _answers(registry: LabRegistry, url: str) -> bool:
+    try:
+        run("curl", "-sf", "-m", "2", "-o", "/dev/null", url, netns=registry.netns, timeout=5)
+    except CommandError:
+        return False
+    return True
+
+
+def wait_serving(registry: LabRegistry, seconds: float) -> None:
+    """Wait until both registries answer (``up`` waits through their health endpoints)."""
+    deadline = time.monotonic() + seconds
+    for private in (False, True):
+        url = f"{registry.url(private)}/"
+        while not _answers(registry, url):
+            if time.monotonic() > deadline:
+                raise RegistryError(f"the lab registry at {url} did not answer in {seconds:.0f}s")
+            time.sleep(1)
+
+
 def _get(registry: LabRegistry, private: bool, path: str) -> dict[str, object]:
     creds = ("-u", f"{PRIVATE_USER}:{password(registry)}") if private else ()
     url = f"{registry.url(private)}{path}"
@@ -345,16 +366,33 @@ def seed_names(recipe: Recipe, version: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def seed(registry: LabRegistry, cache_dir: Path) -> None:
+    """Push every image the lab builds (built into ``cache_dir`` where missing) under its
+    ``seed_plan`` names: the images concurrently, each one's names in turn (after the first,
+    a name costs a manifest: the blobs are there)."""
+    archives = build_images(cache_dir, ALL_IMAGES)
+    recipes = [recipe(name) for name in ALL_IMAGES]
+    plan = seed_plan(cache_dir, recipes, dict(zip(ALL_IMAGES, archives, strict=True)))
+
+    def push_all(archive: Path, names: Sequence[str]) -> None:
+        for name in names:
+            push(registry, f"docker-archive:{archive}", name)
+
+    with ThreadPoolExecutor(len(plan)) as pool:
+        for done in [pool.submit(push_all, archive, names) for archive, names in plan]:
+            done.result()
+
+
 def seed_plan(
     cache_dir: Path, recipes: Sequence[Recipe], archives: Mapping[str, Path]
 ) -> list[tuple[Path, list[str]]]:
     """For each image archive the names it is pushed under (busybox also privately)."""
     plan = []
-    for recipe in recipes:
-        package = VERSIONED.get(recipe.name)
+    for image in recipes:
+        package = VERSIONED.get(image.name)
         version = package_version(cache_dir, package) if package else None
-        names = seed_names(recipe, version)
-        if recipe.name == "busybox":
+        names = seed_names(image, version)
+        if image.name == "busybox":
             names += [f"{PRIVATE_SEED}:{tag}" for tag in ("latest", version or "") if tag]
-        plan.append((archives[recipe.name], names))
+        plan.append((archives[image.name], names))
     return plan
