@@ -158,8 +158,8 @@ def write_credentials(registry: LabRegistry) -> None:
     if not registry.password_file.is_file():
         registry.password_file.touch(mode=0o600)
         registry.password_file.write_text(secrets.token_urlsafe(18) + "\n")
-    line = f"{PRIVATE_USER}:{_bcrypt(password(registry))}\n"
-    registry.htpasswd.write_text(line)
+    registry.htpasswd.touch(mode=0o600)
+    registry.htpasswd.write_text(f"{PRIVATE_USER}:{_bcrypt(password(registry))}\n")
 
 
 def password(registry: LabRegistry) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from kubelab.lab import network
 from kubelab.lab.demo import manifests
 from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT, KUBELAB_IMAGE
 from kubelab.lab.processes import (
@@ -978,6 +979,9 @@ def test_down_leaves_nothing_of_the_lab(lab: Running, web: Web) -> None:
         "containerd",
         "kubelet",
         "proxy",
+        "registry",
+        "private-registry",
+        *(["resolver"] if network.host_nameservers() else []),
     }
     shims = [int(p) for p in run("pgrep", "-f", str(lab.lab.state_dir), check=False).split()]
     assert shims, "the pods' shims name the lab's containerd sockets"

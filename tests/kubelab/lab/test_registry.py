@@ -204,6 +204,16 @@ def test_a_tag_the_lab_lacks_fails_fast_with_the_registry_answer(lab_kubectl: Ku
     assert times < FAIL_FAST, f"the failed pull took {times:.1f}s"
 
 
+@pytest.mark.privileged
+@pytest.mark.containerd
+def test_an_unmirrored_registry_fails_fast_with_nxdomain(lab_kubectl: Kubectl) -> None:
+    """A registry the lab does not mirror is looked up: the nodes' resolver says at once that
+    the name does not exist, never a DNS timeout."""
+    lab_kubectl.run("run", "outside", "--image=example.com/team/app:1")
+    wait_event(lab_kubectl, "outside", "Failed", "no such host")
+    assert kubelab_pull_seconds(lab_kubectl, "outside") < FAIL_FAST
+
+
 def kubelab_pull_seconds(kubectl: Kubectl, pod: str) -> float:
     """Seconds from the kubelet's Pulling event to its Failed one (event timestamps)."""
     listed = kubectl.json("get", "events", "--field-selector", f"involvedObject.name={pod}")
