@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, list[float]] | None:
     parser = argparse.ArgumentParser(prog="python -m bench.pulls", description=__doc__)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--name", default="klbench", help="the lab's name (default: klbench)")
-    parser.add_argument("--port", type=int, default=16450, help="its host API port")
+    parser.add_argument("--port", type=int, default=16460, help="its host API port")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("pulls: needs root (a lab in network namespaces); skipped")
