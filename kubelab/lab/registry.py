@@ -239,31 +239,44 @@ def source(path: Path) -> tuple[str, str | None]:
                 f"{path}: not an image: a directory without oci-layout and index.json"
             )
         return f"oci:{path}", _oci_name((path / "index.json").read_bytes(), str(path))
+    with _open_tar(path) as tar:
+        try:
+            return _archive(path, tar)
+        except (tarfile.TarError, OSError, EOFError) as error:
+            raise RegistryError(f"{path}: a corrupt archive: {error}") from None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise RegistryError(f"{path}: not an image: its manifest does not parse") from None
+
+
+def _open_tar(path: Path) -> tarfile.TarFile:
     try:
-        with tarfile.open(path) as tar:
-            members = {m.name.removeprefix("./"): m for m in tar.getmembers()}
-            if "oci-layout" in members and "index.json" in members:
-                index = tar.extractfile(members["index.json"])
-                data = index.read() if index is not None else b""
-                return f"oci-archive:{path}", _oci_name(data, str(path))
-            if "manifest.json" in members:
-                manifest = tar.extractfile(members["manifest.json"])
-                entries = json.loads(manifest.read() if manifest is not None else b"")
-                tags = entries[0].get("RepoTags") or [] if len(entries) == 1 else []
-                if len(entries) != 1:
-                    raise RegistryError(
-                        f"{path}: holds {len(entries)} images where one was expected"
-                    )
-                return f"docker-archive:{path}", tags[0] if tags else None
+        return tarfile.open(path)
     except tarfile.ReadError:
         raise RegistryError(
             f"{path}: not an image: neither a directory nor a tar archive"
         ) from None
-    except (tarfile.TarError, OSError, EOFError) as error:
-        raise RegistryError(f"{path}: a corrupt archive: {error}") from None
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise RegistryError(f"{path}: not an image: its manifest.json does not parse") from None
-    raise RegistryError(f"{path}: not an image: neither an OCI layout nor a docker archive")
+    except (tarfile.TarError, OSError) as error:
+        raise RegistryError(f"{path}: cannot be read: {error}") from None
+
+
+def _archive(path: Path, tar: tarfile.TarFile) -> tuple[str, str | None]:
+    """An OCI archive (``oci-layout`` and ``index.json``) or a docker archive
+    (``manifest.json``): skopeo's reference and the recorded name."""
+    members = {m.name.removeprefix("./"): m for m in tar.getmembers()}
+
+    def read(name: str) -> bytes:
+        extracted = tar.extractfile(members[name])
+        return extracted.read() if extracted is not None else b""
+
+    if "oci-layout" in members and "index.json" in members:
+        return f"oci-archive:{path}", _oci_name(read("index.json"), str(path))
+    if "manifest.json" not in members:
+        raise RegistryError(f"{path}: not an image: neither an OCI layout nor a docker archive")
+    entries = json.loads(read("manifest.json"))
+    if len(entries) != 1:
+        raise RegistryError(f"{path}: holds {len(entries)} images where one was expected")
+    tags = entries[0].get("RepoTags") or []
+    return f"docker-archive:{path}", tags[0] if tags else None
 
 
 # -- pushing and listing ----------------------------------------------------------------------

@@ -11,9 +11,11 @@ the nodes' resolver at once.  The rendering of every file involved is checked wi
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -115,17 +117,48 @@ def test_seed_tags_are_latest_the_version_and_its_prefixes() -> None:
     ]
 
 
+def tar_of(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w") as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return path
+
+
+def test_sources_say_what_they_are_and_the_name_they_record(tmp_path: Path) -> None:
+    manifest = json.dumps([{"RepoTags": ["team/app:1"], "Layers": []}]).encode()
+    docker = tar_of(tmp_path / "d.tar", {"manifest.json": manifest})
+    assert registry.source(docker) == (f"docker-archive:{docker}", "team/app:1")
+    index = {"manifests": [{"annotations": {"org.opencontainers.image.ref.name": "latest"}}]}
+    oci = tar_of(
+        tmp_path / "o.tar", {"oci-layout": b"{}", "index.json": json.dumps(index).encode()}
+    )
+    assert registry.source(oci) == (f"oci-archive:{oci}", None)  # a tag alone names nothing
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         pytest.param(None, "no such file or directory", id="missing"),
         pytest.param(b"not a tar", "neither a directory nor a tar archive", id="not-tar"),
+        pytest.param({"README": b"hello"}, "neither an OCI layout nor a docker archive", id="tar"),
+        pytest.param("truncated", "a corrupt archive", id="corrupt"),
+        pytest.param({"manifest.json": b"[1, 2]"}, "holds 2 images", id="two"),
+        pytest.param({"manifest.json": b"{"}, "its manifest does not parse", id="bad-json"),
     ],
 )
-def test_bad_sources_are_one_line(tmp_path: Path, content: bytes | None, message: str) -> None:
+def test_bad_sources_are_one_line(
+    tmp_path: Path, content: bytes | dict[str, bytes] | str | None, message: str
+) -> None:
     path = tmp_path / "image.tar"
-    if content is not None:
+    if isinstance(content, bytes):
         path.write_bytes(content)
+    elif isinstance(content, dict):
+        tar_of(path, content)
+    elif content == "truncated":
+        whole = tar_of(tmp_path / "whole.tar", {"a": b"x" * 4096, "manifest.json": b"[]"})
+        path.write_bytes(whole.read_bytes()[:2048])
     with pytest.raises(registry.RegistryError, match=message) as caught:
         registry.source(path)
     assert "\n" not in str(caught.value)
