@@ -10,11 +10,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kubelab-installed
 
 # Everything the project needs from Debian, by package name (shellcheck and ruby check the
-# Vagrant lab's scripts and Vagrantfile in `make test`).
+# Vagrant lab's scripts and Vagrantfile in `make test`; docker-registry is the CNCF
+# distribution registry the lab runs inside its own network, never as the host's service).
 APT_PACKAGES := python3 python3-venv python3-dev gcc libc6-dev make git \
 	containerd runc iptables conntrack iproute2 busybox-static umoci skopeo \
 	containernetworking-plugins etcd-server etcd-client iputils-ping curl mmdebstrap \
-	shellcheck ruby
+	shellcheck ruby docker-registry
 
 .PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench
 
@@ -30,6 +31,11 @@ system-packages:
 	else \
 		echo "setup: installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi; \
+	if systemctl is-enabled --quiet docker-registry 2>/dev/null || pgrep -u docker-registry -x docker-registry >/dev/null; then \
+		echo "setup: docker-registry's host service stopped and disabled (the lab runs its own, inside its network)"; \
+		systemctl disable --now docker-registry >/dev/null 2>&1 || \
+			{ service docker-registry stop; update-rc.d docker-registry disable; } >/dev/null 2>&1 || true; \
 	fi
 
 venv:

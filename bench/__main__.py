@@ -9,6 +9,7 @@ from bench import (
     ha,
     kubelet,
     proxy,
+    pulls,
     scheduler,
 )
 
@@ -21,3 +22,4 @@ kubelet.main([])
 # nft (Debian's default) cannot restore 10,000 Services in reasonable time: see bench/README.md.
 proxy.main(["--backend", "legacy"])
 datapath.main([])
+pulls.main([])

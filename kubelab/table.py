@@ -1,7 +1,7 @@
 """Plain-text tables for command output: a header and rows in left-aligned columns.
 
 What ``kubectl get`` and ``kubeadm token list`` print, for the commands that list things
-(``kubelab lab nodes``, ``kubelab images list``, ``kubelab token list``, ``kubelab scheduler
+(``kubelab lab nodes``, ``kubelab images list|cached``, ``kubelab token list``, ``kubelab scheduler
 explain``).  Each column is as wide as its widest cell, columns are ``gap`` spaces apart and
 lines carry no trailing spaces, so output reads the same whatever the cells hold and tests can
 compare it line by line.  Rows are text already: formatting a cell (a size, a duration,

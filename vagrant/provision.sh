@@ -15,6 +15,9 @@
 #    writes one bundle per node (CA, kubeconfig, kubelet serving certificate) and unpacks its
 #    own; each worker fetches its bundle over SSH with the join key (a forced command,
 #    vagrant/send-bundle.sh) before starting its units.
+# 5. The lab registry on the control plane (every worker's containerd mirrors the public
+#    registries to it): the private instance's htpasswd before its unit starts, then the
+#    lab's images built and pushed once both registries run.
 set -euo pipefail
 
 readonly ROLE=${1:?usage: provision.sh controlplane|worker NAME}
@@ -128,9 +131,16 @@ fi
 # Ours replaces Debian's containerd.service (same binary, the lab's configuration).
 systemctl disable --now containerd.service >/dev/null 2>&1 || true
 for component in "${components[@]}"; do
+  if [ "$component" = private-registry ]; then
+    "$KUBELAB" lab vagrant registry-credentials --inventory "$INVENTORY"
+  fi
   start_unit "$component"
   if [ "$component" = server ]; then
     hand_out_credentials
+  fi
+  if [ "$component" = private-registry ]; then
+    log "the lab's images into the lab registry"
+    "$KUBELAB" lab vagrant seed --inventory "$INVENTORY"
   fi
 done
 log "done"

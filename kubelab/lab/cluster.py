@@ -5,7 +5,9 @@
 1. ``CleanStale``: whatever a previous lab of this name left (after a crash) is torn down;
 2. ``CreateNetwork``: namespaces, ``lab0``, veths, addresses, routes (``network.create``);
    ``WriteCloudConfig``: the lab cloud's inventory (``components.cloud_config``), which the
-   cloud-controller-manager inside ``kubelab server`` reads;
+   cloud-controller-manager inside ``kubelab server`` reads; in the router, the resolver
+   answering NXDOMAIN at the host's nameserver addresses (``kubelab.lab.resolver``) and the
+   lab registries (``registry_actions``: the private one's password and htpasswd first);
 3. with ``--store etcd``, etcd in ``controlplane`` (waited for); ``kubelab server`` in
    ``controlplane`` on 10.240.0.10:6443 (``--authorization-mode Node,RBAC``, the lab cloud
    provider);
@@ -13,8 +15,10 @@
    127.0.0.1:6443 (or ``--host-api-port``) and connecting inside ``controlplane``
    (``netns.NetnsForwarder``);
 5. ``BuildImages`` then, per Kubernetes node (the control plane and every worker),
-   containerd, and ``LoadImages`` (waits for each CRI and imports that node's images:
-   ``node_images``, into every node at once); the API server starts meanwhile;
+   containerd (mirroring the public registries to the lab's: ``kubelab.lab.registry``), and
+   ``LoadImages`` (waits for each CRI and imports that node's images: ``node_images``, into
+   every node at once); then ``PushImages``: every image the lab builds into the registry,
+   under the names people type; the API server starts meanwhile;
 6. ``WaitServer``: the API answers through the forwarder; the host kubeconfig (admin) is
    written and each node's credentials (``node_credentials``: the CA, the kubelet's own
    kubeconfig as ``system:node:NAME``, its serving certificate, the proxies' kubeconfig);
@@ -51,7 +55,8 @@ created and after one is removed, so ``down`` always finds every node.
 
 ``down`` runs every step even when an earlier one failed, and is what ``CleanStale`` runs:
 the supervisor stopped, kubelets and proxies stopped, every pod sandbox stopped and removed
-through each containerd's CRI, containerds stopped, then the forwarder, the server and etcd;
+through each containerd's CRI, containerds stopped, then the forwarder, the server, etcd, the
+registries and the resolver;
 then anything left (``lab_processes``: whatever runs in a lab namespace, names the lab's
 state directory on its command line, such as shims and the kubelet's CNI agent, or sits in
 the lab's cgroups), mounts under ``/run/kubelab/<lab>``, the cgroup subtree
@@ -71,7 +76,7 @@ import shutil
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -83,7 +88,7 @@ from kubelab.api.meta_v1 import Resource
 from kubelab.client import kubeconfig
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
-from kubelab.lab import addons, components, network
+from kubelab.lab import addons, components, network, registry
 from kubelab.lab.components import Component, Health, containerd_layout
 from kubelab.lab.images import build_images, import_images
 from kubelab.lab.processes import (
@@ -109,6 +114,7 @@ from node.cri.client import RuntimeClient
 SERVER_TIMEOUT: Final = 60.0
 CRI_TIMEOUT: Final = 20.0
 ETCD_TIMEOUT: Final = 30.0
+REGISTRY_TIMEOUT: Final = 20.0
 READY_TIMEOUT: Final = 120.0
 ADDON_TIMEOUT: Final = 120.0
 NODE_GONE_TIMEOUT: Final = 120.0
@@ -312,6 +318,63 @@ class BuildImages:
 
 
 @dataclass
+class WriteRegistryCredentials:
+    name: str = "registry: the private registry's password and htpasswd"
+
+    async def execute(self, ctx: Context) -> None:
+        await asyncio.to_thread(registry.write_credentials, registry.LabRegistry.of(ctx.lab))
+
+
+@dataclass
+class PushImages:
+    """Every image the lab builds, pushed into the lab registry under the names people type
+    (``registry.seed``)."""
+
+    name: str = "registry: the lab's images pushed under the names people type"
+
+    async def execute(self, ctx: Context) -> None:
+        try:
+            await asyncio.to_thread(registry.seed, registry.LabRegistry.of(ctx.lab), IMAGE_CACHE)
+        except registry.RegistryError as error:
+            raise LabError(str(error)) from error
+
+
+def registry_actions(lab: Lab) -> list[Action]:
+    """Starting the lab registry (and, given the host's nameservers, the router's resolver):
+    right after the network, so they start while the control plane does."""
+    answer: list[Action] = []
+    if lab.spec.nameservers:
+        answer = [
+            StartComponent(
+                components.resolver(lab, lab.spec.nameservers),
+                name=f"router: NXDOMAIN for outside names at {', '.join(lab.spec.nameservers)}",
+            )
+        ]
+    where = registry.LabRegistry.of(lab)
+    return [
+        *answer,
+        WriteRegistryCredentials(),
+        StartComponent(
+            components.registry_component(lab),
+            name=f"{lab.registry_node.name}: registry at {where.url()}",
+        ),
+        StartComponent(
+            components.private_registry(lab),
+            name=f"{lab.registry_node.name}: private registry at {where.url(private=True)}",
+        ),
+    ]
+
+
+def push_actions(lab: Lab) -> list[Action]:
+    """Waiting for both registries, then pushing every image."""
+    return [
+        WaitHealthy(components.registry_component(lab), REGISTRY_TIMEOUT),
+        WaitHealthy(components.private_registry(lab), REGISTRY_TIMEOUT),
+        PushImages(),
+    ]
+
+
+@dataclass
 class LoadImages:
     """Wait for each node's CRI, then import the images into it; the nodes concurrently
     (each import is mostly copying archives into that node's content store)."""
@@ -331,7 +394,7 @@ class LoadImages:
             lambda: _runtime_ready(node),
             f"{node.name}'s containerd to be ready",
             CRI_TIMEOUT,
-            lambda: ctx.processes.check_alive(components.containerd(node).key),
+            lambda: ctx.processes.check_alive(components.containerd(ctx.lab, node).key),
         )
         archives = [ctx.images[name] for name in node_images(node)]
         await asyncio.to_thread(import_images, containerd_layout(node).socket, archives)
@@ -566,11 +629,13 @@ def up_actions(lab: Lab) -> list[Action]:
         CleanStale(),
         CreateNetwork(),
         WriteCloudConfig(),
+        *registry_actions(lab),
         *control,
         StartComponent(components.forwarder(lab), name=f"host forwarder: 127.0.0.1 → {to}"),
         BuildImages(nodes),
-        *(StartComponent(components.containerd(n)) for n in nodes),
+        *(StartComponent(components.containerd(lab, n)) for n in nodes),
         LoadImages(nodes),
+        *push_actions(lab),
         *(WaitHealthy(s, SERVER_TIMEOUT) for s in servers if lab.ha),
         WaitServer(),
         *(a for n in nodes for a in agent_actions(lab, n)),
@@ -609,7 +674,10 @@ async def up(
     lab: Lab, report: Report = print, on_step: Callable[[str], None] | None = None
 ) -> float:
     """Run ``up_actions``; the seconds it took.  On failure the lab is left as it is (for
-    its logs) and ``LabError`` names the step; ``down`` removes it."""
+    its logs) and ``LabError`` names the step; ``down`` removes it.  The host's nameservers
+    are recorded in the spec (the router stands in for them) unless the lab has its own."""
+    if not lab.vms and not lab.spec.nameservers:
+        lab = lab.with_spec(replace(lab.spec, nameservers=network.host_nameservers()))
     return await run_actions(lab, up_actions(lab), report, on_step)
 
 
@@ -630,7 +698,7 @@ async def add_node(
     actions: list[Action] = [
         AttachNode(node),
         BuildImages((node,)),
-        StartComponent(components.containerd(node)),
+        StartComponent(components.containerd(grown, node)),
         LoadImages((node,)),
         WriteCloudConfig(name=f"cloud config: instance {node.name} added"),
         WriteJoinCredentials(node),
@@ -659,7 +727,7 @@ async def remove_node(lab: Lab, name: str, report: Report = print) -> Lab:
     shrunk = lab.with_spec(lab.spec.with_workers(rest))
     steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [
         (f"{name}: kubelet and proxy stopped", _stopper(table, [node], "kubelet", "proxy")),
-        (f"{name}: pod sandboxes removed through CRI", lambda: _remove_sandboxes(node, table)),
+        (f"{name}: pod sandboxes removed through CRI", lambda: _remove_sandboxes(lab, node, table)),
         (f"{name}: containerd stopped", _stopper(table, [node], "containerd")),
         (f"{name}: leftover processes killed", lambda: _off_thread(_kill_node_leftovers, node)),
         (f"{name}: mounts removed", lambda: _off_thread(_unmount, node.state_dir)),
@@ -813,7 +881,9 @@ async def down(lab: Lab, report: Report = print) -> None:
         ("kubelets and proxies stopped", _stopper(table, nodes, "kubelet", "proxy")),
         (
             "pod sandboxes removed through CRI",
-            lambda: asyncio.gather(*(_remove_sandboxes(n, table) for n in lab.kubernetes_nodes)),
+            lambda: asyncio.gather(
+                *(_remove_sandboxes(lab, n, table) for n in lab.kubernetes_nodes)
+            ),
         ),
         ("containerds stopped", _stopper(table, nodes, "containerd")),
         (
@@ -821,6 +891,10 @@ async def down(lab: Lab, report: Report = print) -> None:
             _stopper(table, nodes, "forwarder", "loadbalancer", "server"),
         ),
         ("etcd stopped", _stopper(table, nodes, "etcd")),
+        (
+            "registries and resolver stopped",
+            _stopper(table, nodes, "registry", "private-registry", "resolver"),
+        ),
         (
             "leftover processes killed (shims, pods, helpers)",
             lambda: _off_thread(_kill_leftovers, lab),
@@ -863,8 +937,8 @@ def _stopper(
     return lambda: asyncio.gather(*(asyncio.to_thread(table.stop, k) for k in keys))
 
 
-async def _remove_sandboxes(node: Node, table: ProcessTable) -> None:
-    record = table.get(components.containerd(node).key)
+async def _remove_sandboxes(lab: Lab, node: Node, table: ProcessTable) -> None:
+    record = table.get(components.containerd(lab, node).key)
     if record is None or not record.alive():
         return  # no containerd: its shims and mounts are handled afterwards
     async with RuntimeClient(containerd_layout(node).endpoint, timeout=30) as cri:

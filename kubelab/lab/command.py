@@ -23,9 +23,10 @@ A thin command (kind's shape): it parses flags, builds the inventory
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
 - ``vagrant render|bundles|address``: what the Vagrant VMs' provisioning runs
   (``kubelab.lab.vagrant``);
-- ``forward`` and ``supervise`` (hidden): the host forwarder (and, given several
-  targets and ``--health-check``, the HA lab's load balancer) and the supervisor ``up``
-  starts.
+- ``forward``, ``resolver`` and ``supervise`` (hidden): the host forwarder (and, given
+  several targets and ``--health-check``, the HA lab's load balancer), the router's
+  NXDOMAIN answerer at the host's nameserver addresses (``kubelab.lab.resolver``) and the
+  supervisor ``up`` starts.
 
 Run as root.
 """
@@ -146,6 +147,8 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     forward.add_argument("--health-check", metavar="PATH", help="HTTPS path asked of targets")
     forward.add_argument("--ca", type=Path, help="the CA verifying the health checks")
     forward.add_argument("--state-file", type=Path, help="JSON of the healthy targets")
+    answer = commands.add_parser("resolver")  # hidden in spirit: started by `up`
+    answer.add_argument("--listen", type=_address, action="append", required=True)
     vagrant_run = vagrant.configure(
         commands.add_parser("vagrant", help="the Vagrant VMs' configuration (run by provisioning)")
     )
@@ -169,6 +172,7 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
             "heal": _fault,
             "demo": _demo,
             "forward": _forward,
+            "resolver": _resolver,
             "supervise": _supervise,
             "vagrant": vagrant_run,
         }[args.lab_command]
@@ -560,6 +564,19 @@ def _forward(args: argparse.Namespace) -> int:
             await stop.wait()
         finally:
             await forwarder.stop()
+        return 0
+
+    return component.run(serve)
+
+
+def _resolver(args: argparse.Namespace) -> int:
+    from kubelab import component
+    from kubelab.lab import resolver
+
+    async def serve(stop: asyncio.Event) -> int:
+        listening = ", ".join(f"{host}:{port}" for host, port in args.listen)
+        print(f"kubelab lab resolver: NXDOMAIN for every name on {listening}", flush=True)
+        await resolver.serve(args.listen, stop)
         return 0
 
     return component.run(serve)

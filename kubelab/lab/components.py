@@ -47,11 +47,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from kubelab.lab import registry
 from kubelab.lab.etcd import EtcdCluster, EtcdMember
 from kubelab.lab.images import PAUSE_IMAGE
 from kubelab.lab.topology import (
@@ -75,6 +76,7 @@ from node.kubelet.runtimeconfig import ContainerdLayout, containerd_config
 KUBELAB: Final = (sys.executable, "-m", "kubelab")
 """How the lab runs ``kubelab`` (this interpreter, so a venv's install is the one used)."""
 ETCD: Final = "/usr/bin/etcd"
+REGISTRY: Final = "/usr/bin/docker-registry"
 ETCD_CLIENT_URL: Final = "http://127.0.0.1:2379"
 ETCD_PEER_URL: Final = "http://127.0.0.1:2380"
 PROXY_HEALTHZ_PORT: Final = 10256
@@ -120,12 +122,14 @@ class Component:
 
 
 def containerd_layout(node: Node) -> ContainerdLayout:
-    """The node's containerd layout (sockets, root, state under its state directory)."""
+    """The node's containerd layout (sockets, root, state under its state directory; the
+    registries' ``hosts.toml`` files under ``certs.d``)."""
     return ContainerdLayout(
         state_dir=node.containerd_dir,
         sandbox_image=PAUSE_IMAGE,
         cni_bin_dir=node.cni_bin_dir,
         cni_conf_dir=node.cni_conf_dir,
+        registry_hosts_dir=node.containerd_dir / "certs.d",
     )
 
 
@@ -269,8 +273,11 @@ def loadbalancer(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
     )  # fmt: skip
 
 
-def containerd(node: Node) -> Component:
+def containerd(lab: Lab, node: Node) -> Component:
+    """The node's containerd, pulling through the lab registry (``registry.mirror_hosts``)."""
     layout = containerd_layout(node)
+    assert layout.registry_hosts_dir is not None
+    mirrors = registry.mirror_hosts(registry.LabRegistry.of(lab), layout.registry_hosts_dir)
     return Component(
         node.name,
         "containerd",
@@ -285,8 +292,49 @@ def containerd(node: Node) -> Component:
             node.cni_bin_dir,
             node.cni_conf_dir,
         ),
-        files={layout.config_file: containerd_config(layout)},
+        files={layout.config_file: containerd_config(layout), **mirrors},
         health=Health(layout.endpoint, None),
+    )
+
+
+def _registry(lab: Lab, private: bool) -> Component:
+    where = registry.LabRegistry.of(lab)
+    node = lab.registry_node
+    return Component(
+        node.name,
+        "private-registry" if private else "registry",
+        (REGISTRY, "serve", str(where.config_file(private))),
+        node.log("private-registry" if private else "registry"),
+        netns=where.netns,
+        cwd=lab.state_dir,
+        dirs=(where.storage(private),),
+        files={where.config_file(private): registry.config(where, private)},
+        health=Health(f"{where.url(private)}/", where.netns),
+    )
+
+
+def registry_component(lab: Lab) -> Component:
+    """The lab registry (``kubelab.lab.registry``): every image, no credentials."""
+    return _registry(lab, private=False)
+
+
+def private_registry(lab: Lab) -> Component:
+    """The private registry: htpasswd (``registry.write_credentials`` writes it first)."""
+    return _registry(lab, private=True)
+
+
+def resolver(lab: Lab, addresses: Sequence[str], program: tuple[str, ...] = KUBELAB) -> Component:
+    """The router's answer to the host's nameservers (``kubelab.lab.resolver``): the nodes'
+    processes read the host's resolv.conf, whose servers the lab cannot reach."""
+    router = lab.router
+    listen = (a for address in addresses for a in ("--listen", f"{address}:53"))
+    return Component(
+        router.name,
+        "resolver",
+        (*program, "lab", "resolver", *listen),
+        router.log("resolver"),
+        netns=router.netns_path,
+        cwd=lab.state_dir,
     )
 
 
@@ -408,9 +456,18 @@ def node_components(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) ->
         ]
     if node.role is Role.ROUTER and lab.ha:
         control = [loadbalancer(lab, program)]
+    if node == lab.registry_node:
+        control = [*control, registry_component(lab), private_registry(lab)]
+    if node.role is Role.ROUTER and lab.spec.nameservers:
+        control = [*control, resolver(lab, lab.spec.nameservers, program)]
     if not node.is_kubernetes_node:
         return control
-    return [*control, containerd(node), kubelet(lab, node, program), proxy(lab, node, program)]
+    return [
+        *control,
+        containerd(lab, node),
+        kubelet(lab, node, program),
+        proxy(lab, node, program),
+    ]
 
 
 def lab_components(lab: Lab, program: tuple[str, ...] = KUBELAB) -> list[Component]:

@@ -1,12 +1,13 @@
 """``kubelab lab demo``: what `make lab` shows once the lab is up.
 
-A Deployment of four nginx servers (``docker.io/library/nginx:latest``) spread over the
+A Deployment of four nginx servers (``nginx``, pulled from the lab registry as from Docker Hub:
+an untagged image is pulled ``Always``) spread over the
 workers (the control plane is tainted NoSchedule, so none lands there), each answering
 "POD on NODE": the server block comes from a ConfigMap, into which an init container writes
 its node's name (nginx knows its hostname, the pod's name, but not its node).  In front of
 them a ClusterIP, a NodePort and a LoadBalancer Service (the lab cloud gives it an external
 IP from 10.240.0.200-250, which the router forwards to the NodePort on the nodes).  A
-``probe`` DaemonSet (busybox) puts one client pod on each worker.  Then: the Service VIP
+``probe`` DaemonSet (``busybox``) puts one client pod on each worker.  Then: the Service VIP
 fetched from each worker node and from the probe pod on each worker, the NodePort of each
 worker and the load balancer's IP fetched from the ``client`` namespace (the outside world),
 and ``http://web`` fetched by name from a probe pod (the cluster DNS and the pod's search
@@ -27,7 +28,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubelab.lab.images import BUSYBOX_IMAGE, NGINX_IMAGE
 from kubelab.lab.processes import CommandError, run
 from kubelab.lab.topology import Lab
 
@@ -82,7 +82,7 @@ def manifests() -> list[dict[str, Any]]:
                     "initContainers": [
                         {
                             "name": "config",
-                            "image": BUSYBOX_IMAGE,
+                            "image": "busybox",
                             "command": ["sh", "-c", RENDER],
                             "env": [node_name],
                             "volumeMounts": [
@@ -94,9 +94,7 @@ def manifests() -> list[dict[str, Any]]:
                     "containers": [
                         {
                             "name": "web",
-                            "image": NGINX_IMAGE,
-                            # :latest defaults to Always, and the lab reaches no registry.
-                            "imagePullPolicy": "IfNotPresent",
+                            "image": "nginx",
                             "ports": [{"containerPort": 80}],
                             "readinessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 1},
                             "volumeMounts": [
@@ -130,7 +128,7 @@ def manifests() -> list[dict[str, Any]]:
                 "spec": {
                     "terminationGracePeriodSeconds": 1,
                     "containers": [
-                        {"name": "probe", "image": BUSYBOX_IMAGE, "command": ["sleep", "86400"]}
+                        {"name": "probe", "image": "busybox", "command": ["sleep", "86400"]}
                     ],
                 },
             },

@@ -22,6 +22,10 @@ the routes the route controller made), ``route_localnet`` in the Kubernetes node
 (NodePorts on 127.0.0.1), and ``bridge-nf-call-iptables`` in them (pod → VIP → pod on one
 node; default 1 but set so it does not depend on the kernel's default).
 
+The router also holds the host's nameserver addresses (``LabSpec.nameservers``, a /32 each
+on its ``lo``), where ``kubelab.lab.resolver`` answers: the nodes' processes read the host's
+resolv.conf, and a lookup that reached no server would wait out its timeout.
+
 ``attach`` / ``detach`` add and remove one node of a running lab (``kubelab lab
 node add`` / ``node rm``).
 
@@ -33,7 +37,9 @@ the bridge and every veth with them.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
+from pathlib import Path
 
 from kubelab.lab.processes import CommandError, run
 from kubelab.lab.topology import BRIDGE, CONTROLPLANE_IP, ROUTER_IP, Lab, Node
@@ -51,6 +57,27 @@ NODE_SYSCTLS = (
 )
 
 
+def host_nameservers(resolv_conf: Path = Path("/etc/resolv.conf")) -> tuple[str, ...]:
+    """The IPv4 nameservers of the host's resolv.conf that the lab must stand in for: not
+    loopback ones (a node's own loopback answers those at once, refusing)."""
+    try:
+        lines = resolv_conf.read_text().splitlines()
+    except OSError:
+        return ()
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 2 or fields[0] != "nameserver":
+            continue
+        try:
+            address = ipaddress.ip_address(fields[1])
+        except ValueError:
+            continue
+        if address.version == 4 and not address.is_loopback:
+            found.append(str(address))
+    return tuple(dict.fromkeys(found))
+
+
 def existing_namespaces() -> set[str]:
     """The names ``ip netns list`` shows."""
     return {line.split()[0] for line in run("ip", "netns", "list").splitlines() if line.strip()}
@@ -65,6 +92,8 @@ def create(lab: Lab) -> None:
     run("ip", "-n", router.netns, "link", "set", BRIDGE, "up")
     if lab.ha:
         run("ip", "-n", router.netns, "addr", "add", f"{CONTROLPLANE_IP}/32", "dev", BRIDGE)
+    for nameserver in lab.spec.nameservers:
+        run("ip", "-n", router.netns, "addr", "add", f"{nameserver}/32", "dev", "lo")
     sysctl(router, ROUTER_SYSCTLS)
     for node in lab.hosts:
         attach(lab, node)

@@ -21,6 +21,10 @@ of Kubernetes The Hard Way does), so nothing else builds a path or an address by
   after a crash) finds every node;
 - cluster CIDR 10.244.0.0/16 (a /24 per node), Service CIDR 10.96.0.0/12 (the ``kubernetes``
   Service at 10.96.0.1, cluster DNS at 10.96.0.10);
+- the lab registry (``kubelab.lab.registry``) runs where every node reaches it without a
+  name: in the router (10.240.0.1), or on VMs on the control-plane VM; port 5000 serves
+  every image without credentials, port 5001 the private repositories (htpasswd); its
+  storage is under the lab's state;
 - network namespaces are named ``<lab>-<node>``; state lives under ``/run/kubelab/<lab>/``,
   logs under ``/var/log/kubelab/<lab>/<node>/<component>.log``, the images cache in
   ``/var/cache/kubelab``; pods' cgroups under ``/kubelab/<lab>/<node>``.  The state and log
@@ -64,6 +68,8 @@ VM_UNDERLAY_INTERFACE: Final = "eth1"
 API_PORT: Final = 6443
 HOST_API_HOST: Final = "127.0.0.1"
 KUBELET_PORT: Final = 10250
+REGISTRY_PORT: Final = 5000
+PRIVATE_REGISTRY_PORT: Final = 5001
 RUN_ROOT: Final = Path("/run/kubelab")
 LOG_ROOT: Final = Path("/var/log/kubelab")
 IMAGE_CACHE: Final = Path("/var/cache/kubelab")
@@ -110,6 +116,9 @@ class LabSpec:
     """The workers once nodes were added or removed (empty: ``node1..node<workers>``)."""
     control_planes: int = 1
     """Control-plane nodes: 1 (``controlplane``), or an odd number up to 5 with etcd (HA)."""
+    nameservers: tuple[str, ...] = ()
+    """The host's nameservers when the lab came up: the router answers at their addresses
+    (``kubelab.lab.resolver``), since the nodes' processes read the host's resolv.conf."""
 
     @property
     def worker_list(self) -> tuple[str, ...]:
@@ -169,6 +178,7 @@ class LabSpec:
     def load(cls, path: Path) -> LabSpec:
         data = json.loads(path.read_text())
         data["worker_names"] = tuple(data.get("worker_names", ()))
+        data["nameservers"] = tuple(data.get("nameservers", ()))
         return cls(**data)
 
 
@@ -439,6 +449,18 @@ class Lab:
     def loadbalancer_state(self) -> Path:
         """HA: the API servers the load balancer sees healthy (JSON it rewrites on change)."""
         return self.state_dir / "loadbalancer.json"
+
+    @property
+    def registry_node(self) -> Node:
+        """Where the lab registry runs: the router, or (VMs) the control-plane VM, which
+        routes for the workers there."""
+        return self.controlplane if self.vms else self.router
+
+    @property
+    def registry_dir(self) -> Path:
+        """The lab registry's configuration, credentials and storage (``down`` removes it
+        with the rest of the state)."""
+        return self.state_dir / "registry"
 
     @property
     def proxy_kubeconfig(self) -> Path:

@@ -16,7 +16,11 @@ on each VM:
   CA: one tar per Kubernetes node (``cluster.node_credentials``, what ``kubelab lab up``
   writes for a node: CA and kubeconfigs), at the paths its flags
   name; workers fetch theirs over SSH, the control plane unpacks its own;
-- ``kubelab lab vagrant address --node N``: a node's address, for the scripts.
+- ``kubelab lab vagrant address --node N``: a node's address, for the scripts;
+- ``kubelab lab vagrant registry-credentials`` and ``seed`` on the control plane: the lab
+  registry runs there (``Lab.registry_node``; every worker's containerd mirrors the public
+  registries to it, as in the netns lab): its private instance's htpasswd before its unit
+  starts, and every image the lab builds pushed once both answer.
 
 VMs keep state under ``/var/lib/kubelab`` and logs under ``/var/log/kubelab`` (systemd's
 journal has them too), run the installed ``/opt/kubelab/venv/bin/kubelab``, and have no
@@ -39,9 +43,11 @@ from typing import Any, Final
 
 import yaml
 
+from kubelab.lab import registry
 from kubelab.lab.components import Component, cloud_config, node_components
 from kubelab.lab.topology import (
     CLUSTER_CIDR,
+    IMAGE_CACHE,
     STORES,
     UNDERLAY_CIDR,
     Lab,
@@ -57,6 +63,7 @@ VM_KUBELAB: Final = ("/opt/kubelab/venv/bin/kubelab",)
 UNITS_DIR: Final = Path(__file__).resolve().parents[2] / "vagrant" / "units"
 ARGS: Final = "$ARGS"
 VM_RESOLV_CONF: Final = Path("/etc/resolv.conf")
+SEED_WAIT: Final = 60.0
 
 
 class InventoryError(ValueError):
@@ -262,12 +269,14 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
         ("render", "write this VM's component configuration"),
         ("bundles", "on the control plane: one credentials tar per node"),
         ("address", "print a node's address"),
+        ("registry-credentials", "on the control plane: the private registry's htpasswd"),
+        ("seed", "on the control plane: the lab's images pushed into the lab registry"),
     ):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("--inventory", type=Path, required=True)
-        if name != "bundles":
+        if name in ("render", "address"):
             sub.add_argument("--node", required=True)
-        if name != "address":
+        if name in ("render", "bundles"):
             sub.add_argument("--out", type=Path, required=True)
 
     def run(args: argparse.Namespace) -> int:
@@ -279,14 +288,30 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
                 rendered = render(inventory, args.node, args.out)
                 write(rendered)
                 print(" ".join(rendered.components))
-            else:
+            elif args.vagrant_command == "bundles":
                 _write_bundles(inventory.lab(), args.out)
+            elif args.vagrant_command == "registry-credentials":
+                registry.write_credentials(registry.LabRegistry.of(inventory.lab()))
+            else:
+                _seed(inventory.lab())
         except InventoryError as error:
             print(f"kubelab lab vagrant: {error}", file=sys.stderr)
             return 2
+        except registry.RegistryError as error:
+            print(f"kubelab lab vagrant: {error}", file=sys.stderr)
+            return 1
         return 0
 
     return run
+
+
+def _seed(lab: Lab) -> None:
+    """Wait for the control plane's registries, then push every image (built on this VM
+    into the image cache first, from Debian packages, as on a lab host)."""
+    where = registry.LabRegistry.of(lab)
+    registry.wait_serving(where, SEED_WAIT)
+    registry.seed(where, IMAGE_CACHE)
+    print(f"images pushed into {where.url()} and {where.url(private=True)}")
 
 
 def _write_bundles(lab: Lab, out: Path) -> None:

@@ -16,7 +16,9 @@ runtime's own transitions stay in one place:
   once when the ``on_start`` hook returns an exit code (init containers that complete);
 - ExecSync answers through ``exec_handler`` (``default_exec`` knows echo, true and false);
 - images are those given to the constructor; PullImage of any other image fails with
-  NOT_FOUND unless ``allow_pull`` is set;
+  NOT_FOUND unless ``allow_pull`` is set; an image of ``private`` (reference → username and
+  password) pulls only with those in the request's ``auth``, else fails as containerd does
+  with a registry's 401 (``pulls`` records each PullImage's reference and username);
 - ``fail(method, code)`` makes the next call(s) of one method fail with that code.
 
 Behaviour follows containerd 1.6 where the kubelet depends on it: names (sandbox metadata,
@@ -49,6 +51,7 @@ from google.protobuf.message import Message
 from grpc import aio
 
 from kubelab.clock import Clock, RealClock
+from kubelab.imagename import ImageName, normalize
 from node.cri.client import CRI_API_VERSION, IMAGE_SERVICE, RUNTIME_SERVICE, serialize
 from node.cri.pb import api_pb2 as pb
 
@@ -118,15 +121,7 @@ def default_exec(container: FakeContainer, cmd: list[str]) -> ExecResult:
 
 def normalize_image(reference: str) -> str:
     """The fully qualified form of an image reference, as docker and containerd expand it."""
-    name, at, digest = reference.partition("@")
-    domain, slash, path = name.partition("/")
-    if not slash or ("." not in domain and ":" not in domain and domain != "localhost"):
-        domain, path = "docker.io", name
-    if domain == "docker.io" and "/" not in path:
-        path = f"library/{path}"
-    if not at and ":" not in path.rsplit("/", 1)[-1]:
-        path += ":latest"
-    return f"{domain}/{path}{at}{digest}"
+    return normalize(reference)
 
 
 def _make_image(reference: str) -> pb.Image:
@@ -164,8 +159,11 @@ class FakeRuntime:
         streaming_url: str = "http://127.0.0.1:10010",
         exec_handler: ExecHandler = default_exec,
         on_start: StartHook | None = None,
+        private: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self.allow_pull = allow_pull
+        self.private = {normalize(k): v for k, v in (private or {}).items()}
+        self.pulls: list[tuple[str, str]] = []
         self.exec_handler = exec_handler
         self.on_start = on_start
         self.streaming_url = streaming_url
@@ -645,10 +643,20 @@ class FakeRuntime:
 
     async def _pull_image(self, request: pb.PullImageRequest) -> pb.PullImageResponse:
         reference = request.image.image
+        name = ImageName.parse(reference)
+        full = str(name)
+        self.pulls.append((full, request.auth.username))
+        wanted = self.private.get(full)
+        if wanted is not None and (request.auth.username, request.auth.password) != wanted:
+            raise _Fail(
+                grpc.StatusCode.UNKNOWN,
+                f'failed to pull and unpack image "{full}": failed to resolve reference '
+                f'"{full}": pulling from host {name.registry} failed with status code '
+                f"[manifests {name.tag or name.digest}]: 401 Unauthorized",
+            )
         image = self._find_image(reference)
         if image is None:
             if not self.allow_pull:
-                full = normalize_image(reference)
                 raise _Fail(
                     grpc.StatusCode.NOT_FOUND,
                     f'failed to pull and unpack image "{full}": failed to resolve reference '

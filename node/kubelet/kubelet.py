@@ -170,6 +170,7 @@ class Kubelet:
             self.recorder,
             cgroups if cgroups is not None else SysCgroups(),
             self.backoff,
+            self.objects,
         )
         self.volumes = VolumeManager(
             config.runtime.root_dir,

@@ -13,8 +13,10 @@ them.  Every key below was found necessary on the machines this project runs on:
 - ``disable_apparmor``, ``SystemdCgroup = false``: cgroupfs paths the kubelet removes itself;
 - a stream server on 127.0.0.1 with port "0" (any free port) so nodes do not collide;
 - ``max_conf_num = 1``: the first conflist of ``cni_conf_dir`` is the node's network;
-- no registry is reachable: images are imported into the ``k8s.io`` namespace beforehand
-  (kubelab.lab.images), and the sandbox image is the locally built pause image.
+- images are imported into the ``k8s.io`` namespace beforehand (kubelab.lab.images), and the
+  sandbox image is the locally built pause image; pulls go where ``registry_hosts_dir``'s
+  ``hosts.toml`` files say (``registry.config_path``; ``hosts_toml`` renders one: the lab
+  mirrors public registries to its own, kubelab.lab.registry).
 
 The TOML is rendered from a plain dict by a serializer of the few value types used here, so
 the structure of the config reads as data.
@@ -64,6 +66,7 @@ class ContainerdLayout:
     cni_bin_dir: Path
     cni_conf_dir: Path
     log_level: str = "info"
+    registry_hosts_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if len(str(self.ttrpc_socket)) > MAX_SOCKET_PATH:
@@ -145,10 +148,27 @@ def containerd_config(layout: ContainerdLayout) -> str:
                     "conf_dir": str(layout.cni_conf_dir),
                     "max_conf_num": 1,
                 },
+                **(
+                    {"registry": {"config_path": str(layout.registry_hosts_dir)}}
+                    if layout.registry_hosts_dir is not None
+                    else {}
+                ),
             },
         },
     }
     return to_toml(config)
+
+
+def hosts_toml(url: str, override_path: bool = False) -> str:
+    """A registry's ``hosts.toml``: pull from ``url`` only.  The URL is both the one host and
+    the ``server`` (containerd falls back to the server after the hosts; with the real
+    registry there, an image the mirror lacks would go on to ask the internet).
+    ``override_path``: ``url``'s path is the API root itself, not a prefix before ``/v2``."""
+    host: dict[str, TomlValue] = {"capabilities": ["pull", "resolve"]}
+    if override_path:
+        host["override_path"] = True
+    table: dict[str, TomlValue | TomlTable] = {"server": url, **host, "host": {url: host}}
+    return to_toml(table)
 
 
 def write_containerd_config(layout: ContainerdLayout) -> Path:

@@ -148,6 +148,24 @@ def test_each_vm_runs_what_the_netns_lab_runs_with_the_same_flags(
     )
 
 
+def test_the_registry_runs_on_the_control_plane_vm_and_every_vm_mirrors_to_it(
+    tmp_path: Path,
+) -> None:
+    inventory = Inventory.load(INVENTORY)
+    lab = inventory.lab()
+    control = render(inventory, "controlplane", tmp_path / "cp")
+    worker = render(inventory, "node1", tmp_path / "node1")
+    assert "registry" in control.components and "private-registry" in control.components
+    assert "registry" not in worker.components
+    registry_args = env_values(control.files[tmp_path / "cp" / "registry.env"])["ARGS"]
+    assert registry_args == str(lab.registry_dir / "public.json")  # after `serve`
+    public = json.loads(control.files[lab.registry_dir / "public.json"])
+    assert public["http"]["addr"] == "10.240.0.10:5000"
+    node = lab.node("node1")
+    docker = worker.files[node.containerd_dir / "certs.d" / "docker.io" / "hosts.toml"]
+    assert docker.startswith('server = "http://10.240.0.10:5000/v2/docker.io"')
+
+
 def env_values(text: str) -> dict[str, str]:
     """A systemd environment file's values, as systemd reads them."""
     values = {}

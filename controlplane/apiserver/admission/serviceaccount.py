@@ -5,6 +5,7 @@ mutating webhook):
 
 - an empty ``serviceAccountName`` becomes ``default``; an account that does not exist is
   refused (403), since the pod could not authenticate as it;
+- a pod that names no ``imagePullSecrets`` gets its account's, so the kubelet pulls with them;
 - unless ``automountServiceAccountToken`` is false on the pod (else on the account), the pod
   gets a ``kube-api-access-<random>`` projected volume (a bound token that expires after
   3607 seconds, the cluster CA from the ``kube-root-ca.crt`` ConfigMap, and the namespace),
@@ -36,6 +37,7 @@ from kubelab.api.kinds.core_v1.volume import (
     DownwardAPIProjection,
     DownwardAPIVolumeFile,
     KeyToPath,
+    LocalObjectReference,
     ObjectFieldSelector,
     ProjectedVolumeSource,
     ServiceAccountTokenProjection,
@@ -69,6 +71,10 @@ def service_account(accounts: WatchCache) -> tuple[Admission, Admission]:
         spec = obj.spec
         spec.service_account_name = spec.service_account_name or DEFAULT_ACCOUNT
         account = await _existing(accounts, info, obj)
+        if not spec.image_pull_secrets and account.image_pull_secrets:
+            spec.image_pull_secrets = [
+                LocalObjectReference(name=ref.name) for ref in account.image_pull_secrets
+            ]
         automount = spec.automount_service_account_token
         if automount is None:
             automount = account.automount_service_account_token

@@ -10,7 +10,7 @@ CRI plugin finds them under, so ordinary manifests and tutorials work unchanged.
 - ``cache``: the cache (build only what is missing or whose inputs changed), umoci and skopeo,
   and ``import_images`` into a containerd;
 - ``programs``: the C programs of the scratch images;
-- ``command``: ``kubelab images build|list|load``.
+- ``command``: ``kubelab images build|cached|load|list|push``.
 
 ``build_images(cache_dir, names)`` is what the lab and the tests call: the archives of the
 named images (all of them unless told otherwise; tests that only run pods ask for

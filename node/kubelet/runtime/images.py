@@ -9,22 +9,31 @@ starts a backoff per pod and image (10 s doubling to 300 s, the ``CrashLoopBackO
 arithmetic keyed by the time of the failure): until it ends the image is not pulled again
 and the container waits with ``ImagePullBackOff`` instead of ``ErrImagePull``.
 
+Credentials come from the pod's ``imagePullSecrets`` (read through ``SecretGetter``; a
+missing one is a ``FailedToRetrieveImagePullSecret`` warning and the pull goes on without
+it): every credential ``node.kubelet.credentials.lookup`` matches with the image is tried in
+turn in the PullImageRequest's ``auth`` until one pull succeeds, as upstream's
+``pullImage``; with none the pull is anonymous.  The last failure is the one reported.
+
 Events go through the ``record`` callback (type, reason, message) in upstream's words:
-Pulling, Pulled, Failed, BackOff, ErrImageNeverPull.  Failures raise ``ImagePullError``
-carrying the container's waiting reason and message.
+Pulling, Pulled, Failed, BackOff, ErrImageNeverPull, FailedToRetrieveImagePullSecret.
+Failures raise ``ImagePullError`` carrying the container's waiting reason and message.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from typing import Protocol
 
+from kubelab.api.kinds.core_v1.cluster import Secret
 from kubelab.api.kinds.core_v1.pod import Container, Pod
 from kubelab.api.kinds.core_v1.volume import image_pull_policy
 from kubelab.clock import Clock
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.backoff import BackoffKey, CrashLoopBackOff
+from node.kubelet.credentials import Credential, lookup
 
 ERR_IMAGE_PULL = "ErrImagePull"
 IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
@@ -33,6 +42,14 @@ INVALID_IMAGE_NAME = "InvalidImageName"
 
 Record = Callable[[str, str, str], None]
 """Record an event on the pod: (type, reason, message)."""
+
+
+class SecretGetter(Protocol):
+    """Where pull secrets come from (the API server, as for volumes)."""
+
+    async def secret(self, namespace: str, name: str) -> Secret | None:
+        """The Secret, or None when it does not exist; other failures raise."""
+        ...
 
 
 class ImagePullError(Exception):
@@ -65,9 +82,12 @@ def go_seconds(seconds: float) -> str:
 class ImagePuller:
     """Makes images present for containers; one per kubelet, one event loop."""
 
-    def __init__(self, cri: RuntimeClient, clock: Clock) -> None:
+    def __init__(
+        self, cri: RuntimeClient, clock: Clock, secrets: SecretGetter | None = None
+    ) -> None:
         self.cri = cri
         self.clock = clock
+        self.secrets = secrets
         self.backoff = CrashLoopBackOff(clock)
         self._failed_at: dict[BackoffKey, datetime.datetime] = {}
 
@@ -104,10 +124,11 @@ class ImagePuller:
                 message = f'Back-off pulling image "{image}"'
                 record("Normal", "BackOff", message)
                 raise ImagePullError(IMAGE_PULL_BACK_OFF, message, remaining)
+        credentials = await self._credentials(pod, image, record)
         record("Normal", "Pulling", f'Pulling image "{image}"')
         started = self.clock.monotonic()
         try:
-            ref = await self.cri.pull_image(image, sandbox_config=sandbox_config)
+            ref = await self._pull(image, credentials, sandbox_config)
         except CRIError as error:
             message = grpc_message(error)
             record("Warning", "Failed", f'Failed to pull image "{image}": {message}')
@@ -126,6 +147,49 @@ class ImagePuller:
         )
         self.backoff.gc()
         return ref
+
+    async def _credentials(self, pod: Pod, image: str, record: Record) -> list[Credential]:
+        names = [
+            r.name for r in (pod.spec.image_pull_secrets if pod.spec else None) or [] if r.name
+        ]
+        if not names or self.secrets is None:
+            return []
+        found: list[Secret] = []
+        missing: list[str] = []
+        for name in names:
+            try:
+                secret = await self.secrets.secret(pod.metadata.namespace or "", name)
+            except Exception:
+                secret = None
+            if secret is None:
+                missing.append(f"{pod.metadata.namespace}/{name}")
+            else:
+                found.append(secret)
+        if missing:
+            record(
+                "Warning",
+                "FailedToRetrieveImagePullSecret",
+                f"Unable to retrieve some image pull secrets ({', '.join(missing)}); "
+                "attempting to pull the image may not succeed.",
+            )
+        return lookup(found, image)
+
+    async def _pull(
+        self, image: str, credentials: list[Credential], sandbox_config: pb.PodSandboxConfig
+    ) -> str:
+        """Pull anonymously, or with each credential in turn until one works; the last
+        failure raises."""
+        if not credentials:
+            return await self.cri.pull_image(image, sandbox_config=sandbox_config)
+        failure: CRIError | None = None
+        for credential in credentials:
+            auth = pb.AuthConfig(username=credential.username, password=credential.password)
+            try:
+                return await self.cri.pull_image(image, auth=auth, sandbox_config=sandbox_config)
+            except CRIError as error:
+                failure = error
+        assert failure is not None
+        raise failure
 
     def forget_pod(self, pod_uid: str) -> None:
         """Drop the pull backoffs of a pod that is gone."""

@@ -61,7 +61,13 @@ from node.kubelet.runtime import containers, envvars, hosts, labels, sandbox
 from node.kubelet.runtime.cgroups import Cgroups
 from node.kubelet.runtime.dns import dns_config
 from node.kubelet.runtime.hooks import HookRunner, pod_ref
-from node.kubelet.runtime.images import ImagePuller, ImagePullError, Record, grpc_message
+from node.kubelet.runtime.images import (
+    ImagePuller,
+    ImagePullError,
+    Record,
+    SecretGetter,
+    grpc_message,
+)
 from node.kubelet.runtime.options import NodeRuntimeOptions
 from node.kubelet.runtime.state import PodRuntimeState, SandboxState, age
 from node.kubelet.status import (
@@ -237,6 +243,7 @@ class RuntimeManager:
         events: EventSink,
         cgroups: Cgroups,
         backoff: CrashLoopBackOff | None = None,
+        secrets: SecretGetter | None = None,
     ) -> None:
         self.cri = cri
         self.options = options
@@ -244,7 +251,7 @@ class RuntimeManager:
         self.events = events
         self.cgroups = cgroups
         self.backoff = backoff or CrashLoopBackOff(clock)
-        self.images = ImagePuller(cri, clock)
+        self.images = ImagePuller(cri, clock, secrets)
         self.hooks = HookRunner(cri, clock)
         self._sandbox_statuses: dict[str, pb.PodSandboxStatus] = {}
         self._container_statuses: dict[str, RuntimeContainer] = {}

@@ -16,6 +16,7 @@ from kubelab.api.kinds.core_v1.volume import (
     DownwardAPIVolumeFile,
     EmptyDirVolumeSource,
     KeyToPath,
+    LocalObjectReference,
     ObjectFieldSelector,
     ProjectedVolumeSource,
     ServiceAccountTokenProjection,
@@ -139,6 +140,29 @@ async def test_automount_follows_pod_then_account(
     assert bool(created.spec.volumes) == mounted
     (app,) = created.spec.containers or []
     assert bool(app.volume_mounts) == mounted
+
+
+async def test_account_pull_secrets_unless_the_pod_names_its_own(
+    client: Client, accounts: str
+) -> None:
+    await client.create(
+        ServiceAccount(
+            metadata=ObjectMeta(name="puller", namespace=accounts),
+            image_pull_secrets=[LocalObjectReference(name="regcred")],
+        )
+    )
+    inherited = await client.create(pod(accounts, "a", service_account_name="puller"))
+    own = await client.create(
+        pod(
+            accounts,
+            "b",
+            service_account_name="puller",
+            image_pull_secrets=[LocalObjectReference(name="mine")],
+        )
+    )
+    assert inherited.spec is not None and own.spec is not None
+    assert [r.name for r in inherited.spec.image_pull_secrets or []] == ["regcred"]
+    assert [r.name for r in own.spec.image_pull_secrets or []] == ["mine"]
 
 
 async def test_own_mount_at_the_path_is_kept(client: Client, accounts: str) -> None:

@@ -24,6 +24,8 @@ def test_every_kubernetes_node_runs_containerd_a_kubelet_and_a_proxy() -> None:
     lab = Lab(LabSpec(name="demo", workers=2))
     keys = [c.key for c in components.lab_components(lab)]
     assert keys == [
+        "router/registry",
+        "router/private-registry",
         "controlplane/server",
         "controlplane/containerd",
         "controlplane/kubelet",
@@ -88,9 +90,10 @@ def test_roots_and_program_are_parameters_so_vms_can_use_them() -> None:
         "/var/lib/kubelab/demo/node1/kubelet.kubeconfig"
     )
     assert kubelet.log == Path("/var/log/k/demo/node1/kubelet.log")
-    containerd = components.containerd(lab.node("node1"))
-    (config,) = containerd.files
+    containerd = components.containerd(lab, lab.node("node1"))
+    config, *hosts = containerd.files
     assert config == Path("/var/lib/kubelab/demo/node1/containerd/config.toml")
+    assert all(p.is_relative_to("/var/lib/kubelab/demo/node1/containerd/certs.d") for p in hosts)
     assert (
         'address = "/var/lib/kubelab/demo/node1/containerd/containerd.sock"'
         in (containerd.files[config])

@@ -112,7 +112,11 @@ def test_each_server_stores_through_its_own_member_first_and_names_the_api_addre
 
 def test_the_router_balances_the_api_servers_and_the_host_forwarder_leads_to_it() -> None:
     lab = ha()
-    assert [c.key for c in components.node_components(lab, lab.router)] == ["router/loadbalancer"]
+    assert [c.key for c in components.node_components(lab, lab.router)] == [
+        "router/loadbalancer",
+        "router/registry",
+        "router/private-registry",
+    ]
     lb = components.loadbalancer(lab)
     assert lb.netns == Path("/run/netns/demo-router")
     assert flag(lb.command, "--listen") == "10.240.0.10:6443"

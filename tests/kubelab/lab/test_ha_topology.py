@@ -28,7 +28,7 @@ LAB_NAME = os.environ.get("KUBELAB_HA_LAB", "klha")
 API_PORT = int(os.environ.get("KUBELAB_HA_PORT", "16453"))
 LAB_COMMAND = [sys.executable, "-m", "kubelab.lab.command"]
 UP_TIMEOUT = 900.0
-BUSYBOX = "docker.io/library/busybox:1.35"
+BUSYBOX = "busybox"
 
 pytestmark = [
     pytest.mark.privileged,

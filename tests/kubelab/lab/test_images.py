@@ -423,10 +423,10 @@ def test_bad_command_lines_are_usage_errors(
     assert "kubelab images" in capsys.readouterr().err
 
 
-def test_list_needs_no_root_and_shows_every_image(
+def test_cached_needs_no_root_and_shows_every_image(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = build_parser().parse_args(["images", "list", "--cache", str(tmp_path)])
+    args = build_parser().parse_args(["images", "cached", "--cache", str(tmp_path)])
     assert args.run(args) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[1:]] == list(images.ALL_IMAGES)

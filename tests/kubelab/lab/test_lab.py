@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from kubelab.lab import network
 from kubelab.lab.demo import manifests
 from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT, KUBELAB_IMAGE
 from kubelab.lab.processes import (
@@ -47,7 +48,7 @@ from tests.servers import REPO, Kubectl
 # Overridable so a second copy of the suite can run beside one already running.
 LAB_NAME = os.environ.get("KUBELAB_TEST_LAB", "kltest")
 TEST_API_PORT = int(os.environ.get("KUBELAB_TEST_PORT", "16443"))  # not 6443: a user's own lab
-BUSYBOX = "docker.io/library/busybox:1.35"
+BUSYBOX = "busybox"
 # A test's time limit includes its fixtures' setup: the first privileged test's covers the
 # module lab's `up`.
 pytestmark = pytest.mark.timeout(UP_TIMEOUT + 120)
@@ -978,6 +979,9 @@ def test_down_leaves_nothing_of_the_lab(lab: Running, web: Web) -> None:
         "containerd",
         "kubelet",
         "proxy",
+        "registry",
+        "private-registry",
+        *(["resolver"] if network.host_nameservers() else []),
     }
     shims = [int(p) for p in run("pgrep", "-f", str(lab.lab.state_dir), check=False).split()]
     assert shims, "the pods' shims name the lab's containerd sockets"

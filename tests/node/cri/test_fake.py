@@ -25,6 +25,8 @@ from node.cri.pb import api_pb2 as pb
 SandboxConfigFactory = Callable[..., pb.PodSandboxConfig]
 ContainerConfigFactory = Callable[..., pb.ContainerConfig]
 
+DIGEST = "sha256:" + "ab" * 32
+
 
 async def _running_container(
     cri: RuntimeClient,
@@ -54,7 +56,7 @@ def _lines(path: str) -> list[str]:
         pytest.param("registry.k8s.io/pause:3.9", "registry.k8s.io/pause:3.9", id="registry"),
         pytest.param("localhost/app", "localhost/app:latest", id="localhost"),
         pytest.param("reg:5000/app", "reg:5000/app:latest", id="registry-port"),
-        pytest.param("busybox@sha256:ab", "docker.io/library/busybox@sha256:ab", id="digest"),
+        pytest.param(f"busybox@{DIGEST}", f"docker.io/library/busybox@{DIGEST}", id="digest"),
     ],
 )
 def test_normalize_image(reference: str, expected: str) -> None:

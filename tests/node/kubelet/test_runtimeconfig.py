@@ -14,6 +14,7 @@ from node.kubelet.runtimeconfig import (
     ContainerdLayout,
     LayoutError,
     containerd_config,
+    hosts_toml,
     to_toml,
     write_containerd_config,
 )
@@ -79,3 +80,17 @@ def test_write_creates_directories(tmp_path: Path) -> None:
     path = write_containerd_config(node)
     assert tomllib.loads(path.read_text())["root"] == str(node.root)
     assert all(d.is_dir() for d in (node.root, node.state, node.opt, node.runc_root))
+
+
+def test_hosts_toml_pulls_from_the_mirror_only() -> None:
+    """The mirror is the one host and the server too: no fallback to the real registry."""
+    url = "http://10.240.0.1:5000/v2/docker.io"
+    parsed = tomllib.loads(hosts_toml(url, override_path=True))
+    assert parsed == {
+        "server": url,
+        "capabilities": ["pull", "resolve"],
+        "override_path": True,
+        "host": {url: {"capabilities": ["pull", "resolve"], "override_path": True}},
+    }
+    plain = tomllib.loads(hosts_toml("http://10.240.0.1:5001"))
+    assert "override_path" not in plain and "override_path" not in plain["host"][plain["server"]]

@@ -33,7 +33,6 @@ import pytest
 
 from kubelab.client.rest import Client
 from kubelab.lab import cluster
-from kubelab.lab.images import BUSYBOX_IMAGE
 from kubelab.lab.processes import ProcessTable, run
 from kubelab.lab.topology import Lab, LabSpec
 from kubelab.netns import socket_in_netns
@@ -207,7 +206,7 @@ def manifests() -> list[dict[str, Any]]:
                 "containers": [
                     {
                         "name": "echo",
-                        "image": BUSYBOX_IMAGE,
+                        "image": "busybox",
                         "command": ["sh", "-c", SERVE],
                         "ports": [{"containerPort": PORT}],
                         "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 1},

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod
+from kubelab.api.kinds.core_v1.cluster import Secret
+from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kubelab.api.kinds.core_v1.volume import LocalObjectReference
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.clock import FakeClock
 from node.cri.client import CRIError, RuntimeClient
@@ -145,3 +149,83 @@ def test_grpc_message() -> None:
     assert grpc_message(error) == "rpc error: code = DeadlineExceeded desc = too slow"
     error = CRIError("PullImage", grpc.StatusCode.NOT_FOUND, "gone")
     assert grpc_message(error) == "rpc error: code = NotFound desc = gone"
+
+
+class Secrets:
+    """A SecretGetter over a dict."""
+
+    def __init__(self, secrets: dict[str, Secret]) -> None:
+        self.secrets = secrets
+
+    async def secret(self, namespace: str, name: str) -> Secret | None:
+        return self.secrets.get(f"{namespace}/{name}")
+
+
+PRIVATE = "private.kubelab.test/kubelab/busybox"
+
+
+def pull_secret(user: str, password: str) -> Secret:
+    config = {"auths": {"private.kubelab.test": {"username": user, "password": password}}}
+    encoded = base64.b64encode(json.dumps(config).encode()).decode()
+    return Secret(type="kubernetes.io/dockerconfigjson", data={".dockerconfigjson": encoded})
+
+
+@pytest.fixture
+async def private(tmp_path: Path) -> AsyncIterator[tuple[FakeRuntime, RuntimeClient]]:
+    runtime = FakeRuntime(allow_pull=True, private={PRIVATE: ("kubelab", "s3cret")})
+    await runtime.start(tmp_path / "cri.sock")
+    try:
+        async with RuntimeClient(runtime.endpoint) as cri:
+            yield runtime, cri
+    finally:
+        await runtime.stop()
+
+
+def secret_pod(*names: str) -> Pod:
+    refs = [LocalObjectReference(name=n) for n in names]
+    return Pod(
+        metadata=ObjectMeta(name="web", namespace="default", uid="uid-1"),
+        spec=PodSpec(containers=[], image_pull_secrets=refs),
+    )
+
+
+async def test_pull_secret_credentials_reach_cri(
+    private: tuple[FakeRuntime, RuntimeClient],
+) -> None:
+    runtime, cri = private
+    secrets = Secrets(
+        {
+            "default/wrong": pull_secret("kubelab", "nope"),
+            "default/right": pull_secret("kubelab", "s3cret"),
+        }
+    )
+    events: list[tuple[str, str, str]] = []
+    puller = ImagePuller(cri, FakeClock(), secrets)
+    container = Container(name="app", image=PRIVATE)
+    pod = secret_pod("wrong", "gone", "right")
+    assert (await puller.ensure(pod, container, SANDBOX, lambda *e: events.append(e))).startswith(
+        "sha256:"
+    )
+    # Each matching credential in turn: the wrong one fails, the right one pulls.
+    assert runtime.pulls == [(f"{PRIVATE}:latest", "kubelab")] * 2
+    assert events[0] == (
+        "Warning",
+        "FailedToRetrieveImagePullSecret",
+        "Unable to retrieve some image pull secrets (default/gone); attempting to pull the "
+        "image may not succeed.",
+    )
+
+
+async def test_without_pull_secret_the_registry_refuses(
+    private: tuple[FakeRuntime, RuntimeClient],
+) -> None:
+    runtime, cri = private
+    puller = ImagePuller(cri, FakeClock(), Secrets({}))
+    events: list[tuple[str, str, str]] = []
+    with pytest.raises(ImagePullError) as caught:
+        await puller.ensure(
+            secret_pod(), Container(name="app", image=PRIVATE), SANDBOX, lambda *e: events.append(e)
+        )
+    assert caught.value.reason == "ErrImagePull"
+    assert caught.value.message.endswith("401 Unauthorized")
+    assert runtime.pulls == [(f"{PRIVATE}:latest", "")]
