@@ -3,8 +3,8 @@ container that sees the target container's processes (``-it`` on a terminal, ``-
 pipe), the container's status in the pod, a copy of the pod with a debugging container, and a
 shell on a node with the host's namespaces and root file system.
 
-Images are named with their tag and ``--image-pull-policy=IfNotPresent``: the lab has no
-registry, and an untagged image would be pulled (``Always``).
+Images are named as users name them (``--image=busybox``, pulled with ``Always`` from the
+lab's registry).
 
 An interactive session keeps its input open until the answer has arrived, as a user at the
 keyboard does: containerd ends an attach when its stdin closes (the container's stdin stays
@@ -27,7 +27,7 @@ from tests.servers import Kubectl
 
 pytestmark = [pytest.mark.privileged, pytest.mark.containerd]
 
-IMAGE = ("--image=docker.io/library/busybox:1.35", "--image-pull-policy=IfNotPresent")
+IMAGE = ("--image=busybox",)
 DEADLINE = 60.0
 
 

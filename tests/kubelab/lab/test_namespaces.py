@@ -32,7 +32,7 @@ def test_deleting_a_namespace_stops_its_pods_on_the_nodes(shared_lab: RunningLab
     kubectl.run("create", "namespace", "doomed")
     kubectl.run(
         *("-n", "doomed", "create", "deployment", "sleepers", "--replicas=2"),
-        *("--image=docker.io/library/busybox:1.35", "--"),
+        *("--image=busybox", "--"),
         *("sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"),  # stops when told to
     )
     kubectl.run("-n", "doomed", "rollout", "status", "deployment/sleepers", "--timeout=120s")

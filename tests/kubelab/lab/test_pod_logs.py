@@ -1,9 +1,8 @@
 """Logs of a container's earlier run and of a command that ends before kubectl attaches, as a
 user reads them with the pinned kubectl in the shared lab: ``kubectl logs --previous`` of a
-crash-looping pod (and ``describe``'s Last State), and ``kubectl run --rm -i``.
-
-The image is ``docker.io/library/busybox:1.35`` with ``--image-pull-policy=IfNotPresent``:
-the lab has no registry yet (issue 19), and an untagged image is pulled with ``Always``.
+crash-looping pod (and ``describe``'s Last State), and ``kubectl run --rm -i``.  Images are
+named as users name them (``--image=busybox``, pulled with ``Always`` from the lab's
+registry).
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ pytestmark = [
     pytest.mark.timeout(UP_TIMEOUT + 120),
 ]
 
-BUSYBOX = "docker.io/library/busybox:1.35"
-IMAGE = (f"--image={BUSYBOX}", "--image-pull-policy=IfNotPresent")
+IMAGE = ("--image=busybox",)
 
 
 def _wait_for(kubectl: Kubectl, pod: str, ready: Any, timeout: float = 60.0) -> dict[str, Any]:
