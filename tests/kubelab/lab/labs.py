@@ -2,7 +2,7 @@
 a command inside a lab node, and one lab brought up for as long as a fixture needs it.
 
 Labs are named and given a host API port of their own so several can run at once (a module's
-lab beside the session's shared one, or a second copy of the suite).
+lab beside the package's shared one, or a second copy of the suite).
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from kubelab.lab.topology import Lab, LabSpec
 from tests.servers import REPO, Kubectl
 
 LAB_COMMAND = [sys.executable, "-m", "kubelab.lab.command"]
-UP_TIMEOUT = 600.0  # from a cold image cache, `up` builds the Debian-based images first
+UP_TIMEOUT = 900.0
+"""Seconds ``up`` may take: from a cold image cache it builds the Debian-based images first,
+and the HA lab starts three control planes."""
 
 
 def lab_command(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:

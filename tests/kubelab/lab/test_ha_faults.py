@@ -1,10 +1,9 @@
 """Faults in the HA lab, each while a workload runs, each ending with the invariants.
 
-One lab for the module, brought up as a user does: ``kubelab lab up --name hb --control-planes
-3 --store etcd --nodes 1`` (three control planes, each an etcd member and a ``kubelab
-server`` whose scheduler and controllers elect leaders; the router load-balances
-10.240.0.10:6443 over the servers answering ``/readyz``; one worker).  The module is skipped,
-saying so, when this tree's ``kubelab lab up`` has no ``--control-planes`` yet.
+The package's HA lab (``ha_lab``), brought up as a user does: ``kubelab lab up
+--control-planes 3 --store etcd --nodes 1`` (three control planes, each an etcd member and a
+``kubelab server`` whose scheduler and controllers elect leaders; the router load-balances
+10.240.0.10:6443 over the servers answering ``/readyz``; one worker).
 
 Each test creates its own namespace with the workload of ``kubelab.lab.chaos``: a Deployment
 of the echo server scaled between 2 and 3 replicas every second and a ConfigMap created every
@@ -27,11 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -48,13 +46,9 @@ from kubelab.lab.chaos import Attempt, Workload, create_all, manifests, settled
 from kubelab.lab.cluster import probe
 from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT
 from kubelab.lab.processes import ProcessTable
-from kubelab.lab.topology import API_PORT, CONTROLPLANE_IP, Lab, LabSpec
-from tests.kubelab.lab.labs import lab_command
+from kubelab.lab.topology import API_PORT, CONTROLPLANE_IP, Lab
+from tests.kubelab.lab.labs import UP_TIMEOUT, RunningLab
 
-LAB_NAME = "hb"
-HOST_API_PORT = 16461
-UP_TIMEOUT = 900.0
-"""Seconds ``up`` may take: three control planes, a worker, images from a cold cache."""
 HEALTHY_TIMEOUT = 120.0
 FAILOVER = 5.0
 """Seconds within which a client's writes must succeed again after its API server died."""
@@ -76,29 +70,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(name="lab", scope="module")
-def lab_fixture() -> Iterator[Lab]:
-    if os.geteuid() != 0:
-        pytest.skip("the HA lab needs root (network namespaces, iptables)")
-    if "--control-planes" not in lab_command("up", "--help").stdout:
-        pytest.skip("`kubelab lab up` has no --control-planes yet (the HA lab, issue 11)")
-    spec = LabSpec(
-        name=LAB_NAME, workers=1, store="etcd", control_planes=3, host_api_port=HOST_API_PORT
-    )
-    lab = Lab(spec)
-    try:
-        started = time.monotonic()
-        up = lab_command(
-            "up",
-            *("--name", LAB_NAME, "--control-planes", "3", "--store", "etcd", "--nodes", "1"),
-            *("--host-api-port", str(HOST_API_PORT)),
-            timeout=UP_TIMEOUT,
-        )
-        print(f"kubelab lab up: {time.monotonic() - started:.1f}s\n{up.stdout}")
-        assert up.returncode == 0, f"up failed:\n{up.stdout}\n{up.stderr}"
-        yield lab
-    finally:
-        lab_command("down", "--name", LAB_NAME, timeout=180)
+@pytest.fixture(name="lab")
+def lab_fixture(ha_lab: RunningLab) -> Lab:
+    return ha_lab.lab
 
 
 # -- the lab's state --------------------------------------------------------------------------

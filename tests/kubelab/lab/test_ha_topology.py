@@ -3,31 +3,23 @@
 Three etcd members (one leader), three API servers healthy behind the router's load balancer
 at 10.240.0.10:6443, kubectl through the host forwarder, one holder per leader Lease, a pod
 Running on the worker, and ``kubelab lab status`` saying all that.  Needs root, etcd and
-containerd; one lab for the module (``KUBELAB_HA_LAB`` / ``KUBELAB_HA_PORT`` choose its name
-and host port).
+containerd; the package's HA lab (``ha_lab``), which the fault tests have left healthy.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from kubelab.lab import hastatus
-from kubelab.lab.topology import Lab, LabSpec
-from tests.servers import REPO, Kubectl
+from kubelab.lab.topology import Lab
+from tests.kubelab.lab.labs import UP_TIMEOUT, RunningLab, lab_command
+from tests.servers import Kubectl
 
-LAB_NAME = os.environ.get("KUBELAB_HA_LAB", "klha")
-API_PORT = int(os.environ.get("KUBELAB_HA_PORT", "16453"))
-LAB_COMMAND = [sys.executable, "-m", "kubelab.lab.command"]
-UP_TIMEOUT = 900.0
 BUSYBOX = "busybox"
 
 pytestmark = [
@@ -39,32 +31,14 @@ pytestmark = [
 ]
 
 
-def lab_command(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LAB_COMMAND, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
-    )
+@pytest.fixture(name="lab")
+def lab_fixture(ha_lab: RunningLab) -> Lab:
+    return ha_lab.lab
 
 
-@pytest.fixture(name="lab", scope="module")
-def lab_fixture() -> Iterator[Lab]:
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root")
-    spec = LabSpec(name=LAB_NAME, workers=1, store="etcd", control_planes=3, host_api_port=API_PORT)
-    try:
-        up = lab_command(
-            "up", "--name", LAB_NAME, "--nodes", "1", "--control-planes", "3",
-            "--store", "etcd", "--host-api-port", str(API_PORT),
-            timeout=UP_TIMEOUT,
-        )  # fmt: skip
-        assert up.returncode == 0, f"up failed:\n{up.stdout}\n{up.stderr}"
-        yield Lab(spec)
-    finally:
-        lab_command("down", "--name", LAB_NAME, timeout=180)
-
-
-@pytest.fixture(name="kubectl", scope="module")
-def kubectl_fixture(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    return Kubectl(lab.host_kubeconfig, tmp_path_factory.mktemp("kubectl"), "default")
+@pytest.fixture(name="kubectl")
+def kubectl_fixture(ha_lab: RunningLab) -> Kubectl:
+    return ha_lab.kubectl
 
 
 def test_three_etcd_members_are_healthy_with_one_leader(lab: Lab) -> None:
@@ -83,7 +57,7 @@ def test_three_api_servers_are_healthy_behind_the_api_address(lab: Lab) -> None:
     ]
     # The router owns 10.240.0.10; a worker reaches the API there, certificate verified.
     out = lab_command(
-        "exec", "--name", LAB_NAME, "node1", "--",
+        "exec", "--name", lab.spec.name, "node1", "--",
         "curl", "-s", "--cacert", str(lab.ca_file), "https://10.240.0.10:6443/readyz",
     )  # fmt: skip
     assert out.stdout.strip() == "ok", out
@@ -136,7 +110,7 @@ def test_a_pod_on_the_worker_becomes_running(kubectl: Kubectl) -> None:
 
 
 def test_status_shows_members_balancer_and_lease_holders(lab: Lab) -> None:
-    status = lab_command("status", "--name", LAB_NAME, timeout=120)
+    status = lab_command("status", "--name", lab.spec.name, timeout=120)
     out = status.stdout
     assert status.returncode == 0, f"{out}\n{status.stderr}"
     assert "etcd members:" in out

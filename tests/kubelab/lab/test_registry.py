@@ -1,4 +1,4 @@
-"""The lab registry end to end, on the session's shared lab: images by the names people type.
+"""The lab registry end to end, on the shared lab: images by the names people type.
 
 Manifests as people write them (``kubectl create deployment --image=nginx``, ``kubectl run
 --image=busybox``, ``image: python`` with a command, ``nginx:latest`` with ``Always``) run,
