@@ -139,7 +139,8 @@ class SchedulerProcess:
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            return r.read().decode()
+            body: bytes = r.read()
+            return body.decode()
 
     @property
     def leading(self) -> bool:

@@ -401,7 +401,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
         assert _call(server, "GET", "/healthz")[0] == 401, "anonymous requests are switched off"
         first = {
             r["metadata"]["name"]: r["metadata"]["resourceVersion"]
-            for r in admin.json("get", "clusterroles")["items"]  # type: ignore[attr-defined]
+            for r in admin.json("get", "clusterroles")["items"]
         }
         assert {"cluster-admin", "view", "system:node", "system:kube-dns"} <= first.keys()
         role = admin.json("get", "clusterrole", "system:kube-dns")
@@ -414,7 +414,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
     try:
         second = {
             r["metadata"]["name"]: r["metadata"]["resourceVersion"]
-            for r in admin.json("get", "clusterroles")["items"]  # type: ignore[attr-defined]
+            for r in admin.json("get", "clusterroles")["items"]
         }
         changed = {name for name in first if first[name] != second[name]}
         assert changed == {"system:kube-dns"}, "only the edited role is written again"
@@ -424,7 +424,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
             "apiGroups": [""],
             "resources": ["endpoints", "services"],
             "verbs": ["list", "watch"],
-        } in rules  # type: ignore[operator]
+        } in rules
         admin.run("get", "clusterrolebinding", "system:discovery")
     finally:
         stop_server(server)
@@ -432,7 +432,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
     try:
         third = {
             r["metadata"]["name"]: r["metadata"]["resourceVersion"]
-            for r in admin.json("get", "clusterroles")["items"]  # type: ignore[attr-defined]
+            for r in admin.json("get", "clusterroles")["items"]
         }
         assert third == second, "a start with nothing to do writes nothing"
     finally:

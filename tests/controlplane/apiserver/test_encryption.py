@@ -354,7 +354,7 @@ def test_kubectl_rewrite_reencrypts_with_the_new_key(tmp_path: Path) -> None:
         listed = kubectl.run("get", "secrets", "-A", "-o", "json", namespaced=False).stdout
         kubectl.run("replace", "-f", "-", input=listed, namespaced=False)
         got = kubectl.json("get", "secret", "db")
-        assert base64.b64decode(got["data"]["p"]) == SECRET_VALUE  # type: ignore[index]
+        assert base64.b64decode(got["data"]["p"]) == SECRET_VALUE
     finally:
         stop_server(server)
     assert raw().startswith(b"k8s:enc:aesgcm:v1:key2:") and SECRET_VALUE not in raw()

@@ -96,9 +96,9 @@ async def servers(tmp_path: Path) -> AsyncIterator[None]:
             )
     try:
         router = lab.NetnsRouter(f"/run/netns/{ROUTER}", "lab0")
-        for ip, port in listening:  # a loaded machine may take seconds to start them
+        for ip, number in listening:  # a loaded machine may take seconds to start them
             for _ in range(300):
-                if await asyncio.to_thread(router.http_status, ip, port, "/", 1.0):
+                if await asyncio.to_thread(router.http_status, ip, number, "/", 1.0):
                     break
                 await asyncio.sleep(0.1)
         yield

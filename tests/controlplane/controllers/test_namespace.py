@@ -54,7 +54,7 @@ class FakeServer:
         if obj.metadata.finalizers:
             obj.metadata.deletion_timestamp = DELETED_AT
         else:
-            del self.h.client.objects[key]  # type: ignore[arg-type]
+            del self.h.client.objects[key]
 
     async def request(self, method: str, path: str, **_: Any) -> bytes:
         if path == "/apis":

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import aetcd
 import pytest
-from etcd_server import ETCD_BINARY, EtcdServer, etcd_available
 
 from controlplane.storage.etcd import EtcdStore
 from controlplane.storage.interface import Store
 from controlplane.storage.sqlite import SQLiteStore
+from tests.controlplane.storage.etcd_server import ETCD_BINARY, EtcdServer, etcd_available
 
 
 @pytest.fixture(scope="session")

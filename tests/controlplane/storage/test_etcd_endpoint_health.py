@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from etcd_server import etcd_available, loopback_cluster
 
 from controlplane.storage.etcd import HEALTH_INTERVAL, HEALTH_TIMEOUT, EtcdStore
 from controlplane.storage.interface import ADDED
 from kubelab.lab.etcd import EtcdRunner
+from tests.controlplane.storage.etcd_server import etcd_available, loopback_cluster
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
 
