@@ -640,8 +640,8 @@ async def test_hash_collision_bumps_collision_count() -> None:
 async def test_create_failure_is_reported() -> None:
     d = make_deployment(3)
     h, controller = setup(d)
-    h.client.failures["create"] = ApiError(
-        Status(code=403, reason="Forbidden", message="exceeded quota")
+    h.client.fail_next(
+        "create", ApiError(Status(code=403, reason="Forbidden", message="exceeded quota"))
     )
     with pytest.raises(ApiError):
         await controller.sync("default/web")

@@ -35,7 +35,7 @@ class FakeServer:
         self.h = h
         self.broken = broken_groups
         self.widgets: dict[str, dict[str, Any]] = {}
-        h.client.request = self.request  # type: ignore[attr-defined]
+        h.client.react("request", "*", self.answer)
 
     def _resources(self, group_version: str) -> list[dict[str, Any]]:
         verbs = ["create", "delete", "deletecollection", "get", "list"]
@@ -56,7 +56,8 @@ class FakeServer:
         else:
             del self.h.client.objects[key]
 
-    async def request(self, method: str, path: str, **_: Any) -> bytes:
+    def answer(self, action: Action) -> bytes:
+        method, path = action.kind, action.name
         if path == "/apis":
             groups = ["apps", "example.com", *self.broken]
             return codec.encode_json(
@@ -245,17 +246,15 @@ async def test_a_failing_group_is_reported_and_the_rest_still_emptied() -> None:
 
 async def test_a_failing_delete_is_reported() -> None:
     h = harness()
-    server = FakeServer(h)
+    FakeServer(h)
     h.store(terminating())
     h.client.seed(configmap("a"))
-    real = server.request
 
-    async def failing(method: str, path: str, **kw: Any) -> bytes:
-        if method == "DELETE" and path.endswith("/configmaps"):
+    def failing(action: Action) -> None:
+        if action.name.endswith("/configmaps"):
             raise ApiError(Status(code=500, reason="InternalError", message="etcd is down"))
-        return await real(method, path, **kw)
 
-    h.client.request = failing  # type: ignore[attr-defined]
+    h.client.react("request", "DELETE", failing)
     with pytest.raises(nsc.ContentDeletionError):
         await nsc.new(h.ctx).sync("team")
     assert conditions(h)[nsc.CONTENT_FAILURE] == (

@@ -142,8 +142,8 @@ async def test_create_pods_records_events_and_stops_on_error() -> None:
     created = h.client.writes("create", "Pod")
     assert [a.obj.metadata.generate_name for a in created] == ["web-"] * 3
     assert all(controller_of(a.obj) == controller_ref(rs) for a in created)
-    h.client.failures["create"] = ApiError(
-        Status(code=403, reason="Forbidden", message="exceeded quota")
+    h.client.fail_next(
+        "create", ApiError(Status(code=403, reason="Forbidden", message="exceeded quota"))
     )
     with pytest.raises(podcontrol.CreatePodsError) as raised:
         await podcontrol.create_pods(h.ctx, "ns", template, rs, 5)

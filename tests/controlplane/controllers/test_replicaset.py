@@ -118,7 +118,7 @@ async def test_expectations_prevent_double_creation(module: Any) -> None:
 async def test_a_failed_batch_stops_creation_and_sets_replica_failure(module: Any) -> None:
     rs = owner(module, 5)
     h, controller = setup(module, rs)
-    h.client.failures["create"] = ApiError(Status(code=403, reason="Forbidden", message="quota"))
+    h.client.fail_next("create", ApiError(Status(code=403, reason="Forbidden", message="quota")))
     with pytest.raises(ApiError):
         await controller.sync("ns/web")
     assert h.client.writes("create", "Pod") == []
@@ -229,7 +229,7 @@ async def test_a_deleted_owner_drops_its_expectations() -> None:
 async def test_replica_failure_clears_once_managing_succeeds() -> None:
     rs = owner(replicaset, 1)
     h, controller = setup(replicaset, rs)
-    h.client.failures["create"] = ApiError(Status(code=403, reason="Forbidden", message="quota"))
+    h.client.fail_next("create", ApiError(Status(code=403, reason="Forbidden", message="quota")))
     with pytest.raises(ApiError):
         await controller.sync("ns/web")
     h.cache(stored(h, rs))

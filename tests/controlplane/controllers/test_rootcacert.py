@@ -18,7 +18,7 @@ GOOD = {rootcacert.DESCRIPTION_ANNOTATION: rootcacert.DESCRIPTION}
 
 def publisher_harness() -> Harness:
     h = harness()
-    h.client.config = ClientConfig(server="https://10.0.0.1:6443", ca_pem=CA.encode())  # type: ignore[attr-defined]
+    h.client.config = ClientConfig(server="https://10.0.0.1:6443", ca_pem=CA.encode())
     return h
 
 

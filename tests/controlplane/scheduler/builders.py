@@ -47,6 +47,7 @@ from kubelab.api.kinds.core_v1.pod import (
 from kubelab.api.kinds.core_v1.volume import Volume
 from kubelab.api.meta_v1 import ObjectMeta, Resource
 from kubelab.clock import FakeClock
+from tests.fakeapi import FakeApi
 
 T = TypeVar("T")
 R = TypeVar("R", bound=Resource)
@@ -225,7 +226,7 @@ class FakeHandle:
     def __init__(self, nodes: Iterable[NodeInfo] = (), objects: Iterable[Resource] = ()) -> None:
         self.objects: list[Resource] = list(objects)
         self.clock = FakeClock()
-        self.client: Any = None
+        self.client = FakeApi(self.clock)
         self.recorder: Any = None
         self.filter_plugins: list[FilterPlugin] = []
         self.pre_filter_plugins: list[PreFilterPlugin] = []
