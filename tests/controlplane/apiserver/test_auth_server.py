@@ -18,7 +18,7 @@ import pytest
 
 from kubelab.client import kubeconfig
 from kubelab.pki import CertificateAuthority
-from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
+from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import BARE_APISERVER, Kubectl, ServerProcess, start_server, stop_server
 
 ALICE_TOKEN = "alice-static-token-0123456789"
@@ -379,8 +379,6 @@ def store_flags(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list
     if request.param == "sqlite":
         yield []
         return
-    if not etcd_available():
-        pytest.skip("no etcd binary (`make setup` installs etcd-server)")
     etcd = EtcdServer(tmp_path / "etcd")
     etcd.start()
     try:

@@ -26,9 +26,7 @@ from controlplane.storage.interface import (
     Unavailable,
 )
 from tests.controlplane.storage.etcd_server import (
-    ETCD_BINARY,
     EtcdServer,
-    etcd_available,
     free_ports,
 )
 
@@ -242,8 +240,6 @@ async def test_a_write_cut_off_after_it_was_sent_is_not_retried(etcd_endpoint: s
 
 @pytest.mark.parametrize("crash", [False, True], ids=["sigterm", "kill-9"])
 async def test_restart_keeps_data_and_revisions(tmp_path: Path, crash: bool) -> None:
-    if not etcd_available():
-        pytest.skip(f"no etcd binary at {ETCD_BINARY} (`make setup` installs etcd-server)")
     server = EtcdServer(tmp_path / "etcd")
     server.start()
     try:

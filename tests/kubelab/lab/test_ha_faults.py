@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
 import signal
 import time
 import uuid
@@ -78,8 +77,6 @@ pytestmark = [
 
 @pytest.fixture(name="lab", scope="module")
 def lab_fixture() -> Iterator[Lab]:
-    if os.geteuid() != 0:
-        pytest.skip("the HA lab needs root (network namespaces, iptables)")
     if "--control-planes" not in lab_command("up", "--help").stdout:
         pytest.skip("`kubelab lab up` has no --control-planes yet (the HA lab, issue 11)")
     spec = LabSpec(
