@@ -28,7 +28,7 @@ import copy
 import datetime
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote
@@ -230,7 +230,7 @@ class FakeApi:
         field_selector: str | None = None,
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
-    ) -> AsyncIterator[WatchEvent[R]]:
+    ) -> AsyncGenerator[WatchEvent[R], None]:
         """The events after ``resource_version`` (none before the watch when it is empty or
         "0"), then every later one, until the caller stops reading."""
         action = Action("watch", cls.__name__, namespace, "")
