@@ -17,6 +17,7 @@ from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.kinds.core_v1.volume import PersistentVolume
 from kubelab.api.meta_v1 import ObjectMeta, OwnerReference, Resource, Status
 from kubelab.client.errors import ApiError
+from tests import builders
 from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 
 DELETED_AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -42,8 +43,9 @@ def replicaset(name: str = "web", *, finalizer: str | None = None) -> ReplicaSet
 
 
 def pod(name: str, *owners: OwnerReference, namespace: str = "team") -> Pod:
-    meta = ObjectMeta(name=name, namespace=namespace, owner_references=list(owners) or None)
-    return stamp(Pod(metadata=meta))
+    built = builders.pod(name, namespace)
+    built.metadata.owner_references = list(owners) or None
+    return stamp(built)
 
 
 def gone(cls: type[Resource], name: str) -> OwnerReference:

@@ -12,9 +12,10 @@ from controlplane.controllers import namespace as nsc
 from kubelab.api import codec
 from kubelab.api.kinds.apps_v1 import Deployment
 from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace, NamespaceSpec, NamespaceStatus
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus
+from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.meta_v1 import ObjectMeta, Resource, Status
 from kubelab.client.errors import ApiError
+from tests import builders
 from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 
 DELETED_AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -117,10 +118,12 @@ def terminating(finalizers: list[str] | None = None) -> Namespace:
 
 def pod(name: str, *, grace: int = 30, finalizers: list[str] | None = None) -> Pod:
     return stamp(
-        Pod(
-            metadata=ObjectMeta(name=name, namespace="team", finalizers=finalizers),
-            spec=PodSpec(termination_grace_period_seconds=grace),
-            status=PodStatus(phase="Running"),
+        builders.pod(
+            name,
+            "team",
+            finalizers=finalizers,
+            phase="Running",
+            termination_grace_period_seconds=grace,
         )
     )
 
