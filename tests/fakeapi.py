@@ -342,7 +342,8 @@ class FakeApi:
         propagation_policy: str | None = None,
         preconditions: Preconditions | None = None,
     ) -> None:
-        """Removes the object at once (no finalizers, no graceful deletion)."""
+        """Removes the object at once (no finalizers, no graceful deletion), if its uid and
+        resourceVersion match the preconditions."""
         options = {
             "gracePeriodSeconds": grace_period_seconds,
             "propagationPolicy": propagation_policy,
@@ -360,6 +361,14 @@ class FakeApi:
                 "Conflict",
                 f"Precondition failed: UID in precondition: {preconditions.uid}, UID in object"
                 f" meta: {current.metadata.uid}",
+            )
+        version = preconditions.resource_version if preconditions else None
+        if version and version != current.metadata.resource_version:
+            raise api_error(
+                409,
+                "Conflict",
+                f"Precondition failed: ResourceVersion in precondition: {version},"
+                f" ResourceVersion in object meta: {current.metadata.resource_version}",
             )
         self._store(key, current, "DELETED")
         self.actions.append(action)
