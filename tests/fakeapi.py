@@ -6,8 +6,9 @@ client-go's fake clientset:
 
 - an object tracker: objects by (class, namespace, name), each write stamping a uid, a
   creationTimestamp and a new resourceVersion from one counter; a stale resourceVersion on
-  update is a 409 Conflict, a missing object a 404, a uid precondition on delete is checked;
-  patches go through the API server's own JSON, merge and strategic merge patch code;
+  update is a 409 Conflict, a missing object a 404, a delete's uid and resourceVersion
+  preconditions are checked; patches go through the API server's own JSON, merge and
+  strategic merge patch code;
 - recorded actions: ``actions`` holds the writes in order (create, update, patch, delete and
   subresource creates), ``reads`` the gets, lists and watches, each an :class:`Action`;
 - watches: every write is an event, replayed after a watch's resourceVersion and sent to the
