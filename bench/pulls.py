@@ -102,7 +102,11 @@ async def measure(lab: Lab, rounds: int) -> dict[str, list[float]]:
                     name = f"{policy.lower()}-{index}"
                     timings[policy].append(await startups.start(name, policy))
             events = await client.list(Event, namespace)
-            pulled = {e.involved_object.name for e in events.items if e.reason == "Pulling"}
+            pulled = {
+                e.involved_object.name or ""
+                for e in events.items
+                if e.reason == "Pulling" and e.involved_object is not None
+            }
             if pulled != {"warm-up", *(f"always-{i}" for i in range(rounds))}:
                 raise RuntimeError(f"the Always pods, and only they, must pull: {sorted(pulled)}")
         finally:

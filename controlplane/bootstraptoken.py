@@ -50,8 +50,8 @@ from kubelab.table import aligned
 
 if TYPE_CHECKING:
     from kubelab.api.kinds.core_v1.cluster import Secret
+    from kubelab.client.interface import ApiClient
     from kubelab.client.kubeconfig import ClientConfig
-    from kubelab.client.rest import Client
 
 BOOTSTRAP_TOKEN_GROUP = "system:bootstrappers:kubelab:default-node-token"
 """The extra group of the tokens this makes (kubeadm's: ``...:kubeadm:default-node-token``);
@@ -99,7 +99,7 @@ def token_secret(
 
 
 async def create(
-    client: Client, ttl: float, description: str = "", groups: Sequence[str] = ()
+    client: ApiClient, ttl: float, description: str = "", groups: Sequence[str] = ()
 ) -> str:
     """Create a bootstrap token valid for ``ttl`` seconds (0: forever); ``<id>.<secret>``."""
     token_id, secret = generate()
@@ -173,7 +173,7 @@ def token_row(secret: Secret, now: datetime.datetime) -> tuple[str, ...]:
 
 
 async def token_rows(
-    client: Client, now: datetime.datetime
+    client: ApiClient, now: datetime.datetime
 ) -> tuple[list[tuple[str, ...]], list[TokenError]]:
     """The ``list`` rows of every bootstrap token, and why each Secret without a readable
     token was left out."""
@@ -207,7 +207,7 @@ def _token_id(text: str) -> str:
     return token.group(1)
 
 
-async def delete(client: Client, token_id: str) -> None:
+async def delete(client: ApiClient, token_id: str) -> None:
     """Delete the bootstrap token ``token_id``; ``TokenError`` if the API server refuses."""
     from kubelab.api.kinds.core_v1.cluster import Secret
     from kubelab.client.errors import ApiError

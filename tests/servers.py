@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -164,8 +164,8 @@ class Kubectl:
             )
         return result
 
-    def json(self, *args: str) -> dict[str, object]:
-        loaded: dict[str, object] = json.loads(self.run(*args, "-o", "json").stdout)
+    def json(self, *args: str) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.run(*args, "-o", "json").stdout)
         return loaded
 
 

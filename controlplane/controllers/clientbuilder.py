@@ -25,6 +25,7 @@ from kubelab.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
 from kubelab.api.kinds.core_v1.cluster import ServiceAccount
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError, ClientError
+from kubelab.client.interface import ApiClient
 from kubelab.client.rest import Client
 from kubelab.clock import Clock
 
@@ -55,7 +56,9 @@ class ServiceAccountClients:
     ``close()`` stops the refreshes and closes the clients it built (not ``root``).
     """
 
-    def __init__(self, root: Client, clock: Clock, *, qps: float = 100.0, burst: int = 200) -> None:
+    def __init__(
+        self, root: ApiClient, clock: Clock, *, qps: float = 100.0, burst: int = 200
+    ) -> None:
         self.root = root
         self.clock = clock
         self.qps, self.burst = qps, burst

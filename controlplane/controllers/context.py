@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kubelab.client.events import EventRecorder
 from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from kubelab.clock import Clock
 
 
@@ -39,7 +39,7 @@ class ControllerOptions:
 
 @dataclass(frozen=True)
 class ControllerContext:
-    client: Client
+    client: ApiClient
     informers: SharedInformerFactory
     recorder: EventRecorder
     clock: Clock

@@ -17,7 +17,8 @@ from typing import Any
 import msgspec
 
 from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.rest import Client, ResourcePath
+from kubelab.client.interface import ApiClient
+from kubelab.client.rest import ResourcePath
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def _decode(data: bytes) -> Mapping[str, Any]:
     return decoded
 
 
-async def resource_list(client: Client, group_version: str) -> list[APIResource]:
+async def resource_list(client: ApiClient, group_version: str) -> list[APIResource]:
     """The top-level resources (not subresources) of ``v1`` or ``group/version``."""
     group, _, version = group_version.rpartition("/")
     url = f"/apis/{group_version}" if group else f"/api/{version}"
@@ -73,7 +74,7 @@ async def resource_list(client: Client, group_version: str) -> list[APIResource]
     ]
 
 
-async def discover(client: Client) -> Discovered:
+async def discover(client: ApiClient) -> Discovered:
     """Every resource the server serves, in the core group and each group's preferred version.
 
     Raises only when even the list of groups cannot be had."""

@@ -34,7 +34,7 @@ from kubelab.api.meta_v1 import ObjectMeta, Resource
 from kubelab.api.owners import controller_of, controller_ref
 from kubelab.api.struct import IntOrString
 from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 
 CONTROLLER_REVISION_HASH_LABEL = "controller-revision-hash"
 """On revisions: their hash.  On pods: the revision (hash or name) they were made from."""
@@ -161,7 +161,7 @@ class History:
     bump ``collision_count`` when it has to rename.
     """
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: ApiClient) -> None:
         self.client = client
 
     async def adopt(self, owner: Resource, revision: ControllerRevision) -> ControllerRevision:

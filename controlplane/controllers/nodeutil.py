@@ -14,7 +14,7 @@ from kubelab.api import codec
 from kubelab.api.kinds.core_v1.node import Node, NodeCondition, Taint
 from kubelab.api.kinds.core_v1.pod import Pod, PodCondition
 from kubelab.client.events import EventRecorder
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 
 NO_EXECUTE = "NoExecute"
 NO_SCHEDULE = "NoSchedule"
@@ -70,7 +70,7 @@ def has_condition(pod: Pod, condition: PodCondition) -> bool:
 
 
 async def patch_pod_status(
-    client: Client, pod: Pod, *, phase: str | None = None, condition: PodCondition | None = None
+    client: ApiClient, pod: Pod, *, phase: str | None = None, condition: PodCondition | None = None
 ) -> None:
     """Set the phase and/or one condition with a strategic merge patch of ``pods/status``
     that names the pod's uid, so it cannot land on a pod recreated under the same name

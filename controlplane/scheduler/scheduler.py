@@ -74,7 +74,7 @@ from kubelab.api.kinds.storage_v1 import StorageClass
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.events import EventRecorder
 from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from kubelab.clock import Clock
 from kubelab.metrics import Registry
 
@@ -193,7 +193,7 @@ class Scheduler:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         informers: SharedInformerFactory,
         config: KubeSchedulerConfiguration,
         recorder: EventRecorder,
@@ -275,7 +275,7 @@ class Scheduler:
         return self._clock
 
     @property
-    def client(self) -> Client:
+    def client(self) -> ApiClient:
         return self._client
 
     @property

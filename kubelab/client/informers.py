@@ -43,6 +43,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from kubelab.api.keys import object_key
 from kubelab.api.meta_v1 import Resource
+from kubelab.client.interface import ApiClient
 from kubelab.client.reflector import (
     Backoff,
     ListerWatcher,
@@ -50,7 +51,6 @@ from kubelab.client.reflector import (
     Store,
     client_lister_watcher,
 )
-from kubelab.client.rest import Client
 from kubelab.clock import Clock, RealClock
 
 log = logging.getLogger(__name__)
@@ -507,7 +507,7 @@ class SharedInformerFactory:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         resync: float = 0.0,
         namespace: str | None = None,
         clock: Clock | None = None,

@@ -49,7 +49,8 @@ from typing import Generic, Protocol, TypeVar
 
 from kubelab.api.meta_v1 import Resource
 from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client, ListResult, WatchEvent
+from kubelab.client.interface import ApiClient
+from kubelab.client.rest import ListResult, WatchEvent
 from kubelab.clock import Clock, RealClock
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class ListerWatcher(Protocol[R]):
 class _ClientListerWatcher(Generic[R]):
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         cls: type[R],
         namespace: str | None,
         label_selector: str | None,
@@ -151,7 +152,7 @@ class _ClientListerWatcher(Generic[R]):
 
 
 def client_lister_watcher(
-    client: Client,
+    client: ApiClient,
     cls: type[R],
     namespace: str | None = None,
     label_selector: str | None = None,

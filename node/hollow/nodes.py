@@ -34,7 +34,7 @@ from kubelab.api.struct import micro_time
 from kubelab.api.taints import parse_taint
 from kubelab.client.errors import ApiError
 from kubelab.client.informers import Indexer
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from kubelab.clock import Clock
 
 LOG = logging.getLogger("kubelab.hollow")
@@ -171,7 +171,7 @@ class NodeFleet:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         spec: FleetSpec,
         clock: Clock,
         *,

@@ -40,7 +40,7 @@ from kubelab.api.kinds.core_v1.pod import (
 )
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from kubelab.client.workqueue import RateLimitingQueue
 from kubelab.clock import Clock
 from node.hollow.nodes import FleetSpec
@@ -58,7 +58,7 @@ class HollowKubelet:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         informers: SharedInformerFactory,
         spec: FleetSpec,
         clock: Clock,

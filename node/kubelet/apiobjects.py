@@ -26,7 +26,7 @@ from kubelab.api.kinds.core_v1.service import Service
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError
 from kubelab.client.informers import Indexer
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 
 T = TypeVar("T", ConfigMap, Secret)
 
@@ -36,7 +36,7 @@ class ApiObjects:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         services: Indexer[Service],
     ) -> None:
         self.client = client

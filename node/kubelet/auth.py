@@ -39,7 +39,7 @@ from kubelab.api.kinds.authorization_v1 import (
     SubjectAccessReview,
     SubjectAccessReviewSpec,
 )
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from kubelab.clock import Clock
 from kubelab.pki import identity
 
@@ -165,7 +165,9 @@ class KubeletAuth:
     ``client`` is the kubelet's own, which the Node authorizer lets create TokenReviews and
     SubjectAccessReviews."""
 
-    def __init__(self, options: AuthOptions, client: Client, node_name: str, clock: Clock) -> None:
+    def __init__(
+        self, options: AuthOptions, client: ApiClient, node_name: str, clock: Clock
+    ) -> None:
         self.options = options
         self.client = client
         self.node_name = node_name

@@ -65,6 +65,7 @@ from kubelab.api.kinds.core_v1.node import NodeAddress
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client import kubeconfig
 from kubelab.client.errors import ApiError, ClientError
+from kubelab.client.interface import ApiClient
 from kubelab.client.rest import Client
 from kubelab.clock import Clock
 from kubelab.pki import (
@@ -178,7 +179,7 @@ def serving_template(addresses: Sequence[NodeAddress]) -> Template | None:
 
 
 async def request_certificate(
-    client: Client,
+    client: ApiClient,
     node_name: str,
     key: ec.EllipticCurvePrivateKey,
     clock: Clock,
@@ -273,7 +274,7 @@ class Store(Protocol):
 class KubeconfigStore:
     """The client certificate, embedded in ``--kubeconfig`` and presented by ``client``."""
 
-    def __init__(self, client: Client, paths: Paths, node_name: str) -> None:
+    def __init__(self, client: ApiClient, paths: Paths, node_name: str) -> None:
         self.client = client
         self.paths = paths
         self.node_name = node_name
@@ -322,7 +323,7 @@ class CertificateManager:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         node_name: str,
         clock: Clock,
         store: Store,
@@ -404,7 +405,7 @@ class CertificateManager:
 
 
 def client_manager(
-    client: Client, paths: Paths, node_name: str, clock: Clock
+    client: ApiClient, paths: Paths, node_name: str, clock: Clock
 ) -> CertificateManager:
     """Rotates the client certificate in ``paths.kubeconfig`` (obtained by ``bootstrap``)."""
     return CertificateManager(
@@ -419,7 +420,7 @@ def client_manager(
 
 
 def serving_manager(
-    client: Client,
+    client: ApiClient,
     cert_dir: Path,
     node_name: str,
     clock: Clock,

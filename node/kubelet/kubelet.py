@@ -47,7 +47,7 @@ from kubelab.api.kinds.core_v1.service import Service
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.events import EventRecorder
 from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from kubelab.clock import Clock, RealClock
 from kubelab.pki import KeyPair
 from node.cni.agentprocess import AgentProcess
@@ -140,7 +140,7 @@ class Kubelet:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         config: KubeletConfig,
         *,
         clock: Clock | None = None,

@@ -26,7 +26,7 @@ from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Pod
 from kubelab.api.meta_v1 import OwnerReference
 from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from node.kubelet.staticpods import CONFIG_HASH_ANNOTATION, is_static_pod
 from node.kubelet.statusmanager import delete_pod_now
 
@@ -83,7 +83,7 @@ def mirror_pod(static: Pod, node_name: str, node_uid: str) -> Pod:
 class MirrorClient:
     """Creates and deletes this node's mirror pods through the API."""
 
-    def __init__(self, client: Client, node_name: str) -> None:
+    def __init__(self, client: ApiClient, node_name: str) -> None:
         self.client = client
         self.node_name = node_name
 

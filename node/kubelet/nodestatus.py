@@ -71,7 +71,7 @@ from kubelab.api.meta_v1 import ObjectMeta, OwnerReference
 from kubelab.api.quantity import Format, Quantity, QuantityError
 from kubelab.api.struct import QuantityValue, micro_time
 from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from kubelab.clock import Clock
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.pb import api_pb2 as pb
@@ -564,7 +564,7 @@ class NodeStatusManager:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         options: NodeOptions,
         cri: RuntimeClient,
         clock: Clock,

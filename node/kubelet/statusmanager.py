@@ -23,7 +23,7 @@ from kubelab.api import codec
 from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
 from kubelab.api.meta_v1 import Preconditions
 from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kubelab.client.interface import ApiClient
 from node.kubelet.status import status_changed
 
 
@@ -35,7 +35,7 @@ def status_patch(api: PodStatus | None, status: PodStatus, uid: str) -> dict[str
     return {"metadata": {"uid": uid}, "status": new}
 
 
-async def delete_pod_now(client: Client, namespace: str, name: str, uid: str | None) -> bool:
+async def delete_pod_now(client: ApiClient, namespace: str, name: str, uid: str | None) -> bool:
     """Delete the pod at once, only while its uid is still ``uid`` when one is given; whether
     it was deleted (False: it was already gone, or the name now holds another pod)."""
     try:
@@ -56,7 +56,7 @@ async def delete_pod_now(client: Client, namespace: str, name: str, uid: str | N
 class StatusManager:
     """See the module docstring."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: ApiClient) -> None:
         self.client = client
         self._computed: dict[str, PodStatus] = {}
         self._written: dict[str, PodStatus] = {}

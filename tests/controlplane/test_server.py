@@ -18,11 +18,12 @@ import pytest
 
 from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
 from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kubelab.api.kinds.core_v1.pod import Container, Pod
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.rest import Client
 from kubelab.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
+from tests import builders
 from tests.servers import (
     BARE_APISERVER,
     REPO,
@@ -58,10 +59,7 @@ async def bound_pods(client: Client, namespace: str, names: list[str]) -> dict[s
 
 
 def pod(name: str, namespace: str) -> Pod:
-    return Pod(
-        metadata=ObjectMeta(name=name, namespace=namespace),
-        spec=PodSpec(containers=[Container(name="c", image="app")]),
-    )
+    return builders.pod(name, namespace, containers=[Container(name="c", image="app")])
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +137,8 @@ class SchedulerProcess:
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            return r.read().decode()
+            body: bytes = r.read()
+            return body.decode()
 
     @property
     def leading(self) -> bool:

@@ -3,10 +3,8 @@ RestoreIptables for real inside a network namespace this test creates."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import uuid
-from collections.abc import Iterator
+import sys
 
 import pytest
 
@@ -18,6 +16,7 @@ from kubelab.iptables import (
     failing_line,
     may_change_current_netns,
 )
+from tests.netns import NetnsFactory
 
 
 def test_fake_applies_chains_rules_and_deletions() -> None:
@@ -170,31 +169,10 @@ print(ipt.save("nat"))
 """
 
 
-@pytest.fixture
-def netns() -> Iterator[str]:
-    name = f"kl-ipt-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
-
-
 @pytest.mark.privileged
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 @pytest.mark.parametrize("backend", ["nft", "legacy"])
-def test_restore_iptables_in_a_netns(netns: str, backend: str) -> None:
-    import sys
-    from pathlib import Path
-
-    done = subprocess.run(
-        ["nsenter", f"--net=/run/netns/{netns}", sys.executable, "-c", SCRIPT, backend],
-        cwd=Path(__file__).resolve().parents[3],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+def test_restore_iptables_in_a_netns(make_netns: NetnsFactory, backend: str) -> None:
+    done = make_netns("kl-ipt").run(sys.executable, "-c", SCRIPT, backend, timeout=60)
     assert done.returncode == 0, done.stderr
     failing, saved = done.stdout.split("\n", 1)
     assert failing in ("failing 3", "failing 4")  # the rule, or the COMMIT (nft)

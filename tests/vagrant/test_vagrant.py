@@ -141,8 +141,10 @@ def test_each_vm_runs_what_the_netns_lab_runs_with_the_same_flags(
         assert "routerNetns" not in cloud  # the control-plane VM routes
         assert all("netns" not in n for n in cloud["nodes"])  # a listed VM exists
     else:
-        routes = env_values(rendered.files[tmp_path / "pod-routes.env"])
-        assert routes == {"CLUSTER_CIDR": "10.244.0.0/16", "ROUTER": lab.controlplane.ip}
+        assert env_values(rendered.files[tmp_path / "pod-routes.env"]) == {
+            "CLUSTER_CIDR": "10.244.0.0/16",
+            "ROUTER": lab.controlplane.ip,
+        }
     assert all(
         p.is_relative_to(VM_STATE_ROOT) or p.is_relative_to(tmp_path) for p in rendered.files
     )

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
     from kubelab.api.kinds.core_v1.pod import Pod
     from kubelab.client.events import EventRecorder
-    from kubelab.client.rest import Client
+    from kubelab.client.interface import ApiClient
     from kubelab.clock import Clock
 
 MAX_NODE_SCORE = 100
@@ -410,7 +410,7 @@ class Services(Protocol):
     def clock(self) -> Clock: ...
 
     @property
-    def client(self) -> Client: ...
+    def client(self) -> ApiClient: ...
 
     @property
     def recorder(self) -> EventRecorder: ...

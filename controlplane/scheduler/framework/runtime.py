@@ -75,7 +75,7 @@ from kubelab.metrics import Histogram, Registry
 if TYPE_CHECKING:
     from kubelab.api.kinds.core_v1.pod import Pod
     from kubelab.client.events import EventRecorder
-    from kubelab.client.rest import Client
+    from kubelab.client.interface import ApiClient
     from kubelab.clock import Clock
 
 T = TypeVar("T")
@@ -1066,7 +1066,7 @@ class Framework:
         return self._services.clock
 
     @property
-    def client(self) -> Client:
+    def client(self) -> ApiClient:
         return self._services.client
 
     @property

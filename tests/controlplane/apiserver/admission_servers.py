@@ -10,7 +10,7 @@ import pytest
 
 from kubelab.client import kubeconfig
 from kubelab.pki import CertificateAuthority
-from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
+from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import ServerProcess, start_server, stop_server
 
 BACKENDS = ["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)]
@@ -26,8 +26,6 @@ def serve(
     etcd: EtcdServer | None = None
     extra = list(flags)
     if backend == "etcd":
-        if not etcd_available():
-            pytest.skip("no etcd binary (`make setup` installs etcd-server)")
         etcd = EtcdServer(base / "etcd")
         etcd.start()
         extra += ["--store", f"etcd://{etcd.endpoint}"]

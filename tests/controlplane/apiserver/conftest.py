@@ -16,7 +16,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
+from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import BARE_APISERVER, KUBECTL, Kubectl, ServerProcess, start_server, stop_server
 
 
@@ -31,8 +31,6 @@ def apiserver(
     etcd: EtcdServer | None = None
     extra: list[str] = []
     if request.param == "etcd":
-        if not etcd_available():
-            pytest.skip("no etcd binary (`make setup` installs etcd-server)")
         etcd = EtcdServer(base / "etcd")
         etcd.start()
         extra = ["--store", f"etcd://{etcd.endpoint}"]

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec, Toleration
+from kubelab.api.kinds.core_v1.pod import Container, Pod, Toleration
 from kubelab.api.kinds.scheduling_v1 import PriorityClass
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
+from tests import builders
 
 
-def pod(name: str, namespace: str, **spec: object) -> Pod:
-    return Pod(
-        metadata=ObjectMeta(name=name, namespace=namespace),
-        spec=PodSpec(containers=[Container(name="c", image="app")], **spec),  # type: ignore[arg-type]
-    )
+def pod(name: str, namespace: str, **spec: Any) -> Pod:
+    return builders.pod(name, namespace, containers=[Container(name="c", image="app")], **spec)
 
 
 async def test_priority_class_becomes_priority(client: Client, namespace: str) -> None:

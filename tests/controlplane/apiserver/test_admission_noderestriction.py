@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,11 +17,12 @@ from kubelab.api.kinds.authentication_v1 import (
 )
 from kubelab.api.kinds.core_v1.cluster import ServiceAccount
 from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod, PodSpec
+from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
 from kubelab.api.kinds.policy_v1 import Eviction
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
+from tests import builders
 from tests.controlplane.apiserver.admission_servers import node_kubeconfig, serve
 from tests.servers import ServerProcess
 
@@ -68,15 +70,14 @@ def node(name: str, **labels: str) -> Node:
     return Node(metadata=ObjectMeta(name=name, labels=labels or None))
 
 
-def pod(namespace: str, name: str, node_name: str, mirror: bool = True, **spec: object) -> Pod:
-    annotations = {MIRROR_POD_ANNOTATION: "hash"} if mirror else None
-    return Pod(
-        metadata=ObjectMeta(name=name, namespace=namespace, annotations=annotations),
-        spec=PodSpec(
-            node_name=node_name,
-            containers=[Container(name="app", image="app")],
-            **spec,  # type: ignore[arg-type]
-        ),
+def pod(namespace: str, name: str, node_name: str, mirror: bool = True, **spec: Any) -> Pod:
+    return builders.pod(
+        name,
+        namespace,
+        annotations={MIRROR_POD_ANNOTATION: "hash"} if mirror else None,
+        node_name=node_name,
+        containers=[Container(name="app", image="app")],
+        **spec,
     )
 
 

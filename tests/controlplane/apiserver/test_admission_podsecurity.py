@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,14 +16,13 @@ from kubelab.api.kinds.core_v1.pod import (
     Container,
     Pod,
     PodSecurityContext,
-    PodSpec,
     SeccompProfile,
     SecurityContext,
     Sysctl,
 )
-from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
+from tests import builders
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import Kubectl, ServerProcess
 
@@ -45,14 +45,9 @@ async def label(client: Client, namespace: str, **labels: str) -> None:
     await client.update(current)
 
 
-def pod(namespace: str, name: str, security: SecurityContext | None = None, **spec: object) -> Pod:
-    return Pod(
-        metadata=ObjectMeta(name=name, namespace=namespace),
-        spec=PodSpec(
-            containers=[Container(name="app", image="app", security_context=security)],
-            **spec,  # type: ignore[arg-type]
-        ),
-    )
+def pod(namespace: str, name: str, security: SecurityContext | None = None, **spec: Any) -> Pod:
+    app = Container(name="app", image="app", security_context=security)
+    return builders.pod(name, namespace, containers=[app], **spec)
 
 
 RESTRICTED_OK = SecurityContext(

@@ -15,10 +15,11 @@ from kubelab.api.kinds.core_v1.cluster import (
     ResourceQuotaSpec,
     ResourceQuotaStatus,
 )
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec, ResourceRequirements
+from kubelab.api.kinds.core_v1.pod import Container, Pod, ResourceRequirements
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
+from tests import builders
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import ServerProcess
 
@@ -72,10 +73,8 @@ async def quota(
 
 def pod(namespace: str, name: str, cpu: str | None = None) -> Pod:
     resources = ResourceRequirements(requests={"cpu": cpu}) if cpu else None
-    return Pod(
-        metadata=ObjectMeta(name=name, namespace=namespace),
-        spec=PodSpec(containers=[Container(name="app", image="app", resources=resources)]),
-    )
+    app = Container(name="app", image="app", resources=resources)
+    return builders.pod(name, namespace, containers=[app])
 
 
 async def used(client: Client, namespace: str) -> dict[str, str]:

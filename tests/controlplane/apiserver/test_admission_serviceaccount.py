@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod, PodSpec
+from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
 from kubelab.api.kinds.core_v1.volume import (
     ConfigMapProjection,
     DownwardAPIProjection,
@@ -27,6 +28,7 @@ from kubelab.api.kinds.core_v1.volume import (
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
+from tests import builders
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import ServerProcess
 
@@ -49,12 +51,9 @@ async def accounts(client: Client, namespace: str) -> str:
     return namespace
 
 
-def pod(namespace: str, name: str = "p", **spec: object) -> Pod:
-    fields: dict[str, object] = {"containers": [Container(name="app", image="app")], **spec}
-    return Pod(
-        metadata=ObjectMeta(name=name, namespace=namespace),
-        spec=PodSpec(**fields),  # type: ignore[arg-type]
-    )
+def pod(namespace: str, name: str = "p", **spec: Any) -> Pod:
+    app = [Container(name="app", image="app")]
+    return builders.pod(name, namespace, **{"containers": app, **spec})
 
 
 async def test_default_account_and_token_volume(client: Client, accounts: str) -> None:

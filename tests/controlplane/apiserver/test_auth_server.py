@@ -18,7 +18,7 @@ import pytest
 
 from kubelab.client import kubeconfig
 from kubelab.pki import CertificateAuthority
-from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
+from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import BARE_APISERVER, Kubectl, ServerProcess, start_server, stop_server
 
 ALICE_TOKEN = "alice-static-token-0123456789"
@@ -379,8 +379,6 @@ def store_flags(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list
     if request.param == "sqlite":
         yield []
         return
-    if not etcd_available():
-        pytest.skip("no etcd binary (`make setup` installs etcd-server)")
     etcd = EtcdServer(tmp_path / "etcd")
     etcd.start()
     try:
@@ -401,7 +399,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
         assert _call(server, "GET", "/healthz")[0] == 401, "anonymous requests are switched off"
         first = {
             r["metadata"]["name"]: r["metadata"]["resourceVersion"]
-            for r in admin.json("get", "clusterroles")["items"]  # type: ignore[attr-defined]
+            for r in admin.json("get", "clusterroles")["items"]
         }
         assert {"cluster-admin", "view", "system:node", "system:kube-dns"} <= first.keys()
         role = admin.json("get", "clusterrole", "system:kube-dns")
@@ -414,7 +412,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
     try:
         second = {
             r["metadata"]["name"]: r["metadata"]["resourceVersion"]
-            for r in admin.json("get", "clusterroles")["items"]  # type: ignore[attr-defined]
+            for r in admin.json("get", "clusterroles")["items"]
         }
         changed = {name for name in first if first[name] != second[name]}
         assert changed == {"system:kube-dns"}, "only the edited role is written again"
@@ -424,7 +422,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
             "apiGroups": [""],
             "resources": ["endpoints", "services"],
             "verbs": ["list", "watch"],
-        } in rules  # type: ignore[operator]
+        } in rules
         admin.run("get", "clusterrolebinding", "system:discovery")
     finally:
         stop_server(server)
@@ -432,7 +430,7 @@ def test_the_bootstrap_policy_is_reconciled_at_start(
     try:
         third = {
             r["metadata"]["name"]: r["metadata"]["resourceVersion"]
-            for r in admin.json("get", "clusterroles")["items"]  # type: ignore[attr-defined]
+            for r in admin.json("get", "clusterroles")["items"]
         }
         assert third == second, "a start with nothing to do writes nothing"
     finally:

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
+from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 Launch = Callable[[], ServerProcess]
@@ -28,8 +28,6 @@ def launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Launch]:
     extra: list[str] = []
     etcd: EtcdServer | None = None
     if request.param == "etcd":
-        if not etcd_available():
-            pytest.skip("no etcd binary (`make setup` installs etcd-server)")
         etcd = EtcdServer(tmp_path / "etcd")
         etcd.start()
         extra = ["--store", f"etcd://{etcd.endpoint}"]

@@ -5,6 +5,7 @@ upstream's message and field path, and a plain pod update cannot change the list
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import kubernetes.client as k8s
 import pytest
@@ -38,7 +39,7 @@ def ephemeral(kubectl: Kubectl, pod: str) -> list[dict[str, object]]:
 
 
 def patch(
-    kubectl: Kubectl, pod: str, operations: list[dict[str, object]], *, refused: bool = True
+    kubectl: Kubectl, pod: str, operations: list[dict[str, Any]], *, refused: bool = True
 ) -> str:
     """A JSON patch of ``pods/ephemeralcontainers``; its error when it must be refused."""
     result = kubectl.run(
@@ -67,7 +68,7 @@ def test_kubectl_debug_adds_ephemeral_containers(kubectl: Kubectl, pod: str) -> 
     assert first["terminationMessagePath"] == "/dev/termination-log"
     assert (second["name"], second["imagePullPolicy"]) == ("dbg2", "IfNotPresent")
     managers = kubectl.json("get", "pod", pod, "--show-managed-fields")["metadata"]
-    entries = [(m["manager"], m.get("subresource")) for m in managers["managedFields"]]  # type: ignore[index]
+    entries = [(m["manager"], m.get("subresource")) for m in managers["managedFields"]]
     # Within one second upstream orders entries by manager name, so compare them unordered.
     assert sorted(entries, key=str) == [
         ("kubectl", "ephemeralcontainers"),
@@ -75,7 +76,7 @@ def test_kubectl_debug_adds_ephemeral_containers(kubectl: Kubectl, pod: str) -> 
     ]
     through = kubectl.json("get", "pod", pod, "--subresource=ephemeralcontainers")
     assert through["kind"] == "Pod"
-    assert [c["name"] for c in through["spec"]["ephemeralContainers"]] == ["dbg", "dbg2"]  # type: ignore[index]
+    assert [c["name"] for c in through["spec"]["ephemeralContainers"]] == ["dbg", "dbg2"]
 
 
 def test_target_must_name_a_container(kubectl: Kubectl, pod: str) -> None:
@@ -133,14 +134,14 @@ def test_existing_ones_can_be_neither_changed_nor_removed(kubectl: Kubectl, pod:
 def test_only_ephemeral_containers_change_through_the_subresource(
     kubectl: Kubectl, pod: str
 ) -> None:
-    operations = [
+    operations: list[dict[str, Any]] = [
         {"op": "add", "path": "/spec/ephemeralContainers", "value": [{"name": "e", "image": "b"}]},
         {"op": "add", "path": "/metadata/labels", "value": {"sneaky": "yes"}},
         {"op": "replace", "path": "/spec/containers/0/image", "value": "other:1"},
     ]
     patch(kubectl, pod, operations, refused=False)
     got = kubectl.json("get", "pod", pod)
-    assert "labels" not in got["metadata"]  # type: ignore[operator]
+    assert "labels" not in got["metadata"]
     spec = got["spec"]
     assert isinstance(spec, dict)
     assert spec["containers"][0]["image"] == "docker.io/library/busybox:1.35"

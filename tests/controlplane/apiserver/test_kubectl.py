@@ -87,7 +87,7 @@ def test_create_get_and_output_formats(kubectl: Kubectl) -> None:
     ]
     assert wide[1][5:] == ["nginx", "nginx:1.27", "app=web"]
     obj = kubectl.json("get", "deployment", "web")
-    assert obj["spec"]["strategy"] == {  # type: ignore[index]
+    assert obj["spec"]["strategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
     }
@@ -126,9 +126,9 @@ def test_apply_twice_with_changes(kubectl: Kubectl) -> None:
     assert third.strip() == "deployment.apps/web configured"
     obj = kubectl.json("get", "deployment", "web")
     spec = obj["spec"]
-    assert spec["replicas"] == 3  # type: ignore[index]
-    assert spec["template"]["spec"]["containers"][0]["image"] == "nginx:1.28"  # type: ignore[index]
-    assert obj["metadata"]["generation"] == 2  # type: ignore[index]
+    assert spec["replicas"] == 3
+    assert spec["template"]["spec"]["containers"][0]["image"] == "nginx:1.28"
+    assert obj["metadata"]["generation"] == 2
 
 
 def test_apply_server_side(kubectl: Kubectl) -> None:
@@ -136,7 +136,7 @@ def test_apply_server_side(kubectl: Kubectl) -> None:
     assert out.strip() == "deployment.apps/web serverside-applied"
     # kubectl leaves managedFields out of its output unless asked (since 1.21).
     obj = kubectl.json("get", "deployment", "web", "--show-managed-fields")
-    managers = {m["manager"] for m in obj["metadata"]["managedFields"]}  # type: ignore[index]
+    managers = {m["manager"] for m in obj["metadata"]["managedFields"]}
     assert "kubectl" in managers
 
 
@@ -174,14 +174,14 @@ def test_generator_commands(
     kubectl: Kubectl, args: list[str], expected: str, kind: str, name: str
 ) -> None:
     assert kubectl.run(*args).stdout.strip() == expected
-    assert kubectl.json("get", kind, name)["metadata"]["name"] == name  # type: ignore[index]
+    assert kubectl.json("get", kind, name)["metadata"]["name"] == name
 
 
 def test_create_namespace_generator(kubectl: Kubectl) -> None:
     name = kubectl.namespace + "-gen"
     out = kubectl.run("create", "namespace", name, namespaced=False).stdout
     assert out.strip() == f"namespace/{name} created"
-    phase = kubectl.json("get", "namespace", name)["status"]["phase"]  # type: ignore[index]
+    phase = kubectl.json("get", "namespace", name)["status"]["phase"]
     assert phase == "Active"
 
 
@@ -213,16 +213,16 @@ def test_patch_types_label_annotate_scale(kubectl: Kubectl) -> None:
     assert out.strip() == "deployment.apps/web scaled"
     obj = kubectl.json("get", "deployment", "web")
     meta, spec = obj["metadata"], obj["spec"]
-    assert spec["minReadySeconds"] == 5  # type: ignore[index]
-    assert spec["replicas"] == 6  # type: ignore[index]
-    container = spec["template"]["spec"]["containers"][0]  # type: ignore[index]
+    assert spec["minReadySeconds"] == 5
+    assert spec["replicas"] == 6
+    container = spec["template"]["spec"]["containers"][0]
     assert (container["name"], container["image"], container["ports"]) == (
         "nginx",
         "nginx:2",
         [{"containerPort": 80, "protocol": "TCP"}],
     )
-    assert meta["labels"]["team"] == "blue"  # type: ignore[index]
-    assert meta["annotations"]["note"] == "hello"  # type: ignore[index]
+    assert meta["labels"]["team"] == "blue"
+    assert meta["annotations"]["note"] == "hello"
 
 
 def test_errors_read_like_kubernetes(kubectl: Kubectl) -> None:
@@ -263,8 +263,8 @@ def test_delete_foreground_waits_for_finalizer_removal(kubectl: Kubectl) -> None
         f'deployment.apps "web" deleted from {kubectl.namespace} namespace'
     )
     obj = kubectl.json("get", "deployment", "web")
-    assert obj["metadata"]["finalizers"] == ["foregroundDeletion"]  # type: ignore[index]
-    assert obj["metadata"]["deletionTimestamp"]  # type: ignore[index]
+    assert obj["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert obj["metadata"]["deletionTimestamp"]
     kubectl.run(
         "patch", "deployment", "web", "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
     )
@@ -317,5 +317,5 @@ def test_delete_orphan_records_the_finalizer_for_the_garbage_collector(kubectl: 
     kubectl.run("create", "-f", "-", input=DEPLOYMENT)
     kubectl.run("delete", "deployment", "web", "--cascade=orphan", "--wait=false")
     meta = kubectl.json("get", "deployment", "web")["metadata"]
-    assert meta["finalizers"] == ["orphan"]  # type: ignore[index]
-    assert meta["deletionTimestamp"]  # type: ignore[index]
+    assert meta["finalizers"] == ["orphan"]
+    assert meta["deletionTimestamp"]

@@ -123,7 +123,7 @@ async def kubelet(identities: Identities, tmp_path: Path) -> AsyncIterator[Kubel
         await response.write_eof()
         return response
 
-    async def exec_(request: web.Request) -> web.WebSocketResponse:
+    async def exec_(request: web.Request) -> web.StreamResponse:
         who(request)
         ws = web.WebSocketResponse(protocols=("v5.channel.k8s.io", "v4.channel.k8s.io"))
         await ws.prepare(request)
@@ -159,7 +159,7 @@ async def relay(identities: Identities, kubelet: Kubelet) -> AsyncIterator[str]:
         path = pod_stream_path(_pod("app"), "log", request.query)
         return await identities.connector.relay_get(request, node, path, request.query)
 
-    async def exec_(request: web.Request) -> web.WebSocketResponse:
+    async def exec_(request: web.Request) -> web.StreamResponse:
         path = pod_stream_path(_pod("app"), "exec", request.query)
         return await identities.connector.relay_websocket(request, node, path)
 
@@ -265,7 +265,7 @@ async def cluster_kubelet(apiserver: ServerProcess, tmp_path: Path) -> AsyncIter
     async def logs(request: web.Request) -> web.Response:
         return web.Response(text=f"hello from {request.match_info['container']}\n")
 
-    async def exec_(request: web.Request) -> web.WebSocketResponse:
+    async def exec_(request: web.Request) -> web.StreamResponse:
         ws = web.WebSocketResponse(protocols=("v5.channel.k8s.io", "v4.channel.k8s.io"))
         await ws.prepare(request)
         await ws.send_bytes(b"\x01" + " ".join(request.query.getall("command")).encode() + b"\n")

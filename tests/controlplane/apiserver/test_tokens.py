@@ -54,7 +54,7 @@ def test_bound_token_and_audiences(kubectl: Kubectl, apiserver: ServerProcess) -
     _service_account(kubectl)
     kubectl.run("create", "secret", "generic", "anchor", "--from-literal=a=b")
     secret = kubectl.json("get", "secret", "anchor")
-    uid = secret["metadata"]["uid"]  # type: ignore[index]
+    uid = secret["metadata"]["uid"]
     token = kubectl.run(
         "create",
         "token",

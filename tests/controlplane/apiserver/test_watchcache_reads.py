@@ -29,7 +29,7 @@ ROOT = "/registry/configmaps/"
 class RecordingStore(SQLiteStore):
     """SQLite that remembers the keys and prefixes of configmap reads."""
 
-    reads: list[str]
+    reads: list[str] = []
 
     async def get(self, key: str) -> KeyValue:
         self.reads.append(key)
@@ -45,6 +45,7 @@ class RecordingStore(SQLiteStore):
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[tuple[aiohttp.ClientSession, RecordingStore]]:
     store = await RecordingStore.open(tmp_path / "store.db")
+    assert isinstance(store, RecordingStore)
     store.reads = []
     data_dir = tmp_path / "data"
     data_dir.mkdir()

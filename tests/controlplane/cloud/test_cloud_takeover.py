@@ -14,16 +14,16 @@ from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.service import Service
 from kubelab.client.events import EventRecorder
 from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
 from tests.controlplane.cloud.cloudfixtures import cloud_harness, lb_service, node
-from tests.controlplane.controllers.fakes import FakeClient, FakeRecorder
+from tests.controlplane.controllers.fakes import FakeRecorder
+from tests.fakeapi import FakeApi
 
 
-async def successor(client: FakeClient) -> ControllerContext:
+async def successor(client: FakeApi) -> ControllerContext:
     """A fresh process's context over the same API, its caches filled from it."""
-    informers = SharedInformerFactory(cast(Client, client), clock=client.clock)
+    informers = SharedInformerFactory(client, clock=client.clock)
     ctx = ControllerContext(
-        client=cast(Client, client),
+        client=client,
         informers=informers,
         recorder=cast(EventRecorder, FakeRecorder()),
         clock=client.clock,

@@ -5,10 +5,9 @@ the provider made."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,9 @@ import pytest
 from controlplane.cloud.provider import Route
 from controlplane.cloud.providers import lab
 from tests.controlplane.cloud.cloudfixtures import lb_service, node
+from tests.netns import NetnsFactory
 
-pytestmark = [
-    pytest.mark.privileged,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-]
+pytestmark = pytest.mark.privileged
 
 ROUTER, CLIENT = "ccm-router", "ccm-client"
 NODES = {"node1": ("ccm-node1", "10.240.0.11"), "node2": ("ccm-node2", "10.240.0.12")}
@@ -41,35 +38,29 @@ def link(ns: str, ip: str, port: str) -> None:
 
 
 @pytest.fixture
-def network(tmp_path: Path) -> Iterator[Path]:
+def network(tmp_path: Path, make_netns: NetnsFactory) -> Path:
     """router (lab0 10.240.0.1/24, forwarding) ── node1 .11, node2 .12, client .100; the
     cloud config describing it."""
     for ns in NAMESPACES:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
-        sh("ip", "netns", "add", ns)
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-    try:
-        sh("ip", "-n", ROUTER, "link", "add", "lab0", "type", "bridge")
-        sh("ip", "-n", ROUTER, "addr", "add", "10.240.0.1/24", "dev", "lab0")
-        sh("ip", "-n", ROUTER, "link", "set", "lab0", "up")
-        sh("ip", "netns", "exec", ROUTER, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-        link(CLIENT, "10.240.0.100", "r-client")
-        nodes = ""
-        for i, (name, (ns, ip)) in enumerate(NODES.items()):
-            link(ns, ip, f"r-{name}")
-            nodes += (
-                f"  - {{name: {name}, netns: /run/netns/{ns}, internalIP: {ip},"
-                f" zone: lab-{'ab'[i % 2]}, instanceType: lab.standard}}\n"
-            )
-        config = tmp_path / "cloud.yaml"
-        config.write_text(
-            f"lab: ccm\nrouterNetns: /run/netns/{ROUTER}\n"
-            f"loadBalancerPool: 10.240.0.200-10.240.0.201\nnodes:\n{nodes}"
+        make_netns.named(ns)
+    sh("ip", "-n", ROUTER, "link", "add", "lab0", "type", "bridge")
+    sh("ip", "-n", ROUTER, "addr", "add", "10.240.0.1/24", "dev", "lab0")
+    sh("ip", "-n", ROUTER, "link", "set", "lab0", "up")
+    sh("ip", "netns", "exec", ROUTER, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+    link(CLIENT, "10.240.0.100", "r-client")
+    nodes = ""
+    for i, (name, (ns, ip)) in enumerate(NODES.items()):
+        link(ns, ip, f"r-{name}")
+        nodes += (
+            f"  - {{name: {name}, netns: /run/netns/{ns}, internalIP: {ip},"
+            f" zone: lab-{'ab'[i % 2]}, instanceType: lab.standard}}\n"
         )
-        yield config
-    finally:
-        for ns in NAMESPACES:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+    config = tmp_path / "cloud.yaml"
+    config.write_text(
+        f"lab: ccm\nrouterNetns: /run/netns/{ROUTER}\n"
+        f"loadBalancerPool: 10.240.0.200-10.240.0.201\nnodes:\n{nodes}"
+    )
+    return config
 
 
 @pytest.fixture
@@ -96,9 +87,9 @@ async def servers(tmp_path: Path) -> AsyncIterator[None]:
             )
     try:
         router = lab.NetnsRouter(f"/run/netns/{ROUTER}", "lab0")
-        for ip, port in listening:  # a loaded machine may take seconds to start them
+        for ip, number in listening:  # a loaded machine may take seconds to start them
             for _ in range(300):
-                if await asyncio.to_thread(router.http_status, ip, port, "/", 1.0):
+                if await asyncio.to_thread(router.http_status, ip, number, "/", 1.0):
                     break
                 await asyncio.sleep(0.1)
         yield

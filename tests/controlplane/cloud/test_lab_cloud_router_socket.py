@@ -9,8 +9,6 @@ import asyncio
 import fcntl
 import os
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -18,11 +16,9 @@ import pyroute2
 import pytest
 
 from controlplane.cloud.providers import lab
+from tests.netns import NetnsFactory
 
-pytestmark = [
-    pytest.mark.privileged,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-]
+pytestmark = pytest.mark.privileged
 
 SIOCGSKNS = 0x894C
 """ioctl: a file descriptor for the network namespace a socket belongs to."""
@@ -34,17 +30,13 @@ def sh(*args: str) -> str:
 
 
 @pytest.fixture
-def router_netns() -> Iterator[Path]:
+def router_netns(make_netns: NetnsFactory) -> Path:
     """A namespace holding ``lab0`` (10.240.9.1/24, up), as a lab's router does."""
-    name = f"ccm-sock-{uuid.uuid4().hex[:8]}"
-    sh("ip", "netns", "add", name)
-    try:
-        sh("ip", "-n", name, "link", "add", "lab0", "type", "bridge")
-        sh("ip", "-n", name, "addr", "add", "10.240.9.1/24", "dev", "lab0")
-        sh("ip", "-n", name, "link", "set", "lab0", "up")
-        yield Path("/run/netns") / name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+    router = make_netns("ccm-sock")
+    router.ip("link", "add", "lab0", "type", "bridge")
+    router.ip("addr", "add", "10.240.9.1/24", "dev", "lab0")
+    router.ip("link", "set", "lab0", "up")
+    return router.path
 
 
 def thread_netns() -> int:

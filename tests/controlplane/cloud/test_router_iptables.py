@@ -4,13 +4,13 @@ commands run through ``nsenter --net=PATH`` only for a namespace bind-mounted un
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from kubelab.iptables import IptablesError, RestoreIptables
+from tests.netns import NetnsFactory
 
 
 class Recorder:
@@ -35,7 +35,6 @@ def test_targets_other_than_named_namespaces_are_refused(path: str) -> None:
 
 
 @pytest.mark.privileged
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to write under /run/netns")
 def test_a_plain_file_under_run_netns_is_refused() -> None:
     fake = Path("/run/netns/ccm-plain-file")
     fake.touch()
@@ -47,17 +46,11 @@ def test_a_plain_file_under_run_netns_is_refused() -> None:
 
 
 @pytest.mark.privileged
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
-def test_commands_enter_a_named_namespace_with_nsenter() -> None:
-    subprocess.run(["ip", "netns", "add", "ccm-ipt"], check=True)
-    try:
-        runner = Recorder()
-        tables = RestoreIptables(backend="nft", runner=runner, netns="/run/netns/ccm-ipt")
-        tables.save("nat")
-        tables.restore("nat", [":KUBELAB-LB - [0:0]"])
-        assert [argv[:3] for argv in runner.argv] == [
-            ["nsenter", "--net=/run/netns/ccm-ipt", "--"]
-        ] * 2
-        assert runner.argv[0][3:] == ["iptables-nft-save", "-t", "nat"]
-    finally:
-        subprocess.run(["ip", "netns", "del", "ccm-ipt"], check=True)
+def test_commands_enter_a_named_namespace_with_nsenter(make_netns: NetnsFactory) -> None:
+    netns = str(make_netns("ccm-ipt").path)
+    runner = Recorder()
+    tables = RestoreIptables(backend="nft", runner=runner, netns=netns)
+    tables.save("nat")
+    tables.restore("nat", [":KUBELAB-LB - [0:0]"])
+    assert [argv[:3] for argv in runner.argv] == [["nsenter", f"--net={netns}", "--"]] * 2
+    assert runner.argv[0][3:] == ["iptables-nft-save", "-t", "nat"]

@@ -123,7 +123,7 @@ async def test_a_signature_goes_when_its_token_expires() -> None:
 
 async def test_a_conflicting_write_is_left_to_the_next_event() -> None:
     h, signer = signer_with(cluster_info(kubeconfig=KUBECONFIG), token(FakeClock()))
-    h.client.failures["update"] = ApiError(Status(code=409, reason="Conflict", message="x"))
+    h.client.fail_next("update", ApiError(Status(code=409, reason="Conflict", message="x")))
     await signer.sync(KEY)
     assert h.client.writes() == []
 

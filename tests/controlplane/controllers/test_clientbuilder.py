@@ -9,54 +9,53 @@ from typing import Any
 
 from controlplane.controllers.clientbuilder import ServiceAccountClients
 from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.meta_v1 import Status
-from kubelab.client.errors import ApiError
 from kubelab.client.kubeconfig import ClientConfig
 from kubelab.clock import FakeClock
+from tests.fakeapi import Action, FakeApi
 
 
-class FakeRoot:
-    """The controller-manager's own client, as far as the builder uses it."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.config = ClientConfig(
+def fake_root(clock: FakeClock) -> FakeApi:
+    """The controller-manager's own client, whose token requests are granted for an hour."""
+    root = FakeApi(
+        clock,
+        config=ClientConfig(
             server="https://127.0.0.1:6443", ca_pem=None, cert_pem=b"c", key_pem=b"k"
-        )
-        self.accounts: set[str] = set()
-        self.requests: list[tuple[str, int]] = []
+        ),
+    )
 
-    async def get(self, cls: type[Any], name: str, namespace: str) -> ServiceAccount:
-        if name not in self.accounts:
-            raise ApiError(Status(code=404, reason="NotFound", message="not found"))
-        return ServiceAccount()
-
-    async def create(self, obj: ServiceAccount) -> ServiceAccount:
-        self.accounts.add(obj.metadata.name or "")
-        return obj
-
-    async def create_subresource(
-        self, cls: type[Any], name: str, namespace: str, sub: str, body: Any
-    ) -> dict[str, Any]:
-        assert (namespace, sub) == ("kube-system", "token")
-        self.requests.append((name, body.spec.expiration_seconds))
-        expires = self.clock.now() + datetime.timedelta(seconds=3600)
+    def grant(action: Action) -> dict[str, Any] | None:
+        if action.subresource != "token":
+            return None
+        assert action.namespace == "kube-system"
+        expires = clock.now() + datetime.timedelta(seconds=3600)
         return {
             "status": {
-                "token": f"token-{len(self.requests)}",
+                "token": f"token-{len(token_requests(root)) + 1}",
                 "expirationTimestamp": expires.isoformat(),
             }
         }
 
+    root.react("create", "ServiceAccount", grant)
+    return root
+
+
+def token_requests(root: FakeApi) -> list[tuple[str, int]]:
+    """(account, expirationSeconds) of each token asked for."""
+    return [
+        (a.name, a.obj.spec.expiration_seconds)
+        for a in root.writes("create", "ServiceAccount")
+        if a.subresource == "token"
+    ]
+
 
 async def test_a_controller_gets_its_account_and_a_fresh_token() -> None:
     clock = FakeClock()
-    root = FakeRoot(clock)
-    builder = ServiceAccountClients(root, clock)  # type: ignore[arg-type]
+    root = fake_root(clock)
+    builder = ServiceAccountClients(root, clock)
     try:
         client = await builder.client("deployment-controller")
-        assert root.accounts == {"deployment-controller"}
-        assert root.requests == [("deployment-controller", 3600)]
+        assert list(root.objects) == [(ServiceAccount, "kube-system", "deployment-controller")]
+        assert token_requests(root) == [("deployment-controller", 3600)]
         assert client.config.cert_pem is None  # the token, not the manager's certificate
         assert client._auth_headers() == {"Authorization": "Bearer token-1"}
         assert await builder.client("deployment-controller") is client  # one per account
@@ -67,11 +66,11 @@ async def test_a_controller_gets_its_account_and_a_fresh_token() -> None:
             await asyncio.sleep(0)
         await clock.advance(3600 * 0.8 - 1)
         await asyncio.sleep(0)
-        assert len(root.requests) == 1
+        assert len(token_requests(root)) == 1
         await clock.advance(2)
         for _ in range(5):
             await asyncio.sleep(0)
-        assert len(root.requests) == 2
+        assert len(token_requests(root)) == 2
         assert client._auth_headers() == {"Authorization": "Bearer token-2"}
     finally:
         await builder.close()

@@ -70,8 +70,8 @@ class Cluster:
         ]
         return fleet
 
-    async def pods(self, **selectors: str) -> list[Pod]:
-        return (await self.client.list(Pod, self.namespace, **selectors)).items
+    async def pods(self, label_selector: str | None = None) -> list[Pod]:
+        return (await self.client.list(Pod, self.namespace, label_selector=label_selector)).items
 
     async def kube(self, *args: str, input: str | None = None) -> str:
         """kubectl in this namespace, off the event loop (it blocks)."""
@@ -270,7 +270,7 @@ async def test_a_statefulset_comes_up_in_order_with_its_claims(cluster: Cluster)
     await cluster.kube("rollout", "status", "statefulset/db", "--timeout=90s")
     pods = sorted(await cluster.pods(label_selector="app=db"), key=lambda p: p.metadata.name or "")
     assert [p.metadata.name for p in pods] == ["db-0", "db-1", "db-2"]
-    started = [p.status.start_time for p in pods if p.status]
+    started = [p.status.start_time for p in pods if p.status and p.status.start_time]
     assert started == sorted(started)  # OrderedReady: each after the one before
     claims = (await cluster.client.list(PersistentVolumeClaim, cluster.namespace)).items
     bound = {c.metadata.name: c.status.phase if c.status else None for c in claims}

@@ -28,7 +28,7 @@ from kubelab.api.kinds.certificates_v1 import (
 )
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.pki import CertificateAuthority, certificate_request, generate_key, identity
-from tests.controlplane.controllers.fakes import Harness, harness, stamp
+from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 
 NODE = "system:node:n1"
 BOOTSTRAPPER = "system:bootstrap:abcdef"
@@ -72,24 +72,23 @@ def answering(h: Harness, allowed: set[tuple[str, str]]) -> list[tuple[str, str]
     """Make the fake API answer access reviews: (user, subresource) pairs in ``allowed`` may
     create; returns the reviews asked, in order."""
     asked: list[tuple[str, str]] = []
-    create = h.client.create
 
-    async def review(obj: Any, **kwargs: Any) -> Any:
-        if isinstance(obj, SubjectAccessReview):
-            assert obj.spec is not None and obj.spec.resource_attributes is not None
-            attributes = obj.spec.resource_attributes
-            assert (attributes.group, attributes.resource, attributes.verb) == (
-                "certificates.k8s.io",
-                "certificatesigningrequests",
-                "create",
-            )
-            key = (obj.spec.user or "", attributes.subresource or "")
-            asked.append(key)
-            obj.status = SubjectAccessReviewStatus(allowed=key in allowed)
-            return obj
-        return await create(obj, **kwargs)
+    def review(action: Action) -> SubjectAccessReview:
+        obj = action.obj
+        assert isinstance(obj, SubjectAccessReview)
+        assert obj.spec is not None and obj.spec.resource_attributes is not None
+        attributes = obj.spec.resource_attributes
+        assert (attributes.group, attributes.resource, attributes.verb) == (
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+            "create",
+        )
+        key = (obj.spec.user or "", attributes.subresource or "")
+        asked.append(key)
+        obj.status = SubjectAccessReviewStatus(allowed=key in allowed)
+        return obj
 
-    h.client.create = review  # type: ignore[method-assign]
+    h.client.react("create", "SubjectAccessReview", review)
     return asked
 
 

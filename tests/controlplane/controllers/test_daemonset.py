@@ -19,14 +19,12 @@ from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
 from kubelab.api.kinds.core_v1.pod import (
     Container,
     Pod,
-    PodCondition,
     PodSpec,
-    PodStatus,
     PodTemplateSpec,
     Toleration,
 )
 from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.api.owners import controller_ref
+from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 LABELS = {"app": "agent"}
@@ -85,17 +83,16 @@ def pod(
     phase: str = "Running",
     created: datetime.datetime | None = None,
 ) -> Pod:
-    conditions = [PodCondition(type="Ready", status="True" if ready else "False")]
     return stamp(
-        Pod(
-            metadata=ObjectMeta(
-                name=name,
-                namespace="kube-system",
-                labels={**LABELS, CONTROLLER_REVISION_HASH_LABEL: hash_},
-                owner_references=[controller_ref(ds)],
-            ),
-            spec=PodSpec(node_name=on, containers=[Container(name="agent", image="agent:1")]),
-            status=PodStatus(phase=phase, conditions=conditions),
+        builders.pod(
+            name,
+            "kube-system",
+            labels={**LABELS, CONTROLLER_REVISION_HASH_LABEL: hash_},
+            owner=ds,
+            node_name=on,
+            containers=[Container(name="agent", image="agent:1")],
+            phase=phase,
+            ready=ready,
         ),
         created=created,
     )

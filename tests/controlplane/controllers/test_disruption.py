@@ -8,7 +8,7 @@ import pytest
 
 from controlplane.controllers import disruption
 from kubelab.api.kinds.apps_v1 import Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec
-from kubelab.api.kinds.core_v1.pod import Pod, PodCondition, PodStatus
+from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.kinds.policy_v1 import (
     PodDisruptionBudget,
     PodDisruptionBudgetSpec,
@@ -17,6 +17,7 @@ from kubelab.api.kinds.policy_v1 import (
 from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
 from kubelab.api.owners import controller_ref
 from kubelab.api.struct import IntOrString
+from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 LABELS = {"app": "web"}
@@ -41,18 +42,9 @@ def budget(
 
 
 def pod(name: str, *, ready: bool = True, owner: ReplicaSet | None = None) -> Pod:
-    p = stamp(
-        Pod(
-            metadata=ObjectMeta(name=name, namespace="team", labels=LABELS),
-            status=PodStatus(
-                phase="Running",
-                conditions=[PodCondition(type="Ready", status="True" if ready else "False")],
-            ),
-        )
+    return stamp(
+        builders.pod(name, "team", labels=LABELS, owner=owner, phase="Running", ready=ready)
     )
-    if owner is not None:
-        p.metadata.owner_references = [controller_ref(owner)]
-    return p
 
 
 def workloads(h: Harness, replicas: int) -> ReplicaSet:

@@ -213,7 +213,7 @@ async def test_over_capacity_is_truncated() -> None:
 async def test_failed_create_is_an_event_and_retried() -> None:
     h = harness()
     h.cache(service(), pod("a"))
-    h.client.failures["create"] = ApiError(Status(code=500, reason="InternalError", message="x"))
+    h.client.fail_next("create", ApiError(Status(code=500, reason="InternalError", message="x")))
     with pytest.raises(ApiError):
         await endpoints.new(h.ctx).sync(KEY)
     assert h.recorder.reasons() == ["FailedToCreateEndpoint"]
@@ -222,12 +222,16 @@ async def test_failed_create_is_an_event_and_retried() -> None:
 async def test_terminating_namespace_is_not_retried() -> None:
     h = harness()
     h.cache(service(), pod("a"))
-    h.client.failures["create"] = ApiError(
-        Status(
-            code=403,
-            reason="Forbidden",
-            message="unable to create new content in namespace shop because it is being terminated",
-        )
+    h.client.fail_next(
+        "create",
+        ApiError(
+            Status(
+                code=403,
+                reason="Forbidden",
+                message="unable to create new content in namespace shop because it is being"
+                " terminated",
+            )
+        ),
     )
     await endpoints.new(h.ctx).sync(KEY)
     assert h.recorder.events == []

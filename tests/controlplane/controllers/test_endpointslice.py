@@ -276,7 +276,7 @@ async def test_own_writes_missing_from_the_cache_are_waited_for() -> None:
 
 async def test_failed_write_is_an_event_and_retried() -> None:
     h = harness()
-    h.client.failures["create"] = ApiError(Status(code=500, reason="InternalError", message="x"))
+    h.client.fail_next("create", ApiError(Status(code=500, reason="InternalError", message="x")))
     h.cache(node(), service(), pod("a"))
     with pytest.raises(endpointslice.ReconcileError, match="failed to create EndpointSlice"):
         await endpointslice.new(h.ctx).sync(KEY)

@@ -17,7 +17,8 @@ from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.kinds.core_v1.volume import PersistentVolume
 from kubelab.api.meta_v1 import ObjectMeta, OwnerReference, Resource, Status
 from kubelab.client.errors import ApiError
-from tests.controlplane.controllers.fakes import Harness, harness, stamp
+from tests import builders
+from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 
 DELETED_AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -42,8 +43,9 @@ def replicaset(name: str = "web", *, finalizer: str | None = None) -> ReplicaSet
 
 
 def pod(name: str, *owners: OwnerReference, namespace: str = "team") -> Pod:
-    meta = ObjectMeta(name=name, namespace=namespace, owner_references=list(owners) or None)
-    return stamp(Pod(metadata=meta))
+    built = builders.pod(name, namespace)
+    built.metadata.owner_references = list(owners) or None
+    return stamp(built)
 
 
 def gone(cls: type[Resource], name: str) -> OwnerReference:
@@ -217,7 +219,8 @@ class CustomResources:
         self.widgets = widgets
         """name → uid of the widgets that exist in namespace team."""
 
-    async def request(self, method: str, path: str, **_: Any) -> bytes:
+    def answer(self, action: Action) -> bytes:
+        path = action.name
         if path == "/apis/example.com/v1":
             resource = {"name": "widgets", "namespaced": True, "kind": "Widget", "verbs": ["get"]}
             return codec.encode_json({"resources": [resource]})
@@ -240,7 +243,7 @@ async def test_owners_of_custom_kinds_are_found_through_discovery(
     widgets: dict[str, str], collected: bool
 ) -> None:
     h = harness()
-    h.client.request = CustomResources(widgets).request  # type: ignore[attr-defined]
+    h.client.react("request", "*", CustomResources(widgets).answer)
     owner = OwnerReference(api_version="example.com/v1", kind="Widget", name="w", uid="widget-uid")
     dependent = pod("web-1", owner)
     h.store(dependent)
@@ -250,7 +253,7 @@ async def test_owners_of_custom_kinds_are_found_through_discovery(
 
 async def test_an_unknown_owner_kind_is_retried() -> None:
     h = harness()
-    h.client.request = CustomResources({}).request  # type: ignore[attr-defined]
+    h.client.react("request", "*", CustomResources({}).answer)
     owner = OwnerReference(
         api_version="nowhere.io/v1", kind="Thing", name="t", uid=str(uuid.uuid4())
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 import pytest
 
@@ -104,31 +103,10 @@ def pod(
     return stamp(obj)
 
 
-def understand_finalizer_removal(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Teach the fake API (merge patches only) the ``$deleteFromPrimitiveList`` directive the
-    controller sends; the action still records the body as sent."""
-    apply = h.client.patch
-
-    async def patch(cls: type[Pod], name: str, namespace: str, body: Any, **kw: Any) -> Pod:
-        dropped = body.get("metadata", {}).get(DELETE_FINALIZERS)
-        if dropped is None:
-            return await apply(cls, name, namespace, body, **kw)
-        current = h.client.objects.get((cls, namespace, name))
-        kept = [
-            f for f in (current.metadata.finalizers if current else None) or () if f not in dropped
-        ]
-        result = await apply(cls, name, namespace, {"metadata": {"finalizers": kept or None}}, **kw)
-        h.client.actions[-1].obj = body
-        return result
-
-    monkeypatch.setattr(h.client, "patch", patch)
-
-
 def run(
     obj: Job, *pods: Pod, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Harness, jobctl.JobController, list[float]]:
     h = harness()
-    understand_finalizer_removal(h, monkeypatch)
     h.store(obj, *pods)
     controller = jobctl.new(h.ctx)
     requeues: list[float] = []

@@ -12,9 +12,10 @@ from controlplane.controllers import namespace as nsc
 from kubelab.api import codec
 from kubelab.api.kinds.apps_v1 import Deployment
 from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace, NamespaceSpec, NamespaceStatus
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus
+from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.meta_v1 import ObjectMeta, Resource, Status
 from kubelab.client.errors import ApiError
+from tests import builders
 from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 
 DELETED_AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -35,7 +36,7 @@ class FakeServer:
         self.h = h
         self.broken = broken_groups
         self.widgets: dict[str, dict[str, Any]] = {}
-        h.client.request = self.request  # type: ignore[attr-defined]
+        h.client.react("request", "*", self.answer)
 
     def _resources(self, group_version: str) -> list[dict[str, Any]]:
         verbs = ["create", "delete", "deletecollection", "get", "list"]
@@ -54,9 +55,10 @@ class FakeServer:
         if obj.metadata.finalizers:
             obj.metadata.deletion_timestamp = DELETED_AT
         else:
-            del self.h.client.objects[key]  # type: ignore[arg-type]
+            del self.h.client.objects[key]
 
-    async def request(self, method: str, path: str, **_: Any) -> bytes:
+    def answer(self, action: Action) -> bytes:
+        method, path = action.kind, action.name
         if path == "/apis":
             groups = ["apps", "example.com", *self.broken]
             return codec.encode_json(
@@ -116,10 +118,12 @@ def terminating(finalizers: list[str] | None = None) -> Namespace:
 
 def pod(name: str, *, grace: int = 30, finalizers: list[str] | None = None) -> Pod:
     return stamp(
-        Pod(
-            metadata=ObjectMeta(name=name, namespace="team", finalizers=finalizers),
-            spec=PodSpec(termination_grace_period_seconds=grace),
-            status=PodStatus(phase="Running"),
+        builders.pod(
+            name,
+            "team",
+            finalizers=finalizers,
+            phase="Running",
+            termination_grace_period_seconds=grace,
         )
     )
 
@@ -245,17 +249,15 @@ async def test_a_failing_group_is_reported_and_the_rest_still_emptied() -> None:
 
 async def test_a_failing_delete_is_reported() -> None:
     h = harness()
-    server = FakeServer(h)
+    FakeServer(h)
     h.store(terminating())
     h.client.seed(configmap("a"))
-    real = server.request
 
-    async def failing(method: str, path: str, **kw: Any) -> bytes:
-        if method == "DELETE" and path.endswith("/configmaps"):
+    def failing(action: Action) -> None:
+        if action.name.endswith("/configmaps"):
             raise ApiError(Status(code=500, reason="InternalError", message="etcd is down"))
-        return await real(method, path, **kw)
 
-    h.client.request = failing  # type: ignore[attr-defined]
+    h.client.react("request", "DELETE", failing)
     with pytest.raises(nsc.ContentDeletionError):
         await nsc.new(h.ctx).sync("team")
     assert conditions(h)[nsc.CONTENT_FAILURE] == (

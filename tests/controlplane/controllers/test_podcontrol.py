@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 import pytest
 
@@ -142,8 +141,8 @@ async def test_create_pods_records_events_and_stops_on_error() -> None:
     created = h.client.writes("create", "Pod")
     assert [a.obj.metadata.generate_name for a in created] == ["web-"] * 3
     assert all(controller_of(a.obj) == controller_ref(rs) for a in created)
-    h.client.failures["create"] = ApiError(
-        Status(code=403, reason="Forbidden", message="exceeded quota")
+    h.client.fail_next(
+        "create", ApiError(Status(code=403, reason="Forbidden", message="exceeded quota"))
     )
     with pytest.raises(podcontrol.CreatePodsError) as raised:
         await podcontrol.create_pods(h.ctx, "ns", template, rs, 5)
@@ -208,18 +207,8 @@ def test_is_pod_available(since: datetime.datetime | None, min_ready: int, avail
 # Claiming.
 
 
-async def test_claim_adopts_orphans_and_releases_mismatches(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_claim_adopts_orphans_and_releases_mismatches() -> None:
     h = harness()
-    sent: dict[str, Any] = {}
-
-    async def patch(cls: type[Pod], name: str, namespace: str, body: Any, **options: Any) -> None:
-        # The fake API applies strategic patches as merge patches, without "$patch" directives.
-        assert options == {"patch_type": "strategic"}
-        sent[name] = body
-
-    monkeypatch.setattr(h.client, "patch", patch)
     rs = owner()
     other = owner("other")
     orphan, stranger, mine_kept, mine_gone = (
@@ -237,6 +226,10 @@ async def test_claim_adopts_orphans_and_releases_mismatches(
     pods = [orphan, stranger, mine_kept, mine_gone, theirs]
     claimed = await podcontrol.claim_pods(h.ctx, rs, selector, pods)
     assert [p.metadata.name for p in claimed] == ["orphan", "kept"]
+    patches = h.client.writes("patch")
+    assert {a.patch_type for a in patches} == {"strategic"}
+    sent = {a.name: a.obj for a in patches}
+    assert not h.client.stored(Pod, "released", "ns").metadata.owner_references
     assert sent == {
         "orphan": {
             "metadata": {

@@ -9,8 +9,9 @@ import pytest
 from controlplane.controllers import podgc
 from controlplane.controllers.context import ControllerOptions
 from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus
+from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
 from kubelab.api.meta_v1 import ObjectMeta
+from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 START = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -25,14 +26,8 @@ def pod(
     reason: str | None = None,
     terminating: bool = False,
 ) -> Pod:
-    p = stamp(
-        Pod(
-            metadata=ObjectMeta(name=name, namespace="default"),
-            spec=PodSpec(node_name=node),
-            status=PodStatus(phase=phase, reason=reason),
-        ),
-        created=START - datetime.timedelta(seconds=age),
-    )
+    p = stamp(builders.pod(name, node_name=node), created=START - datetime.timedelta(seconds=age))
+    p.status = PodStatus(phase=phase, reason=reason)
     if terminating:
         p.metadata.deletion_timestamp = START
     return p

@@ -13,16 +13,14 @@ from kubelab.api.kinds.apps_v1 import ReplicaSet, ReplicaSetSpec
 from kubelab.api.kinds.core_v1.pod import (
     Container,
     Pod,
-    PodCondition,
     PodSpec,
-    PodStatus,
     PodTemplateSpec,
     ReplicationController,
     ReplicationControllerSpec,
 )
 from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Status
-from kubelab.api.owners import controller_ref
 from kubelab.client.errors import ApiError
+from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -69,17 +67,18 @@ def pod(
     phase: str = "Running",
     ready_since: datetime.datetime | None = None,
 ) -> Pod:
-    ready = [PodCondition(type="Ready", status="True", last_transition_time=ready_since)]
-    p = stamp(
-        Pod(
-            metadata=ObjectMeta(name=name, namespace="ns", labels=dict(LABELS)),
-            spec=PodSpec(node_name=node or None, containers=[Container(name="c", image="i")]),
-            status=PodStatus(phase=phase, conditions=ready if ready_since else None),
+    return stamp(
+        builders.pod(
+            name,
+            "ns",
+            labels=LABELS,
+            owner=of,
+            node_name=node or None,
+            containers=[Container(name="c", image="i")],
+            phase=phase,
+            ready_since=ready_since,
         )
     )
-    if of is not None:
-        p.metadata.owner_references = [controller_ref(of)]
-    return p
 
 
 def setup(module: Any, *objs: Any) -> tuple[Harness, ReplicaSetController]:
@@ -118,7 +117,7 @@ async def test_expectations_prevent_double_creation(module: Any) -> None:
 async def test_a_failed_batch_stops_creation_and_sets_replica_failure(module: Any) -> None:
     rs = owner(module, 5)
     h, controller = setup(module, rs)
-    h.client.failures["create"] = ApiError(Status(code=403, reason="Forbidden", message="quota"))
+    h.client.fail_next("create", ApiError(Status(code=403, reason="Forbidden", message="quota")))
     with pytest.raises(ApiError):
         await controller.sync("ns/web")
     assert h.client.writes("create", "Pod") == []
@@ -251,7 +250,7 @@ async def test_an_owner_made_again_under_its_name_is_not_held_by_the_old_ones_ex
 async def test_replica_failure_clears_once_managing_succeeds() -> None:
     rs = owner(replicaset, 1)
     h, controller = setup(replicaset, rs)
-    h.client.failures["create"] = ApiError(Status(code=403, reason="Forbidden", message="quota"))
+    h.client.fail_next("create", ApiError(Status(code=403, reason="Forbidden", message="quota")))
     with pytest.raises(ApiError):
         await controller.sync("ns/web")
     h.cache(stored(h, rs))

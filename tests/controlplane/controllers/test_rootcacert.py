@@ -18,7 +18,7 @@ GOOD = {rootcacert.DESCRIPTION_ANNOTATION: rootcacert.DESCRIPTION}
 
 def publisher_harness() -> Harness:
     h = harness()
-    h.client.config = ClientConfig(server="https://10.0.0.1:6443", ca_pem=CA.encode())  # type: ignore[attr-defined]
+    h.client.config = ClientConfig(server="https://10.0.0.1:6443", ca_pem=CA.encode())
     return h
 
 
@@ -56,6 +56,7 @@ async def test_configmap_is_kept_correct(existing: ConfigMap | None, verb: str |
     writes = h.client.writes(kind="ConfigMap")
     assert [w.verb for w in writes] == ([verb] if verb else [])
     stored = h.client.objects[(ConfigMap, "team", rootcacert.CONFIGMAP_NAME)]
+    assert isinstance(stored, ConfigMap)
     assert stored.data == {"ca.crt": CA}
     assert (stored.metadata.annotations or {}).get(rootcacert.DESCRIPTION_ANNOTATION)
 

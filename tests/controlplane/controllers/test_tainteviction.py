@@ -6,8 +6,9 @@ import pytest
 
 from controlplane.controllers import tainteviction
 from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus, Toleration
+from kubelab.api.kinds.core_v1.pod import Pod, Toleration
 from kubelab.api.meta_v1 import ObjectMeta
+from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -19,11 +20,7 @@ def node(*taints: Taint) -> Node:
 
 def pod(*tolerations: Toleration) -> Pod:
     return stamp(
-        Pod(
-            metadata=ObjectMeta(name="web", namespace="default"),
-            spec=PodSpec(node_name="n1", tolerations=list(tolerations) or None),
-            status=PodStatus(phase="Running"),
-        )
+        builders.pod(node_name="n1", phase="Running", tolerations=list(tolerations) or None)
     )
 
 

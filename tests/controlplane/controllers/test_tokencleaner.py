@@ -106,14 +106,14 @@ async def test_other_secrets_are_ignored(secret: Secret) -> None:
 @pytest.mark.parametrize("code", [404, 409])
 async def test_a_token_gone_or_replaced_meanwhile_is_no_error(code: int) -> None:
     h, cleaner = cleaner_with(token(FakeClock(), -1))
-    h.client.failures["delete"] = ApiError(Status(code=code, reason="Gone", message="gone"))
+    h.client.fail_next("delete", ApiError(Status(code=code, reason="Gone", message="gone")))
     await cleaner.sync(KEY)  # raising would retry the key forever
     assert h.client.writes() == []
 
 
 async def test_other_errors_are_retried() -> None:
     h, cleaner = cleaner_with(token(FakeClock(), -1))
-    h.client.failures["delete"] = ApiError(Status(code=500, reason="InternalError", message="x"))
+    h.client.fail_next("delete", ApiError(Status(code=500, reason="InternalError", message="x")))
     with pytest.raises(ApiError):
         await cleaner.sync(KEY)
 

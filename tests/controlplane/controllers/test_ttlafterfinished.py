@@ -81,14 +81,9 @@ async def test_the_fresh_copy_decides(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_delete_carries_a_resource_version_precondition() -> None:
     h = harness()
     h.store(job(ago=60, rv="7"))
-    deleted: list[object] = []
-
-    async def delete(*args: object, **kwargs: object) -> None:
-        deleted.append(kwargs["preconditions"])
-
-    h.client.delete = delete  # type: ignore[method-assign]
     await ttlafterfinished.new(h.ctx).sync("team/pi")
-    assert [p.resource_version for p in deleted] == ["7"]  # type: ignore[attr-defined]
+    deleted = [a.obj["preconditions"] for a in h.client.writes("delete")]
+    assert [p.resource_version for p in deleted] == ["7"]
 
 
 async def test_gone_from_the_api_is_nothing_to_do() -> None:

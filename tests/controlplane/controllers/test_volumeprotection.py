@@ -7,7 +7,7 @@ import datetime
 import pytest
 
 from controlplane.controllers import volumeprotection
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec, PodStatus
+from kubelab.api.kinds.core_v1.pod import Container, Pod
 from kubelab.api.kinds.core_v1.volume import (
     PersistentVolume,
     PersistentVolumeClaim,
@@ -16,6 +16,7 @@ from kubelab.api.kinds.core_v1.volume import (
     Volume,
 )
 from kubelab.api.meta_v1 import ObjectMeta
+from tests import builders
 from tests.controlplane.controllers.fakes import harness, stamp
 
 DELETED = datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC)
@@ -34,10 +35,13 @@ def pod(*, node: str | None = "n1", phase: str = "Running", claim_name: str = "d
         name="v", persistent_volume_claim=PersistentVolumeClaimVolumeSource(claim_name=claim_name)
     )
     return stamp(
-        Pod(
-            metadata=ObjectMeta(name="app", namespace="team"),
-            spec=PodSpec(containers=[Container(name="c")], volumes=[volume], node_name=node),
-            status=PodStatus(phase=phase),
+        builders.pod(
+            "app",
+            "team",
+            node_name=node,
+            containers=[Container(name="c")],
+            phase=phase,
+            volumes=[volume],
         )
     )
 

@@ -4,8 +4,9 @@ dnspython asks over real UDP and TCP sockets on loopback."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import dns.flags
@@ -72,7 +73,7 @@ async def cluster(client: Client, namespace: str) -> AsyncIterator[Cluster]:
         await upstream.close()
 
 
-def rcode(expected: dns.rcode.Rcode) -> object:
+def rcode(expected: dns.rcode.Rcode) -> Callable[[dns.message.Message], bool]:
     return lambda response: response.rcode() == expected
 
 
@@ -118,6 +119,7 @@ async def test_cluster_ip_service_has_a_and_srv_records(cluster: Cluster) -> Non
     # ClusterIP Services have no per-endpoint names.
     assert (await ask(cluster.port, cluster.name("web-0", "web"))).rcode() == dns.rcode.NXDOMAIN
 
+    assert vip is not None
     ptr = await ask(cluster.port, _reverse(vip), "PTR")
     assert texts(ptr, "PTR") == {name}
 
@@ -183,7 +185,9 @@ async def test_names_that_do_not_exist(cluster: Cluster) -> None:
     assert (await ask(cluster.port, "x.y.z.w.v.svc.cluster.local.")).rcode() == nxdomain
     # Empty non-terminals exist: the namespace, svc and pod.
     for name in (f"{cluster.namespace}.svc.cluster.local.", "svc.cluster.local."):
-        response = await eventually(lambda n=name: ask(cluster.port, n), rcode(dns.rcode.NOERROR))
+        response = await eventually(
+            functools.partial(ask, cluster.port, name), rcode(dns.rcode.NOERROR)
+        )
         assert response.answer == []
 
 

@@ -39,7 +39,6 @@ from kubelab.api.kinds.core_v1.pod import (
     ContainerPort,
     Pod,
     PodSchedulingGate,
-    PodSpec,
     ResourceRequirements,
     Toleration,
     TopologySpreadConstraint,
@@ -47,6 +46,8 @@ from kubelab.api.kinds.core_v1.pod import (
 from kubelab.api.kinds.core_v1.volume import Volume
 from kubelab.api.meta_v1 import ObjectMeta, Resource
 from kubelab.clock import FakeClock
+from tests import builders
+from tests.fakeapi import FakeApi
 
 T = TypeVar("T")
 R = TypeVar("R", bound=Resource)
@@ -104,29 +105,26 @@ def make_pod(
             limits=dict(limits) if limits is not None else None,
         )
     first.ports = ports or None
-    return Pod(
-        metadata=ObjectMeta(
-            name=name,
-            namespace=namespace,
-            uid=uid or f"uid-{namespace}-{name}",
-            labels=dict(labels) if labels is not None else None,
-            creation_timestamp=creation_timestamp,
-        ),
-        spec=PodSpec(
-            containers=containers,
-            init_containers=init_containers,
-            node_name=node_name,
-            priority=priority,
-            tolerations=list(tolerations) or None,
-            node_selector=dict(node_selector) if node_selector is not None else None,
-            affinity=affinity,
-            topology_spread_constraints=list(topology_spread) or None,
-            volumes=list(volumes) or None,
-            scheduling_gates=[PodSchedulingGate(name=gate) for gate in scheduling_gates] or None,
-            scheduler_name=scheduler_name,
-            overhead=dict(overhead) if overhead is not None else None,
-        ),
+    pod = builders.pod(
+        name,
+        namespace,
+        uid=uid or f"uid-{namespace}-{name}",
+        labels=labels,
+        node_name=node_name,
+        containers=containers,
+        init_containers=init_containers,
+        priority=priority,
+        tolerations=list(tolerations) or None,
+        node_selector=dict(node_selector) if node_selector is not None else None,
+        affinity=affinity,
+        topology_spread_constraints=list(topology_spread) or None,
+        volumes=list(volumes) or None,
+        scheduling_gates=[PodSchedulingGate(name=gate) for gate in scheduling_gates] or None,
+        scheduler_name=scheduler_name,
+        overhead=dict(overhead) if overhead is not None else None,
     )
+    pod.metadata.creation_timestamp = creation_timestamp
+    return pod
 
 
 def make_node(
@@ -225,7 +223,7 @@ class FakeHandle:
     def __init__(self, nodes: Iterable[NodeInfo] = (), objects: Iterable[Resource] = ()) -> None:
         self.objects: list[Resource] = list(objects)
         self.clock = FakeClock()
-        self.client: Any = None
+        self.client = FakeApi(self.clock)
         self.recorder: Any = None
         self.filter_plugins: list[FilterPlugin] = []
         self.pre_filter_plugins: list[PreFilterPlugin] = []

@@ -9,6 +9,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,6 @@ from kubelab.api.kinds.core_v1.pod import (
     Pod,
     PodAffinityTerm,
     PodAntiAffinity,
-    PodSpec,
     ResourceRequirements,
     Toleration,
     TopologySpreadConstraint,
@@ -37,6 +37,7 @@ from kubelab.client.rest import Client
 from kubelab.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet, TaintRule
 from node.hollow.pods import HollowKubelet
+from tests import builders
 
 
 @dataclass
@@ -141,16 +142,12 @@ def pod(
     *,
     cpu: str | None = None,
     labels: dict[str, str] | None = None,
-    **spec: object,
+    ports: list[ContainerPort] | None = None,
+    **spec: Any,
 ) -> Pod:
     resources = ResourceRequirements(requests={"cpu": cpu}) if cpu else None
-    container = Container(name="c", image="app", resources=resources)
-    if "ports" in spec:
-        container.ports = spec.pop("ports")  # type: ignore[assignment]
-    return Pod(
-        metadata=ObjectMeta(name=name, labels=labels),
-        spec=PodSpec(containers=[container], **spec),  # type: ignore[arg-type]
-    )
+    container = Container(name="c", image="app", resources=resources, ports=ports)
+    return builders.pod(name, labels=labels, containers=[container], **spec)
 
 
 def nodes(cluster: Cluster, count: int, suffix: str = "", **options: object) -> FleetSpec:

@@ -14,18 +14,16 @@ from pathlib import Path
 
 import aetcd
 import pytest
-from etcd_server import ETCD_BINARY, EtcdServer, etcd_available
 
 from controlplane.storage.etcd import EtcdStore
 from controlplane.storage.interface import Store
 from controlplane.storage.sqlite import SQLiteStore
+from tests.controlplane.storage.etcd_server import EtcdServer
 
 
 @pytest.fixture(scope="session")
 def etcd_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real etcd for the session, on loopback with free ports; stopped at the end."""
-    if not etcd_available():
-        pytest.skip(f"no etcd binary at {ETCD_BINARY} (`make setup` installs etcd-server)")
     server = EtcdServer(tmp_path_factory.mktemp("etcd"))
     server.start()
     try:

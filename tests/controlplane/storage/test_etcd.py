@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import aetcd
 import grpc
 import pytest
-from etcd_server import ETCD_BINARY, EtcdServer, etcd_available, free_ports
 
 from controlplane.storage.etcd import EtcdStore
 from controlplane.storage.interface import (
@@ -25,6 +24,10 @@ from controlplane.storage.interface import (
     Expired,
     KeyNotFound,
     Unavailable,
+)
+from tests.controlplane.storage.etcd_server import (
+    EtcdServer,
+    free_ports,
 )
 
 pytestmark = pytest.mark.etcd
@@ -188,7 +191,7 @@ async def test_reads_and_watches_fail_over_when_the_endpoint_goes_away(
         rest = await _take(events, 2)  # the watch resumed after the last event it gave
         assert [(e.type, e.kv) for e in rest] == [(ADDED, b), (MODIFIED, a2)]
         assert rest[1].prev == a
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()
     finally:
         await store.close()
         await proxy.stop()
@@ -237,8 +240,6 @@ async def test_a_write_cut_off_after_it_was_sent_is_not_retried(etcd_endpoint: s
 
 @pytest.mark.parametrize("crash", [False, True], ids=["sigterm", "kill-9"])
 async def test_restart_keeps_data_and_revisions(tmp_path: Path, crash: bool) -> None:
-    if not etcd_available():
-        pytest.skip(f"no etcd binary at {ETCD_BINARY} (`make setup` installs etcd-server)")
     server = EtcdServer(tmp_path / "etcd")
     server.start()
     try:
@@ -325,7 +326,7 @@ async def test_one_revision_with_many_events_is_delivered_whole(etcd_endpoint: s
         async with aetcd.Client(host, int(port)) as client:
             await client.delete_prefix(prefix.encode())
         deleted = await _take(events, 3)
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()
         assert [(e.type, e.kv.key, e.kv.value) for e in deleted] == [
             (DELETED, kv.key, kv.value) for kv in created
         ]

@@ -26,7 +26,6 @@ from pathlib import Path
 import aetcd
 import pytest
 from aetcd import rpc
-from etcd_server import etcd_available, free_ports, loopback_cluster
 
 from controlplane.storage.etcd import EtcdStore, EtcdTLS
 from controlplane.storage.interface import Unavailable
@@ -36,6 +35,7 @@ from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
 from kubelab.lab.etcd import EtcdCluster, EtcdMember, EtcdProcess, EtcdRunner
 from kubelab.pki import CertificateAuthority
+from tests.controlplane.storage.etcd_server import free_ports, loopback_cluster
 from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
@@ -45,8 +45,6 @@ NAMESPACE = "ha"
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[EtcdRunner]:
-    if not etcd_available():
-        pytest.skip("no etcd binary (`make setup` installs etcd-server)")
     runner = loopback_cluster(tmp_path / "etcd", 3)
     runner.start()
     try:
@@ -158,14 +156,14 @@ async def test_two_members_killed_writes_fail_cleanly_and_recover(
         status = writer.failures[0].status
         assert status.code == 503, status
         assert status.reason == "ServiceUnavailable"
-        assert "storage is unavailable" in status.message
+        assert "storage is unavailable" in (status.message or "")
 
         # A consistent read (no resourceVersion) needs the quorum and fails the same clean
         # way; resourceVersion=0 is answered from the API server's watch cache, as upstream.
         with pytest.raises(ApiError) as raised:
             await client.list(ConfigMap, NAMESPACE)
         assert raised.value.status.code == 503
-        assert "storage is unavailable" in raised.value.status.message
+        assert "storage is unavailable" in (raised.value.status.message or "")
         cached = await client.list(ConfigMap, NAMESPACE, resource_version="0")
         assert sorted(cm.metadata.name or "" for cm in cached.items) == sorted(writer.acknowledged)
 
@@ -186,8 +184,6 @@ async def test_two_members_killed_writes_fail_cleanly_and_recover(
 
 async def test_client_tls_to_etcd(tmp_path: Path) -> None:
     """Members that want client certificates: the store and ``--etcd-*file`` speak TLS."""
-    if not etcd_available():
-        pytest.skip("no etcd binary (`make setup` installs etcd-server)")
     with loopback_cluster(tmp_path / "etcd", 1, client_tls=True) as runner:
         files = runner.cluster.client_tls_files()
         endpoints = runner.cluster.endpoints()

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from etcd_server import etcd_available, loopback_cluster
 
 from controlplane.storage.etcd import HEALTH_INTERVAL, HEALTH_TIMEOUT, EtcdStore
 from controlplane.storage.interface import ADDED
 from kubelab.lab.etcd import EtcdRunner
+from tests.controlplane.storage.etcd_server import loopback_cluster
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
 
@@ -32,8 +32,6 @@ that fails, the probes of the others, and a second for an election if it was the
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[EtcdRunner]:
-    if not etcd_available():
-        pytest.skip("no etcd binary (`make setup` installs etcd-server)")
     with loopback_cluster(tmp_path / "etcd", 3) as runner:
         yield runner
 

@@ -61,8 +61,8 @@ async def test_kill_9_loses_nothing_acknowledged(tmp_path: Path) -> None:
         while len(acknowledged) < 50:
             line = await child.stdout.readline()
             assert line, "the writer died early"
-            key, revision = line.decode().split()
-            acknowledged.append((key, int(revision)))
+            key, written = line.decode().split()
+            acknowledged.append((key, int(written)))
     finally:
         os.kill(child.pid, signal.SIGKILL)
         await child.wait()

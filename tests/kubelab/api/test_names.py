@@ -10,6 +10,7 @@ import ipaddress
 from collections.abc import Callable
 
 import pytest
+from _pytest.mark import ParameterSet
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,7 +78,7 @@ NOT_A_CIDR = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
 MICRO_LAYOUT = '"2006-01-02T15:04:05.000000Z07:00"'
 
 
-def cases(validator: Validator, good: list[str], bad: list[str]) -> list[object]:
+def cases(validator: Validator, good: list[str], bad: list[str]) -> list[ParameterSet]:
     return [
         pytest.param(validator, value, True, id=f"{validator.__name__}-ok-{value[:20]!r}")
         for value in good

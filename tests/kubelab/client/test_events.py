@@ -19,7 +19,7 @@ import pytest
 
 from kubelab.api.kinds.core_v1.cluster import ConfigMap, Event
 from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kubelab.api.kinds.core_v1.pod import Container, Pod
 from kubelab.api.meta_v1 import ObjectMeta, Resource, Status
 from kubelab.client.errors import ApiError, ClientError
 from kubelab.client.events import (
@@ -30,6 +30,7 @@ from kubelab.client.events import (
 )
 from kubelab.client.rest import Client
 from kubelab.clock import FakeClock
+from tests import builders
 
 R = TypeVar("R", bound=Resource)
 
@@ -103,12 +104,11 @@ class FakeEvents:
 
 
 def pod(name: str = "web-0", namespace: str = "shop") -> Pod:
-    return Pod(
-        metadata=ObjectMeta(
-            name=name, namespace=namespace, uid=f"uid-{name}", resource_version="7"
-        ),
-        spec=PodSpec(containers=[Container(name="c", image="busybox")]),
+    built = builders.pod(
+        name, namespace, uid=f"uid-{name}", containers=[Container(name="c", image="busybox")]
     )
+    built.metadata.resource_version = "7"
+    return built
 
 
 def node(name: str = "node-1") -> Node:

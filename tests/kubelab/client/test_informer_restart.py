@@ -27,7 +27,7 @@ from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.reflector import ListerWatcher, Reflector, client_lister_watcher
 from kubelab.client.rest import Client, ListResult, WatchEvent
-from tests.controlplane.storage.etcd_server import EtcdServer, etcd_available
+from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 
 pytestmark = pytest.mark.slow
@@ -136,8 +136,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Re
     if request.param == "sqlite":
         yield Restartable(data_dir, []), f"sqlite:{data_dir / 'state.db'}"
         return
-    if not etcd_available():
-        pytest.skip("no etcd binary (`make setup` installs etcd-server)")
     with EtcdServer(tmp_path / "etcd") as etcd:
         yield Restartable(data_dir, ["--store", f"etcd://{etcd.endpoint}"]), etcd.endpoint
 

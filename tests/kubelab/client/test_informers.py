@@ -22,7 +22,7 @@ import pytest
 from controlplane.scheduler.framework.interface import Lister
 from kubelab.api.keys import object_key
 from kubelab.api.kinds.core_v1.cluster import ConfigMap
-from kubelab.api.kinds.core_v1.pod import Binding, Container, Pod, PodSpec
+from kubelab.api.kinds.core_v1.pod import Binding, Container, Pod
 from kubelab.api.kinds.core_v1.volume import ObjectReference
 from kubelab.api.meta_v1 import ObjectMeta, OwnerReference, Resource, Status
 from kubelab.client.errors import ApiError, ClientError
@@ -47,6 +47,7 @@ from kubelab.client.reflector import (
 )
 from kubelab.client.rest import Client, ListResult, WatchEvent
 from kubelab.clock import FakeClock
+from tests import builders
 
 
 def gone() -> ApiError:
@@ -64,10 +65,11 @@ def pod(
         OwnerReference(api_version="apps/v1", kind="ReplicaSet", name=uid, uid=uid)
         for uid in owners
     ]
-    return Pod(
-        metadata=ObjectMeta(name=name, namespace=namespace, owner_references=refs or None),
-        spec=PodSpec(containers=[Container(name="c", image="busybox")], node_name=node),
+    built = builders.pod(
+        name, namespace, node_name=node, containers=[Container(name="c", image="busybox")]
     )
+    built.metadata.owner_references = refs or None
+    return built
 
 
 def rv(obj: Resource) -> str:

@@ -10,13 +10,13 @@ import contextlib
 from collections.abc import Callable
 
 import pytest
-from test_informers import FakeListerWatcher, config_map, gone, until
 
 from kubelab.api.meta_v1 import Resource, Status, StatusCause, StatusDetails
 from kubelab.client.errors import ApiError
 from kubelab.client.informers import Indexer
 from kubelab.client.reflector import Reflector
 from kubelab.clock import FakeClock
+from tests.kubelab.client.test_informers import FakeListerWatcher, config_map, gone, until
 
 
 def too_large() -> ApiError:

@@ -39,8 +39,6 @@ def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]
 
 @pytest.fixture(scope="package")
 def ha_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
-    if os.geteuid() != 0:
-        pytest.skip("the HA lab needs root (network namespaces, iptables)")
     spec = LabSpec(name=HA_LAB, workers=1, store="etcd", control_planes=3, host_api_port=HA_PORT)
     flags = ("--control-planes", "3", "--store", "etcd")
     with lab_up(spec, tmp_path_factory.mktemp("kubectl-ha"), *flags) as running:

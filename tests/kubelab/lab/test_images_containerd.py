@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -39,8 +38,8 @@ pytestmark = [
     pytest.mark.timeout(900),  # the first test may build the Debian images into the cache
 ]
 
-if os.geteuid() != 0 or shutil.which("containerd") is None or shutil.which("mmdebstrap") is None:
-    pytest.skip("needs root, containerd and mmdebstrap", allow_module_level=True)
+if shutil.which("mmdebstrap") is None:
+    pytest.skip("needs mmdebstrap to build the images", allow_module_level=True)
 
 POD_CIDR = "10.88.40.0/24"
 GATEWAY = "10.88.40.1"  # the reference bridge plugin's address on the node: the client here

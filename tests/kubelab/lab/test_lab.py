@@ -389,7 +389,7 @@ def test_pod_to_pod_across_nodes_keeps_the_source_ip(lab: Running, web: Web) -> 
     }
     lab.kubectl.run("apply", "-f", "-", input=json.dumps(echo))
     lab.kubectl.run("wait", "--for=condition=Ready", "pod/echo", "--timeout=60s")
-    echo_ip = lab.kubectl.json("get", "pod", "echo")["status"]["podIP"]  # type: ignore[index]
+    echo_ip = lab.kubectl.json("get", "pod", "echo")["status"]["podIP"]
     probe1, probe1_ip = web.probes["node1"]
     (answer,) = answers(
         1, "node1", f"http://{echo_ip}:{ECHOSERVER_PORT}/clientip", probe1, lab.kubectl
@@ -1028,7 +1028,7 @@ def test_etcd_and_userspace_serve_a_deployment_and_up_after_a_crash_cleans_first
         assert "controlplane/etcd" in {r.key for r in records}
         kubectl.run("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in manifests()))
         kubectl.run("rollout", "status", "deployment/web", "--timeout=90s")
-        cluster_ip = kubectl.json("get", "service", "web")["spec"]["clusterIP"]  # type: ignore[index]
+        cluster_ip = kubectl.json("get", "service", "web")["spec"]["clusterIP"]
         served("node1", f"http://{cluster_ip}/")
         assert answering_nodes(answers(4, "node1", f"http://{cluster_ip}/", None, kubectl)) == {
             "node1"

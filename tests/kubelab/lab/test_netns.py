@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from kubelab.lab.netns import NetnsForwarder
-from kubelab.lab.topology import NETNS_DIR
 from kubelab.netns import socket_in_netns
+from tests.netns import NetnsFactory
 
 pytestmark = pytest.mark.privileged
 
 
 @pytest.fixture
-def netns() -> Iterator[Path]:
-    name = f"kl-test-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        yield NETNS_DIR / name
-    finally:
-        subprocess.run(["ip", "netns", "delete", name], check=True)
+def netns(make_netns: NetnsFactory) -> Path:
+    return make_netns().path
 
 
 @pytest.fixture

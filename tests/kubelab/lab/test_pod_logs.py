@@ -41,7 +41,7 @@ def _wait_for(kubectl: Kubectl, pod: str, ready: Any, timeout: float = 60.0) -> 
 
 def _crash_looping(status: dict[str, Any]) -> bool:
     waiting = status.get("state", {}).get("waiting", {})
-    return waiting.get("reason") == "CrashLoopBackOff" and status.get("restartCount", 0) >= 1
+    return bool(waiting.get("reason") == "CrashLoopBackOff" and status.get("restartCount", 0) >= 1)
 
 
 def test_logs_previous_of_a_crash_looping_pod(lab_kubectl: Kubectl) -> None:

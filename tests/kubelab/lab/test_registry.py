@@ -217,7 +217,7 @@ def test_images_by_the_names_people_type(lab_kubectl: Kubectl) -> None:
     k.run("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/hello", "--timeout=90s")
     assert k.run("logs", "hello").stdout == "hello from python\n"
     pod = k.json("get", "pod", "latest")
-    assert pod["spec"]["containers"][0]["imagePullPolicy"] == "Always"  # type: ignore[index]
+    assert pod["spec"]["containers"][0]["imagePullPolicy"] == "Always"
     assert any(r == "Pulled" for r, _ in events_of(k, "latest"))
     assert ("Pulling", 'Pulling image "busybox"') in events_of(k, "sleeper")
 

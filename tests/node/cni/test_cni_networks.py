@@ -9,7 +9,6 @@ and stops the agent by PID.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,10 +18,7 @@ import pytest
 
 from bench.cni import FLAVOURS, CniLab, Flavour, in_netns
 
-pytestmark = [
-    pytest.mark.privileged,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-]
+pytestmark = pytest.mark.privileged
 
 GATEWAY = "10.251.0.1"
 HOST_PORT = 18080

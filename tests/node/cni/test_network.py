@@ -11,8 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,11 +18,9 @@ from typing import Any
 import pytest
 
 from node.cni.network import host_veth_name, hostport_chain
+from tests.netns import NetnsFactory
 
-pytestmark = [
-    pytest.mark.privileged,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-]
+pytestmark = pytest.mark.privileged
 
 REPO = Path(__file__).resolve().parents[3]
 SUBNET = "10.250.7.0/24"
@@ -91,20 +87,9 @@ class Lab:
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
-    prefix = f"cnit-{uuid.uuid4().hex[:6]}"
-    lab = Lab(
-        node=f"{prefix}-node", pods={p: f"{prefix}-{p}" for p in ("a", "b")}, data_dir=tmp_path
-    )
-    created: list[str] = []
-    try:
-        for name in (lab.node, *lab.pods.values()):
-            subprocess.run(["ip", "netns", "add", name], check=True)
-            created.append(name)
-        yield lab
-    finally:
-        for name in created:
-            subprocess.run(["ip", "netns", "del", name], check=False)
+def lab(tmp_path: Path, make_netns: NetnsFactory) -> Lab:
+    pods = {p: make_netns(f"cnit-{p}").name for p in ("a", "b")}
+    return Lab(node=make_netns("cnit-node").name, pods=pods, data_dir=tmp_path)
 
 
 def test_add_connects_pods_bridge_and_node(lab: Lab) -> None:

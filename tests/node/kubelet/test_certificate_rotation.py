@@ -13,6 +13,7 @@ from kubelab.client.errors import ClientError
 from kubelab.clock import FakeClock
 from kubelab.pki import CertificateAuthority
 from node.kubelet import certificate
+from tests.fakeapi import Action, FakeApi
 
 
 def test_rotation_falls_between_70_and_90_percent_of_the_lifetime(tmp_path: Path) -> None:
@@ -54,11 +55,9 @@ def test_a_missing_or_expired_kubeconfig_is_not_usable(tmp_path: Path) -> None:
     assert not certificate.usable(path, now + datetime.timedelta(days=2))
 
 
-class RefusingClient:
-    """A client whose certificate requests all fail (the API is unreachable)."""
-
-    async def create(self, obj: object) -> object:
-        raise ClientError("POST /apis/certificates.k8s.io/v1/certificatesigningrequests: refused")
+def refused(_: Action) -> None:
+    """Every certificate request fails: the API is unreachable."""
+    raise ClientError("POST /apis/certificates.k8s.io/v1/certificatesigningrequests: refused")
 
 
 async def test_a_certificate_that_expires_unrenewed_ends_the_kubelet(tmp_path: Path) -> None:
@@ -67,7 +66,9 @@ async def test_a_certificate_that_expires_unrenewed_ends_the_kubelet(tmp_path: P
     paths = certificate.Paths(tmp_path / "kubelet.kubeconfig", tmp_path / "pki")
     kubeconfig.write(paths.kubeconfig, kubeconfig.render("https://x", ca.cert_pem, "node", pair))
     clock = FakeClock(datetime.datetime.now(datetime.UTC))
-    rotator = certificate.client_manager(RefusingClient(), paths, "a", clock)  # type: ignore[arg-type]
+    api = FakeApi(clock)
+    api.react("create", "CertificateSigningRequest", refused)
+    rotator = certificate.client_manager(api, paths, "a", clock)
     task = asyncio.create_task(rotator.run())
     for _ in range(200):
         if task.done():

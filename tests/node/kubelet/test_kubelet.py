@@ -15,13 +15,13 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kubelab.api.kinds.core_v1.cluster import ConfigMap, ServiceAccount
 from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.meta_v1 import ObjectMeta
+from kubelab.api.kinds.core_v1.pod import Container, Pod
 from kubelab.client.errors import ApiError
 from kubelab.client.rest import Client
 from node.cri.fake import FakeContainer, FakeRuntime
@@ -33,6 +33,7 @@ from node.kubelet.runtime.cgroups import FakeCgroups
 from node.kubelet.runtime.labels import POD_UID_LABEL
 from node.kubelet.runtime.options import NodeRuntimeOptions
 from node.kubelet.volumes.manager import FakeMounter
+from tests import builders
 from tests.servers import ServerProcess, start_server, stop_server
 
 BUSYBOX = "docker.io/library/busybox:1.35"
@@ -170,15 +171,14 @@ async def node(client: Client, runtime: FakeRuntime, tmp_path: Path) -> AsyncIte
             await client.delete(Node, harness.name)
 
 
-def _pod(node: FakeNode, namespace: str, name: str = "web", **spec: object) -> Pod:
-    return Pod(
-        metadata=ObjectMeta(name=name, namespace=namespace),
-        spec=PodSpec(
-            node_name=node.name,
-            containers=[Container(name="app", image=BUSYBOX)],
-            termination_grace_period_seconds=1,
-            **spec,  # type: ignore[arg-type]
-        ),
+def _pod(node: FakeNode, namespace: str, name: str = "web", **spec: Any) -> Pod:
+    return builders.pod(
+        name,
+        namespace,
+        node_name=node.name,
+        containers=[Container(name="app", image=BUSYBOX)],
+        termination_grace_period_seconds=1,
+        **spec,
     )
 
 

@@ -4,14 +4,13 @@ and answered with 401 or 403."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 
 from kubelab.api.kinds.authentication_v1 import TokenReview, TokenReviewStatus, UserInfo
 from kubelab.api.kinds.authorization_v1 import SubjectAccessReview, SubjectAccessReviewStatus
-from kubelab.client.rest import Client
 from kubelab.clock import FakeClock
 from kubelab.pki import CertificateAuthority
 from node.kubelet.auth import (
@@ -24,6 +23,7 @@ from node.kubelet.auth import (
     User,
     request_attributes,
 )
+from tests.fakeapi import Action, FakeApi
 
 
 @pytest.mark.parametrize(
@@ -86,32 +86,40 @@ class Reviews:
     def __init__(self, tokens: dict[str, User], allowed: set[tuple[str, str, str]]) -> None:
         self.tokens = tokens
         self.allowed = allowed
-        self.asked: list[Any] = []
+        self.api = FakeApi()
+        self.api.react("create", "TokenReview", self.review_token)
+        self.api.react("create", "SubjectAccessReview", self.review_access)
 
-    async def create(self, obj: Any) -> Any:
-        self.asked.append(obj)
-        if isinstance(obj, TokenReview):
-            assert obj.spec is not None
-            user = self.tokens.get(obj.spec.token or "")
-            obj.status = TokenReviewStatus(
-                authenticated=user is not None,
-                user=UserInfo(username=user.name, groups=list(user.groups)) if user else None,
-            )
-            return obj
-        assert isinstance(obj, SubjectAccessReview)
-        assert obj.spec is not None and obj.spec.resource_attributes is not None
-        attributes = obj.spec.resource_attributes
+    @property
+    def asked(self) -> list[Any]:
+        return [action.obj for action in self.api.actions]
+
+    def review_token(self, action: Action) -> TokenReview:
+        review = action.obj
+        assert isinstance(review, TokenReview) and review.spec is not None
+        user = self.tokens.get(review.spec.token or "")
+        review.status = TokenReviewStatus(
+            authenticated=user is not None,
+            user=UserInfo(username=user.name, groups=list(user.groups)) if user else None,
+        )
+        return review
+
+    def review_access(self, action: Action) -> SubjectAccessReview:
+        review = action.obj
+        assert isinstance(review, SubjectAccessReview) and review.spec is not None
+        attributes = review.spec.resource_attributes
+        assert attributes is not None
         assert (attributes.resource, attributes.name, attributes.group) == ("nodes", "node-a", None)
-        key = (obj.spec.user or "", attributes.verb or "", attributes.subresource or "")
-        obj.status = SubjectAccessReviewStatus(allowed=key in self.allowed)
-        return obj
+        key = (review.spec.user or "", attributes.verb or "", attributes.subresource or "")
+        review.status = SubjectAccessReviewStatus(allowed=key in self.allowed)
+        return review
 
 
 SA = User("system:serviceaccount:default:reader", ("system:serviceaccounts",))
 
 
 def auth(reviews: Reviews, clock: FakeClock, **options: bool) -> KubeletAuth:
-    return KubeletAuth(AuthOptions(**options), cast(Client, reviews), "node-a", clock)
+    return KubeletAuth(AuthOptions(**options), reviews.api, "node-a", clock)
 
 
 async def test_authentication_order() -> None:

@@ -26,7 +26,7 @@ from node.cri.client import RuntimeClient
 from node.kubelet.runtime.labels import POD_UID_LABEL
 from tests.node.containerd_node import containerd_images_fixture  # noqa: F401 (fixture)
 from tests.node.kubelet_node import KubeletCluster, kubelet_logs, pod_cgroups
-from tests.servers import Kubectl
+from tests.servers import KUBECTL, Kubectl
 
 pytestmark = [pytest.mark.privileged, pytest.mark.containerd]
 
@@ -293,7 +293,7 @@ def test_kubectl_exec_logs_and_port_forward_through_the_api_server(
         local = probe.getsockname()[1]
     forward = subprocess.Popen(
         [
-            str(kubectl_binary()),
+            str(KUBECTL),
             "--kubeconfig",
             str(kubectl.kubeconfig),
             "-n",
@@ -321,12 +321,6 @@ def test_kubectl_exec_logs_and_port_forward_through_the_api_server(
         forward.wait(10)
         forward.stdout.close() if forward.stdout else None
         forward.stderr.close() if forward.stderr else None
-
-
-def kubectl_binary() -> Path:
-    from tests.servers import KUBECTL
-
-    return KUBECTL
 
 
 def test_liveness_failure_restarts_and_crash_loop_backs_off(
@@ -372,7 +366,7 @@ def test_liveness_failure_restarts_and_crash_loop_backs_off(
 
 def event_reasons(kubectl: Kubectl, name: str) -> list[str]:
     events = kubectl.json("get", "events", "--field-selector", f"involvedObject.name={name}")
-    items: list[dict[str, Any]] = events["items"]  # type: ignore[assignment]
+    items: list[dict[str, Any]] = events["items"]
     return [e["reason"] for e in items]
 
 
@@ -411,7 +405,7 @@ def test_logs_of_the_previous_instance_and_followed_logs(
     assert previous.startswith("run-0\ntick-0\n") and "tick-4" in previous
     follow = subprocess.Popen(
         [
-            str(kubectl_binary()),
+            str(KUBECTL),
             "--kubeconfig",
             str(kubectl.kubeconfig),
             "-n",

@@ -7,12 +7,12 @@ import datetime
 from kubelab.clock import FakeClock
 from node.kubelet.pleg import RELIST_THRESHOLD, PodLifecycleEventGenerator
 from node.kubelet.runtime.state import PodRuntimeState, SandboxState
-from node.kubelet.status import RuntimeContainer
+from node.kubelet.status import RuntimeContainer, RuntimeState
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
-def _state(uid: str, *containers: tuple[str, str], ready: bool = True) -> PodRuntimeState:
+def _state(uid: str, *containers: tuple[str, RuntimeState], ready: bool = True) -> PodRuntimeState:
     return PodRuntimeState(
         uid=uid,
         sandboxes=(SandboxState(id=f"sb-{uid}", attempt=0, ready=ready, created_at=T0, ips=()),),
@@ -23,7 +23,7 @@ def _state(uid: str, *containers: tuple[str, str], ready: bool = True) -> PodRun
                 image="i",
                 image_ref="i",
                 state=state,
-                created_at=T0,  # type: ignore[arg-type]
+                created_at=T0,
             )
             for cid, state in containers
         ),
@@ -42,7 +42,7 @@ class Runtime:
 
 
 async def test_only_changed_appeared_and_vanished_pods_are_reported() -> None:
-    runtime, woken = Runtime(), []
+    runtime, woken = Runtime(), list[str]()
     pleg = PodLifecycleEventGenerator(runtime.snapshot, woken.append, FakeClock())
     runtime.pods = {"a": _state("a", ("c1", "running")), "b": _state("b", ("c2", "running"))}
     assert await pleg.relist() == {"a", "b"}
@@ -58,7 +58,7 @@ async def test_only_changed_appeared_and_vanished_pods_are_reported() -> None:
 
 
 async def test_a_state_seen_by_a_worker_updates_the_cache_but_not_detection() -> None:
-    runtime, woken = Runtime(), []
+    runtime, woken = Runtime(), list[str]()
     pleg = PodLifecycleEventGenerator(runtime.snapshot, woken.append, FakeClock())
     runtime.pods = {"a": _state("a")}
     await pleg.relist()

@@ -7,8 +7,7 @@ import datetime
 
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec
-from kubelab.api.meta_v1 import ObjectMeta
+from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.clock import FakeClock
 from node.kubelet.podworkers import (
     ERROR_BACKOFF,
@@ -17,14 +16,15 @@ from node.kubelet.podworkers import (
     SyncOutcome,
     grace_seconds,
 )
+from tests import builders
 
 
 def _pod(uid: str = "u1", *, deleting: bool = False, grace: int | None = None) -> Pod:
-    meta = ObjectMeta(name="web", namespace="ns", uid=uid)
+    built = builders.pod("web", "ns", uid=uid, termination_grace_period_seconds=45)
     if deleting:
-        meta.deletion_timestamp = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-        meta.deletion_grace_period_seconds = grace
-    return Pod(metadata=meta, spec=PodSpec(termination_grace_period_seconds=45))
+        built.metadata.deletion_timestamp = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+        built.metadata.deletion_grace_period_seconds = grace
+    return built
 
 
 class Recorder:

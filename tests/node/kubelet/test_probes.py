@@ -21,12 +21,10 @@ from kubelab.api.kinds.core_v1.pod import (
     HTTPGetAction,
     Pod,
     PodIP,
-    PodSpec,
     PodStatus,
     Probe,
     TCPSocketAction,
 )
-from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.clock import FakeClock
 from node.kubelet.probes import (
     NetworkProber,
@@ -38,6 +36,7 @@ from node.kubelet.probes import (
     Result,
     resolve_port,
 )
+from tests import builders
 
 UID = "uid-1"
 HANG = "hang"
@@ -125,17 +124,12 @@ async def settle() -> None:
 
 
 def app_pod(*, restart_policy: str = "Always", deleting: bool = False, **probes: Any) -> Pod:
-    return Pod(
-        metadata=ObjectMeta(
-            name="web",
-            namespace="default",
-            uid=UID,
-            deletion_timestamp=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-            if deleting
-            else None,
-        ),
-        spec=PodSpec(restart_policy=restart_policy, containers=[Container(name="app", **probes)]),
+    built = builders.pod(
+        uid=UID, containers=[Container(name="app", **probes)], restart_policy=restart_policy
     )
+    if deleting:
+        built.metadata.deletion_timestamp = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    return built
 
 
 @pytest.fixture

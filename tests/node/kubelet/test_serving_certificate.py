@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import itertools
 from pathlib import Path
-from typing import Any, cast
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -20,39 +18,28 @@ from kubelab.api.kinds.certificates_v1 import (
     CertificateSigningRequestStatus,
 )
 from kubelab.api.kinds.core_v1.node import NodeAddress
-from kubelab.client.rest import Client
 from kubelab.clock import FakeClock
 from kubelab.pki import CertificateAuthority, KeyPair
 from node.kubelet import certificate
+from tests.fakeapi import Action, FakeApi
 
 
-class SigningApi:
-    """Creates CertificateSigningRequests and answers the first get with a certificate."""
+def signing_api(ca: CertificateAuthority, clock: FakeClock, behind: float = 0.0) -> FakeApi:
+    """An API whose CertificateSigningRequests have a certificate from ``ca`` by the time they
+    are read back; the signer's clock is ``behind`` seconds behind the kubelet's."""
+    api = FakeApi(clock)
 
-    def __init__(self, ca: CertificateAuthority, clock: FakeClock, behind: float = 0.0) -> None:
-        self.ca = ca
-        self.clock = clock
-        self.behind = datetime.timedelta(seconds=behind)
-        """How far the signer's clock is behind the kubelet's."""
-        self.requests: dict[str, CertificateSigningRequest] = {}
-        self.names = (f"csr-{i}" for i in itertools.count())
-
-    async def create(self, csr: CertificateSigningRequest) -> CertificateSigningRequest:
-        csr.metadata.name = next(self.names)
-        self.requests[csr.metadata.name] = csr
-        return csr
-
-    async def get(self, cls: Any, name: str) -> CertificateSigningRequest:
-        csr = self.requests[name]
+    def sign(action: Action) -> None:
+        csr = api.stored(CertificateSigningRequest, action.name)
         assert csr.spec is not None and csr.spec.request is not None
         request = x509.load_pem_x509_csr(csr.spec.request)
-        key = serialization.load_pem_private_key(self.ca.pair.key_pem, password=None)
+        key = serialization.load_pem_private_key(ca.pair.key_pem, password=None)
         assert isinstance(key, ec.EllipticCurvePrivateKey)
-        now = self.clock.now() - self.behind  # the test's time runs ahead of the real one
+        now = clock.now() - datetime.timedelta(seconds=behind)
         cert = (
             x509.CertificateBuilder()
             .subject_name(request.subject)
-            .issuer_name(self.ca.pair.certificate.subject)
+            .issuer_name(ca.pair.certificate.subject)
             .public_key(request.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now)
@@ -66,7 +53,14 @@ class SigningApi:
         csr.status = CertificateSigningRequestStatus(
             certificate=cert.public_bytes(serialization.Encoding.PEM)
         )
-        return csr
+
+    api.react("get", "CertificateSigningRequest", sign)
+    return api
+
+
+def requests(api: FakeApi) -> list[CertificateSigningRequest]:
+    """The CertificateSigningRequests the kubelet created, in order."""
+    return [a.obj for a in api.writes("create", "CertificateSigningRequest")]
 
 
 def names(cert: x509.Certificate) -> tuple[set[str], set[str]]:
@@ -85,22 +79,22 @@ async def settle(clock: FakeClock, seconds: float, step: float = 1.0) -> None:
 
 async def test_the_serving_certificate_follows_the_node_addresses(tmp_path: Path) -> None:
     clock = FakeClock(datetime.datetime.now(datetime.UTC))
-    api = SigningApi(CertificateAuthority.create(), clock)
+    api = signing_api(CertificateAuthority.create(), clock)
     addresses: list[NodeAddress] = []
     served: list[KeyPair] = []
     manager = certificate.serving_manager(
-        cast(Client, api), tmp_path, "n1", clock, lambda: addresses, served.append
+        api, tmp_path, "n1", clock, lambda: addresses, served.append
     )
     task = asyncio.create_task(manager.run())
     try:
         await settle(clock, 3)
-        assert api.requests == {}  # the Node has not reported an address yet
+        assert requests(api) == []  # the Node has not reported an address yet
         addresses[:] = [
             NodeAddress(type="InternalIP", address="10.240.0.11"),
             NodeAddress(type="Hostname", address="n1"),
         ]
         await settle(clock, 3)
-        (first,) = api.requests.values()
+        (first,) = requests(api)
         assert first.spec is not None
         assert (first.spec.signer_name, first.spec.usages) == (
             "kubernetes.io/kubelet-serving",
@@ -113,15 +107,15 @@ async def test_the_serving_certificate_follows_the_node_addresses(tmp_path: Path
         assert (tmp_path / certificate.SERVING_FILE).stat().st_mode & 0o777 == 0o600
 
         await settle(clock, 120)
-        assert len(api.requests) == 1  # current, and the same names: nothing to ask
+        assert len(requests(api)) == 1  # current, and the same names: nothing to ask
 
         addresses.append(NodeAddress(type="ExternalIP", address="192.0.2.7"))
         await settle(clock, certificate.RECHECK + 2)
-        assert len(api.requests) == 2
+        assert len(requests(api)) == 2
         assert names(served[-1].certificate) == ({"n1"}, {"10.240.0.11", "192.0.2.7"})
 
         await settle(clock, 3600 * 0.9, step=10)  # past the rotation deadline
-        assert len(api.requests) == 3
+        assert len(requests(api)) == 3
         renewed = served[-1].certificate
         assert renewed.not_valid_after_utc > clock.now() + datetime.timedelta(minutes=30)
     finally:
@@ -130,17 +124,15 @@ async def test_the_serving_certificate_follows_the_node_addresses(tmp_path: Path
 
 async def test_certificates_due_at_once_are_asked_for_with_backoff(tmp_path: Path) -> None:
     clock = FakeClock(datetime.datetime.now(datetime.UTC))
-    api = SigningApi(CertificateAuthority.create(), clock, behind=3500)
+    api = signing_api(CertificateAuthority.create(), clock, behind=3500)
     addresses = [NodeAddress(type="InternalIP", address="10.240.0.11")]
-    manager = certificate.serving_manager(
-        cast(Client, api), tmp_path, "n1", clock, lambda: addresses
-    )
+    manager = certificate.serving_manager(api, tmp_path, "n1", clock, lambda: addresses)
     task = asyncio.create_task(manager.run())
     try:
         await settle(clock, 60)
         # Each certificate is past its rotation point when it arrives: the requests come
         # 1, 2, 4, 8, 16 and 32 s apart, not one per turn of the loop.
-        assert 5 <= len(api.requests) <= 7
+        assert 5 <= len(requests(api)) <= 7
     finally:
         task.cancel()
 

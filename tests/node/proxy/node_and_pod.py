@@ -9,11 +9,11 @@ proxy under test runs in the node's namespace, never in the pytest process's own
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
+from tests.netns import Netns, NetnsFactory
 from tests.servers import REPO
 
 NODE_IP = "10.77.0.1"
@@ -26,14 +26,7 @@ class NodeAndPod:
     pod: str
 
     def run(self, netns: str, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["nsenter", f"--net=/run/netns/{netns}", *argv],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-            cwd=REPO,
-        )
+        return Netns(netns).run(*argv, timeout=60)
 
     def popen(self, netns: str, *argv: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -52,11 +45,8 @@ def ip(*argv: str) -> None:
 @contextmanager
 def node_and_pod(prefix: str, pod_ips: Sequence[str]) -> Iterator[NodeAndPod]:
     """The two namespaces, deleted afterwards whatever happened."""
-    suffix = uuid.uuid4().hex[:6]
-    pair = NodeAndPod(node=f"{prefix}n-{suffix}", pod=f"{prefix}p-{suffix}")
-    ip("netns", "add", pair.node)
-    try:
-        ip("netns", "add", pair.pod)
+    with closing(NetnsFactory()) as make:
+        pair = NodeAndPod(node=make(f"{prefix}n").name, pod=make(f"{prefix}p").name)
         ip(
             "-n",
             pair.node,
@@ -73,16 +63,8 @@ def node_and_pod(prefix: str, pod_ips: Sequence[str]) -> Iterator[NodeAndPod]:
         ip("-n", pair.node, "addr", "add", f"{NODE_IP}/24", "dev", "vpod")
         for address in pod_ips:
             ip("-n", pair.pod, "addr", "add", f"{address}/24", "dev", "eth0")
-        for netns, link in (
-            (pair.node, "vpod"),
-            (pair.pod, "eth0"),
-            (pair.node, "lo"),
-            (pair.pod, "lo"),
-        ):
+        for netns, link in ((pair.node, "vpod"), (pair.pod, "eth0")):
             ip("-n", netns, "link", "set", link, "up")
         ip("-n", pair.pod, "route", "add", "default", "via", NODE_IP)
         ip("-n", pair.node, "route", "add", SERVICE_RANGE, "dev", "vpod")
         yield pair
-    finally:
-        for netns in (pair.pod, pair.node):
-            subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import pytest
 
 from kubelab.iptables import IptablesError, failing_line, restore_input
 from node.proxy.libiptc import Command, LibiptcIptables, RuleError, build_rule, parse_line
+from tests.netns import Netns, NetnsFactory
 
 REPO = Path(__file__).resolve().parents[3]
 MASQ = "0x4000/0x4000"
@@ -428,22 +428,8 @@ print(json.dumps(result))
 """
 
 
-class Netns:
-    """A network namespace this test created, and commands run inside it."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def run(self, argv: Sequence[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["nsenter", f"--net=/run/netns/{self.name}", *argv],
-            input=stdin,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=600,
-        )
+class IptcNetns(Netns):
+    """A fresh network namespace, and its tables read and written both ways."""
 
     def libiptc(self, *restores: tuple[str, Sequence[str]]) -> dict[str, Any]:
         """Restores through LibiptcIptables in a subprocess inside the namespace."""
@@ -451,49 +437,39 @@ class Netns:
             "restores": [[table, list(lines)] for table, lines in restores],
             "lock_wait": LOCK_WAIT,
         }
-        done = self.run([sys.executable, "-c", RUNNER], json.dumps(request))
+        done = self.run(sys.executable, "-c", RUNNER, input=json.dumps(request))
         assert done.returncode == 0, done.stderr
         result: dict[str, Any] = json.loads(done.stdout)
         return result
 
     def legacy_restore(self, table: str, lines: Sequence[str]) -> subprocess.CompletedProcess[str]:
         text = "\n".join(restore_input(table, lines)) + "\n"
-        return self.run(["iptables-legacy-restore", "--noflush", "--wait", str(LOCK_WAIT)], text)
+        return self.run(
+            "iptables-legacy-restore", "--noflush", "--wait", str(LOCK_WAIT), input=text
+        )
 
     def save(self, table: str) -> str:
         """``iptables-legacy-save`` of the table without its timestamped comment lines."""
-        done = self.run(["iptables-legacy-save", "-t", table])
+        done = self.run("iptables-legacy-save", "-t", table)
         assert done.returncode == 0, done.stderr
         return "\n".join(line for line in done.stdout.splitlines() if not line.startswith("#"))
 
 
-MakeNetns = Callable[[], Netns]
+MakeNetns = Callable[[], IptcNetns]
 
 
 @pytest.fixture
-def make_netns() -> Iterator[MakeNetns]:
-    """Makes fresh namespaces; deletes them (and with them their tables) afterwards."""
-    created: list[str] = []
-
-    def make() -> Netns:
-        name = f"p2-libiptc-{uuid.uuid4().hex[:8]}"
-        subprocess.run(["ip", "netns", "add", name], check=True)
-        created.append(name)
-        return Netns(name)
-
-    try:
-        yield make
-    finally:
-        for name in created:
-            subprocess.run(["ip", "netns", "delete", name], check=False)
+def iptc_netns(make_netns: NetnsFactory) -> MakeNetns:
+    """Makes fresh namespaces; deleted afterwards, and with them their tables."""
+    return lambda: IptcNetns(make_netns("p2-libiptc").name)
 
 
 def restore_both(
-    make_netns: MakeNetns, restores: Sequence[tuple[str, Sequence[str]]]
-) -> tuple[Netns, Netns]:
+    iptc_netns: MakeNetns, restores: Sequence[tuple[str, Sequence[str]]]
+) -> tuple[IptcNetns, IptcNetns]:
     """The same restores through libiptc in one fresh netns and iptables-legacy-restore in
     another; both must succeed."""
-    ours, theirs = make_netns(), make_netns()
+    ours, theirs = iptc_netns(), iptc_netns()
     result = ours.libiptc(*restores)
     assert result["error"] is None, result["error"]
     for table, lines in restores:
@@ -503,8 +479,8 @@ def restore_both(
 
 
 @pytest.mark.privileged
-def test_kube_ruleset_same_as_iptables_legacy_restore(make_netns: MakeNetns) -> None:
-    ours, theirs = restore_both(make_netns, list(KUBE_RULES.items()))
+def test_kube_ruleset_same_as_iptables_legacy_restore(iptc_netns: MakeNetns) -> None:
+    ours, theirs = restore_both(iptc_netns, list(KUBE_RULES.items()))
     for table in KUBE_RULES:
         saved = ours.save(table)
         assert saved == theirs.save(table)
@@ -517,20 +493,20 @@ SAVE = "from node.proxy.libiptc import LibiptcIptables\nprint(LibiptcIptables().
 
 
 @pytest.mark.privileged
-def test_save_reads_legacy_tables(make_netns: MakeNetns) -> None:
-    netns = make_netns()
+def test_save_reads_legacy_tables(iptc_netns: MakeNetns) -> None:
+    netns = iptc_netns()
     assert netns.libiptc(("filter", KUBE_RULES["filter"]))["error"] is None
-    done = netns.run([sys.executable, "-c", SAVE])
+    done = netns.run(sys.executable, "-c", SAVE)
     assert done.returncode == 0, done.stderr
     assert "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP" in done.stdout
     # The nft backend (Debian's default `iptables`) does not see legacy rules.
-    nft = netns.run(["iptables-nft-save", "-t", "filter"])
+    nft = netns.run("iptables-nft-save", "-t", "filter")
     assert "KUBE-FORWARD" not in nft.stdout
 
 
 @pytest.mark.privileged
-def test_failing_line_leaves_table_untouched(make_netns: MakeNetns) -> None:
-    ours, theirs = restore_both(make_netns, [("nat", KUBE_RULES["nat"])])
+def test_failing_line_leaves_table_untouched(iptc_netns: MakeNetns) -> None:
+    ours, theirs = restore_both(iptc_netns, [("nat", KUBE_RULES["nat"])])
     before = ours.save("nat")
     batch = [
         ":KUBE-NEW - [0:0]",
@@ -550,9 +526,9 @@ def test_failing_line_leaves_table_untouched(make_netns: MakeNetns) -> None:
 
 
 @pytest.mark.privileged
-def test_kernel_refusal_mid_batch_rolls_back(make_netns: MakeNetns) -> None:
+def test_kernel_refusal_mid_batch_rolls_back(iptc_netns: MakeNetns) -> None:
     """A line libiptc itself refuses (not the parser): deleting a chain still referenced."""
-    ours, theirs = restore_both(make_netns, [("nat", KUBE_RULES["nat"])])
+    ours, theirs = restore_both(iptc_netns, [("nat", KUBE_RULES["nat"])])
     before = ours.save("nat")
     batch = [":KUBE-NEW - [0:0]", "-A KUBE-NEW -j RETURN", f"-X {SVC}"]
     result = ours.libiptc(("nat", batch))
@@ -562,7 +538,7 @@ def test_kernel_refusal_mid_batch_rolls_back(make_netns: MakeNetns) -> None:
 
 
 @pytest.mark.privileged
-def test_delete_chains_referencing_each_other(make_netns: MakeNetns) -> None:
+def test_delete_chains_referencing_each_other(iptc_netns: MakeNetns) -> None:
     """Chains that jump to one another (a cycle the kernel refuses, so a chain of jumps) go
     in one batch: flushed first, then deleted in any order."""
     setup = [
@@ -576,11 +552,11 @@ def test_delete_chains_referencing_each_other(make_netns: MakeNetns) -> None:
     ]
     removal = ["-D OUTPUT -j KUBE-A", "-F KUBE-A", "-F KUBE-B", "-F KUBE-C"]
     removal += ["-X KUBE-C", "-X KUBE-B", "-X KUBE-A"]
-    ours, theirs = restore_both(make_netns, [("filter", setup), ("filter", removal)])
+    ours, theirs = restore_both(iptc_netns, [("filter", setup), ("filter", removal)])
     assert ours.save("filter") == theirs.save("filter")
     assert "KUBE-" not in ours.save("filter")
     # Without the flushes the deletion is refused and nothing of the batch happens.
-    ours, theirs = restore_both(make_netns, [("filter", setup)])
+    ours, theirs = restore_both(iptc_netns, [("filter", setup)])
     unflushed = ["-D OUTPUT -j KUBE-A", "-X KUBE-A", "-X KUBE-B"]
     result = ours.libiptc(("filter", unflushed))
     assert result["failing_line"] == 3
@@ -597,7 +573,7 @@ def test_delete_chains_referencing_each_other(make_netns: MakeNetns) -> None:
 
 
 @pytest.mark.privileged
-def test_delete_rule(make_netns: MakeNetns) -> None:
+def test_delete_rule(iptc_netns: MakeNetns) -> None:
     first = f'-A {SVC} -m comment --comment "ns1/svc1:p80 -> 10.180.0.2:80" -j {SEP_B}'
     deletes = [
         "-D" + first[2:],
@@ -605,7 +581,7 @@ def test_delete_rule(make_netns: MakeNetns) -> None:
         "-D KUBE-PORTALS-CONTAINER -d 172.30.0.43/32 -p tcp -m tcp --dport 80"
         " -j REDIRECT --to-ports 36001",
     ]
-    ours, theirs = restore_both(make_netns, [("nat", KUBE_RULES["nat"]), ("nat", deletes)])
+    ours, theirs = restore_both(iptc_netns, [("nat", KUBE_RULES["nat"]), ("nat", deletes)])
     saved = ours.save("nat")
     assert saved == theirs.save("nat")
     assert f"-j {SEP_B}" not in saved.split(f":{SEP_B}")[1].split(f"-A {SEP_B}")[0]
@@ -617,7 +593,7 @@ def test_delete_rule(make_netns: MakeNetns) -> None:
 
 
 @pytest.mark.privileged
-def test_builtin_chain_policy_and_insert_position(make_netns: MakeNetns) -> None:
+def test_builtin_chain_policy_and_insert_position(iptc_netns: MakeNetns) -> None:
     """Declaring a built-in chain sets its policy and keeps its rules (--noflush); ``-I N``
     inserts at rule number N."""
     first = ["-A FORWARD -s 10.0.0.1/32 -j ACCEPT", "-A FORWARD -s 10.0.0.3/32 -j ACCEPT"]
@@ -626,7 +602,7 @@ def test_builtin_chain_policy_and_insert_position(make_netns: MakeNetns) -> None
         "-I FORWARD 2 -s 10.0.0.2/32 -j ACCEPT",
         "-I FORWARD -s 10.0.0.0/32 -j ACCEPT",
     ]
-    ours, theirs = restore_both(make_netns, [("filter", first), ("filter", second)])
+    ours, theirs = restore_both(iptc_netns, [("filter", first), ("filter", second)])
     saved = ours.save("filter")
     assert saved == theirs.save("filter")
     assert ":FORWARD DROP" in saved
@@ -636,13 +612,13 @@ def test_builtin_chain_policy_and_insert_position(make_netns: MakeNetns) -> None
 
 
 @pytest.mark.privileged
-def test_rerunning_a_restore_is_idempotent(make_netns: MakeNetns) -> None:
+def test_rerunning_a_restore_is_idempotent(iptc_netns: MakeNetns) -> None:
     # Chain declarations flush, so only the -I jumps into built-in chains would pile up;
     # the proxier ensures those separately, so the re-run batch is the rest of the ruleset.
     rerun = {
         t: [line for line in lines if not line.startswith("-I")] for t, lines in KUBE_RULES.items()
     }
-    ours, theirs = restore_both(make_netns, list(KUBE_RULES.items()))
+    ours, theirs = restore_both(iptc_netns, list(KUBE_RULES.items()))
     first = {table: ours.save(table) for table in KUBE_RULES}
     result = ours.libiptc(*rerun.items(), *rerun.items())
     assert result["error"] is None, result["error"]

@@ -9,7 +9,6 @@ kubelab's CNI is not involved (the pod is wired by hand).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,10 +17,7 @@ import pytest
 
 from tests.node.proxy.node_and_pod import NODE_IP, NodeAndPod, node_and_pod
 
-pytestmark = [
-    pytest.mark.privileged,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-]
+pytestmark = pytest.mark.privileged
 
 POD_IP = "10.77.0.2"
 

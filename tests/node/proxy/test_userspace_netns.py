@@ -11,7 +11,6 @@ proxier deletes its chains when told to stop, which the test checks.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,10 +20,7 @@ import pytest
 
 from tests.node.proxy.node_and_pod import NODE_IP, NodeAndPod, node_and_pod
 
-pytestmark = [
-    pytest.mark.privileged,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-]
+pytestmark = pytest.mark.privileged
 
 POD_IPS = ("10.77.0.2", "10.77.0.3")
 DEAD_IP = "10.77.0.4"

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
@@ -8,26 +7,16 @@ import pytest
 from controlplane.scheduler.framework.interface import Code, CycleState
 from controlplane.scheduler.framework.types import PodInfo
 from controlplane.scheduler.plugins import defaultbinder
-from kubelab.api.kinds.core_v1.pod import Binding, Pod
+from kubelab.api.kinds.core_v1.pod import Binding
 from kubelab.api.kinds.core_v1.volume import ObjectReference
-from kubelab.api.meta_v1 import ObjectMeta, Resource, Status
+from kubelab.api.meta_v1 import ObjectMeta, Status
 from kubelab.client.errors import ApiError
 from tests.controlplane.scheduler.builders import FakeHandle, make_pod
+from tests.fakeapi import FakeApi
 
 
-@dataclass
-class FakeClient:
-    """Records the subresources created; raises ``error`` if set."""
-
-    created: list[tuple[type[Resource], str, str | None, str, Any]] = field(default_factory=list)
-    error: Exception | None = None
-
-    async def create_subresource(
-        self, cls: type[Resource], name: str, namespace: str | None, subresource: str, body: Any
-    ) -> None:
-        if self.error is not None:
-            raise self.error
-        self.created.append((cls, name, namespace, subresource, body))
+def created(client: FakeApi) -> list[tuple[str, str, str | None, str, Any]]:
+    return [(a.kind, a.name, a.namespace, a.subresource, a.obj) for a in client.actions]
 
 
 CONFLICT = ApiError(Status(code=409, reason="Conflict", message="pod p is already assigned"))
@@ -44,8 +33,9 @@ GONE = ApiError(Status(code=404, reason="NotFound", message='pods "p" not found'
 )
 async def test_bind(error: Exception | None, want_code: Code, want_reason: str | None) -> None:
     handle = FakeHandle()
-    client = FakeClient(error=error)
-    handle.client = client
+    client = handle.client
+    if error is not None:
+        client.fail_next("create", error)
     plugin = defaultbinder.new(None, cast(Any, handle))
     pod = make_pod("p", "ns", uid="u1")
 
@@ -53,9 +43,9 @@ async def test_bind(error: Exception | None, want_code: Code, want_reason: str |
 
     assert status.code is want_code
     if want_reason is None:
-        assert client.created == [
+        assert created(client) == [
             (
-                Pod,
+                "Pod",
                 "p",
                 "ns",
                 "binding",
@@ -68,4 +58,4 @@ async def test_bind(error: Exception | None, want_code: Code, want_reason: str |
     else:
         assert status.reasons == (want_reason,)
         assert status.error is error
-        assert client.created == []
+        assert created(client) == []

@@ -31,6 +31,7 @@ from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Resource
 from kubelab.api.meta_v1 import Status as ApiStatus
 from kubelab.client.errors import ApiError
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
+from tests.fakeapi import FakeApi
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -79,41 +80,6 @@ def pdb(name: str, labels: Mapping[str, str] | None, allowed: int, *disrupted: s
             disrupted_pods=dict.fromkeys(disrupted, T0) or None,
         ),
     )
-
-
-@dataclass
-class FakeClient:
-    """Records deletes and patches; raises ``errors[name]`` when deleting that pod."""
-
-    calls: list[tuple[Any, ...]] = field(default_factory=list)
-    errors: dict[str, Exception] = field(default_factory=dict)
-
-    async def delete(
-        self,
-        cls: type[Resource],
-        name: str,
-        namespace: str | None = None,
-        *,
-        grace_period_seconds: int | None = None,
-        preconditions: Any = None,
-    ) -> None:
-        assert cls is Pod and grace_period_seconds is None
-        if name in self.errors:
-            raise self.errors[name]
-        self.calls.append(("delete", name, preconditions.uid))
-
-    async def patch(
-        self,
-        cls: type[Resource],
-        name: str,
-        namespace: str | None,
-        patch: Any,
-        *,
-        patch_type: str = "merge",
-        subresource: str = "",
-    ) -> None:
-        assert cls is Pod and subresource == "status"
-        self.calls.append(("patch", name, patch_type, patch))
 
 
 @dataclass
@@ -196,7 +162,7 @@ class NoConflict:
 @dataclass
 class Setup:
     handle: FakeHandle
-    client: FakeClient
+    client: FakeApi
     recorder: FakeRecorder
     plugin: defaultpreemption.DefaultPreemption
     state: CycleState = field(default_factory=CycleState)
@@ -230,12 +196,28 @@ def setup(
     plugins = [fit, *extra]
     handle.filter_plugins = plugins
     handle.pre_filter_plugins = plugins
-    client, recorder = FakeClient(), FakeRecorder()
-    handle.client, handle.recorder = client, recorder
+    client, recorder = handle.client, FakeRecorder()
+    client.seed(*(info.pod for node in handle.nodes for info in node.pods))
+    handle.recorder = recorder
     plugin = defaultpreemption.DefaultPreemption(
         cast(Any, handle), 10, absolute, rng=FixedOffset(offset)
     )
     return Setup(handle, client, recorder, plugin)
+
+
+def calls(client: FakeApi) -> list[tuple[Any, ...]]:
+    """The writes: pod deletes (by default grace) with their uid precondition, and patches of
+    pod status with their type and body."""
+    made: list[tuple[Any, ...]] = []
+    for action in client.actions:
+        assert action.kind == "Pod"
+        if action.verb == "delete":
+            assert action.obj["gracePeriodSeconds"] is None
+            made.append(("delete", action.name, action.obj["preconditions"].uid))
+        else:
+            assert (action.verb, action.subresource) == ("patch", "status")
+            made.append(("patch", action.name, action.patch_type, action.obj))
+    return made
 
 
 def deleted(calls: Iterable[tuple[Any, ...]]) -> list[str]:
@@ -347,7 +329,7 @@ async def test_preempt(
 
     assert status == SUCCESS
     assert result == PostFilterResult(want_node)
-    assert deleted(s.client.calls) == want_deleted
+    assert deleted(calls(s.client)) == want_deleted
 
 
 def never(built: Pod) -> Pod:
@@ -409,7 +391,7 @@ async def test_no_preemption(
     result, status = await s.preempt(preemptor)
 
     assert (result, status) == (want_result, Status.unschedulable(want))
-    assert s.client.calls == []
+    assert calls(s.client) == []
 
 
 async def test_no_nodes() -> None:
@@ -497,13 +479,13 @@ async def test_evicts_victims(
     if waiting:
         s.handle.waiting[victim.metadata.uid or ""] = waiting_pod
     if error is not None:
-        s.client.errors["v"] = error
+        s.client.fail_next("delete", error)
 
     result, status = await s.preempt(pod("p", 10, "2", node=None))
 
     assert status == want_status
     assert result == (PostFilterResult("n1") if status.is_success else None)
-    assert s.client.calls == want_calls
+    assert calls(s.client) == want_calls
     assert s.recorder.events == want_events
     assert waiting_pod.rejected == ([("DefaultPreemption", "preempted")] if waiting else [])
 
@@ -513,17 +495,18 @@ async def test_clears_lower_priority_nominations() -> None:
     lower = pod("lower", 5, node=None, nominated="n1")
     higher = pod("higher", 20, node=None, nominated="n1")
     s.handle.nominated = {"n1": [PodInfo.of(lower), PodInfo.of(higher)]}
+    s.client.seed(lower, higher)
 
     result, status = await s.preempt(pod("p", 10, "2", node=None))
 
     assert (result, status) == (PostFilterResult("n1"), SUCCESS)
-    assert s.client.calls[-1] == (
+    assert calls(s.client)[-1] == (
         "patch",
         "lower",
         "merge",
         {"status": {"nominatedNodeName": None}},
     )
-    assert [call[1] for call in s.client.calls] == ["v", "v", "lower"]
+    assert [call[1] for call in calls(s.client)] == ["v", "v", "lower"]
 
 
 @pytest.mark.parametrize(
@@ -541,7 +524,7 @@ async def test_candidate_search_starts_at_random_offset(offset: int, want_node: 
     result, status = await s.preempt(pod("p", 10, "2", node=None))
 
     assert (result, status) == (PostFilterResult(want_node), SUCCESS)
-    assert deleted(s.client.calls) == [f"v-{want_node}"]
+    assert deleted(calls(s.client)) == [f"v-{want_node}"]
 
 
 async def test_dry_run_updates_cloned_cycle_state() -> None:
@@ -551,7 +534,7 @@ async def test_dry_run_updates_cloned_cycle_state() -> None:
     result, status = await s.preempt(pod("p", 10, node=None))
 
     assert (result, status) == (PostFilterResult("n1"), SUCCESS)
-    assert deleted(s.client.calls) == ["c"]
+    assert deleted(calls(s.client)) == ["c"]
     assert s.state.read(NoConflict.KEY, _Conflicts).count == 1
 
 

@@ -83,7 +83,7 @@ def test_filter(wanted: list[int | HostPort], used: list[int | HostPort], expect
 
 def container_port_only(pod: Pod) -> Pod:
     """``pod`` with a container port that claims no host port."""
-    assert pod.spec is not None
+    assert pod.spec is not None and pod.spec.containers
     pod.spec.containers[0].ports = [ContainerPort(container_port=80, protocol="TCP")]
     return pod
 

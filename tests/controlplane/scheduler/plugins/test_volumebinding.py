@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
@@ -170,33 +169,21 @@ LOCAL = storage_class("local")
 DYNAMIC = storage_class("fast", provisioner="csi.example.com")
 
 
-@dataclass
-class FakeClient:
-    """Records patches; raises ``error`` if set."""
-
-    calls: list[tuple[str, str | None, dict[str, Any]]] = field(default_factory=list)
-    error: Exception | None = None
-
-    async def patch(
-        self,
-        cls: type[Resource],
-        name: str,
-        namespace: str | None,
-        patch: Any,
-        *,
-        patch_type: str = "merge",
-    ) -> None:
-        assert cls is PersistentVolumeClaim and patch_type == "merge"
-        if self.error is not None:
-            raise self.error
-        self.calls.append((name, namespace, patch))
+def patches(handle: FakeHandle) -> list[tuple[str, str | None, Any]]:
+    """The claims patched (all merge patches of PersistentVolumeClaims), with the patch."""
+    writes = handle.client.actions
+    assert all(
+        (a.verb, a.kind, a.patch_type) == ("patch", "PersistentVolumeClaim", "merge")
+        for a in writes
+    )
+    return [(a.name, a.namespace, a.obj) for a in writes]
 
 
 def _setup(
     objects: list[Resource], pod: Pod
 ) -> tuple[volumebinding.VolumeBinding, FakeHandle, CycleState, PodInfo, list[NodeInfo]]:
     handle = FakeHandle(nodes(), objects)
-    handle.client = FakeClient()
+    handle.client.seed(*objects)
     plugin = volumebinding.new(None, cast(Any, handle))
     return plugin, handle, CycleState(), PodInfo.of(pod), handle.nodes
 
@@ -499,7 +486,7 @@ async def test_bind_static_and_dynamic() -> None:
     assert plugin.filter(state, info, node_infos[0]) == OK
     assert plugin.reserve(state, info, "n1") == OK
     assert await plugin.pre_bind(state, info, "n1") == OK
-    assert handle.client.calls == [
+    assert patches(handle) == [
         ("data", "default", {"spec": {"volumeName": "pv1"}}),
         ("logs", "default", {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: "n1"}}}),
     ]
@@ -512,7 +499,7 @@ async def test_all_bound_pre_bind_does_nothing() -> None:
     plugin.filter(state, info, node_infos[0])
     plugin.reserve(state, info, "n1")
     assert await plugin.pre_bind(state, info, "n1") == OK
-    assert handle.client.calls == []
+    assert handle.client.actions == []
 
 
 async def test_skipped_pod_reserves_and_binds_nothing() -> None:
@@ -520,13 +507,15 @@ async def test_skipped_pod_reserves_and_binds_nothing() -> None:
     assert plugin.pre_filter(state, info, node_infos) == (None, Status(Code.SKIP))
     assert plugin.reserve(state, info, "n1") == OK
     assert await plugin.pre_bind(state, info, "n1") == OK
-    assert handle.client.calls == []
+    assert handle.client.actions == []
 
 
 async def test_api_failure_fails_pre_bind() -> None:
     objects: list[Resource] = [LOCAL, pvc(), pv("pv1")]
     plugin, handle, state, info, node_infos = _setup(objects, make_pod(volumes=[claim_volume()]))
-    handle.client.error = ApiError(ApiStatus(code=409, reason="Conflict", message="changed"))
+    handle.client.fail_next(
+        "patch", ApiError(ApiStatus(code=409, reason="Conflict", message="changed"))
+    )
     plugin.pre_filter(state, info, node_infos)
     plugin.filter(state, info, node_infos[0])
     plugin.reserve(state, info, "n1")

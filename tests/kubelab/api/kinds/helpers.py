@@ -8,6 +8,7 @@ import datetime
 from collections.abc import Iterable
 from typing import Any
 
+from controlplane.apiserver.patch import apply_merge_patch
 from kubelab.api import walk
 from kubelab.api.codec import from_builtins
 from kubelab.api.errors import ErrorType
@@ -28,17 +29,11 @@ NOT_FOUND = ErrorType.NOT_FOUND
 Problem = tuple[str, ErrorType]
 
 
-def merge(base: Any, patch: Any) -> Any:
-    """``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None deletes)."""
-    if not isinstance(base, dict) or not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
+def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``base`` with ``patch`` merged in (JSON merge patch: dicts merge, None
+    deletes), as the API server merges it."""
+    merged: dict[str, Any] = apply_merge_patch(base, patch)
+    return merged
 
 
 def decode(raw: dict[str, Any], cls: type[Resource], *, defaults: bool = True) -> Any:
