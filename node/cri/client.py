@@ -15,10 +15,13 @@ Why it is shaped so:
   method and the runtime's details, so callers branch on ``err.code`` (NOT_FOUND after a
   concurrent removal, DEADLINE_EXCEEDED for an exec probe timeout, UNAVAILABLE while the
   runtime is down) and logs say which call failed.
-- Each call has a deadline: 10 s by default and 2 minutes for PullImage, as the upstream
-  kubelet's remote runtime does; ExecSync gets the default plus its own timeout, or no deadline
-  when its timeout is 0.  Calls fail fast (no wait_for_ready) so a dead runtime shows up as
-  UNAVAILABLE at once and the kubelet can report it in the Node's Ready condition.
+- Each call has a deadline: 2 minutes, the upstream kubelet's ``--runtime-request-timeout``,
+  for PullImage too; ExecSync gets the default plus its own timeout, or no deadline when its
+  timeout is 0.  (A CreateContainer unpacks the image's layers on the image's first use on a
+  node, which takes tens of seconds for a large image on a busy machine: a 10 s deadline
+  cancelled it and every retry started again.)  Calls fail fast (no wait_for_ready) so a
+  dead runtime shows up as UNAVAILABLE at once and the kubelet can report it in the Node's
+  Ready condition.
 - Idempotency is the runtime's: containerd answers RemovePodSandbox and RemoveContainer of
   unknown ids with success, StopPodSandbox and StopContainer of unknown ids with NOT_FOUND.
 """
@@ -38,7 +41,7 @@ from node.cri.pb import api_pb2 as pb
 RUNTIME_SERVICE: Final = "runtime.v1.RuntimeService"
 IMAGE_SERVICE: Final = "runtime.v1.ImageService"
 CRI_API_VERSION: Final = "v1"
-DEFAULT_TIMEOUT: Final = 10.0
+DEFAULT_TIMEOUT: Final = 120.0
 PULL_IMAGE_TIMEOUT: Final = 120.0
 # The upstream kubelet's limit for CRI messages (large ListContainers, ExecSync output).
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
