@@ -1,5 +1,5 @@
-"""Kubernetes protobuf request bodies, decoded into the JSON-shaped dicts the server works on,
-as the kind declarations in ``kubelab.api`` number their fields.
+"""Kubernetes protobuf bodies: decoded into the JSON-shaped dicts the server works on, and
+encoded back, driven by the kind declarations in ``kubelab.api``.
 
 kubectl's generator commands (``create namespace|configmap|secret|deployment|service|job|
 cronjob|role|clusterrole|rolebinding|clusterrolebinding|quota|priorityclass|
@@ -21,6 +21,9 @@ base64 text, ``Time`` as RFC 3339 (``2024-01-01T00:00:00Z``), ``Quantity`` as it
 ``IntOrString`` as int or str, map entries (key=1, value=2) as dicts, repeated fields as lists,
 inline structs (``VolumeSource`` in ``Volume``, ``ProbeHandler`` in ``Probe``, ...) merged into
 their parent.  The rest of the server then never knows which encoding arrived.
+``encode_body`` is its inverse and writes what Go writes (fields in number order, value fields
+always, map entries sorted by key): kubectl's bodies come back byte for byte, which is how the
+tests hold the declarations to upstream's numbers.
 
 The tables.  Every field number is declared once, on the field, beside its type
 (``meta(proto=N)``, see ``kubelab.api.struct``); ``MESSAGES`` and ``KINDS`` are derived from
@@ -357,10 +360,133 @@ def decode_body(data: bytes) -> dict[str, Any]:
             api_version = text
         else:
             kind = text
+    return {"kind": kind, "apiVersion": api_version, **_message(_kind(api_version, kind), raw)}
+
+
+def _kind(api_version: str, kind: str) -> str:
+    """The message of a kind, which must have one."""
     name = KINDS.get((api_version, kind))
     if name is None:
         raise ProtobufError(f"no protobuf schema for kind {kind!r} in apiVersion {api_version!r}")
-    return {"kind": kind, "apiVersion": api_version, **_message(name, raw)}
+    return name
+
+
+# --- encoding ----------------------------------------------------------------------------------
+
+
+def _key(number: int, wire: int) -> bytes:
+    return _put_varint((number << 3) | wire)
+
+
+def _put_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative ints travel as their 64-bit two's complement
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    return _key(number, _LENGTH) + _put_varint(len(payload)) + payload
+
+
+def _seconds(text: str, where: str) -> int:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as error:
+        raise ProtobufError(f"{where}: {text!r} is not an RFC 3339 time") from error
+    if moment.tzinfo is None:
+        raise ProtobufError(f"{where}: {text!r} has no time zone")
+    return (moment - _EPOCH) // timedelta(seconds=1)
+
+
+def _encode_value(number: int, kind: str, value: Any, where: str) -> bytes:
+    """One field of type ``kind`` holding ``value`` (its JSON form)."""
+    if kind == "string":
+        return _length_delimited(number, str(value).encode())
+    if kind == "bytes":
+        return _length_delimited(number, base64.b64decode(value))
+    if kind in ("int32", "int64", "bool"):
+        return _key(number, _VARINT) + _put_varint(int(value))
+    if kind == "double":
+        return _key(number, _FIXED64) + struct.pack("<d", value)
+    payload: bytes
+    if kind == "Time":
+        # Go writes a zero Time as an empty message, any other as {seconds, nanos}.
+        seconds = None if value is None else _seconds(value, where)
+        payload = b"" if seconds is None else _key(1, _VARINT) + _put_varint(seconds) + b"\x10\x00"
+    elif kind == "Quantity":
+        payload = _encode_value(1, "string", value, where)
+    elif kind == "IntOrString":
+        is_string = isinstance(value, str)
+        payload = (
+            _encode_value(1, "int64", int(is_string), where)
+            + _encode_value(2, "int32", 0 if is_string else value, where)
+            + _encode_value(3, "string", value if is_string else "", where)
+        )
+    elif kind == "FieldsV1":
+        payload = b"" if value is None else _length_delimited(1, json.dumps(value).encode())
+    elif kind == "ExtraValue":
+        payload = b"".join(_encode_value(1, "string", item, where) for item in value)
+    else:
+        payload = _encode_message(kind, value)
+    return _length_delimited(number, payload)
+
+
+_ZEROS: Final[dict[str, Any]] = {
+    "string": "",
+    "int32": 0,
+    "int64": 0,
+    "bool": False,
+    "double": 0.0,
+    "Time": None,
+}
+"""What Go writes for an ``omit`` field the JSON left out: its zero value."""
+
+
+def _encode_message(name: str, obj: dict[str, Any]) -> bytes:
+    """A message from its JSON object, the inverse of ``_message``, written as Go writes it:
+    fields in number order, value fields always (zeros included), map entries by key."""
+    out = bytearray()
+    for number, (json_name, kind, presence) in sorted(MESSAGES[name].items()):
+        where = f"{name}.{json_name or kind}"
+        if not json_name:
+            out += _length_delimited(number, _encode_message(kind, obj))
+        elif kind.startswith("map<"):
+            value_kind = kind[len("map<string,") : -1]
+            for key, item in sorted((obj.get(json_name) or {}).items()):
+                entry = _encode_value(1, "string", key, where)
+                entry += _encode_value(2, value_kind, item, f"{where}[{key!r}]")
+                out += _length_delimited(number, entry)
+        elif presence == "list":
+            for item in obj.get(json_name) or ():
+                out += _encode_value(number, kind, item, where)
+        elif json_name in obj:
+            out += _encode_value(number, kind, obj[json_name], where)
+        elif presence == "omit":
+            out += _encode_value(number, kind, _ZEROS[kind], where)
+    return bytes(out)
+
+
+def encode_body(obj: dict[str, Any]) -> bytes:
+    """The ``application/vnd.kubernetes.protobuf`` body of an object given as its JSON dict (as
+    ``decode_body`` returns it), byte for byte what kubectl sends for it.
+
+    Raises ``ProtobufError`` for a kind without a table here or a Time that is not RFC 3339.
+    """
+    api_version, kind = obj.get("apiVersion") or "", obj.get("kind") or ""
+    name = _kind(api_version, kind)
+    type_meta = _encode_value(1, "string", api_version, "TypeMeta")
+    type_meta += _encode_value(2, "string", kind, "TypeMeta")
+    unknown = _length_delimited(1, type_meta) + _length_delimited(2, _encode_message(name, obj))
+    return (
+        MAGIC
+        + unknown
+        + _encode_value(3, "string", "", "Unknown")
+        + _encode_value(4, "string", "", "Unknown")
+    )
 
 
 # --- the tables, derived from the kind declarations ---------------------------------------------
