@@ -4,9 +4,9 @@ encoded back, driven by the kind declarations in ``kubelab.api``.
 kubectl's generator commands (``create namespace|configmap|secret|deployment|service|job|
 cronjob|role|clusterrole|rolebinding|clusterrolebinding|quota|priorityclass|
 poddisruptionbudget|ingress|serviceaccount|token``, ``auth can-i``, ``auth whoami``) and
-``debug`` (the pod of ``--copy-to`` and of ``node/NAME``) build
-typed objects and POST them with ``Content-Type: application/vnd.kubernetes.protobuf``.  Such a
-body is an envelope::
+``debug`` (the pod of ``--copy-to`` and of ``node/NAME``) build typed objects and POST them
+with ``Content-Type: application/vnd.kubernetes.protobuf``; ``certificate approve|deny`` PUT
+the CertificateSigningRequest to ``/approval`` the same way.  Such a body is an envelope::
 
     b"k8s\\x00"  +  runtime.Unknown {
         1: typeMeta  TypeMeta {1: apiVersion, 2: kind}
@@ -513,6 +513,7 @@ def _strip(t: mi.Type) -> tuple[mi.Type, bool]:
 
 _SCALAR_TYPES: Final[dict[type[mi.Type], str]] = {
     mi.StrType: "string",
+    mi.BytesType: "bytes",
     mi.BoolType: "bool",
     mi.FloatType: "double",
     mi.DateTimeType: "Time",
