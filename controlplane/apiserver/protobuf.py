@@ -63,8 +63,9 @@ import json
 import struct
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
 
+import msgspec
 from msgspec import inspect as mi
 
 from kubelab.api.kinds.networking_v1 import Ingress
@@ -529,8 +530,13 @@ class _Tables:
         self.classes: dict[str, type[Struct]] = {}
         self.inlined: dict[str, dict[int, Field]] = {}
 
-    def message(self, cls: type[Struct]) -> str:
-        """The message name of ``cls``, its table (and those it reaches) made on first use."""
+    def message(self, tree: mi.StructType) -> str:
+        """The message name of a struct, its table (and those it reaches) made on first use.
+
+        Nested structs are read from the tree of the kind that reaches them, which msgspec
+        builds whole: asking for each struct's own tree would build the same nodes again."""
+        cls = tree.cls
+        assert issubclass(cls, Struct), cls  # kinds and what they reach are kubelab Structs
         name = cls.__name__
         if self.classes.setdefault(name, cls) is not cls:
             raise TypeError(f"two messages named {name}: {self.classes[name]} and {cls}")
@@ -540,8 +546,6 @@ class _Tables:
         self.messages[name] = table  # before the fields, so that a cycle ends here
         parts = {attr: part for part in cls.PROTO_EMBEDDED for attr in part.fields}
         inlined: dict[str, dict[int, Field]] = {part.message: {} for part in cls.PROTO_EMBEDDED}
-        tree = type_tree(cls)
-        assert isinstance(tree, mi.StructType)
         for f in tree.fields:
             number = _number(f)
             if number is None:
@@ -588,7 +592,7 @@ class _Tables:
         if isinstance(t, mi.UnionType) and {type(u) for u in t.types} == {mi.IntType, mi.StrType}:
             return "IntOrString"
         if isinstance(t, mi.StructType) and issubclass(t.cls, Struct):
-            return self.message(t.cls)
+            return self.message(t)
         if isinstance(t, mi.DictType):
             value, _ = _strip(t.value_type)
             if isinstance(value, mi.ListType):
@@ -614,20 +618,36 @@ _NOT_SERVED: Final = (Ingress,)
 """Kinds declared only so that kubectl's protobuf bodies of them can be read."""
 
 
+def _numbered(hint: Any) -> bool:
+    """Whether a field's type hint carries a protobuf number."""
+    return get_origin(hint) is Annotated and any(
+        isinstance(m, msgspec.Meta) and proto_field(m.extra) for m in get_args(hint)[1:]
+    )
+
+
 def _protobuf_kinds() -> Iterator[type[Resource]]:
-    """Every kind whose own fields all have protobuf numbers (metadata alone does not count)."""
+    """Every kind whose own fields all have protobuf numbers (metadata alone does not count).
+
+    Read from the type hints: building every kind's msgspec tree would cost more than the rest
+    of the import."""
     for info in SCHEME:
-        tree = type_tree(info.cls)
-        assert isinstance(tree, mi.StructType)
-        own = [f for f in tree.fields if f.name not in _ENVELOPE and f.name != "metadata"]
-        if own and all(_number(f) is not None for f in own):
+        own = [
+            f
+            for f in msgspec.structs.fields(info.cls)
+            if f.name not in _ENVELOPE and f.name != "metadata"
+        ]
+        if own and all(_numbered(f.type) for f in own):
             yield info.cls
     yield from _NOT_SERVED
 
 
 def _tables() -> tuple[dict[tuple[str, str], str], dict[str, dict[int, Field]]]:
     tables = _Tables()
-    kinds = {(cls.API_VERSION, cls.KIND): tables.message(cls) for cls in _protobuf_kinds()}
+    kinds: dict[tuple[str, str], str] = {}
+    for cls in _protobuf_kinds():
+        tree = type_tree(cls)
+        assert isinstance(tree, mi.StructType)
+        kinds[(cls.API_VERSION, cls.KIND)] = tables.message(tree)
     return kinds, tables.tables()
 
 
