@@ -20,10 +20,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from msgspec import inspect as mi
 
+from controlplane.apiserver import protobuf
 from controlplane.apiserver.protobuf import (
     KINDS,
     MESSAGES,
@@ -34,9 +36,12 @@ from controlplane.apiserver.protobuf import (
     encode_body,
 )
 from kubelab.api import codec
+from kubelab.api import struct as declare
 from kubelab.api.kinds.networking_v1 import Ingress
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import SCHEME
+from kubelab.api.struct import Struct
+from kubelab.api.typeinfo import type_tree
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
@@ -954,3 +959,36 @@ def test_kubectl_generator_kinds_are_all_declared() -> None:
 def test_encoding_an_undeclared_kind_is_refused() -> None:
     with pytest.raises(ProtobufError, match="no protobuf schema for kind 'Node'"):
         encode_body({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n"}})
+
+
+class _Numbered(Struct):
+    a: Annotated[str | None, declare.meta(proto=1)] = None
+
+
+class _Unnumbered(Struct):
+    a: Annotated[str | None, declare.meta(proto=1)] = None
+    b: str | None = None
+
+
+class _Twice(Struct):
+    a: Annotated[str | None, declare.meta(proto=1)] = None
+    b: Annotated[_Numbered | None, declare.meta(proto=1)] = None
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (_Unnumbered, "_Unnumbered.b has no protobuf field number"),
+        (_Twice, "_Twice.b: field number 1 twice"),
+    ],
+    ids=["unnumbered", "twice"],
+)
+def test_a_declaration_the_codec_cannot_follow_fails_at_import(
+    cls: type[Struct], message: str
+) -> None:
+    """Tables are derived when the module is imported: a struct a kind reaches with a field
+    left unnumbered, or a number given twice, stops the import with the field's name."""
+    tree = type_tree(cls)
+    assert isinstance(tree, mi.StructType)
+    with pytest.raises(TypeError, match=message):
+        protobuf._Tables().message(tree)
