@@ -64,44 +64,44 @@ class ServerKind(TypeMeta):
 class OwnerReference(Struct):
     """Points at the object that owns this one; the garbage collector follows these."""
 
-    api_version: Annotated[str | None, meta(required=True)] = None
-    kind: Annotated[str | None, meta(required=True)] = None
-    name: Annotated[str | None, meta(required=True)] = None
-    uid: Annotated[str | None, meta(required=True)] = None
-    controller: bool | None = None
-    block_owner_deletion: bool | None = None
+    api_version: Annotated[str | None, meta(required=True, proto=5)] = None
+    kind: Annotated[str | None, meta(required=True, proto=1)] = None
+    name: Annotated[str | None, meta(required=True, proto=3)] = None
+    uid: Annotated[str | None, meta(required=True, proto=4)] = None
+    controller: Annotated[bool | None, meta(proto=6)] = None
+    block_owner_deletion: Annotated[bool | None, meta(proto=7)] = None
 
 
 class ManagedFieldsEntry(Struct):
     """Which manager owns which fields, as recorded by server-side apply."""
 
-    manager: str | None = None
-    operation: Annotated[str | None, meta(enum=("Apply", "Update"))] = None
-    api_version: str | None = None
-    time: Time | None = None
-    fields_type: str | None = None
-    fields_v1: RawJSON = msgspec.field(default=None, name="fieldsV1")
-    subresource: str | None = None
+    manager: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    operation: Annotated[str | None, meta(enum=("Apply", "Update"), proto=2, omitempty=True)] = None
+    api_version: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    time: Annotated[Time | None, meta(proto=4)] = None
+    fields_type: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    fields_v1: Annotated[RawJSON, meta(proto=7)] = msgspec.field(default=None, name="fieldsV1")
+    subresource: Annotated[str | None, meta(proto=8, omitempty=True)] = None
 
 
 class ObjectMeta(Struct):
     """Name, namespace, labels and the bookkeeping every stored object carries."""
 
-    name: str | None = None
-    generate_name: str | None = None
-    namespace: str | None = None
-    self_link: str | None = None
-    uid: str | None = None
-    resource_version: str | None = None
-    generation: int | None = None
-    creation_timestamp: Time | None = None
-    deletion_timestamp: Time | None = None
-    deletion_grace_period_seconds: int | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-    owner_references: Annotated[list[OwnerReference] | None, meta(merge_key="uid")] = None
-    finalizers: Annotated[list[str] | None, merge_set()] = None
-    managed_fields: Annotated[list[ManagedFieldsEntry] | None, atomic()] = None
+    name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    generate_name: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    namespace: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    self_link: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    uid: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    resource_version: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    generation: Annotated[int | None, meta(proto=7, int64=True, omitempty=True)] = None
+    creation_timestamp: Annotated[Time | None, meta(proto=8, omitempty=True)] = None
+    deletion_timestamp: Annotated[Time | None, meta(proto=9)] = None
+    deletion_grace_period_seconds: Annotated[int | None, meta(proto=10, int64=True)] = None
+    labels: Annotated[dict[str, str] | None, meta(proto=11)] = None
+    annotations: Annotated[dict[str, str] | None, meta(proto=12)] = None
+    owner_references: Annotated[list[OwnerReference] | None, meta(merge_key="uid", proto=13)] = None
+    finalizers: Annotated[list[str] | None, merge_set(proto=14)] = None
+    managed_fields: Annotated[list[ManagedFieldsEntry] | None, atomic(proto=17)] = None
 
 
 def validate_object_meta(
@@ -191,11 +191,11 @@ class ListMeta(Struct):
 class LabelSelectorRequirement(Struct):
     """One set-based requirement: ``key In (a, b)``, ``key Exists``, ..."""
 
-    key: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
+    key: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME, proto=1)] = None
     operator: Annotated[
-        str | None, meta(required=True, enum=("In", "NotIn", "Exists", "DoesNotExist"))
+        str | None, meta(required=True, enum=("In", "NotIn", "Exists", "DoesNotExist"), proto=2)
     ] = None
-    values: Annotated[list[str] | None, atomic()] = None
+    values: Annotated[list[str] | None, atomic(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.operator in ("In", "NotIn") and not self.values:
@@ -212,8 +212,8 @@ class LabelSelectorRequirement(Struct):
 class LabelSelector(Struct):
     """matchLabels and matchExpressions, all of which must hold."""
 
-    match_labels: dict[str, str] | None = None
-    match_expressions: Annotated[list[LabelSelectorRequirement] | None, atomic()] = None
+    match_labels: Annotated[dict[str, str] | None, meta(proto=1)] = None
+    match_expressions: Annotated[list[LabelSelectorRequirement] | None, atomic(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         names.validate_labels(self.match_labels, path.child("matchLabels"), errors)
@@ -222,12 +222,14 @@ class LabelSelector(Struct):
 class Condition(Struct):
     """The standard condition shape (``type``, ``status``, ``reason``, ...)."""
 
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True, enum=("True", "False", "Unknown"))] = None
-    observed_generation: int | None = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(required=True, proto=1)] = None
+    status: Annotated[
+        str | None, meta(required=True, enum=("True", "False", "Unknown"), proto=2)
+    ] = None
+    observed_generation: Annotated[int | None, meta(proto=3, int64=True, omitempty=True)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=4)] = None
+    reason: Annotated[str | None, meta(proto=5)] = None
+    message: Annotated[str | None, meta(proto=6)] = None
 
 
 class Resource(TypeMeta):
@@ -235,7 +237,7 @@ class Resource(TypeMeta):
 
     kind_info: ClassVar[KindInfo]
 
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    metadata: Annotated[ObjectMeta, meta(proto=1)] = msgspec.field(default_factory=ObjectMeta)
 
     def validate_update(self, old: Self, errors: ErrorList) -> None:
         """Append the problems of replacing ``old`` by this object beyond those every update

@@ -7,7 +7,14 @@ one declaration of a field carries everything the rest of the system derives fro
 - its JSON name (snake_case attributes become camelCase; acronyms such as ``podIP`` are given
   explicitly with ``msgspec.field(name=...)``);
 - a ``meta(...)`` annotation with what Kubernetes keeps in struct tags and OpenAPI extensions:
-  required, enum, format, bounds, immutability, and the strategic-merge/apply list semantics.
+  required, enum, format, bounds, immutability, and the strategic-merge/apply list semantics;
+- its protobuf field number (``meta(proto=N)``, from k8s.io/api's generated.proto), with the
+  facts the Python type cannot say: ``int64`` (Python has one int), ``base64`` (Go ``[]byte``,
+  kept as its JSON text) and ``omitempty`` (a Go value field whose zero value means "not set").
+  Upstream inlines a few messages into their parent (``VolumeSource`` in ``Volume``,
+  ``ProbeHandler`` in ``Probe``); a struct that declares such fields flat names the inlined
+  message in ``PROTO_EMBEDDED``.  The codec in ``controlplane.apiserver.protobuf`` derives each
+  field's wire type from its Python type.
 
 Every field defaults to ``None`` so that decoding never stops at a missing field: the generic
 walker in ``kubelab.api.walk`` reports all missing and invalid fields at once, with paths, as the
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -47,6 +54,9 @@ class Struct(
     Subclasses may override the two hooks below; the walker finds the classes that do, and
     skips whole subtrees that contain none, so a hook costs nothing where it is not declared.
     """
+
+    PROTO_EMBEDDED: ClassVar[tuple[Embedded, ...]] = ()
+    """Groups of this struct's fields that upstream's protobuf keeps in an inlined message."""
 
     def set_defaults(self) -> None:
         """Fill defaults that depend on this struct alone (called parent first, then children)."""
@@ -82,7 +92,36 @@ class FieldMeta(msgspec.Struct, frozen=True, kw_only=True):
     validated: bool = True
 
 
+NO_META = FieldMeta()
+
+
+class ProtoField(msgspec.Struct, frozen=True, kw_only=True):
+    """A field's place in upstream's protobuf message.  Read through ``proto_field``."""
+
+    number: int
+    # The Go field is int64 (int32 otherwise): only the range a value may take differs.
+    int64: bool = False
+    # A Go value (non-pointer) field tagged omitempty: Go's protobuf encoder always writes it,
+    # zero included, and its JSON encoder drops a zero, so a zero from the wire means unset.
+    omitempty: bool = False
+    # The Go field is []byte, which JSON carries as base64 text; the declaration keeps the text.
+    base64: bool = False
+
+
+class Embedded(msgspec.Struct, frozen=True):
+    """Fields declared flat here that upstream keeps in a message of their own, inlined
+    (``json:",inline"``) at ``number``; their own ``proto`` numbers are those in ``message``."""
+
+    number: int
+    message: str
+    fields: tuple[str, ...]
+    """Attribute names."""
+
+
 _META_KEY = "kubelab"
+# Kept apart from the FieldMeta so that ``Annotated[QuantityValue | None, meta(proto=N)]``
+# still finds the quantity format declared inside: nested annotations merge their keys.
+_PROTO_KEY = "kubelab.proto"
 
 
 def meta(
@@ -100,12 +139,17 @@ def meta(
     map_type: str | None = None,
     preserve_unknown: bool = False,
     validated: bool = True,
+    proto: int | None = None,
+    int64: bool = False,
+    omitempty: bool = False,
+    base64: bool = False,
     doc: str | None = None,
 ) -> msgspec.Meta:
     """Annotate a field: ``name: Annotated[str | None, meta(required=True)] = None``.
 
     ``merge_key`` declares a list merged by that key (strategic merge ``patchMergeKey``, and for
     server-side apply a ``map`` list keyed by ``list_map_keys`` or the merge key alone).
+    ``proto`` is the field's number in upstream's protobuf message (see ``ProtoField``).
     """
     if merge_key is not None:
         patch_strategy = patch_strategy or "merge"
@@ -126,7 +170,12 @@ def meta(
         preserve_unknown=preserve_unknown,
         validated=validated,
     )
-    return msgspec.Meta(description=doc, extra={_META_KEY: info})
+    extra: dict[str, Any] = {} if info == NO_META else {_META_KEY: info}
+    if proto is not None:
+        extra[_PROTO_KEY] = ProtoField(
+            number=proto, int64=int64, omitempty=omitempty, base64=base64
+        )
+    return msgspec.Meta(description=doc, extra=extra)
 
 
 def merge_set(**kwargs: Any) -> msgspec.Meta:
@@ -139,9 +188,6 @@ def atomic(**kwargs: Any) -> msgspec.Meta:
     return meta(list_type="atomic", **kwargs)
 
 
-NO_META = FieldMeta()
-
-
 def field_meta(annotation_extra: dict[str, Any] | None) -> FieldMeta:
     """The ``FieldMeta`` kept in a msgspec ``Metadata.extra`` (``NO_META`` when absent)."""
     if annotation_extra and _META_KEY in annotation_extra:
@@ -149,6 +195,15 @@ def field_meta(annotation_extra: dict[str, Any] | None) -> FieldMeta:
         assert isinstance(info, FieldMeta)
         return info
     return NO_META
+
+
+def proto_field(annotation_extra: dict[str, Any] | None) -> ProtoField | None:
+    """The ``ProtoField`` kept in a msgspec ``Metadata.extra`` (None: not on the wire)."""
+    if annotation_extra and _PROTO_KEY in annotation_extra:
+        info = annotation_extra[_PROTO_KEY]
+        assert isinstance(info, ProtoField)
+        return info
+    return None
 
 
 # Scalar types shared by many kinds.  They stay JSON-shaped so decoding stays in C; their

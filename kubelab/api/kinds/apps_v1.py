@@ -211,8 +211,8 @@ def _not_above(
 class RollingUpdateDeployment(Struct):
     """How many pods a rolling update may add above, or take below, the desired count."""
 
-    max_unavailable: IntOrString | None = None
-    max_surge: IntOrString | None = None
+    max_unavailable: Annotated[IntOrString | None, meta(proto=1)] = None
+    max_surge: Annotated[IntOrString | None, meta(proto=2)] = None
 
     def check(self, path: Path, errors: ErrorList) -> None:
         """Validation that applies only under the RollingUpdate strategy type."""
@@ -234,8 +234,10 @@ class RollingUpdateDeployment(Struct):
 class DeploymentStrategy(Struct):
     """Replace pods all at once (Recreate) or a few at a time (RollingUpdate)."""
 
-    type: Annotated[str | None, meta(enum=("Recreate", "RollingUpdate"))] = None
-    rolling_update: RollingUpdateDeployment | None = None
+    type: Annotated[
+        str | None, meta(enum=("Recreate", "RollingUpdate"), proto=1, omitempty=True)
+    ] = None
+    rolling_update: Annotated[RollingUpdateDeployment | None, meta(proto=2)] = None
 
     def set_defaults(self) -> None:
         if not self.type:
@@ -266,27 +268,32 @@ class DeploymentStrategy(Struct):
 class DeploymentSpec(Struct):
     """The pods a Deployment should run, and how it replaces them when the template changes."""
 
-    replicas: Replicas = None
-    selector: PodSelector = None
+    replicas: Annotated[Replicas, meta(proto=1)] = None
+    selector: Annotated[PodSelector, meta(proto=2)] = None
     template: Annotated[
-        PodTemplateSpec | None, meta(required=True, doc="The pods that will be created.")
+        PodTemplateSpec | None, meta(required=True, doc="The pods that will be created.", proto=3)
     ] = None
     strategy: Annotated[
         DeploymentStrategy | None,
         meta(
             patch_strategy="retainKeys",
             doc="How existing pods are replaced by new ones (RollingUpdate by default).",
+            proto=4,
         ),
     ] = None
-    min_ready_seconds: MinReadySeconds = None
+    min_ready_seconds: Annotated[MinReadySeconds, meta(proto=5, omitempty=True)] = None
     revision_history_limit: Annotated[
         int | None,
-        meta(minimum=0, doc="Old ReplicaSets kept to allow rollback. Defaults to 10."),
+        meta(minimum=0, doc="Old ReplicaSets kept to allow rollback. Defaults to 10.", proto=6),
     ] = None
-    paused: Annotated[bool | None, meta(doc="Whether rollouts are paused.")] = None
+    paused: Annotated[
+        bool | None, meta(doc="Whether rollouts are paused.", proto=7, omitempty=True)
+    ] = None
     progress_deadline_seconds: Annotated[
         int | None,
-        meta(minimum=0, doc="Seconds before a stalled rollout is reported. Defaults to 600."),
+        meta(
+            minimum=0, doc="Seconds before a stalled rollout is reported. Defaults to 600.", proto=9
+        ),
     ] = None
 
     def set_defaults(self) -> None:
@@ -318,26 +325,28 @@ class DeploymentSpec(Struct):
 class DeploymentCondition(Struct):
     """One aspect of a Deployment's state: Available, Progressing, ReplicaFailure."""
 
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES)] = None
-    last_update_time: Time | None = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(required=True, proto=1)] = None
+    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES, proto=2)] = None
+    last_update_time: Annotated[Time | None, meta(proto=6)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=7)] = None
+    reason: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=5, omitempty=True)] = None
 
 
 class DeploymentStatus(Struct):
     """What the Deployment controller last observed of its ReplicaSets and pods."""
 
-    observed_generation: Annotated[int | None, meta(minimum=0)] = None
-    replicas: Annotated[int | None, meta(minimum=0)] = None
-    updated_replicas: Annotated[int | None, meta(minimum=0)] = None
-    ready_replicas: Annotated[int | None, meta(minimum=0)] = None
-    available_replicas: Annotated[int | None, meta(minimum=0)] = None
-    unavailable_replicas: Annotated[int | None, meta(minimum=0)] = None
-    terminating_replicas: Annotated[int | None, meta(minimum=0)] = None
-    conditions: Annotated[list[DeploymentCondition] | None, meta(merge_key="type")] = None
-    collision_count: Annotated[int | None, meta(minimum=0)] = None
+    observed_generation: Annotated[
+        int | None, meta(minimum=0, proto=1, int64=True, omitempty=True)
+    ] = None
+    replicas: Annotated[int | None, meta(minimum=0, proto=2, omitempty=True)] = None
+    updated_replicas: Annotated[int | None, meta(minimum=0, proto=3, omitempty=True)] = None
+    ready_replicas: Annotated[int | None, meta(minimum=0, proto=7, omitempty=True)] = None
+    available_replicas: Annotated[int | None, meta(minimum=0, proto=4, omitempty=True)] = None
+    unavailable_replicas: Annotated[int | None, meta(minimum=0, proto=5, omitempty=True)] = None
+    terminating_replicas: Annotated[int | None, meta(minimum=0, proto=9)] = None
+    conditions: Annotated[list[DeploymentCondition] | None, meta(merge_key="type", proto=6)] = None
+    collision_count: Annotated[int | None, meta(minimum=0, proto=8)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _not_above(
@@ -407,8 +416,8 @@ def _deployment_selector(o: Deployment, now: datetime.datetime) -> str:
 class Deployment(Resource):
     """Declarative updates of pods through ReplicaSets, one per template revision."""
 
-    spec: Annotated[DeploymentSpec | None, meta(required=True)] = None
-    status: DeploymentStatus | None = None
+    spec: Annotated[DeploymentSpec | None, meta(required=True, proto=2)] = None
+    status: Annotated[DeploymentStatus | None, meta(proto=3)] = None
 
 
 # ReplicaSet.

@@ -24,10 +24,10 @@ MAX_TOKEN_SECONDS = 1 << 32
 class UserInfo(Struct):
     """A user as the authenticators saw it: name, uid, groups and extra attributes."""
 
-    username: str | None = None
-    uid: str | None = None
-    groups: Annotated[list[str] | None, atomic()] = None
-    extra: dict[str, list[str]] | None = None
+    username: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    uid: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    groups: Annotated[list[str] | None, atomic(proto=3)] = None
+    extra: Annotated[dict[str, list[str]] | None, meta(proto=4)] = None
 
 
 class TokenReviewSpec(Struct):
@@ -57,20 +57,23 @@ class TokenReview(Resource):
 class BoundObjectReference(Struct):
     """The object (a Pod, Secret or Node) a token is bound to: the token dies with it."""
 
-    kind: str | None = None
-    api_version: str | None = None
-    name: str | None = None
-    uid: str | None = None
+    kind: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    api_version: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    name: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    uid: Annotated[str | None, meta(proto=4, omitempty=True)] = None
 
 
 class TokenRequestSpec(Struct):
     """Audiences, lifetime and bound object of the token asked for."""
 
-    audiences: Annotated[list[str] | None, atomic()] = None
+    audiences: Annotated[list[str] | None, atomic(proto=1)] = None
     expiration_seconds: Annotated[
-        int | None, meta(doc="Requested lifetime in seconds (default 3600, at least 600).")
+        int | None,
+        meta(
+            doc="Requested lifetime in seconds (default 3600, at least 600).", proto=4, int64=True
+        ),
     ] = None
-    bound_object_ref: BoundObjectReference | None = None
+    bound_object_ref: Annotated[BoundObjectReference | None, meta(proto=3)] = None
 
     def set_defaults(self) -> None:
         if self.expiration_seconds is None:
@@ -97,16 +100,16 @@ class TokenRequestSpec(Struct):
 class TokenRequestStatus(Struct):
     """The issued token and when it expires."""
 
-    token: str | None = None
-    expiration_timestamp: Time | None = None
+    token: Annotated[str | None, meta(proto=1)] = None
+    expiration_timestamp: Annotated[Time | None, meta(proto=2)] = None
 
 
 @kind(group=GROUP, version="v1", plural="tokenrequests", verbs=NOT_SERVED)
 class TokenRequest(Resource):
     """A request for a service-account token (the body of serviceaccounts/<name>/token)."""
 
-    spec: Annotated[TokenRequestSpec | None, meta(doc="The token asked for.")] = None
-    status: Annotated[TokenRequestStatus | None, meta(doc="The issued token.")] = None
+    spec: Annotated[TokenRequestSpec | None, meta(doc="The token asked for.", proto=2)] = None
+    status: Annotated[TokenRequestStatus | None, meta(doc="The issued token.", proto=3)] = None
 
     def set_defaults(self) -> None:
         if self.spec is None:
@@ -116,11 +119,13 @@ class TokenRequest(Resource):
 class SelfSubjectReviewStatus(Struct):
     """The caller, as the API server authenticated it."""
 
-    user_info: UserInfo | None = None
+    user_info: Annotated[UserInfo | None, meta(proto=1)] = None
 
 
 @kind(group=GROUP, version="v1", plural="selfsubjectreviews", namespaced=False, verbs=CREATE_ONLY)
 class SelfSubjectReview(Resource):
     """Who am I? Created empty; answered with the caller's user information."""
 
-    status: Annotated[SelfSubjectReviewStatus | None, meta(doc="The caller's identity.")] = None
+    status: Annotated[
+        SelfSubjectReviewStatus | None, meta(doc="The caller's identity.", proto=2)
+    ] = None

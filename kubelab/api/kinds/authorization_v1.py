@@ -24,8 +24,8 @@ GROUP = "authorization.k8s.io"
 class FieldSelectorRequirement(LabelSelectorRequirement):
     """One requirement of a field selector; operators this server does not know are allowed."""
 
-    key: str | None = None
-    operator: str | None = None
+    key: Annotated[str | None, meta(proto=1)] = None
+    operator: Annotated[str | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if not self.key:
@@ -53,8 +53,8 @@ def _validate_selector_attributes(
 class FieldSelectorAttributes(Struct):
     """The field selector of the request being checked (list and watch only)."""
 
-    raw_selector: str | None = None
-    requirements: Annotated[list[FieldSelectorRequirement] | None, atomic()] = None
+    raw_selector: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    requirements: Annotated[list[FieldSelectorRequirement] | None, atomic(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_selector_attributes(self.raw_selector, bool(self.requirements), path, errors)
@@ -63,8 +63,8 @@ class FieldSelectorAttributes(Struct):
 class LabelSelectorAttributes(Struct):
     """The label selector of the request being checked (list and watch only)."""
 
-    raw_selector: str | None = None
-    requirements: Annotated[list[LabelSelectorRequirement] | None, atomic()] = None
+    raw_selector: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    requirements: Annotated[list[LabelSelectorRequirement] | None, atomic(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_selector_attributes(self.raw_selector, bool(self.requirements), path, errors)
@@ -73,22 +73,22 @@ class LabelSelectorAttributes(Struct):
 class ResourceAttributes(Struct):
     """A request on a resource: verb, group, version, resource, subresource, namespace, name."""
 
-    namespace: str | None = None
-    verb: str | None = None
-    group: str | None = None
-    version: str | None = None
-    resource: str | None = None
-    subresource: str | None = None
-    name: str | None = None
-    field_selector: FieldSelectorAttributes | None = None
-    label_selector: LabelSelectorAttributes | None = None
+    namespace: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    verb: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    group: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    version: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    resource: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    subresource: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    name: Annotated[str | None, meta(proto=7, omitempty=True)] = None
+    field_selector: Annotated[FieldSelectorAttributes | None, meta(proto=8)] = None
+    label_selector: Annotated[LabelSelectorAttributes | None, meta(proto=9)] = None
 
 
 class NonResourceAttributes(Struct):
     """A request on a URL path that is not a resource, such as ``GET /healthz``."""
 
-    path: str | None = None
-    verb: str | None = None
+    path: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    verb: Annotated[str | None, meta(proto=2, omitempty=True)] = None
 
 
 _ATTRIBUTES_DOC = "Exactly one of resourceAttributes and nonResourceAttributes is required."
@@ -141,10 +141,12 @@ class SubjectAccessReviewSpec(Struct):
 class SelfSubjectAccessReviewSpec(Struct):
     """The request to check on behalf of the caller."""
 
-    resource_attributes: Annotated[ResourceAttributes | None, meta(doc=_ATTRIBUTES_DOC)] = None
-    non_resource_attributes: Annotated[NonResourceAttributes | None, meta(doc=_ATTRIBUTES_DOC)] = (
-        None
-    )
+    resource_attributes: Annotated[
+        ResourceAttributes | None, meta(doc=_ATTRIBUTES_DOC, proto=1)
+    ] = None
+    non_resource_attributes: Annotated[
+        NonResourceAttributes | None, meta(doc=_ATTRIBUTES_DOC, proto=2)
+    ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_attributes_choice(
@@ -155,10 +157,10 @@ class SelfSubjectAccessReviewSpec(Struct):
 class SubjectAccessReviewStatus(Struct):
     """The authorizer's answer: allowed, explicitly denied, and why."""
 
-    allowed: bool | None = None
-    denied: bool | None = None
-    reason: str | None = None
-    evaluation_error: str | None = None
+    allowed: Annotated[bool | None, meta(proto=1)] = None
+    denied: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    evaluation_error: Annotated[str | None, meta(proto=3, omitempty=True)] = None
 
 
 def _metadata_must_be_empty(metadata: ObjectMeta, keep_namespace: bool, errors: ErrorList) -> None:
@@ -195,9 +197,9 @@ class SelfSubjectAccessReview(Resource):
     """May I do this? (``kubectl auth can-i``) Answered in status."""
 
     spec: Annotated[
-        SelfSubjectAccessReviewSpec | None, meta(required=True, doc="The question.")
+        SelfSubjectAccessReviewSpec | None, meta(required=True, doc="The question.", proto=2)
     ] = None
-    status: Annotated[SubjectAccessReviewStatus | None, meta(doc="The answer.")] = None
+    status: Annotated[SubjectAccessReviewStatus | None, meta(doc="The answer.", proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _metadata_must_be_empty(self.metadata, False, errors)
@@ -234,23 +236,23 @@ class LocalSubjectAccessReview(Resource):
 class SelfSubjectRulesReviewSpec(Struct):
     """The namespace to list the caller's rules in."""
 
-    namespace: str | None = None
+    namespace: Annotated[str | None, meta(proto=1, omitempty=True)] = None
 
 
 class ResourceRule(Struct):
     """Verbs the caller may use on resources (a hint for UIs; not authoritative)."""
 
-    verbs: Annotated[list[str] | None, atomic()] = None
-    api_groups: Annotated[list[str] | None, atomic()] = None
-    resources: Annotated[list[str] | None, atomic()] = None
-    resource_names: Annotated[list[str] | None, atomic()] = None
+    verbs: Annotated[list[str] | None, atomic(proto=1)] = None
+    api_groups: Annotated[list[str] | None, atomic(proto=2)] = None
+    resources: Annotated[list[str] | None, atomic(proto=3)] = None
+    resource_names: Annotated[list[str] | None, atomic(proto=4)] = None
 
 
 class NonResourceRule(Struct):
     """Verbs the caller may use on non-resource URLs."""
 
-    verbs: Annotated[list[str] | None, atomic()] = None
-    non_resource_urls: Annotated[list[str] | None, atomic()] = msgspec.field(
+    verbs: Annotated[list[str] | None, atomic(proto=1)] = None
+    non_resource_urls: Annotated[list[str] | None, atomic(proto=2)] = msgspec.field(
         default=None, name="nonResourceURLs"
     )
 
@@ -258,10 +260,10 @@ class NonResourceRule(Struct):
 class SubjectRulesReviewStatus(Struct):
     """The rules found, and whether the list is complete."""
 
-    resource_rules: Annotated[list[ResourceRule] | None, atomic()] = None
-    non_resource_rules: Annotated[list[NonResourceRule] | None, atomic()] = None
-    incomplete: bool | None = None
-    evaluation_error: str | None = None
+    resource_rules: Annotated[list[ResourceRule] | None, atomic(proto=1)] = None
+    non_resource_rules: Annotated[list[NonResourceRule] | None, atomic(proto=2)] = None
+    incomplete: Annotated[bool | None, meta(proto=3)] = None
+    evaluation_error: Annotated[str | None, meta(proto=4, omitempty=True)] = None
 
 
 @kind(
@@ -270,7 +272,7 @@ class SubjectRulesReviewStatus(Struct):
 class SelfSubjectRulesReview(Resource):
     """What may I do in this namespace? (``kubectl auth can-i --list``)"""
 
-    spec: Annotated[SelfSubjectRulesReviewSpec | None, meta(doc="The namespace to ask about.")] = (
-        None
-    )
-    status: Annotated[SubjectRulesReviewStatus | None, meta(doc="The rules found.")] = None
+    spec: Annotated[
+        SelfSubjectRulesReviewSpec | None, meta(doc="The namespace to ask about.", proto=2)
+    ] = None
+    status: Annotated[SubjectRulesReviewStatus | None, meta(doc="The rules found.", proto=3)] = None

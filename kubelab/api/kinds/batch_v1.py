@@ -65,16 +65,16 @@ def _valid_values(values: tuple[str, ...]) -> str:
 class PodFailurePolicyOnExitCodesRequirement(Struct):
     """Container exit codes a pod failure policy rule matches (``In`` or ``NotIn`` a set)."""
 
-    container_name: str | None = None
-    operator: str | None = None
-    values: Annotated[list[int] | None, meta(list_type="set")] = None
+    container_name: Annotated[str | None, meta(proto=1)] = None
+    operator: Annotated[str | None, meta(proto=2)] = None
+    values: Annotated[list[int] | None, meta(list_type="set", proto=3)] = None
 
 
 class PodFailurePolicyOnPodConditionsPattern(Struct):
     """A pod condition (type and status) a pod failure policy rule matches."""
 
-    type: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
-    status: str | None = None
+    type: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME, proto=1)] = None
+    status: Annotated[str | None, meta(proto=2)] = None
 
     def set_defaults(self) -> None:
         if not self.status:
@@ -84,30 +84,30 @@ class PodFailurePolicyOnPodConditionsPattern(Struct):
 class PodFailurePolicyRule(Struct):
     """What to do with a failed pod (fail the Job or index, ignore, count) when it matches."""
 
-    action: str | None = None
-    on_exit_codes: PodFailurePolicyOnExitCodesRequirement | None = None
-    on_pod_conditions: Annotated[list[PodFailurePolicyOnPodConditionsPattern] | None, atomic()] = (
-        None
-    )
+    action: Annotated[str | None, meta(proto=1)] = None
+    on_exit_codes: Annotated[PodFailurePolicyOnExitCodesRequirement | None, meta(proto=2)] = None
+    on_pod_conditions: Annotated[
+        list[PodFailurePolicyOnPodConditionsPattern] | None, atomic(proto=3)
+    ] = None
 
 
 class PodFailurePolicy(Struct):
     """Rules, checked in order, deciding how a failed pod counts against the Job."""
 
-    rules: Annotated[list[PodFailurePolicyRule] | None, atomic()] = None
+    rules: Annotated[list[PodFailurePolicyRule] | None, atomic(proto=1)] = None
 
 
 class SuccessPolicyRule(Struct):
     """Indexes that, or a count of indexes that, must succeed for the Job to succeed."""
 
-    succeeded_indexes: str | None = None
-    succeeded_count: Annotated[int | None, meta(minimum=0)] = None
+    succeeded_indexes: Annotated[str | None, meta(proto=1)] = None
+    succeeded_count: Annotated[int | None, meta(minimum=0, proto=2)] = None
 
 
 class SuccessPolicy(Struct):
     """When an Indexed Job counts as succeeded before all its indexes complete."""
 
-    rules: Annotated[list[SuccessPolicyRule] | None, atomic()] = None
+    rules: Annotated[list[SuccessPolicyRule] | None, atomic(proto=1)] = None
 
 
 def parse_indexes(text: str, completions: int) -> int:
@@ -329,61 +329,75 @@ class JobSpec(Struct):
     """How many pods to run to completion, how many at once, and how failures count."""
 
     parallelism: Annotated[
-        int | None, meta(minimum=0, doc="Maximum number of pods running at any time.")
+        int | None, meta(minimum=0, doc="Maximum number of pods running at any time.", proto=1)
     ] = None
     completions: Annotated[
         int | None,
-        meta(minimum=0, doc="Number of pods that must succeed; unset means any one suffices."),
+        meta(
+            minimum=0,
+            doc="Number of pods that must succeed; unset means any one suffices.",
+            proto=2,
+        ),
     ] = None
     active_deadline_seconds: Annotated[
         int | None,
-        meta(minimum=0, doc="Seconds the Job may stay active before it is terminated."),
+        meta(
+            minimum=0,
+            doc="Seconds the Job may stay active before it is terminated.",
+            proto=3,
+            int64=True,
+        ),
     ] = None
     pod_failure_policy: Annotated[
-        PodFailurePolicy | None, meta(doc="Rules deciding how failed pods count.")
+        PodFailurePolicy | None, meta(doc="Rules deciding how failed pods count.", proto=11)
     ] = None
     success_policy: Annotated[
         SuccessPolicy | None,
-        meta(doc="When an Indexed Job counts as succeeded before all its indexes complete."),
+        meta(
+            doc="When an Indexed Job counts as succeeded before all its indexes complete.", proto=16
+        ),
     ] = None
     backoff_limit: Annotated[
-        int | None, meta(minimum=0, doc="Retries before the Job is failed. Defaults to 6.")
+        int | None, meta(minimum=0, doc="Retries before the Job is failed. Defaults to 6.", proto=7)
     ] = None
     backoff_limit_per_index: Annotated[
-        int | None, meta(minimum=0, doc="Retries per index before the index is failed.")
+        int | None, meta(minimum=0, doc="Retries per index before the index is failed.", proto=12)
     ] = None
     max_failed_indexes: Annotated[
         int | None,
-        meta(minimum=0, doc="Failed indexes tolerated before the whole Job is failed."),
+        meta(minimum=0, doc="Failed indexes tolerated before the whole Job is failed.", proto=13),
     ] = None
     selector: Annotated[
         LabelSelector | None,
-        meta(doc="Label query over the Job's pods; normally generated by the system."),
+        meta(doc="Label query over the Job's pods; normally generated by the system.", proto=4),
     ] = None
     manual_selector: Annotated[
-        bool | None, meta(doc="Whether the selector is chosen by the user, not generated.")
+        bool | None, meta(doc="Whether the selector is chosen by the user, not generated.", proto=5)
     ] = None
     template: Annotated[
         PodTemplateSpec | None,
-        meta(required=True, doc="The pods the Job runs (restartPolicy OnFailure or Never)."),
+        meta(
+            required=True, doc="The pods the Job runs (restartPolicy OnFailure or Never).", proto=6
+        ),
     ] = None
     ttl_seconds_after_finished: Annotated[
         int | None,
-        meta(minimum=0, doc="Seconds after the Job finishes before it is deleted."),
+        meta(minimum=0, doc="Seconds after the Job finishes before it is deleted.", proto=8),
     ] = None
     completion_mode: Annotated[
         str | None,
-        meta(enum=(NON_INDEXED, INDEXED), doc="NonIndexed (the default) or Indexed."),
+        meta(enum=(NON_INDEXED, INDEXED), doc="NonIndexed (the default) or Indexed.", proto=9),
     ] = None
     suspend: Annotated[
-        bool | None, meta(doc="Whether the controller should stop creating pods.")
+        bool | None, meta(doc="Whether the controller should stop creating pods.", proto=10)
     ] = None
     pod_replacement_policy: Annotated[
         str | None,
-        meta(doc="When replacement pods are created: TerminatingOrFailed or Failed."),
+        meta(doc="When replacement pods are created: TerminatingOrFailed or Failed.", proto=14),
     ] = None
     managed_by: Annotated[
-        str | None, meta(doc="The controller that manages the Job, if not the built-in one.")
+        str | None,
+        meta(doc="The controller that manages the Job, if not the built-in one.", proto=15),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -485,37 +499,37 @@ class JobSpec(Struct):
 class JobCondition(Struct):
     """One aspect of a Job's state: Complete, Failed, Suspended, FailureTarget, ..."""
 
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES)] = None
-    last_probe_time: Time | None = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(required=True, proto=1)] = None
+    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES, proto=2)] = None
+    last_probe_time: Annotated[Time | None, meta(proto=3)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=4)] = None
+    reason: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=6, omitempty=True)] = None
 
 
 class UncountedTerminatedPods(Struct):
     """UIDs of finished pods the controller has not yet added to the status counters."""
 
-    succeeded: Annotated[list[str] | None, meta(list_type="set")] = None
-    failed: Annotated[list[str] | None, meta(list_type="set")] = None
+    succeeded: Annotated[list[str] | None, meta(list_type="set", proto=1)] = None
+    failed: Annotated[list[str] | None, meta(list_type="set", proto=2)] = None
 
 
 class JobStatus(Struct):
     """What the Job controller last observed: pods active, succeeded and failed, and when."""
 
-    conditions: Annotated[list[JobCondition] | None, meta(merge_key="type", list_type="atomic")] = (
-        None
-    )
-    start_time: Time | None = None
-    completion_time: Time | None = None
-    active: Annotated[int | None, meta(minimum=0)] = None
-    succeeded: Annotated[int | None, meta(minimum=0)] = None
-    failed: Annotated[int | None, meta(minimum=0)] = None
-    terminating: Annotated[int | None, meta(minimum=0)] = None
-    completed_indexes: str | None = None
-    failed_indexes: str | None = None
-    uncounted_terminated_pods: UncountedTerminatedPods | None = None
-    ready: Annotated[int | None, meta(minimum=0)] = None
+    conditions: Annotated[
+        list[JobCondition] | None, meta(merge_key="type", list_type="atomic", proto=1)
+    ] = None
+    start_time: Annotated[Time | None, meta(proto=2)] = None
+    completion_time: Annotated[Time | None, meta(proto=3)] = None
+    active: Annotated[int | None, meta(minimum=0, proto=4, omitempty=True)] = None
+    succeeded: Annotated[int | None, meta(minimum=0, proto=5, omitempty=True)] = None
+    failed: Annotated[int | None, meta(minimum=0, proto=6, omitempty=True)] = None
+    terminating: Annotated[int | None, meta(minimum=0, proto=11)] = None
+    completed_indexes: Annotated[str | None, meta(proto=7, omitempty=True)] = None
+    failed_indexes: Annotated[str | None, meta(proto=10)] = None
+    uncounted_terminated_pods: Annotated[UncountedTerminatedPods | None, meta(proto=8)] = None
+    ready: Annotated[int | None, meta(minimum=0, proto=9)] = None
 
 
 def _condition_true(job: Job, condition_type: str) -> bool:
@@ -587,8 +601,8 @@ def _job_selector(o: Job) -> LabelSelector | None:
 class Job(Resource):
     """Runs pods until a number of them succeed (or too many fail)."""
 
-    spec: Annotated[JobSpec | None, meta(required=True)] = None
-    status: JobStatus | None = None
+    spec: Annotated[JobSpec | None, meta(required=True, proto=2)] = None
+    status: Annotated[JobStatus | None, meta(proto=3)] = None
 
     def set_defaults(self) -> None:
         # Job defaults belong to the Job, not to JobSpec: a CronJob's jobTemplate keeps its
@@ -666,8 +680,8 @@ class Job(Resource):
 class JobTemplateSpec(Struct):
     """The Job a CronJob creates at each scheduled time."""
 
-    metadata: ObjectMeta | None = None
-    spec: JobSpec | None = None
+    metadata: Annotated[ObjectMeta | None, meta(proto=1)] = None
+    spec: Annotated[JobSpec | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         spec = self.spec
@@ -714,14 +728,20 @@ class CronJobSpec(Struct):
 
     schedule: Annotated[
         str | None,
-        meta(required=True, doc='When to run, in cron format: "*/5 * * * *", "@hourly".'),
+        meta(required=True, doc='When to run, in cron format: "*/5 * * * *", "@hourly".', proto=1),
     ] = None
     time_zone: Annotated[
-        str | None, meta(doc="The IANA time zone the schedule is read in (the controller's).")
+        str | None,
+        meta(doc="The IANA time zone the schedule is read in (the controller's).", proto=8),
     ] = None
     starting_deadline_seconds: Annotated[
         int | None,
-        meta(minimum=0, doc="Seconds after a missed start time within which it may still run."),
+        meta(
+            minimum=0,
+            doc="Seconds after a missed start time within which it may still run.",
+            proto=2,
+            int64=True,
+        ),
     ] = None
     concurrency_policy: Annotated[
         str | None,
@@ -729,17 +749,19 @@ class CronJobSpec(Struct):
             required=True,
             enum=("Allow", "Forbid", "Replace"),
             doc="Whether runs may overlap: Allow (the default), Forbid or Replace.",
+            proto=3,
+            omitempty=True,
         ),
     ] = None
-    suspend: Annotated[bool | None, meta(doc="Whether new runs are held back.")] = None
+    suspend: Annotated[bool | None, meta(doc="Whether new runs are held back.", proto=4)] = None
     job_template: Annotated[
-        JobTemplateSpec | None, meta(required=True, doc="The Job created at each run.")
+        JobTemplateSpec | None, meta(required=True, doc="The Job created at each run.", proto=5)
     ] = None
     successful_jobs_history_limit: Annotated[
-        int | None, meta(minimum=0, doc="Finished Jobs kept. Defaults to 3.")
+        int | None, meta(minimum=0, doc="Finished Jobs kept. Defaults to 3.", proto=6)
     ] = None
     failed_jobs_history_limit: Annotated[
-        int | None, meta(minimum=0, doc="Failed Jobs kept. Defaults to 1.")
+        int | None, meta(minimum=0, doc="Failed Jobs kept. Defaults to 1.", proto=7)
     ] = None
 
     def set_defaults(self) -> None:
@@ -772,9 +794,9 @@ class CronJobSpec(Struct):
 class CronJobStatus(Struct):
     """The Jobs running now and when the schedule last fired and last succeeded."""
 
-    active: Annotated[list[ObjectReference] | None, atomic()] = None
-    last_schedule_time: Time | None = None
-    last_successful_time: Time | None = None
+    active: Annotated[list[ObjectReference] | None, atomic(proto=1)] = None
+    last_schedule_time: Annotated[Time | None, meta(proto=4)] = None
+    last_successful_time: Annotated[Time | None, meta(proto=5)] = None
 
 
 def _cronjob_template(o: CronJob) -> PodTemplateSpec | None:
@@ -845,8 +867,8 @@ def _cronjob_last_schedule(o: CronJob, now: datetime.datetime) -> str:
 class CronJob(Resource):
     """Creates a Job from its template each time its schedule fires."""
 
-    spec: Annotated[CronJobSpec | None, meta(required=True)] = None
-    status: CronJobStatus | None = None
+    spec: Annotated[CronJobSpec | None, meta(required=True, proto=2)] = None
+    status: Annotated[CronJobStatus | None, meta(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         name = self.metadata.name

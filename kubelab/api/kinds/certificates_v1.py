@@ -161,22 +161,26 @@ class CertificateSigningRequestSpec(Struct):
     """The PEM request, the signer asked for, and who asked (filled in by the server)."""
 
     request: Annotated[
-        bytes | None, meta(required=True, doc="A PEM-encoded PKCS#10 certificate request.")
+        bytes | None, meta(required=True, doc="A PEM-encoded PKCS#10 certificate request.", proto=1)
     ] = None
     signer_name: Annotated[
-        str | None, meta(required=True, doc="The signer asked for, e.g. example.com/my-signer.")
+        str | None,
+        meta(required=True, doc="The signer asked for, e.g. example.com/my-signer.", proto=7),
     ] = None
     expiration_seconds: Annotated[
-        int | None, meta(doc="The validity asked for, in seconds (at least 600).")
+        int | None, meta(doc="The validity asked for, in seconds (at least 600).", proto=8)
     ] = None
     usages: Annotated[
         list[Annotated[str, meta(enum=KEY_USAGES)]] | None,
-        atomic(required=True, doc="Key usages asked for, such as 'client auth'."),
+        atomic(required=True, doc="Key usages asked for, such as 'client auth'.", proto=5),
     ] = None
-    username: Annotated[str | None, meta(doc="Who created the request (set by the server).")] = None
-    uid: str | None = None
-    groups: Annotated[list[str] | None, atomic()] = None
-    extra: dict[str, list[str]] | None = None
+    username: Annotated[
+        str | None,
+        meta(doc="Who created the request (set by the server).", proto=2, omitempty=True),
+    ] = None
+    uid: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    groups: Annotated[list[str] | None, atomic(proto=4)] = None
+    extra: Annotated[dict[str, list[str]] | None, meta(proto=6)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.request is not None:
@@ -208,12 +212,12 @@ class CertificateSigningRequestSpec(Struct):
 class CertificateSigningRequestCondition(Struct):
     """Approved, Denied or Failed (or a signer's own condition type), with why and when."""
 
-    type: str | None = None
-    status: str | None = None
-    reason: str | None = None
-    message: str | None = None
-    last_update_time: Time | None = None
-    last_transition_time: Time | None = None
+    type: Annotated[str | None, meta(proto=1)] = None
+    status: Annotated[str | None, meta(proto=6)] = None
+    reason: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    last_update_time: Annotated[Time | None, meta(proto=4, omitempty=True)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=5, omitempty=True)] = None
 
 
 _TRUE_ONLY = (APPROVED, DENIED, FAILED)
@@ -224,10 +228,11 @@ class CertificateSigningRequestStatus(Struct):
 
     conditions: Annotated[
         list[CertificateSigningRequestCondition] | None,
-        meta(list_type="map", list_map_keys=("type",), doc="Approved, Denied and Failed."),
+        meta(list_type="map", list_map_keys=("type",), doc="Approved, Denied and Failed.", proto=1),
     ] = None
     certificate: Annotated[
-        bytes | None, meta(doc="The issued certificate chain, PEM-encoded (set by the signer).")
+        bytes | None,
+        meta(doc="The issued certificate chain, PEM-encoded (set by the signer).", proto=2),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -312,10 +317,11 @@ class CertificateSigningRequest(Resource):
     """A request for a certificate from a named signer, approved or denied, then signed."""
 
     spec: Annotated[
-        CertificateSigningRequestSpec | None, meta(required=True, doc="What is asked for.")
+        CertificateSigningRequestSpec | None, meta(required=True, doc="What is asked for.", proto=2)
     ] = None
     status: Annotated[
-        CertificateSigningRequestStatus | None, meta(doc="Approval and the issued certificate.")
+        CertificateSigningRequestStatus | None,
+        meta(doc="Approval and the issued certificate.", proto=3),
     ] = None
 
     def validate_update(self, old: Self, errors: ErrorList) -> None:

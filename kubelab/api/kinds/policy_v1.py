@@ -28,21 +28,22 @@ class PodDisruptionBudgetSpec(Struct):
 
     min_available: Annotated[
         IntOrString | None,
-        meta(doc="Pods (a number or a percentage) that must remain available."),
+        meta(doc="Pods (a number or a percentage) that must remain available.", proto=1),
     ] = None
     selector: Annotated[
         LabelSelector | None,
-        meta(patch_strategy="replace", doc="The pods the budget covers."),
+        meta(patch_strategy="replace", doc="The pods the budget covers.", proto=2),
     ] = None
     max_unavailable: Annotated[
         IntOrString | None,
-        meta(doc="Pods (a number or a percentage) that may be unavailable at once."),
+        meta(doc="Pods (a number or a percentage) that may be unavailable at once.", proto=3),
     ] = None
     unhealthy_pod_eviction_policy: Annotated[
         str | None,
         meta(
             enum=UNHEALTHY_POD_EVICTION_POLICIES,
             doc="When running but not ready pods may be evicted.",
+            proto=4,
         ),
     ] = None
 
@@ -65,13 +66,13 @@ class PodDisruptionBudgetSpec(Struct):
 class PodDisruptionBudgetStatus(Struct):
     """What the disruption controller last computed for the budget."""
 
-    observed_generation: int | None = None
-    disrupted_pods: dict[str, Time] | None = None
-    disruptions_allowed: int | None = None
-    current_healthy: int | None = None
-    desired_healthy: int | None = None
-    expected_pods: int | None = None
-    conditions: Annotated[list[Condition] | None, meta(merge_key="type")] = None
+    observed_generation: Annotated[int | None, meta(proto=1, int64=True, omitempty=True)] = None
+    disrupted_pods: Annotated[dict[str, Time] | None, meta(proto=2)] = None
+    disruptions_allowed: Annotated[int | None, meta(proto=3)] = None
+    current_healthy: Annotated[int | None, meta(proto=4)] = None
+    desired_healthy: Annotated[int | None, meta(proto=5)] = None
+    expected_pods: Annotated[int | None, meta(proto=6)] = None
+    conditions: Annotated[list[Condition] | None, meta(merge_key="type", proto=7)] = None
 
 
 def _budget_cell(value: IntOrString | None) -> str:
@@ -113,11 +114,11 @@ class PodDisruptionBudget(Resource):
     """A bound on the voluntary disruptions a set of pods may suffer at once."""
 
     spec: Annotated[
-        PodDisruptionBudgetSpec | None, meta(doc="The pods covered and the budget.")
+        PodDisruptionBudgetSpec | None, meta(doc="The pods covered and the budget.", proto=2)
     ] = None
     status: Annotated[
         PodDisruptionBudgetStatus | None,
-        meta(doc="Healthy pods and allowed disruptions, as last observed."),
+        meta(doc="Healthy pods and allowed disruptions, as last observed.", proto=3),
     ] = None
 
 

@@ -28,11 +28,11 @@ SUBJECT_KINDS = (SERVICE_ACCOUNT, USER, GROUP_KIND)
 class PolicyRule(Struct):
     """Verbs allowed on resources of API groups, or (cluster roles only) on non-resource URLs."""
 
-    verbs: Annotated[list[str] | None, atomic()] = None
-    api_groups: Annotated[list[str] | None, atomic()] = None
-    resources: Annotated[list[str] | None, atomic()] = None
-    resource_names: Annotated[list[str] | None, atomic()] = None
-    non_resource_urls: Annotated[list[str] | None, atomic()] = msgspec.field(
+    verbs: Annotated[list[str] | None, atomic(proto=1)] = None
+    api_groups: Annotated[list[str] | None, atomic(proto=2)] = None
+    resources: Annotated[list[str] | None, atomic(proto=3)] = None
+    resource_names: Annotated[list[str] | None, atomic(proto=4)] = None
+    non_resource_urls: Annotated[list[str] | None, atomic(proto=5)] = msgspec.field(
         default=None, name="nonResourceURLs"
     )
 
@@ -60,7 +60,7 @@ class PolicyRule(Struct):
 class AggregationRule(Struct):
     """Label selectors whose matching ClusterRoles' rules are combined into this one."""
 
-    cluster_role_selectors: Annotated[list[LabelSelector] | None, atomic()] = None
+    cluster_role_selectors: Annotated[list[LabelSelector] | None, atomic(proto=1)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if not self.cluster_role_selectors:
@@ -73,10 +73,10 @@ class AggregationRule(Struct):
 class Subject(Struct):
     """Who a binding grants its role to: a user, a group or a service account."""
 
-    kind: Annotated[str | None, meta(doc="ServiceAccount, User or Group.")] = None
-    api_group: str | None = None
-    name: Annotated[str | None, meta(required=True)] = None
-    namespace: str | None = None
+    kind: Annotated[str | None, meta(doc="ServiceAccount, User or Group.", proto=1)] = None
+    api_group: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    name: Annotated[str | None, meta(required=True, proto=3)] = None
+    namespace: Annotated[str | None, meta(proto=4, omitempty=True)] = None
 
     def set_defaults(self) -> None:
         if not self.api_group and self.kind in (USER, GROUP_KIND):
@@ -100,12 +100,15 @@ class Subject(Struct):
 class RoleRef(Struct):
     """The Role or ClusterRole a binding grants."""
 
-    api_group: Annotated[str | None, meta(required=True, enum=(GROUP,))] = None
+    api_group: Annotated[str | None, meta(required=True, enum=(GROUP,), proto=1)] = None
     kind: Annotated[
         str | None,
-        meta(doc="Role or ClusterRole (ClusterRole only for bindings that are cluster-wide)."),
+        meta(
+            doc="Role or ClusterRole (ClusterRole only for bindings that are cluster-wide).",
+            proto=2,
+        ),
     ] = None
-    name: Annotated[str | None, meta(required=True)] = None
+    name: Annotated[str | None, meta(required=True, proto=3)] = None
 
     def set_defaults(self) -> None:
         if not self.api_group:
@@ -130,7 +133,7 @@ RULES_DOC = "The rules of this role: verbs allowed on resources or non-resource 
 class Role(Resource):
     """Verbs allowed on resources within one namespace."""
 
-    rules: Annotated[list[PolicyRule] | None, atomic(doc=RULES_DOC)] = None
+    rules: Annotated[list[PolicyRule] | None, atomic(doc=RULES_DOC, proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         for i, rule in enumerate(self.rules or ()):
@@ -152,10 +155,10 @@ class Role(Resource):
 class ClusterRole(Resource):
     """Verbs allowed on resources in every namespace, on cluster-scoped ones and on URLs."""
 
-    rules: Annotated[list[PolicyRule] | None, atomic(doc=RULES_DOC)] = None
+    rules: Annotated[list[PolicyRule] | None, atomic(doc=RULES_DOC, proto=2)] = None
     aggregation_rule: Annotated[
         AggregationRule | None,
-        meta(doc="Selects ClusterRoles whose rules the controller copies into this one."),
+        meta(doc="Selects ClusterRoles whose rules the controller copies into this one.", proto=3),
     ] = None
 
 
@@ -208,10 +211,10 @@ class RoleBindingBase(Resource):
     ROLE_KINDS: ClassVar[tuple[str, ...]]
 
     subjects: Annotated[
-        list[Subject] | None, atomic(doc="The users, groups and service accounts granted.")
+        list[Subject] | None, atomic(doc="The users, groups and service accounts granted.", proto=2)
     ] = None
     role_ref: Annotated[
-        RoleRef | None, meta(required=True, doc="The role granted; it cannot be changed.")
+        RoleRef | None, meta(required=True, doc="The role granted; it cannot be changed.", proto=3)
     ] = None
 
     def set_defaults(self) -> None:

@@ -55,18 +55,27 @@ def _system_class_problem(name: str, value: int | None, global_default: bool) ->
 class PriorityClass(Resource):
     """A named scheduling priority: its value, whether it is the default, whether it preempts."""
 
-    value: Annotated[int | None, meta(doc="The priority pods of this class receive.")] = None
+    value: Annotated[int | None, meta(doc="The priority pods of this class receive.", proto=2)] = (
+        None
+    )
     global_default: Annotated[
         bool | None,
-        meta(doc="Whether pods without a priorityClassName get this class's value."),
+        meta(
+            doc="Whether pods without a priorityClassName get this class's value.",
+            proto=3,
+            omitempty=True,
+        ),
     ] = None
-    description: Annotated[str | None, meta(doc="When this class should be used.")] = None
+    description: Annotated[
+        str | None, meta(doc="When this class should be used.", proto=4, omitempty=True)
+    ] = None
     preemption_policy: Annotated[
         str | None,
         meta(
             enum=PREEMPTION_POLICIES,
             immutable=True,
             doc="Whether pods of this class may preempt lower-priority pods.",
+            proto=5,
         ),
     ] = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -10,6 +11,7 @@ import time
 import pytest
 import yaml
 
+from kubelab.pki import certificate_request, generate_key
 from tests.servers import KUBECTL, Kubectl, ServerProcess
 
 DEPLOYMENT = """
@@ -319,3 +321,31 @@ def test_delete_orphan_records_the_finalizer_for_the_garbage_collector(kubectl: 
     meta = kubectl.json("get", "deployment", "web")["metadata"]
     assert meta["finalizers"] == ["orphan"]
     assert meta["deletionTimestamp"]
+
+
+def test_certificate_approve_and_deny(kubectl: Kubectl) -> None:
+    """``kubectl certificate approve|deny`` PUT the request to ``/approval`` as protobuf."""
+    names = [f"{kubectl.namespace}-approve", f"{kubectl.namespace}-deny"]
+    for name in names:
+        request = certificate_request(generate_key(), name)
+        csr = {
+            "apiVersion": "certificates.k8s.io/v1",
+            "kind": "CertificateSigningRequest",
+            "metadata": {"name": name},
+            "spec": {
+                "request": base64.b64encode(request).decode(),
+                "signerName": "example.com/widgets",
+                "usages": ["client auth"],
+            },
+        }
+        kubectl.run("create", "-f", "-", input=json.dumps(csr), namespaced=False)
+    approved, denied = names
+    out = kubectl.run("certificate", "approve", approved, namespaced=False).stdout
+    assert out.strip() == f"certificatesigningrequest.certificates.k8s.io/{approved} approved"
+    out = kubectl.run("certificate", "deny", denied, namespaced=False).stdout
+    assert out.strip() == f"certificatesigningrequest.certificates.k8s.io/{denied} denied"
+    rows = _rows(kubectl.run("get", "csr", *names, namespaced=False).stdout)
+    assert [(row[0], row[-1]) for row in rows[1:]] == [(approved, "Approved"), (denied, "Denied")]
+    for name, reason in ((approved, "KubectlApprove"), (denied, "KubectlDeny")):
+        condition = kubectl.json("get", "csr", name)["status"]["conditions"][0]
+        assert (condition["reason"], condition["status"]) == (reason, "True")

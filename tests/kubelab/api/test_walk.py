@@ -116,3 +116,21 @@ def test_a_field_can_opt_out_of_nested_validation() -> None:
     assert [str(e) for e in walk.validate_struct(holder)] == ["checked.number: Required value"]
     walk.set_defaults(holder)
     assert holder.unchecked is not None and holder.unchecked.protocol == "TCP"
+
+
+class Numbered(Struct):
+    size: Annotated[QuantityValue | None, meta(proto=1)] = None
+    port: Annotated[Port | None, meta(proto=2)] = None
+    name: Annotated[str | None, meta(format=DNS1123_LABEL, proto=3, omitempty=True)] = None
+
+
+def test_a_protobuf_number_hides_nothing_declared_inside() -> None:
+    """``meta(proto=N)`` around a type that carries its own meta (a quantity) keeps it."""
+    numbered = Numbered(size="2048Mi", port=Port(number=0), name="Web")
+    walk.set_defaults(numbered)
+    assert numbered.size == "2Gi"
+    assert [str(e).split(":")[0] for e in walk.validate_struct(numbered)] == ["name", "port.number"]
+    numbered.size = "lots"
+    errors = [str(e) for e in walk.validate_struct(numbered)]
+    assert errors[0].startswith('size: Invalid value: "lots": quantities must match')
+    assert len(errors) == 3

@@ -132,11 +132,12 @@ class ConfigMap(Resource):
     """Configuration as key-value pairs, for pods to consume as files or variables."""
 
     immutable: Annotated[
-        bool | None, meta(doc="Whether data and binaryData are frozen for good.")
+        bool | None, meta(doc="Whether data and binaryData are frozen for good.", proto=4)
     ] = None
-    data: Annotated[dict[str, str] | None, meta(doc="UTF-8 values by key.")] = None
+    data: Annotated[dict[str, str] | None, meta(doc="UTF-8 values by key.", proto=2)] = None
     binary_data: Annotated[
-        dict[str, str] | None, meta(doc="Binary values by key, base64-encoded in JSON.")
+        dict[str, str] | None,
+        meta(doc="Binary values by key, base64-encoded in JSON.", proto=3, base64=True),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -204,15 +205,23 @@ def _json_object_problem(content: bytes) -> str | None:
 class Secret(Resource):
     """Sensitive key-value data (passwords, tokens, keys), base64-encoded in ``data``."""
 
-    immutable: Annotated[bool | None, meta(doc="Whether data is frozen for good.")] = None
-    data: Annotated[dict[str, str] | None, meta(doc="Secret values by key, base64-encoded.")] = None
+    immutable: Annotated[bool | None, meta(doc="Whether data is frozen for good.", proto=5)] = None
+    data: Annotated[
+        dict[str, str] | None,
+        meta(doc="Secret values by key, base64-encoded.", proto=2, base64=True),
+    ] = None
     string_data: Annotated[
         dict[str, str] | None,
-        meta(doc="Write-only plain-text values, merged into data when stored."),
+        meta(doc="Write-only plain-text values, merged into data when stored.", proto=4),
     ] = None
     type: Annotated[
         str | None,
-        meta(immutable=True, doc="What the secret holds; decides which keys it needs."),
+        meta(
+            immutable=True,
+            doc="What the secret holds; decides which keys it needs.",
+            proto=3,
+            omitempty=True,
+        ),
     ] = None
 
     def set_defaults(self) -> None:
@@ -273,14 +282,16 @@ class ServiceAccount(Resource):
 
     secrets: Annotated[
         list[ObjectReference] | None,
-        meta(merge_key="name", doc="Secrets pods of this account may use (legacy tokens)."),
+        meta(
+            merge_key="name", doc="Secrets pods of this account may use (legacy tokens).", proto=2
+        ),
     ] = None
     image_pull_secrets: Annotated[
         list[LocalObjectReference] | None,
-        atomic(doc="Secrets used to pull images of pods running as this account."),
+        atomic(doc="Secrets used to pull images of pods running as this account.", proto=3),
     ] = None
     automount_service_account_token: Annotated[
-        bool | None, meta(doc="Whether pods get an API token mounted by default.")
+        bool | None, meta(doc="Whether pods get an API token mounted by default.", proto=4)
     ] = None
 
 
@@ -294,7 +305,7 @@ _STANDARD_FINALIZERS = frozenset({KUBERNETES_FINALIZER, "orphan", "foregroundDel
 class NamespaceSpec(Struct):
     """What must happen before a deleted namespace goes away."""
 
-    finalizers: Annotated[list[str] | None, atomic()] = None
+    finalizers: Annotated[list[str] | None, atomic(proto=1)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         # Upstream reports every finalizer at ``spec.finalizers``, without an index.
@@ -312,18 +323,18 @@ class NamespaceSpec(Struct):
 class NamespaceCondition(Struct):
     """One aspect of a namespace's state, mostly about its deletion."""
 
-    type: str | None = None
-    status: str | None = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(proto=1)] = None
+    status: Annotated[str | None, meta(proto=2)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=4)] = None
+    reason: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=6, omitempty=True)] = None
 
 
 class NamespaceStatus(Struct):
     """Whether the namespace is active or being deleted."""
 
-    phase: str | None = None
-    conditions: Annotated[list[NamespaceCondition] | None, meta(merge_key="type")] = None
+    phase: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    conditions: Annotated[list[NamespaceCondition] | None, meta(merge_key="type", proto=2)] = None
 
     def set_defaults(self) -> None:
         if not self.phase:
@@ -352,8 +363,10 @@ class NamespaceStatus(Struct):
 class Namespace(Resource):
     """A scope for names, and the unit of access control and quotas."""
 
-    spec: Annotated[NamespaceSpec | None, meta(doc="Finalizers to run on deletion.")] = None
-    status: Annotated[NamespaceStatus | None, meta(doc="Active or Terminating.")] = None
+    spec: Annotated[NamespaceSpec | None, meta(doc="Finalizers to run on deletion.", proto=2)] = (
+        None
+    )
+    status: Annotated[NamespaceStatus | None, meta(doc="Active or Terminating.", proto=3)] = None
 
     def set_defaults(self) -> None:
         if self.metadata.name:
@@ -580,23 +593,25 @@ def _validate_quota_resources(
 class ScopedResourceSelectorRequirement(Struct):
     """A scope and the values it must (not) take: ``PriorityClass In (high)``."""
 
-    scope_name: str | None = None
-    operator: str | None = None
-    values: Annotated[list[str] | None, atomic()] = None
+    scope_name: Annotated[str | None, meta(proto=1)] = None
+    operator: Annotated[str | None, meta(proto=2)] = None
+    values: Annotated[list[str] | None, atomic(proto=3)] = None
 
 
 class ScopeSelector(Struct):
     """Scope requirements that must all hold for a quota to apply."""
 
-    match_expressions: Annotated[list[ScopedResourceSelectorRequirement] | None, atomic()] = None
+    match_expressions: Annotated[
+        list[ScopedResourceSelectorRequirement] | None, atomic(proto=1)
+    ] = None
 
 
 class ResourceQuotaSpec(Struct):
     """The limits a quota sets and the objects it applies to."""
 
-    hard: ResourceList | None = None
-    scopes: Annotated[list[str] | None, atomic()] = None
-    scope_selector: ScopeSelector | None = None
+    hard: Annotated[ResourceList | None, meta(proto=1)] = None
+    scopes: Annotated[list[str] | None, atomic(proto=2)] = None
+    scope_selector: Annotated[ScopeSelector | None, meta(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_quota_resources(self.hard, path.child("hard"), errors)
@@ -664,8 +679,8 @@ class ResourceQuotaSpec(Struct):
 class ResourceQuotaStatus(Struct):
     """The limits in force and what the namespace uses of them."""
 
-    hard: ResourceList | None = None
-    used: ResourceList | None = None
+    hard: Annotated[ResourceList | None, meta(proto=1)] = None
+    used: Annotated[ResourceList | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_quota_resources(self.hard, path.child("hard"), errors)
@@ -717,10 +732,10 @@ class ResourceQuota(Resource):
     """Limits on what a namespace may consume: compute resources and object counts."""
 
     spec: Annotated[
-        ResourceQuotaSpec | None, meta(doc="The limits and the objects they apply to.")
+        ResourceQuotaSpec | None, meta(doc="The limits and the objects they apply to.", proto=2)
     ] = None
     status: Annotated[
-        ResourceQuotaStatus | None, meta(doc="The limits in force and current usage.")
+        ResourceQuotaStatus | None, meta(doc="The limits in force and current usage.", proto=3)
     ] = None
 
     def validate_update(self, old: Self, errors: ErrorList) -> None:

@@ -26,6 +26,7 @@ from kubelab.api import names
 from kubelab.api.errors import ROOT, ErrorList, ErrorType, FieldError, Path
 from kubelab.api.kinds.core_v1 import resources as resource_names
 from kubelab.api.kinds.core_v1.volume import (
+    NAME_AS_LOCAL_REFERENCE,
     PULL_POLICIES,
     ZERO,
     LocalObjectReference,
@@ -55,6 +56,7 @@ from kubelab.api.struct import (
     IANA_SVC_NAME,
     IP_ADDRESS,
     QUALIFIED_NAME,
+    Embedded,
     IntOrString,
     QuantityValue,
     Struct,
@@ -106,28 +108,30 @@ def _validate_port(value: IntOrString | None, path: Path, errors: ErrorList) -> 
 class PreferredSchedulingTerm(Struct):
     """A node selector term the scheduler prefers, with its weight (1-100)."""
 
-    weight: Annotated[int | None, meta(required=True, minimum=1, maximum=100)] = None
-    preference: Annotated[NodeSelectorTerm | None, meta(required=True)] = None
+    weight: Annotated[int | None, meta(required=True, minimum=1, maximum=100, proto=1)] = None
+    preference: Annotated[NodeSelectorTerm | None, meta(required=True, proto=2)] = None
 
 
 class NodeAffinity(Struct):
     """Which nodes the pod must, or would rather, run on."""
 
-    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    required_during_scheduling_ignored_during_execution: Annotated[
+        NodeSelector | None, meta(proto=1)
+    ] = None
     preferred_during_scheduling_ignored_during_execution: Annotated[
-        list[PreferredSchedulingTerm] | None, atomic()
+        list[PreferredSchedulingTerm] | None, atomic(proto=2)
     ] = None
 
 
 class PodAffinityTerm(Struct):
     """Pods (by label and namespace) the pod must run near, within a topology domain."""
 
-    label_selector: LabelSelector | None = None
-    namespaces: Annotated[list[str] | None, atomic()] = None
-    topology_key: str | None = None
-    namespace_selector: LabelSelector | None = None
-    match_label_keys: Annotated[list[str] | None, atomic()] = None
-    mismatch_label_keys: Annotated[list[str] | None, atomic()] = None
+    label_selector: Annotated[LabelSelector | None, meta(proto=1)] = None
+    namespaces: Annotated[list[str] | None, atomic(proto=2)] = None
+    topology_key: Annotated[str | None, meta(proto=3)] = None
+    namespace_selector: Annotated[LabelSelector | None, meta(proto=4)] = None
+    match_label_keys: Annotated[list[str] | None, atomic(proto=5)] = None
+    mismatch_label_keys: Annotated[list[str] | None, atomic(proto=6)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         for namespace in self.namespaces or ():
@@ -175,18 +179,18 @@ def _selector_keys(selector: LabelSelector | None) -> set[str]:
 class WeightedPodAffinityTerm(Struct):
     """A pod affinity term the scheduler prefers, with its weight (1-100)."""
 
-    weight: Annotated[int | None, meta(required=True, minimum=1, maximum=100)] = None
-    pod_affinity_term: Annotated[PodAffinityTerm | None, meta(required=True)] = None
+    weight: Annotated[int | None, meta(required=True, minimum=1, maximum=100, proto=1)] = None
+    pod_affinity_term: Annotated[PodAffinityTerm | None, meta(required=True, proto=2)] = None
 
 
 class PodAffinity(Struct):
     """Pods this pod must, or would rather, run in the same domain as."""
 
     required_during_scheduling_ignored_during_execution: Annotated[
-        list[PodAffinityTerm] | None, atomic()
+        list[PodAffinityTerm] | None, atomic(proto=1)
     ] = None
     preferred_during_scheduling_ignored_during_execution: Annotated[
-        list[WeightedPodAffinityTerm] | None, atomic()
+        list[WeightedPodAffinityTerm] | None, atomic(proto=2)
     ] = None
 
 
@@ -194,19 +198,19 @@ class PodAntiAffinity(Struct):
     """Pods this pod must not, or would rather not, run in the same domain as."""
 
     required_during_scheduling_ignored_during_execution: Annotated[
-        list[PodAffinityTerm] | None, atomic()
+        list[PodAffinityTerm] | None, atomic(proto=1)
     ] = None
     preferred_during_scheduling_ignored_during_execution: Annotated[
-        list[WeightedPodAffinityTerm] | None, atomic()
+        list[WeightedPodAffinityTerm] | None, atomic(proto=2)
     ] = None
 
 
 class Affinity(Struct):
     """Node affinity, pod affinity and pod anti-affinity."""
 
-    node_affinity: NodeAffinity | None = None
-    pod_affinity: PodAffinity | None = None
-    pod_anti_affinity: PodAntiAffinity | None = None
+    node_affinity: Annotated[NodeAffinity | None, meta(proto=1)] = None
+    pod_affinity: Annotated[PodAffinity | None, meta(proto=2)] = None
+    pod_anti_affinity: Annotated[PodAntiAffinity | None, meta(proto=3)] = None
 
 
 # Environment.
@@ -215,9 +219,11 @@ class Affinity(Struct):
 class _KeySelector(Struct):
     """One key of a named ConfigMap or Secret."""
 
-    name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    key: Annotated[str | None, meta(required=True)] = None
-    optional: bool | None = None
+    PROTO_EMBEDDED = NAME_AS_LOCAL_REFERENCE
+
+    name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=1, omitempty=True)] = None
+    key: Annotated[str | None, meta(required=True, proto=2)] = None
+    optional: Annotated[bool | None, meta(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.key:
@@ -235,10 +241,10 @@ class SecretKeySelector(_KeySelector):
 class FileKeySelector(Struct):
     """One key of an env file written by an init container into an emptyDir volume."""
 
-    volume_name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL)] = None
-    path: Annotated[str | None, meta(required=True)] = None
-    key: Annotated[str | None, meta(required=True)] = None
-    optional: bool | None = None
+    volume_name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL, proto=1)] = None
+    path: Annotated[str | None, meta(required=True, proto=2)] = None
+    key: Annotated[str | None, meta(required=True, proto=3)] = None
+    optional: Annotated[bool | None, meta(proto=4)] = None
 
     def set_defaults(self) -> None:
         if self.optional is None:
@@ -251,11 +257,11 @@ class FileKeySelector(Struct):
 class EnvVarSource(Struct):
     """Where an environment variable's value comes from."""
 
-    field_ref: ObjectFieldSelector | None = None
-    resource_field_ref: ResourceFieldSelector | None = None
-    config_map_key_ref: ConfigMapKeySelector | None = None
-    secret_key_ref: SecretKeySelector | None = None
-    file_key_ref: FileKeySelector | None = None
+    field_ref: Annotated[ObjectFieldSelector | None, meta(proto=1)] = None
+    resource_field_ref: Annotated[ResourceFieldSelector | None, meta(proto=2)] = None
+    config_map_key_ref: Annotated[ConfigMapKeySelector | None, meta(proto=3)] = None
+    secret_key_ref: Annotated[SecretKeySelector | None, meta(proto=4)] = None
+    file_key_ref: Annotated[FileKeySelector | None, meta(proto=5)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.field_ref is not None:
@@ -274,9 +280,9 @@ _ENV_SOURCES = struct_fields(EnvVarSource)
 class EnvVar(Struct):
     """An environment variable: a literal value or one taken from elsewhere."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    value: str | None = None
-    value_from: EnvVarSource | None = None
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
+    value: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    value_from: Annotated[EnvVarSource | None, meta(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.name:
@@ -301,23 +307,31 @@ class EnvVar(Struct):
 class ConfigMapEnvSource(Struct):
     """A ConfigMap whose keys all become environment variables."""
 
-    name: Annotated[str | None, meta(required=True, format=DNS1123_SUBDOMAIN)] = None
-    optional: bool | None = None
+    PROTO_EMBEDDED = NAME_AS_LOCAL_REFERENCE
+
+    name: Annotated[
+        str | None, meta(required=True, format=DNS1123_SUBDOMAIN, proto=1, omitempty=True)
+    ] = None
+    optional: Annotated[bool | None, meta(proto=2)] = None
 
 
 class SecretEnvSource(Struct):
     """A Secret whose keys all become environment variables."""
 
-    name: Annotated[str | None, meta(required=True, format=DNS1123_SUBDOMAIN)] = None
-    optional: bool | None = None
+    PROTO_EMBEDDED = NAME_AS_LOCAL_REFERENCE
+
+    name: Annotated[
+        str | None, meta(required=True, format=DNS1123_SUBDOMAIN, proto=1, omitempty=True)
+    ] = None
+    optional: Annotated[bool | None, meta(proto=2)] = None
 
 
 class EnvFromSource(Struct):
     """A ConfigMap or Secret to take every environment variable from, with a prefix."""
 
-    prefix: str | None = None
-    config_map_ref: ConfigMapEnvSource | None = None
-    secret_ref: SecretEnvSource | None = None
+    prefix: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    config_map_ref: Annotated[ConfigMapEnvSource | None, meta(proto=2)] = None
+    secret_ref: Annotated[SecretEnvSource | None, meta(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.prefix:
@@ -336,24 +350,26 @@ class EnvFromSource(Struct):
 class ExecAction(Struct):
     """A command run inside the container."""
 
-    command: Annotated[list[str] | None, atomic(required=True)] = None
+    command: Annotated[list[str] | None, atomic(required=True, proto=1)] = None
 
 
 class HTTPHeader(Struct):
     """A header sent with an HTTP probe."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    value: str | None = None
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
+    value: Annotated[str | None, meta(proto=2)] = None
 
 
 class HTTPGetAction(Struct):
     """An HTTP GET against the container."""
 
-    path: Annotated[str | None, meta(required=True)] = None
-    port: Annotated[IntOrString | None, meta(required=True)] = None
-    host: str | None = None
-    scheme: Annotated[str | None, meta(required=True, enum=("HTTP", "HTTPS"))] = None
-    http_headers: Annotated[list[HTTPHeader] | None, atomic()] = None
+    path: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
+    port: Annotated[IntOrString | None, meta(required=True, proto=2)] = None
+    host: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    scheme: Annotated[
+        str | None, meta(required=True, enum=("HTTP", "HTTPS"), proto=4, omitempty=True)
+    ] = None
+    http_headers: Annotated[list[HTTPHeader] | None, atomic(proto=5)] = None
 
     def set_defaults(self) -> None:
         self.path = self.path or "/"
@@ -370,8 +386,8 @@ class HTTPGetAction(Struct):
 class TCPSocketAction(Struct):
     """A TCP connection to the container."""
 
-    port: Annotated[IntOrString | None, meta(required=True)] = None
-    host: str | None = None
+    port: Annotated[IntOrString | None, meta(required=True, proto=1)] = None
+    host: Annotated[str | None, meta(proto=2, omitempty=True)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_port(self.port, path.child("port"), errors)
@@ -380,8 +396,8 @@ class TCPSocketAction(Struct):
 class GRPCAction(Struct):
     """A gRPC health check against the container."""
 
-    port: Annotated[int | None, meta(required=True)] = None
-    service: str | None = None
+    port: Annotated[int | None, meta(required=True, proto=1)] = None
+    service: Annotated[str | None, meta(proto=2)] = None
 
     def set_defaults(self) -> None:
         if self.service is None:
@@ -394,22 +410,26 @@ class GRPCAction(Struct):
 class SleepAction(Struct):
     """A pause, in seconds, before the container is stopped."""
 
-    seconds: Annotated[int | None, meta(required=True)] = None
+    seconds: Annotated[int | None, meta(required=True, proto=1, int64=True)] = None
 
 
 class Probe(Struct):
     """A periodic check of a container, and the thresholds that turn results into a verdict."""
 
-    exec: ExecAction | None = None
-    http_get: HTTPGetAction | None = None
-    tcp_socket: TCPSocketAction | None = None
-    grpc: GRPCAction | None = None
-    initial_delay_seconds: Annotated[int | None, meta(minimum=0)] = None
-    timeout_seconds: Annotated[int | None, meta(minimum=0)] = None
-    period_seconds: Annotated[int | None, meta(minimum=0)] = None
-    success_threshold: Annotated[int | None, meta(minimum=0)] = None
-    failure_threshold: Annotated[int | None, meta(minimum=0)] = None
-    termination_grace_period_seconds: Annotated[int | None, meta(minimum=1)] = None
+    PROTO_EMBEDDED = (Embedded(1, "ProbeHandler", ("exec", "http_get", "tcp_socket", "grpc")),)
+
+    exec: Annotated[ExecAction | None, meta(proto=1)] = None
+    http_get: Annotated[HTTPGetAction | None, meta(proto=2)] = None
+    tcp_socket: Annotated[TCPSocketAction | None, meta(proto=3)] = None
+    grpc: Annotated[GRPCAction | None, meta(proto=4)] = None
+    initial_delay_seconds: Annotated[int | None, meta(minimum=0, proto=2, omitempty=True)] = None
+    timeout_seconds: Annotated[int | None, meta(minimum=0, proto=3, omitempty=True)] = None
+    period_seconds: Annotated[int | None, meta(minimum=0, proto=4, omitempty=True)] = None
+    success_threshold: Annotated[int | None, meta(minimum=0, proto=5, omitempty=True)] = None
+    failure_threshold: Annotated[int | None, meta(minimum=0, proto=6, omitempty=True)] = None
+    termination_grace_period_seconds: Annotated[
+        int | None, meta(minimum=1, proto=7, int64=True)
+    ] = None
 
     def set_defaults(self) -> None:
         self.timeout_seconds = self.timeout_seconds or 1
@@ -427,10 +447,10 @@ _PROBE_HANDLERS = struct_fields(Probe)[:4]
 class LifecycleHandler(Struct):
     """What to do after a container starts or before it stops."""
 
-    exec: ExecAction | None = None
-    http_get: HTTPGetAction | None = None
-    tcp_socket: TCPSocketAction | None = None
-    sleep: SleepAction | None = None
+    exec: Annotated[ExecAction | None, meta(proto=1)] = None
+    http_get: Annotated[HTTPGetAction | None, meta(proto=2)] = None
+    tcp_socket: Annotated[TCPSocketAction | None, meta(proto=3)] = None
+    sleep: Annotated[SleepAction | None, meta(proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         validate_one_of(self, _LIFECYCLE_HANDLERS, "handler type", path, errors)
@@ -442,9 +462,9 @@ _LIFECYCLE_HANDLERS = struct_fields(LifecycleHandler)
 class Lifecycle(Struct):
     """Hooks run after a container starts and before it stops, and its stop signal."""
 
-    post_start: LifecycleHandler | None = None
-    pre_stop: LifecycleHandler | None = None
-    stop_signal: str | None = None
+    post_start: Annotated[LifecycleHandler | None, meta(proto=1)] = None
+    pre_stop: Annotated[LifecycleHandler | None, meta(proto=2)] = None
+    stop_signal: Annotated[str | None, meta(proto=3)] = None
 
     def handlers(self) -> Iterator[tuple[str, LifecycleHandler]]:
         """The hooks that are set, with their JSON names."""
@@ -459,11 +479,15 @@ class Lifecycle(Struct):
 class ContainerPort(Struct):
     """A port a container exposes."""
 
-    name: Annotated[str | None, meta(format=IANA_SVC_NAME)] = None
-    host_port: int | None = None
-    container_port: int | None = None
-    protocol: Annotated[str | None, meta(required=True, enum=PROTOCOLS)] = None
-    host_ip: str | None = msgspec.field(default=None, name="hostIP")
+    name: Annotated[str | None, meta(format=IANA_SVC_NAME, proto=1, omitempty=True)] = None
+    host_port: Annotated[int | None, meta(proto=2, omitempty=True)] = None
+    container_port: Annotated[int | None, meta(proto=3)] = None
+    protocol: Annotated[
+        str | None, meta(required=True, enum=PROTOCOLS, proto=4, omitempty=True)
+    ] = None
+    host_ip: Annotated[str | None, meta(proto=5, omitempty=True)] = msgspec.field(
+        default=None, name="hostIP"
+    )
 
     def set_defaults(self) -> None:
         self.protocol = self.protocol or "TCP"
@@ -480,8 +504,8 @@ class ContainerPort(Struct):
 class ResourceClaim(Struct):
     """A claim (or one request of it) of the pod that a container uses."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    request: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
+    request: Annotated[str | None, meta(format=DNS1123_LABEL, proto=2, omitempty=True)] = None
 
 
 _QOS_RESOURCES = ("cpu", "memory")
@@ -546,10 +570,10 @@ def validate_resource_lists(
 class ResourceRequirements(Struct):
     """The compute resources a container (or a whole pod) asks for and may use."""
 
-    limits: ResourceList | None = None
-    requests: ResourceList | None = None
+    limits: Annotated[ResourceList | None, meta(proto=1)] = None
+    requests: Annotated[ResourceList | None, meta(proto=2)] = None
     claims: Annotated[
-        list[ResourceClaim] | None, meta(list_type="map", list_map_keys=("name",))
+        list[ResourceClaim] | None, meta(list_type="map", list_map_keys=("name",), proto=3)
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -580,49 +604,53 @@ class ResourceRequirements(Struct):
 class ContainerResizePolicy(Struct):
     """Whether resizing a resource of a running container restarts it."""
 
-    resource_name: Annotated[str | None, meta(required=True, enum=_QOS_RESOURCES)] = None
+    resource_name: Annotated[str | None, meta(required=True, enum=_QOS_RESOURCES, proto=1)] = None
     restart_policy: Annotated[
-        str | None, meta(required=True, enum=("NotRequired", "RestartContainer"))
+        str | None, meta(required=True, enum=("NotRequired", "RestartContainer"), proto=2)
     ] = None
 
 
 class ContainerRestartRuleOnExitCodes(Struct):
     """Exit codes a restart rule matches (or matches all but)."""
 
-    operator: Annotated[str | None, meta(required=True, enum=("In", "NotIn"))] = None
-    values: Annotated[list[int] | None, meta(list_type="set")] = None
+    operator: Annotated[
+        str | None, meta(required=True, enum=("In", "NotIn"), proto=1, omitempty=True)
+    ] = None
+    values: Annotated[list[int] | None, meta(list_type="set", proto=2)] = None
 
 
 class ContainerRestartRule(Struct):
     """When a container that exited is restarted regardless of the pod's restart policy."""
 
-    action: Annotated[str | None, meta(required=True, enum=("Restart",))] = None
-    exit_codes: ContainerRestartRuleOnExitCodes | None = None
+    action: Annotated[
+        str | None, meta(required=True, enum=("Restart",), proto=1, omitempty=True)
+    ] = None
+    exit_codes: Annotated[ContainerRestartRuleOnExitCodes | None, meta(proto=2)] = None
 
 
 class Capabilities(Struct):
     """Linux capabilities added to and dropped from the container's default set."""
 
-    add: Annotated[list[str] | None, atomic()] = None
-    drop: Annotated[list[str] | None, atomic()] = None
+    add: Annotated[list[str] | None, atomic(proto=1)] = None
+    drop: Annotated[list[str] | None, atomic(proto=2)] = None
 
 
 class SELinuxOptions(Struct):
     """The SELinux context given to a container."""
 
-    user: str | None = None
-    role: str | None = None
-    type: str | None = None
-    level: str | None = None
+    user: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    role: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    type: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    level: Annotated[str | None, meta(proto=4, omitempty=True)] = None
 
 
 class WindowsSecurityContextOptions(Struct):
     """Windows-only settings: GMSA credentials, user name, host process."""
 
-    gmsa_credential_spec_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    gmsa_credential_spec: str | None = None
-    run_as_user_name: str | None = None
-    host_process: bool | None = None
+    gmsa_credential_spec_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=1)] = None
+    gmsa_credential_spec: Annotated[str | None, meta(proto=2)] = None
+    run_as_user_name: Annotated[str | None, meta(proto=3)] = None
+    host_process: Annotated[bool | None, meta(proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         spec = self.gmsa_credential_spec
@@ -674,8 +702,8 @@ def _windows_user_problem(value: str) -> str:
 class SeccompProfile(Struct):
     """The seccomp profile a container runs under."""
 
-    type: Annotated[str | None, meta(required=True, enum=PROFILE_TYPES)] = None
-    localhost_profile: str | None = None
+    type: Annotated[str | None, meta(required=True, enum=PROFILE_TYPES, proto=1)] = None
+    localhost_profile: Annotated[str | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         profile_path = path.child("localhostProfile")
@@ -693,8 +721,8 @@ class SeccompProfile(Struct):
 class AppArmorProfile(Struct):
     """The AppArmor profile a container runs under."""
 
-    type: Annotated[str | None, meta(required=True, enum=PROFILE_TYPES)] = None
-    localhost_profile: str | None = None
+    type: Annotated[str | None, meta(required=True, enum=PROFILE_TYPES, proto=1)] = None
+    localhost_profile: Annotated[str | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         profile, profile_path = self.localhost_profile, path.child("localhostProfile")
@@ -713,18 +741,18 @@ class AppArmorProfile(Struct):
 class SecurityContext(Struct):
     """Security settings of one container, overriding the pod's."""
 
-    capabilities: Capabilities | None = None
-    privileged: bool | None = None
-    se_linux_options: SELinuxOptions | None = None
-    windows_options: WindowsSecurityContextOptions | None = None
-    run_as_user: UserID = None
-    run_as_group: UserID = None
-    run_as_non_root: bool | None = None
-    read_only_root_filesystem: bool | None = None
-    allow_privilege_escalation: bool | None = None
-    proc_mount: Annotated[str | None, meta(enum=("Default", "Unmasked"))] = None
-    seccomp_profile: SeccompProfile | None = None
-    app_armor_profile: AppArmorProfile | None = None
+    capabilities: Annotated[Capabilities | None, meta(proto=1)] = None
+    privileged: Annotated[bool | None, meta(proto=2)] = None
+    se_linux_options: Annotated[SELinuxOptions | None, meta(proto=3)] = None
+    windows_options: Annotated[WindowsSecurityContextOptions | None, meta(proto=10)] = None
+    run_as_user: Annotated[UserID, meta(proto=4, int64=True)] = None
+    run_as_group: Annotated[UserID, meta(proto=8, int64=True)] = None
+    run_as_non_root: Annotated[bool | None, meta(proto=5)] = None
+    read_only_root_filesystem: Annotated[bool | None, meta(proto=6)] = None
+    allow_privilege_escalation: Annotated[bool | None, meta(proto=7)] = None
+    proc_mount: Annotated[str | None, meta(enum=("Default", "Unmasked"), proto=9)] = None
+    seccomp_profile: Annotated[SeccompProfile | None, meta(proto=11)] = None
+    app_armor_profile: Annotated[AppArmorProfile | None, meta(proto=12)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.allow_privilege_escalation is False:
@@ -742,36 +770,41 @@ class SecurityContext(Struct):
 class Container(Struct):
     """A container of a pod: image, command, environment, ports, mounts, probes, resources."""
 
-    name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL)] = None
-    image: Annotated[str | None, meta(required=True)] = None
-    command: Annotated[list[str] | None, atomic()] = None
-    args: Annotated[list[str] | None, atomic()] = None
-    working_dir: str | None = None
+    name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL, proto=1)] = None
+    image: Annotated[str | None, meta(required=True, proto=2, omitempty=True)] = None
+    command: Annotated[list[str] | None, atomic(proto=3)] = None
+    args: Annotated[list[str] | None, atomic(proto=4)] = None
+    working_dir: Annotated[str | None, meta(proto=5, omitempty=True)] = None
     ports: Annotated[
         list[ContainerPort] | None,
-        meta(merge_key="containerPort", list_map_keys=("containerPort", "protocol")),
+        meta(merge_key="containerPort", list_map_keys=("containerPort", "protocol"), proto=6),
     ] = None
-    env_from: Annotated[list[EnvFromSource] | None, atomic()] = None
-    env: Annotated[list[EnvVar] | None, meta(merge_key="name")] = None
-    resources: ResourceRequirements | None = None
-    resize_policy: Annotated[list[ContainerResizePolicy] | None, atomic()] = None
-    restart_policy: str | None = None
-    restart_policy_rules: Annotated[list[ContainerRestartRule] | None, atomic()] = None
-    volume_mounts: Annotated[list[VolumeMount] | None, meta(merge_key="mountPath")] = None
-    volume_devices: Annotated[list[VolumeDevice] | None, meta(merge_key="devicePath")] = None
-    liveness_probe: Probe | None = None
-    readiness_probe: Probe | None = None
-    startup_probe: Probe | None = None
-    lifecycle: Lifecycle | None = None
-    termination_message_path: str | None = None
+    env_from: Annotated[list[EnvFromSource] | None, atomic(proto=19)] = None
+    env: Annotated[list[EnvVar] | None, meta(merge_key="name", proto=7)] = None
+    resources: Annotated[ResourceRequirements | None, meta(proto=8)] = None
+    resize_policy: Annotated[list[ContainerResizePolicy] | None, atomic(proto=23)] = None
+    restart_policy: Annotated[str | None, meta(proto=24)] = None
+    restart_policy_rules: Annotated[list[ContainerRestartRule] | None, atomic(proto=25)] = None
+    volume_mounts: Annotated[list[VolumeMount] | None, meta(merge_key="mountPath", proto=9)] = None
+    volume_devices: Annotated[list[VolumeDevice] | None, meta(merge_key="devicePath", proto=21)] = (
+        None
+    )
+    liveness_probe: Annotated[Probe | None, meta(proto=10)] = None
+    readiness_probe: Annotated[Probe | None, meta(proto=11)] = None
+    startup_probe: Annotated[Probe | None, meta(proto=22)] = None
+    lifecycle: Annotated[Lifecycle | None, meta(proto=12)] = None
+    termination_message_path: Annotated[str | None, meta(proto=13, omitempty=True)] = None
     termination_message_policy: Annotated[
-        str | None, meta(required=True, enum=("File", "FallbackToLogsOnError"))
+        str | None,
+        meta(required=True, enum=("File", "FallbackToLogsOnError"), proto=20, omitempty=True),
     ] = None
-    image_pull_policy: Annotated[str | None, meta(required=True, enum=PULL_POLICIES)] = None
-    security_context: SecurityContext | None = None
-    stdin: bool | None = None
-    stdin_once: bool | None = None
-    tty: bool | None = None
+    image_pull_policy: Annotated[
+        str | None, meta(required=True, enum=PULL_POLICIES, proto=14, omitempty=True)
+    ] = None
+    security_context: Annotated[SecurityContext | None, meta(proto=15)] = None
+    stdin: Annotated[bool | None, meta(proto=16, omitempty=True)] = None
+    stdin_once: Annotated[bool | None, meta(proto=17, omitempty=True)] = None
+    tty: Annotated[bool | None, meta(proto=18, omitempty=True)] = None
 
     def set_defaults(self) -> None:
         if not self.image_pull_policy:
@@ -823,7 +856,9 @@ class Container(Struct):
 class EphemeralContainer(Container):
     """A container added to a running pod for troubleshooting; it is never restarted."""
 
-    target_container_name: str | None = None
+    PROTO_EMBEDDED = (Embedded(1, "EphemeralContainerCommon", Container.__struct_fields__),)
+
+    target_container_name: Annotated[str | None, meta(proto=2, omitempty=True)] = None
 
 
 # Pod-level settings.
@@ -832,8 +867,8 @@ class EphemeralContainer(Container):
 class PodDNSConfigOption(Struct):
     """A resolver option (``ndots:2``, ``edns0``)."""
 
-    name: str | None = None
-    value: str | None = None
+    name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    value: Annotated[str | None, meta(proto=2)] = None
 
 
 MAX_DNS_NAMESERVERS = 3
@@ -844,9 +879,11 @@ MAX_DNS_SEARCH_CHARS = 2048
 class PodDNSConfig(Struct):
     """DNS settings merged into the pod's resolv.conf."""
 
-    nameservers: Annotated[list[Annotated[str, meta(format=IP_ADDRESS)]] | None, atomic()] = None
-    searches: Annotated[list[str] | None, atomic()] = None
-    options: Annotated[list[PodDNSConfigOption] | None, atomic()] = None
+    nameservers: Annotated[
+        list[Annotated[str, meta(format=IP_ADDRESS)]] | None, atomic(proto=1)
+    ] = None
+    searches: Annotated[list[str] | None, atomic(proto=2)] = None
+    options: Annotated[list[PodDNSConfigOption] | None, atomic(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         servers, searches = self.nameservers or [], self.searches or []
@@ -877,30 +914,34 @@ class PodDNSConfig(Struct):
 class HostAlias(Struct):
     """Extra lines for the pod's /etc/hosts: an IP and its host names."""
 
-    ip: Annotated[str | None, meta(required=True, format=IP_ADDRESS)] = None
-    hostnames: Annotated[list[Annotated[str, meta(format=DNS1123_SUBDOMAIN)]] | None, atomic()] = (
-        None
-    )
+    ip: Annotated[str | None, meta(required=True, format=IP_ADDRESS, proto=1)] = None
+    hostnames: Annotated[
+        list[Annotated[str, meta(format=DNS1123_SUBDOMAIN)]] | None, atomic(proto=2)
+    ] = None
 
 
 class PodOS(Struct):
     """The operating system the pod's containers are built for."""
 
-    name: Annotated[str | None, meta(required=True, enum=("linux", "windows"))] = None
+    name: Annotated[str | None, meta(required=True, enum=("linux", "windows"), proto=1)] = None
 
 
 class PodReadinessGate(Struct):
     """An extra pod condition that must be True for the pod to be ready."""
 
-    condition_type: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
+    condition_type: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME, proto=1)] = (
+        None
+    )
 
 
 class PodResourceClaim(Struct):
     """A dynamic resource claim the pod uses, by name or from a template."""
 
-    name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL)] = None
-    resource_claim_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    resource_claim_template_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
+    name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL, proto=1)] = None
+    resource_claim_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=3)] = None
+    resource_claim_template_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=4)] = (
+        None
+    )
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         given = (self.resource_claim_name is not None) + (
@@ -918,20 +959,20 @@ class PodResourceClaim(Struct):
 class PodSchedulingGate(Struct):
     """A gate that keeps the pod from being scheduled until it is removed."""
 
-    name: Annotated[str | None, meta(required=True)] = None
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
 
 
 class PodSchedulingGroup(Struct):
     """The workload group (PodGroup) the pod is scheduled with."""
 
-    pod_group_name: str | None = None
+    pod_group_name: Annotated[str | None, meta(proto=1)] = None
 
 
 class Sysctl(Struct):
     """A kernel parameter set in the pod's namespaces."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    value: str | None = None
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
+    value: Annotated[str | None, meta(proto=2)] = None
 
 
 _SYSCTL_NAME = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
@@ -940,19 +981,25 @@ _SYSCTL_NAME = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*[a-z0-9]([-_a-
 class PodSecurityContext(Struct):
     """Security settings of the whole pod: users, groups, volume ownership, sysctls."""
 
-    se_linux_options: SELinuxOptions | None = None
-    windows_options: WindowsSecurityContextOptions | None = None
-    run_as_user: UserID = None
-    run_as_group: UserID = None
-    run_as_non_root: bool | None = None
-    supplemental_groups: Annotated[list[int] | None, atomic()] = None
-    supplemental_groups_policy: Annotated[str | None, meta(enum=("Merge", "Strict"))] = None
-    fs_group: UserID = None
-    sysctls: Annotated[list[Sysctl] | None, atomic()] = None
-    fs_group_change_policy: Annotated[str | None, meta(enum=("OnRootMismatch", "Always"))] = None
-    seccomp_profile: SeccompProfile | None = None
-    app_armor_profile: AppArmorProfile | None = None
-    se_linux_change_policy: Annotated[str | None, meta(enum=("Recursive", "MountOption"))] = None
+    se_linux_options: Annotated[SELinuxOptions | None, meta(proto=1)] = None
+    windows_options: Annotated[WindowsSecurityContextOptions | None, meta(proto=8)] = None
+    run_as_user: Annotated[UserID, meta(proto=2, int64=True)] = None
+    run_as_group: Annotated[UserID, meta(proto=6, int64=True)] = None
+    run_as_non_root: Annotated[bool | None, meta(proto=3)] = None
+    supplemental_groups: Annotated[list[int] | None, atomic(proto=4, int64=True)] = None
+    supplemental_groups_policy: Annotated[str | None, meta(enum=("Merge", "Strict"), proto=12)] = (
+        None
+    )
+    fs_group: Annotated[UserID, meta(proto=5, int64=True)] = None
+    sysctls: Annotated[list[Sysctl] | None, atomic(proto=7)] = None
+    fs_group_change_policy: Annotated[
+        str | None, meta(enum=("OnRootMismatch", "Always"), proto=9)
+    ] = None
+    seccomp_profile: Annotated[SeccompProfile | None, meta(proto=10)] = None
+    app_armor_profile: Annotated[AppArmorProfile | None, meta(proto=11)] = None
+    se_linux_change_policy: Annotated[
+        str | None, meta(enum=("Recursive", "MountOption"), proto=13)
+    ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         for i, gid in enumerate(self.supplemental_groups or ()):
@@ -973,11 +1020,11 @@ class PodSecurityContext(Struct):
 class Toleration(Struct):
     """Lets the pod schedule onto (or stay on) nodes with a matching taint."""
 
-    key: str | None = None
-    operator: Annotated[str | None, meta(enum=("Equal", "Exists"))] = None
-    value: str | None = None
-    effect: Annotated[str | None, meta(enum=TAINT_EFFECTS)] = None
-    toleration_seconds: int | None = None
+    key: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    operator: Annotated[str | None, meta(enum=("Equal", "Exists"), proto=2, omitempty=True)] = None
+    value: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    effect: Annotated[str | None, meta(enum=TAINT_EFFECTS, proto=4, omitempty=True)] = None
+    toleration_seconds: Annotated[int | None, meta(proto=5, int64=True)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         operator_path = path.child("operator")
@@ -1008,16 +1055,16 @@ class Toleration(Struct):
 class TopologySpreadConstraint(Struct):
     """How evenly matching pods must spread across the domains of a topology key."""
 
-    max_skew: Annotated[int | None, meta(required=True)] = None
-    topology_key: Annotated[str | None, meta(required=True)] = None
+    max_skew: Annotated[int | None, meta(required=True, proto=1)] = None
+    topology_key: Annotated[str | None, meta(required=True, proto=2)] = None
     when_unsatisfiable: Annotated[
-        str | None, meta(required=True, enum=("DoNotSchedule", "ScheduleAnyway"))
+        str | None, meta(required=True, enum=("DoNotSchedule", "ScheduleAnyway"), proto=3)
     ] = None
-    label_selector: LabelSelector | None = None
-    min_domains: int | None = None
-    node_affinity_policy: Annotated[str | None, meta(enum=("Honor", "Ignore"))] = None
-    node_taints_policy: Annotated[str | None, meta(enum=("Honor", "Ignore"))] = None
-    match_label_keys: Annotated[list[str] | None, atomic()] = None
+    label_selector: Annotated[LabelSelector | None, meta(proto=4)] = None
+    min_domains: Annotated[int | None, meta(proto=5)] = None
+    node_affinity_policy: Annotated[str | None, meta(enum=("Honor", "Ignore"), proto=6)] = None
+    node_taints_policy: Annotated[str | None, meta(enum=("Honor", "Ignore"), proto=7)] = None
+    match_label_keys: Annotated[list[str] | None, atomic(proto=8)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.max_skew is not None and self.max_skew <= 0:
@@ -1104,54 +1151,81 @@ class PodSpec(Struct):
     """What a pod runs and how: containers, volumes, scheduling, security, DNS."""
 
     volumes: Annotated[
-        list[Volume] | None, meta(merge_key="name", patch_strategy="merge,retainKeys")
+        list[Volume] | None, meta(merge_key="name", patch_strategy="merge,retainKeys", proto=1)
     ] = None
-    init_containers: Annotated[list[Container] | None, meta(merge_key="name")] = None
-    containers: Annotated[list[Container] | None, meta(required=True, merge_key="name")] = None
-    ephemeral_containers: Annotated[list[EphemeralContainer] | None, meta(merge_key="name")] = None
-    restart_policy: Annotated[str | None, meta(enum=RESTART_POLICIES)] = None
-    termination_grace_period_seconds: int | None = None
-    active_deadline_seconds: Annotated[int | None, meta(minimum=1, maximum=MAX_INT32)] = None
-    dns_policy: Annotated[str | None, meta(enum=DNS_POLICIES)] = None
-    node_selector: Annotated[dict[str, str] | None, meta(map_type="atomic")] = None
-    service_account_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    service_account: str | None = None
-    automount_service_account_token: bool | None = None
-    node_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    host_network: bool | None = None
-    host_pid: bool | None = msgspec.field(default=None, name="hostPID")
-    host_ipc: bool | None = msgspec.field(default=None, name="hostIPC")
-    share_process_namespace: bool | None = None
-    security_context: PodSecurityContext | None = None
-    image_pull_secrets: Annotated[list[LocalObjectReference] | None, meta(merge_key="name")] = None
-    hostname: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    subdomain: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    affinity: Affinity | None = None
-    scheduler_name: str | None = None
-    tolerations: Annotated[list[Toleration] | None, atomic()] = None
-    host_aliases: Annotated[list[HostAlias] | None, meta(merge_key="ip")] = None
-    priority_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    priority: int | None = None
-    dns_config: PodDNSConfig | None = None
-    readiness_gates: Annotated[list[PodReadinessGate] | None, atomic()] = None
-    runtime_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    enable_service_links: bool | None = None
-    preemption_policy: Annotated[str | None, meta(enum=("PreemptLowerPriority", "Never"))] = None
-    overhead: ResourceList | None = None
+    init_containers: Annotated[list[Container] | None, meta(merge_key="name", proto=20)] = None
+    containers: Annotated[
+        list[Container] | None, meta(required=True, merge_key="name", proto=2)
+    ] = None
+    ephemeral_containers: Annotated[
+        list[EphemeralContainer] | None, meta(merge_key="name", proto=34)
+    ] = None
+    restart_policy: Annotated[str | None, meta(enum=RESTART_POLICIES, proto=3, omitempty=True)] = (
+        None
+    )
+    termination_grace_period_seconds: Annotated[int | None, meta(proto=4, int64=True)] = None
+    active_deadline_seconds: Annotated[
+        int | None, meta(minimum=1, maximum=MAX_INT32, proto=5, int64=True)
+    ] = None
+    dns_policy: Annotated[str | None, meta(enum=DNS_POLICIES, proto=6, omitempty=True)] = None
+    node_selector: Annotated[dict[str, str] | None, meta(map_type="atomic", proto=7)] = None
+    service_account_name: Annotated[
+        str | None, meta(format=DNS1123_SUBDOMAIN, proto=8, omitempty=True)
+    ] = None
+    service_account: Annotated[str | None, meta(proto=9, omitempty=True)] = None
+    automount_service_account_token: Annotated[bool | None, meta(proto=21)] = None
+    node_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=10, omitempty=True)] = (
+        None
+    )
+    host_network: Annotated[bool | None, meta(proto=11, omitempty=True)] = None
+    host_pid: Annotated[bool | None, meta(proto=12, omitempty=True)] = msgspec.field(
+        default=None, name="hostPID"
+    )
+    host_ipc: Annotated[bool | None, meta(proto=13, omitempty=True)] = msgspec.field(
+        default=None, name="hostIPC"
+    )
+    share_process_namespace: Annotated[bool | None, meta(proto=27)] = None
+    security_context: Annotated[PodSecurityContext | None, meta(proto=14)] = None
+    image_pull_secrets: Annotated[
+        list[LocalObjectReference] | None, meta(merge_key="name", proto=15)
+    ] = None
+    hostname: Annotated[str | None, meta(format=DNS1123_LABEL, proto=16, omitempty=True)] = None
+    subdomain: Annotated[str | None, meta(format=DNS1123_LABEL, proto=17, omitempty=True)] = None
+    affinity: Annotated[Affinity | None, meta(proto=18)] = None
+    scheduler_name: Annotated[str | None, meta(proto=19, omitempty=True)] = None
+    tolerations: Annotated[list[Toleration] | None, atomic(proto=22)] = None
+    host_aliases: Annotated[list[HostAlias] | None, meta(merge_key="ip", proto=23)] = None
+    priority_class_name: Annotated[
+        str | None, meta(format=DNS1123_SUBDOMAIN, proto=24, omitempty=True)
+    ] = None
+    priority: Annotated[int | None, meta(proto=25)] = None
+    dns_config: Annotated[PodDNSConfig | None, meta(proto=26)] = None
+    readiness_gates: Annotated[list[PodReadinessGate] | None, atomic(proto=28)] = None
+    runtime_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=29)] = None
+    enable_service_links: Annotated[bool | None, meta(proto=30)] = None
+    preemption_policy: Annotated[
+        str | None, meta(enum=("PreemptLowerPriority", "Never"), proto=31)
+    ] = None
+    overhead: Annotated[ResourceList | None, meta(proto=32)] = None
     topology_spread_constraints: Annotated[
         list[TopologySpreadConstraint] | None,
-        meta(merge_key="topologyKey", list_map_keys=("topologyKey", "whenUnsatisfiable")),
+        meta(merge_key="topologyKey", list_map_keys=("topologyKey", "whenUnsatisfiable"), proto=33),
     ] = None
-    set_hostname_as_fqdn: bool | None = msgspec.field(default=None, name="setHostnameAsFQDN")
-    os: PodOS | None = None
-    host_users: bool | None = None
-    scheduling_gates: Annotated[list[PodSchedulingGate] | None, meta(merge_key="name")] = None
+    set_hostname_as_fqdn: Annotated[bool | None, meta(proto=35)] = msgspec.field(
+        default=None, name="setHostnameAsFQDN"
+    )
+    os: Annotated[PodOS | None, meta(proto=36)] = None
+    host_users: Annotated[bool | None, meta(proto=37)] = None
+    scheduling_gates: Annotated[
+        list[PodSchedulingGate] | None, meta(merge_key="name", proto=38)
+    ] = None
     resource_claims: Annotated[
-        list[PodResourceClaim] | None, meta(merge_key="name", patch_strategy="merge,retainKeys")
+        list[PodResourceClaim] | None,
+        meta(merge_key="name", patch_strategy="merge,retainKeys", proto=39),
     ] = None
-    resources: ResourceRequirements | None = None
-    hostname_override: str | None = None
-    scheduling_group: PodSchedulingGroup | None = None
+    resources: Annotated[ResourceRequirements | None, meta(proto=40)] = None
+    hostname_override: Annotated[str | None, meta(proto=41)] = None
+    scheduling_group: Annotated[PodSchedulingGroup | None, meta(proto=43)] = None
 
     def set_defaults(self) -> None:
         self.dns_policy = self.dns_policy or "ClusterFirst"
@@ -1637,198 +1711,214 @@ def _add_positive(totals: dict[str, Any], resources: ResourceList | None) -> set
 class PodCondition(Struct):
     """An observation about a pod: PodScheduled, Initialized, ContainersReady, Ready, ..."""
 
-    type: str | None = None
-    observed_generation: int | None = None
-    status: str | None = None
-    last_probe_time: Time | None = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(proto=1)] = None
+    observed_generation: Annotated[int | None, meta(proto=7, int64=True, omitempty=True)] = None
+    status: Annotated[str | None, meta(proto=2)] = None
+    last_probe_time: Annotated[Time | None, meta(proto=3, omitempty=True)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=4, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=6, omitempty=True)] = None
 
 
 class ContainerStateWaiting(Struct):
     """A container not running yet, and why (``ContainerCreating``, ``ImagePullBackOff``)."""
 
-    reason: str | None = None
-    message: str | None = None
+    reason: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=2, omitempty=True)] = None
 
 
 class ContainerStateRunning(Struct):
     """A running container, and since when."""
 
-    started_at: Time | None = None
+    started_at: Annotated[Time | None, meta(proto=1, omitempty=True)] = None
 
 
 class ContainerStateTerminated(Struct):
     """A container that exited: how, when, and why."""
 
-    exit_code: int | None = None
-    signal: int | None = None
-    reason: str | None = None
-    message: str | None = None
-    started_at: Time | None = None
-    finished_at: Time | None = None
-    container_id: str | None = msgspec.field(default=None, name="containerID")
+    exit_code: Annotated[int | None, meta(proto=1)] = None
+    signal: Annotated[int | None, meta(proto=2, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    started_at: Annotated[Time | None, meta(proto=5, omitempty=True)] = None
+    finished_at: Annotated[Time | None, meta(proto=6, omitempty=True)] = None
+    container_id: Annotated[str | None, meta(proto=7, omitempty=True)] = msgspec.field(
+        default=None, name="containerID"
+    )
 
 
 class ContainerState(Struct):
     """The state a container is in; at most one member is set."""
 
-    waiting: ContainerStateWaiting | None = None
-    running: ContainerStateRunning | None = None
-    terminated: ContainerStateTerminated | None = None
+    waiting: Annotated[ContainerStateWaiting | None, meta(proto=1)] = None
+    running: Annotated[ContainerStateRunning | None, meta(proto=2)] = None
+    terminated: Annotated[ContainerStateTerminated | None, meta(proto=3)] = None
 
 
 class ImageVolumeStatus(Struct):
     """The image an image volume was resolved to."""
 
-    image_ref: str | None = None
+    image_ref: Annotated[str | None, meta(proto=1, omitempty=True)] = None
 
 
 class VolumeStatus(Struct):
     """The status of a mounted volume, by source type."""
 
-    image: ImageVolumeStatus | None = None
+    image: Annotated[ImageVolumeStatus | None, meta(proto=1)] = None
 
 
 class VolumeMountStatus(Struct):
     """A volume as the container actually mounted it."""
 
-    name: str | None = None
-    mount_path: str | None = None
-    read_only: bool | None = None
-    recursive_read_only: str | None = None
-    volume_status: VolumeStatus | None = None
+    name: Annotated[str | None, meta(proto=1)] = None
+    mount_path: Annotated[str | None, meta(proto=2)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
+    recursive_read_only: Annotated[str | None, meta(proto=4)] = None
+    volume_status: Annotated[VolumeStatus | None, meta(proto=5)] = None
 
 
 class LinuxContainerUser(Struct):
     """The identity a Linux container's first process runs with."""
 
-    uid: int | None = None
-    gid: int | None = None
-    supplemental_groups: Annotated[list[int] | None, atomic()] = None
+    uid: Annotated[int | None, meta(proto=1, int64=True)] = None
+    gid: Annotated[int | None, meta(proto=2, int64=True)] = None
+    supplemental_groups: Annotated[list[int] | None, atomic(proto=3, int64=True)] = None
 
 
 class ContainerUser(Struct):
     """The identity a container's first process runs with."""
 
-    linux: LinuxContainerUser | None = None
+    linux: Annotated[LinuxContainerUser | None, meta(proto=1)] = None
 
 
 class ResourceHealth(Struct):
     """The health of one device allocated to a container."""
 
-    resource_id: str | None = msgspec.field(default=None, name="resourceID")
-    health: str | None = None
-    message: str | None = None
+    resource_id: Annotated[str | None, meta(proto=1)] = msgspec.field(
+        default=None, name="resourceID"
+    )
+    health: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=6)] = None
 
 
 class ResourceStatus(Struct):
     """The health of the devices of one resource allocated to a container."""
 
-    name: str | None = None
+    name: Annotated[str | None, meta(proto=1)] = None
     resources: Annotated[
-        list[ResourceHealth] | None, meta(list_type="map", list_map_keys=("resourceID",))
+        list[ResourceHealth] | None, meta(list_type="map", list_map_keys=("resourceID",), proto=2)
     ] = None
 
 
 class ContainerStatus(Struct):
     """What the kubelet reports about one container."""
 
-    name: str | None = None
-    state: ContainerState | None = None
-    last_state: ContainerState | None = None
-    ready: bool | None = None
-    restart_count: int | None = None
-    image: str | None = None
-    image_id: str | None = msgspec.field(default=None, name="imageID")
-    container_id: str | None = msgspec.field(default=None, name="containerID")
-    started: bool | None = None
-    allocated_resources: ResourceList | None = None
-    resources: ResourceRequirements | None = None
-    volume_mounts: Annotated[list[VolumeMountStatus] | None, meta(merge_key="mountPath")] = None
-    user: ContainerUser | None = None
-    allocated_resources_status: Annotated[list[ResourceStatus] | None, meta(merge_key="name")] = (
-        None
+    name: Annotated[str | None, meta(proto=1)] = None
+    state: Annotated[ContainerState | None, meta(proto=2)] = None
+    last_state: Annotated[ContainerState | None, meta(proto=3)] = None
+    ready: Annotated[bool | None, meta(proto=4)] = None
+    restart_count: Annotated[int | None, meta(proto=5)] = None
+    image: Annotated[str | None, meta(proto=6)] = None
+    image_id: Annotated[str | None, meta(proto=7)] = msgspec.field(default=None, name="imageID")
+    container_id: Annotated[str | None, meta(proto=8, omitempty=True)] = msgspec.field(
+        default=None, name="containerID"
     )
-    stop_signal: str | None = None
+    started: Annotated[bool | None, meta(proto=9)] = None
+    allocated_resources: Annotated[ResourceList | None, meta(proto=10)] = None
+    resources: Annotated[ResourceRequirements | None, meta(proto=11)] = None
+    volume_mounts: Annotated[
+        list[VolumeMountStatus] | None, meta(merge_key="mountPath", proto=12)
+    ] = None
+    user: Annotated[ContainerUser | None, meta(proto=13)] = None
+    allocated_resources_status: Annotated[
+        list[ResourceStatus] | None, meta(merge_key="name", proto=14)
+    ] = None
+    stop_signal: Annotated[str | None, meta(proto=15)] = None
 
 
 class HostIP(Struct):
     """An IP address of the node the pod runs on."""
 
-    ip: Annotated[str | None, meta(required=True, format=IP_ADDRESS)] = None
+    ip: Annotated[str | None, meta(required=True, format=IP_ADDRESS, proto=1)] = None
 
 
 class PodIP(Struct):
     """An IP address of the pod."""
 
-    ip: Annotated[str | None, meta(required=True, format=IP_ADDRESS)] = None
+    ip: Annotated[str | None, meta(required=True, format=IP_ADDRESS, proto=1)] = None
 
 
 class PodResourceClaimStatus(Struct):
     """The ResourceClaim generated for one of the pod's claims."""
 
-    name: str | None = None
-    resource_claim_name: str | None = None
+    name: Annotated[str | None, meta(proto=1)] = None
+    resource_claim_name: Annotated[str | None, meta(proto=2)] = None
 
 
 class ContainerExtendedResourceRequest(Struct):
     """How an extended resource request of a container maps to a device request."""
 
-    container_name: str | None = None
-    resource_name: str | None = None
-    request_name: str | None = None
+    container_name: Annotated[str | None, meta(proto=1)] = None
+    resource_name: Annotated[str | None, meta(proto=2)] = None
+    request_name: Annotated[str | None, meta(proto=3)] = None
 
 
 class PodExtendedResourceClaimStatus(Struct):
     """The ResourceClaim created for the pod's extended resource requests."""
 
-    request_mappings: Annotated[list[ContainerExtendedResourceRequest] | None, atomic()] = None
-    resource_claim_name: str | None = None
+    request_mappings: Annotated[list[ContainerExtendedResourceRequest] | None, atomic(proto=1)] = (
+        None
+    )
+    resource_claim_name: Annotated[str | None, meta(proto=2)] = None
 
 
 class NodeAllocatableResourceClaimStatus(Struct):
     """Node-allocatable resources a ResourceClaim gave some containers of the pod."""
 
-    resource_claim_name: str | None = None
-    containers: Annotated[list[str] | None, meta(list_type="set")] = None
-    resources: ResourceList | None = None
+    resource_claim_name: Annotated[str | None, meta(proto=1)] = None
+    containers: Annotated[list[str] | None, meta(list_type="set", proto=2)] = None
+    resources: Annotated[ResourceList | None, meta(proto=3)] = None
 
 
 class PodStatus(Struct):
     """Where the pod is in its life, where it runs, and the state of each container."""
 
-    observed_generation: int | None = None
-    phase: str | None = None
-    conditions: Annotated[list[PodCondition] | None, meta(merge_key="type")] = None
-    message: str | None = None
-    reason: str | None = None
-    nominated_node_name: str | None = None
-    host_ip: str | None = msgspec.field(default=None, name="hostIP")
-    host_ips: Annotated[list[HostIP] | None, meta(merge_key="ip", list_type="atomic")] = (
+    observed_generation: Annotated[int | None, meta(proto=17, int64=True, omitempty=True)] = None
+    phase: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    conditions: Annotated[list[PodCondition] | None, meta(merge_key="type", proto=2)] = None
+    message: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    nominated_node_name: Annotated[str | None, meta(proto=11, omitempty=True)] = None
+    host_ip: Annotated[str | None, meta(proto=5, omitempty=True)] = msgspec.field(
+        default=None, name="hostIP"
+    )
+    host_ips: Annotated[list[HostIP] | None, meta(merge_key="ip", list_type="atomic", proto=16)] = (
         msgspec.field(default=None, name="hostIPs")
     )
-    pod_ip: str | None = msgspec.field(default=None, name="podIP")
-    pod_ips: Annotated[list[PodIP] | None, meta(merge_key="ip")] = msgspec.field(
+    pod_ip: Annotated[str | None, meta(proto=6, omitempty=True)] = msgspec.field(
+        default=None, name="podIP"
+    )
+    pod_ips: Annotated[list[PodIP] | None, meta(merge_key="ip", proto=12)] = msgspec.field(
         default=None, name="podIPs"
     )
-    start_time: Time | None = None
-    init_container_statuses: Annotated[list[ContainerStatus] | None, atomic()] = None
-    container_statuses: Annotated[list[ContainerStatus] | None, atomic()] = None
-    qos_class: str | None = None
-    ephemeral_container_statuses: Annotated[list[ContainerStatus] | None, atomic()] = None
-    resize: str | None = None
+    start_time: Annotated[Time | None, meta(proto=7)] = None
+    init_container_statuses: Annotated[list[ContainerStatus] | None, atomic(proto=10)] = None
+    container_statuses: Annotated[list[ContainerStatus] | None, atomic(proto=8)] = None
+    qos_class: Annotated[str | None, meta(proto=9, omitempty=True)] = None
+    ephemeral_container_statuses: Annotated[list[ContainerStatus] | None, atomic(proto=13)] = None
+    resize: Annotated[str | None, meta(proto=14, omitempty=True)] = None
     resource_claim_statuses: Annotated[
         list[PodResourceClaimStatus] | None,
-        meta(merge_key="name", patch_strategy="merge,retainKeys"),
+        meta(merge_key="name", patch_strategy="merge,retainKeys", proto=15),
     ] = None
-    extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
-    allocated_resources: ResourceList | None = None
-    resources: ResourceRequirements | None = None
+    extended_resource_claim_status: Annotated[
+        PodExtendedResourceClaimStatus | None, meta(proto=18)
+    ] = None
+    allocated_resources: Annotated[ResourceList | None, meta(proto=19)] = None
+    resources: Annotated[ResourceRequirements | None, meta(proto=20)] = None
     node_allocatable_resource_claim_statuses: Annotated[
         list[NodeAllocatableResourceClaimStatus] | None,
-        meta(merge_key="resourceClaimName"),
+        meta(merge_key="resourceClaimName", proto=21),
     ] = None
 
     def set_defaults(self) -> None:
@@ -1873,8 +1963,8 @@ class PodStatus(Struct):
 class PodTemplateSpec(Struct):
     """The pod a workload controller creates: labels, annotations and a pod spec."""
 
-    metadata: ObjectMeta | None = None
-    spec: Annotated[PodSpec | None, meta(required=True)] = None
+    metadata: Annotated[ObjectMeta | None, meta(proto=1)] = None
+    spec: Annotated[PodSpec | None, meta(required=True, proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         validate_template_metadata(self.metadata, path.child("metadata"), errors)
@@ -2119,11 +2209,15 @@ class Pod(Resource):
 
     spec: Annotated[
         PodSpec | None,
-        meta(required=True, doc="What the pod runs: containers, volumes, scheduling, security."),
+        meta(
+            required=True,
+            doc="What the pod runs: containers, volumes, scheduling, security.",
+            proto=2,
+        ),
     ] = None
     status: Annotated[
         PodStatus | None,
-        meta(doc="What the pod is doing, as the kubelet and the scheduler last reported."),
+        meta(doc="What the pod is doing, as the kubelet and the scheduler last reported.", proto=3),
     ] = None
 
     def set_defaults(self) -> None:

@@ -126,24 +126,28 @@ def _validate_port_number(value: int | None, path: Path, errors: ErrorList) -> N
 class ClientIPConfig(Struct):
     """How long a client sticks to the same endpoint."""
 
-    timeout_seconds: int | None = None
+    timeout_seconds: Annotated[int | None, meta(proto=1)] = None
 
 
 class SessionAffinityConfig(Struct):
     """Settings of the session affinity in use."""
 
-    client_ip: ClientIPConfig | None = msgspec.field(default=None, name="clientIP")
+    client_ip: Annotated[ClientIPConfig | None, meta(proto=1)] = msgspec.field(
+        default=None, name="clientIP"
+    )
 
 
 class ServicePort(Struct):
     """One port the service exposes and the pod port it forwards to."""
 
-    name: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    protocol: Annotated[str | None, meta(required=True, enum=PROTOCOLS)] = None
-    app_protocol: Annotated[str | None, meta(format=QUALIFIED_NAME)] = None
-    port: int | None = None
-    target_port: IntOrString | None = None
-    node_port: int | None = None
+    name: Annotated[str | None, meta(format=DNS1123_LABEL, proto=1, omitempty=True)] = None
+    protocol: Annotated[
+        str | None, meta(required=True, enum=PROTOCOLS, proto=2, omitempty=True)
+    ] = None
+    app_protocol: Annotated[str | None, meta(format=QUALIFIED_NAME, proto=6)] = None
+    port: Annotated[int | None, meta(proto=3)] = None
+    target_port: Annotated[IntOrString | None, meta(proto=4)] = None
+    node_port: Annotated[int | None, meta(proto=5, omitempty=True)] = None
 
     def set_defaults(self) -> None:
         if self.protocol is None:
@@ -163,18 +167,18 @@ class ServicePort(Struct):
 class PortStatus(Struct):
     """The state of one port of a load balancer ingress point."""
 
-    port: int | None = None
-    protocol: Protocol = None
-    error: str | None = None
+    port: Annotated[int | None, meta(proto=1)] = None
+    protocol: Annotated[Protocol, meta(proto=2)] = None
+    error: Annotated[str | None, meta(proto=3)] = None
 
 
 class LoadBalancerIngress(Struct):
     """One ingress point of a load balancer: an IP or a host name."""
 
-    ip: str | None = None
-    hostname: str | None = None
-    ip_mode: Annotated[str | None, meta(enum=LOAD_BALANCER_IP_MODES)] = None
-    ports: Annotated[list[PortStatus] | None, atomic()] = None
+    ip: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    hostname: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    ip_mode: Annotated[str | None, meta(enum=LOAD_BALANCER_IP_MODES, proto=3)] = None
+    ports: Annotated[list[PortStatus] | None, atomic(proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.ip:
@@ -196,7 +200,7 @@ class LoadBalancerIngress(Struct):
 class LoadBalancerStatus(Struct):
     """The ingress points of a load balancer."""
 
-    ingress: Annotated[list[LoadBalancerIngress] | None, atomic()] = None
+    ingress: Annotated[list[LoadBalancerIngress] | None, atomic(proto=1)] = None
 
     def addresses(self) -> list[str]:
         """The distinct IPs (or, without one, host names) of the ingress points, sorted."""
@@ -207,8 +211,8 @@ class LoadBalancerStatus(Struct):
 class ServiceStatus(Struct):
     """The load balancer of the service, and conditions about it."""
 
-    load_balancer: LoadBalancerStatus | None = None
-    conditions: Annotated[list[Condition] | None, meta(merge_key="type")] = None
+    load_balancer: Annotated[LoadBalancerStatus | None, meta(proto=1)] = None
+    conditions: Annotated[list[Condition] | None, meta(merge_key="type", proto=2)] = None
 
 
 class ServiceSpec(Struct):
@@ -220,16 +224,22 @@ class ServiceSpec(Struct):
             merge_key="port",
             list_map_keys=("port", "protocol"),
             doc="The ports the service exposes.",
+            proto=1,
         ),
     ] = None
     selector: Annotated[
         dict[str, str] | None,
-        meta(map_type="atomic", doc="Labels of the pods traffic is routed to."),
+        meta(map_type="atomic", doc="Labels of the pods traffic is routed to.", proto=2),
     ] = None
     cluster_ip: Annotated[
-        str | None, meta(doc="The virtual IP of the service, or None for a headless service.")
+        str | None,
+        meta(
+            doc="The virtual IP of the service, or None for a headless service.",
+            proto=3,
+            omitempty=True,
+        ),
     ] = msgspec.field(default=None, name="clusterIP")
-    cluster_ips: Annotated[list[str] | None, atomic()] = msgspec.field(
+    cluster_ips: Annotated[list[str] | None, atomic(proto=18)] = msgspec.field(
         default=None, name="clusterIPs"
     )
     type: Annotated[
@@ -238,25 +248,33 @@ class ServiceSpec(Struct):
             required=True,
             enum=SERVICE_TYPES,
             doc="ClusterIP, NodePort, LoadBalancer or ExternalName.",
+            proto=4,
+            omitempty=True,
         ),
     ] = None
-    external_ips: Annotated[list[str] | None, atomic()] = msgspec.field(
+    external_ips: Annotated[list[str] | None, atomic(proto=5)] = msgspec.field(
         default=None, name="externalIPs"
     )
-    session_affinity: Annotated[str | None, meta(required=True, enum=SESSION_AFFINITIES)] = None
-    load_balancer_ip: str | None = msgspec.field(default=None, name="loadBalancerIP")
-    load_balancer_source_ranges: Annotated[list[str] | None, atomic()] = None
-    external_name: str | None = None
-    external_traffic_policy: str | None = None
-    health_check_node_port: int | None = None
-    publish_not_ready_addresses: bool | None = None
-    session_affinity_config: SessionAffinityConfig | None = None
-    ip_families: Annotated[list[Annotated[str, meta(enum=IP_FAMILIES)]] | None, atomic()] = None
-    ip_family_policy: Annotated[str | None, meta(enum=IP_FAMILY_POLICIES)] = None
-    allocate_load_balancer_node_ports: bool | None = None
-    load_balancer_class: str | None = None
-    internal_traffic_policy: Annotated[str | None, meta(enum=TRAFFIC_POLICIES)] = None
-    traffic_distribution: Annotated[str | None, meta(enum=TRAFFIC_DISTRIBUTIONS)] = None
+    session_affinity: Annotated[
+        str | None, meta(required=True, enum=SESSION_AFFINITIES, proto=7, omitempty=True)
+    ] = None
+    load_balancer_ip: Annotated[str | None, meta(proto=8, omitempty=True)] = msgspec.field(
+        default=None, name="loadBalancerIP"
+    )
+    load_balancer_source_ranges: Annotated[list[str] | None, atomic(proto=9)] = None
+    external_name: Annotated[str | None, meta(proto=10, omitempty=True)] = None
+    external_traffic_policy: Annotated[str | None, meta(proto=11, omitempty=True)] = None
+    health_check_node_port: Annotated[int | None, meta(proto=12, omitempty=True)] = None
+    publish_not_ready_addresses: Annotated[bool | None, meta(proto=13, omitempty=True)] = None
+    session_affinity_config: Annotated[SessionAffinityConfig | None, meta(proto=14)] = None
+    ip_families: Annotated[
+        list[Annotated[str, meta(enum=IP_FAMILIES)]] | None, atomic(proto=19)
+    ] = None
+    ip_family_policy: Annotated[str | None, meta(enum=IP_FAMILY_POLICIES, proto=17)] = None
+    allocate_load_balancer_node_ports: Annotated[bool | None, meta(proto=20)] = None
+    load_balancer_class: Annotated[str | None, meta(proto=21)] = None
+    internal_traffic_policy: Annotated[str | None, meta(enum=TRAFFIC_POLICIES, proto=22)] = None
+    traffic_distribution: Annotated[str | None, meta(enum=TRAFFIC_DISTRIBUTIONS, proto=23)] = None
 
     @property
     def headless(self) -> bool:
@@ -546,9 +564,9 @@ def _cluster_ip_cell(spec: ServiceSpec | None) -> str:
 class Service(Resource):
     """A stable address and load balancing for the pods a selector picks."""
 
-    spec: Annotated[ServiceSpec | None, meta(doc="How the service is exposed.")] = None
+    spec: Annotated[ServiceSpec | None, meta(doc="How the service is exposed.", proto=2)] = None
     status: Annotated[
-        ServiceStatus | None, meta(doc="The load balancer, once one is provisioned.")
+        ServiceStatus | None, meta(doc="The load balancer, once one is provisioned.", proto=3)
     ] = None
 
     def set_defaults(self) -> None:

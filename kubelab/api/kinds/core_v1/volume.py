@@ -28,6 +28,7 @@ from kubelab.api.scheme import kind
 from kubelab.api.struct import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
+    Embedded,
     QuantityValue,
     Struct,
     Time,
@@ -145,19 +146,23 @@ def _validate_positive_quantity(value: Any, path: Path, errors: ErrorList) -> No
 class LocalObjectReference(Struct):
     """Names an object in the same namespace."""
 
-    name: str | None = None
+    name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+
+
+NAME_AS_LOCAL_REFERENCE: tuple[Embedded, ...] = (Embedded(1, "LocalObjectReference", ("name",)),)
+"""The protobuf shape of structs that inline a LocalObjectReference: their ``name`` is in it."""
 
 
 class ObjectReference(Struct):
     """Points at any object, optionally at a field within it."""
 
-    kind: str | None = None
-    namespace: str | None = None
-    name: str | None = None
-    uid: str | None = None
-    api_version: str | None = None
-    resource_version: str | None = None
-    field_path: str | None = None
+    kind: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    namespace: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    name: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    uid: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    api_version: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    resource_version: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    field_path: Annotated[str | None, meta(proto=7, omitempty=True)] = None
 
 
 class SecretReference(Struct):
@@ -170,25 +175,25 @@ class SecretReference(Struct):
 class TypedLocalObjectReference(Struct):
     """Points at an object of a given group and kind in the same namespace."""
 
-    api_group: str | None = None
-    kind: Annotated[str | None, meta(required=True)] = None
-    name: Annotated[str | None, meta(required=True)] = None
+    api_group: Annotated[str | None, meta(proto=1)] = None
+    kind: Annotated[str | None, meta(required=True, proto=2)] = None
+    name: Annotated[str | None, meta(required=True, proto=3)] = None
 
 
 class TypedObjectReference(Struct):
     """Points at an object of a given group and kind, possibly in another namespace."""
 
-    api_group: str | None = None
-    kind: Annotated[str | None, meta(required=True)] = None
-    name: Annotated[str | None, meta(required=True)] = None
-    namespace: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
+    api_group: Annotated[str | None, meta(proto=1)] = None
+    kind: Annotated[str | None, meta(required=True, proto=2)] = None
+    name: Annotated[str | None, meta(required=True, proto=3)] = None
+    namespace: Annotated[str | None, meta(format=DNS1123_LABEL, proto=4)] = None
 
 
 class ObjectFieldSelector(Struct):
     """Selects a field of the pod (downward API): ``metadata.name``, ``status.podIP``, ..."""
 
-    api_version: str | None = None
-    field_path: Annotated[str | None, meta(required=True)] = None
+    api_version: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    field_path: Annotated[str | None, meta(required=True, proto=2)] = None
 
     def set_defaults(self) -> None:
         if not self.api_version:
@@ -242,9 +247,9 @@ _DIVISORS = {
 class ResourceFieldSelector(Struct):
     """Selects a resource request or limit of a container (downward API)."""
 
-    container_name: str | None = None
-    resource: Annotated[str | None, meta(required=True)] = None
-    divisor: QuantityValue | None = None
+    container_name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    resource: Annotated[str | None, meta(required=True, proto=2)] = None
+    divisor: Annotated[QuantityValue | None, meta(proto=3)] = None
 
     def check(self, in_volume: bool, path: Path, errors: ErrorList) -> None:
         """Check the selected resource; volume files must also name the container."""
@@ -272,9 +277,9 @@ class ResourceFieldSelector(Struct):
 class NodeSelectorRequirement(Struct):
     """One requirement on node labels or fields: ``key In (a, b)``, ``key Gt 3``, ..."""
 
-    key: Annotated[str | None, meta(required=True)] = None
-    operator: Annotated[str | None, meta(required=True)] = None
-    values: Annotated[list[str] | None, atomic()] = None
+    key: Annotated[str | None, meta(required=True, proto=1)] = None
+    operator: Annotated[str | None, meta(required=True, proto=2)] = None
+    values: Annotated[list[str] | None, atomic(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         count = len(self.values or ())
@@ -298,8 +303,8 @@ class NodeSelectorRequirement(Struct):
 class NodeSelectorTerm(Struct):
     """Requirements that must all hold (one term of a node selector)."""
 
-    match_expressions: Annotated[list[NodeSelectorRequirement] | None, atomic()] = None
-    match_fields: Annotated[list[NodeSelectorRequirement] | None, atomic()] = None
+    match_expressions: Annotated[list[NodeSelectorRequirement] | None, atomic(proto=1)] = None
+    match_fields: Annotated[list[NodeSelectorRequirement] | None, atomic(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         for i, requirement in enumerate(self.match_expressions or ()):
@@ -336,7 +341,7 @@ class NodeSelectorTerm(Struct):
 class NodeSelector(Struct):
     """Terms of which at least one must hold for a node to be selected."""
 
-    node_selector_terms: Annotated[list[NodeSelectorTerm] | None, atomic()] = None
+    node_selector_terms: Annotated[list[NodeSelectorTerm] | None, atomic(proto=1)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         terms_path = path.child("nodeSelectorTerms")
@@ -349,9 +354,9 @@ class NodeSelector(Struct):
 class KeyToPath(Struct):
     """Projects one key of a ConfigMap or Secret to a file path."""
 
-    key: Annotated[str | None, meta(required=True)] = None
-    path: Annotated[str | None, meta(required=True)] = None
-    mode: FileMode = None
+    key: Annotated[str | None, meta(required=True, proto=1)] = None
+    path: Annotated[str | None, meta(required=True, proto=2)] = None
+    mode: Annotated[FileMode, meta(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         validate_relative_path(self.path, path.child("path"), errors)
@@ -363,8 +368,8 @@ class KeyToPath(Struct):
 class EmptyDirVolumeSource(Struct):
     """A scratch directory that lives as long as the pod, on disk or in memory."""
 
-    medium: str | None = None
-    size_limit: QuantityValue | None = None
+    medium: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    size_limit: Annotated[QuantityValue | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         size = parse_quantity(self.size_limit)
@@ -388,8 +393,8 @@ HOST_PATH_TYPES = (
 class HostPathVolumeSource(Struct):
     """A file or directory of the node, mounted into the pod."""
 
-    path: Annotated[str | None, meta(required=True)] = None
-    type: Annotated[str | None, meta(enum=HOST_PATH_TYPES)] = None
+    path: Annotated[str | None, meta(required=True, proto=1)] = None
+    type: Annotated[str | None, meta(enum=HOST_PATH_TYPES, proto=2)] = None
 
     def set_defaults(self) -> None:
         if self.type is None:
@@ -403,9 +408,9 @@ class HostPathVolumeSource(Struct):
 class GitRepoVolumeSource(Struct):
     """A git repository cloned into the volume (deprecated)."""
 
-    repository: Annotated[str | None, meta(required=True)] = None
-    revision: str | None = None
-    directory: str | None = None
+    repository: Annotated[str | None, meta(required=True, proto=1)] = None
+    revision: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    directory: Annotated[str | None, meta(proto=3, omitempty=True)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         validate_relative_path(self.directory, path.child("directory"), errors)
@@ -414,30 +419,30 @@ class GitRepoVolumeSource(Struct):
 class GCEPersistentDiskVolumeSource(Struct):
     """A Google Compute Engine persistent disk (in-tree, migrated to CSI)."""
 
-    pd_name: Annotated[str | None, meta(required=True)] = None
-    fs_type: str | None = None
-    partition: Annotated[int | None, meta(minimum=0, maximum=255)] = None
-    read_only: bool | None = None
+    pd_name: Annotated[str | None, meta(required=True, proto=1)] = None
+    fs_type: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    partition: Annotated[int | None, meta(minimum=0, maximum=255, proto=3, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
 
 
 class AWSElasticBlockStoreVolumeSource(Struct):
     """An AWS EBS volume (in-tree, migrated to CSI)."""
 
-    volume_id: Annotated[str | None, meta(required=True)] = msgspec.field(
+    volume_id: Annotated[str | None, meta(required=True, proto=1)] = msgspec.field(
         default=None, name="volumeID"
     )
-    fs_type: str | None = None
-    partition: Annotated[int | None, meta(minimum=0, maximum=255)] = None
-    read_only: bool | None = None
+    fs_type: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    partition: Annotated[int | None, meta(minimum=0, maximum=255, proto=3, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
 
 
 class SecretVolumeSource(Struct):
     """The keys of a Secret, as files."""
 
-    secret_name: Annotated[str | None, meta(required=True)] = None
-    items: Annotated[list[KeyToPath] | None, atomic()] = None
-    default_mode: FileMode = None
-    optional: bool | None = None
+    secret_name: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
+    items: Annotated[list[KeyToPath] | None, atomic(proto=2)] = None
+    default_mode: Annotated[FileMode, meta(proto=3)] = None
+    optional: Annotated[bool | None, meta(proto=4)] = None
 
     def set_defaults(self) -> None:
         if self.default_mode is None:
@@ -447,9 +452,9 @@ class SecretVolumeSource(Struct):
 class NFSVolumeSource(Struct):
     """An NFS export."""
 
-    server: Annotated[str | None, meta(required=True)] = None
-    path: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
+    server: Annotated[str | None, meta(required=True, proto=1)] = None
+    path: Annotated[str | None, meta(required=True, proto=2)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.path and not posixpath.isabs(self.path):
@@ -476,17 +481,17 @@ def _validate_iqn(value: str | None, path: Path, errors: ErrorList) -> None:
 class _ISCSI(Struct, Generic[SecretRef]):
     """What the pod and persistent-volume forms of an iSCSI source share."""
 
-    target_portal: Annotated[str | None, meta(required=True)] = None
-    iqn: Annotated[str | None, meta(required=True)] = None
-    lun: Annotated[int | None, meta(minimum=0, maximum=255)] = None
-    iscsi_interface: str | None = None
-    fs_type: str | None = None
-    read_only: bool | None = None
-    portals: Annotated[list[str] | None, atomic()] = None
-    chap_auth_discovery: bool | None = None
-    chap_auth_session: bool | None = None
-    secret_ref: SecretRef | None = None
-    initiator_name: str | None = None
+    target_portal: Annotated[str | None, meta(required=True, proto=1)] = None
+    iqn: Annotated[str | None, meta(required=True, proto=2)] = None
+    lun: Annotated[int | None, meta(minimum=0, maximum=255, proto=3)] = None
+    iscsi_interface: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    fs_type: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=6, omitempty=True)] = None
+    portals: Annotated[list[str] | None, atomic(proto=7)] = None
+    chap_auth_discovery: Annotated[bool | None, meta(proto=8, omitempty=True)] = None
+    chap_auth_session: Annotated[bool | None, meta(proto=11, omitempty=True)] = None
+    secret_ref: Annotated[SecretRef | None, meta(proto=10)] = None
+    initiator_name: Annotated[str | None, meta(proto=12)] = None
 
     def set_defaults(self) -> None:
         if not self.iscsi_interface:
@@ -506,29 +511,29 @@ class ISCSIVolumeSource(_ISCSI[LocalObjectReference]):
 class GlusterfsVolumeSource(Struct):
     """A GlusterFS volume (removed from the kubelet, still in the API)."""
 
-    endpoints: Annotated[str | None, meta(required=True)] = None
-    path: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
+    endpoints: Annotated[str | None, meta(required=True, proto=1)] = None
+    path: Annotated[str | None, meta(required=True, proto=2)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
 
 
 class PersistentVolumeClaimVolumeSource(Struct):
     """Mounts the volume bound to a claim in the pod's namespace."""
 
-    claim_name: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
+    claim_name: Annotated[str | None, meta(required=True, proto=1)] = None
+    read_only: Annotated[bool | None, meta(proto=2, omitempty=True)] = None
 
 
 class _RBD(Struct, Generic[SecretRef]):
     """What the pod and persistent-volume forms of a Ceph RBD source share."""
 
-    monitors: Annotated[list[str] | None, atomic(required=True)] = None
-    image: Annotated[str | None, meta(required=True)] = None
-    fs_type: str | None = None
-    pool: str | None = None
-    user: str | None = None
-    keyring: str | None = None
-    secret_ref: SecretRef | None = None
-    read_only: bool | None = None
+    monitors: Annotated[list[str] | None, atomic(required=True, proto=1)] = None
+    image: Annotated[str | None, meta(required=True, proto=2)] = None
+    fs_type: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    pool: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    user: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    keyring: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    secret_ref: Annotated[SecretRef | None, meta(proto=7)] = None
+    read_only: Annotated[bool | None, meta(proto=8, omitempty=True)] = None
 
     def set_defaults(self) -> None:
         self.pool = self.pool or "rbd"
@@ -543,12 +548,12 @@ class RBDVolumeSource(_RBD[LocalObjectReference]):
 class _Cinder(Struct, Generic[SecretRef]):
     """What the pod and persistent-volume forms of a Cinder source share."""
 
-    volume_id: Annotated[str | None, meta(required=True)] = msgspec.field(
+    volume_id: Annotated[str | None, meta(required=True, proto=1)] = msgspec.field(
         default=None, name="volumeID"
     )
-    fs_type: str | None = None
-    read_only: bool | None = None
-    secret_ref: SecretRef | None = None
+    fs_type: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
+    secret_ref: Annotated[SecretRef | None, meta(proto=4)] = None
 
 
 class CinderVolumeSource(_Cinder[LocalObjectReference]):
@@ -558,12 +563,12 @@ class CinderVolumeSource(_Cinder[LocalObjectReference]):
 class _CephFS(Struct, Generic[SecretRef]):
     """What the pod and persistent-volume forms of a CephFS source share."""
 
-    monitors: Annotated[list[str] | None, atomic(required=True)] = None
-    path: str | None = None
-    user: str | None = None
-    secret_file: str | None = None
-    secret_ref: SecretRef | None = None
-    read_only: bool | None = None
+    monitors: Annotated[list[str] | None, atomic(required=True, proto=1)] = None
+    path: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    user: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    secret_file: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    secret_ref: Annotated[SecretRef | None, meta(proto=5)] = None
+    read_only: Annotated[bool | None, meta(proto=6, omitempty=True)] = None
 
 
 class CephFSVolumeSource(_CephFS[LocalObjectReference]):
@@ -573,8 +578,10 @@ class CephFSVolumeSource(_CephFS[LocalObjectReference]):
 class FlockerVolumeSource(Struct):
     """A Flocker dataset (removed from the kubelet, still in the API)."""
 
-    dataset_name: str | None = None
-    dataset_uuid: str | None = msgspec.field(default=None, name="datasetUUID")
+    dataset_name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    dataset_uuid: Annotated[str | None, meta(proto=2, omitempty=True)] = msgspec.field(
+        default=None, name="datasetUUID"
+    )
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if not self.dataset_name and not self.dataset_uuid:
@@ -600,10 +607,10 @@ VOLUME_FIELD_PATHS = frozenset(
 class DownwardAPIVolumeFile(Struct):
     """One file of a downward API volume: a pod field or a container resource."""
 
-    path: Annotated[str | None, meta(required=True)] = None
-    field_ref: ObjectFieldSelector | None = None
-    resource_field_ref: ResourceFieldSelector | None = None
-    mode: FileMode = None
+    path: Annotated[str | None, meta(required=True, proto=1)] = None
+    field_ref: Annotated[ObjectFieldSelector | None, meta(proto=2)] = None
+    resource_field_ref: Annotated[ResourceFieldSelector | None, meta(proto=3)] = None
+    mode: Annotated[FileMode, meta(proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         validate_relative_path(self.path, path.child("path"), errors)
@@ -621,8 +628,8 @@ class DownwardAPIVolumeFile(Struct):
 class DownwardAPIVolumeSource(Struct):
     """Pod fields and container resources, as files."""
 
-    items: Annotated[list[DownwardAPIVolumeFile] | None, atomic()] = None
-    default_mode: FileMode = None
+    items: Annotated[list[DownwardAPIVolumeFile] | None, atomic(proto=1)] = None
+    default_mode: Annotated[FileMode, meta(proto=2)] = None
 
     def set_defaults(self) -> None:
         if self.default_mode is None:
@@ -632,13 +639,13 @@ class DownwardAPIVolumeSource(Struct):
 class FCVolumeSource(Struct):
     """A Fibre Channel disk."""
 
-    target_wwns: Annotated[list[str] | None, atomic()] = msgspec.field(
+    target_wwns: Annotated[list[str] | None, atomic(proto=1)] = msgspec.field(
         default=None, name="targetWWNs"
     )
-    lun: Annotated[int | None, meta(minimum=0, maximum=255)] = None
-    fs_type: str | None = None
-    read_only: bool | None = None
-    wwids: Annotated[list[str] | None, atomic()] = None
+    lun: Annotated[int | None, meta(minimum=0, maximum=255, proto=2)] = None
+    fs_type: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
+    wwids: Annotated[list[str] | None, atomic(proto=5)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         wwns_path = path.child("targetWWNs")
@@ -663,11 +670,11 @@ def _validate_flex_options(options: dict[str, str] | None, path: Path, errors: E
 class _Flex(Struct, Generic[SecretRef]):
     """What the pod and persistent-volume forms of a FlexVolume source share."""
 
-    driver: Annotated[str | None, meta(required=True)] = None
-    fs_type: str | None = None
-    secret_ref: SecretRef | None = None
-    read_only: bool | None = None
-    options: dict[str, str] | None = None
+    driver: Annotated[str | None, meta(required=True, proto=1)] = None
+    fs_type: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    secret_ref: Annotated[SecretRef | None, meta(proto=3)] = None
+    read_only: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
+    options: Annotated[dict[str, str] | None, meta(proto=5)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_flex_options(self.options, path, errors)
@@ -680,18 +687,20 @@ class FlexVolumeSource(_Flex[LocalObjectReference]):
 class AzureFileVolumeSource(Struct):
     """An Azure File share (in-tree, migrated to CSI)."""
 
-    secret_name: Annotated[str | None, meta(required=True)] = None
-    share_name: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
+    secret_name: Annotated[str | None, meta(required=True, proto=1)] = None
+    share_name: Annotated[str | None, meta(required=True, proto=2)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
 
 
 class ConfigMapVolumeSource(Struct):
     """The keys of a ConfigMap, as files."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    items: Annotated[list[KeyToPath] | None, atomic()] = None
-    default_mode: FileMode = None
-    optional: bool | None = None
+    PROTO_EMBEDDED = NAME_AS_LOCAL_REFERENCE
+
+    name: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
+    items: Annotated[list[KeyToPath] | None, atomic(proto=2)] = None
+    default_mode: Annotated[FileMode, meta(proto=3)] = None
+    optional: Annotated[bool | None, meta(proto=4)] = None
 
     def set_defaults(self) -> None:
         if self.default_mode is None:
@@ -701,21 +710,23 @@ class ConfigMapVolumeSource(Struct):
 class VsphereVirtualDiskVolumeSource(Struct):
     """A vSphere virtual disk (in-tree, migrated to CSI)."""
 
-    volume_path: Annotated[str | None, meta(required=True)] = None
-    fs_type: str | None = None
-    storage_policy_name: str | None = None
-    storage_policy_id: str | None = msgspec.field(default=None, name="storagePolicyID")
+    volume_path: Annotated[str | None, meta(required=True, proto=1)] = None
+    fs_type: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    storage_policy_name: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    storage_policy_id: Annotated[str | None, meta(proto=4, omitempty=True)] = msgspec.field(
+        default=None, name="storagePolicyID"
+    )
 
 
 class QuobyteVolumeSource(Struct):
     """A Quobyte volume (removed from the kubelet, still in the API)."""
 
-    registry: str | None = None
-    volume: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
-    user: str | None = None
-    group: str | None = None
-    tenant: str | None = None
+    registry: Annotated[str | None, meta(proto=1)] = None
+    volume: Annotated[str | None, meta(required=True, proto=2)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
+    user: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    group: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    tenant: Annotated[str | None, meta(proto=6, omitempty=True)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         pairs = "must be a host:port pair or multiple pairs separated by commas"
@@ -740,14 +751,16 @@ _BLOB_DISK_URI = "https://{account-name}.blob.core.windows.net/{container-name}/
 class AzureDiskVolumeSource(Struct):
     """An Azure data disk (in-tree, migrated to CSI)."""
 
-    disk_name: Annotated[str | None, meta(required=True)] = None
-    disk_uri: Annotated[str | None, meta(required=True)] = msgspec.field(
+    disk_name: Annotated[str | None, meta(required=True, proto=1)] = None
+    disk_uri: Annotated[str | None, meta(required=True, proto=2)] = msgspec.field(
         default=None, name="diskURI"
     )
-    caching_mode: Annotated[str | None, meta(enum=("None", "ReadOnly", "ReadWrite"))] = None
-    fs_type: str | None = None
-    read_only: bool | None = None
-    kind: Annotated[str | None, meta(enum=("Shared", "Dedicated", "Managed"))] = None
+    caching_mode: Annotated[str | None, meta(enum=("None", "ReadOnly", "ReadWrite"), proto=3)] = (
+        None
+    )
+    fs_type: Annotated[str | None, meta(proto=4)] = None
+    read_only: Annotated[bool | None, meta(proto=5)] = None
+    kind: Annotated[str | None, meta(enum=("Shared", "Dedicated", "Managed"), proto=6)] = None
 
     def set_defaults(self) -> None:
         self.caching_mode = self.caching_mode or "ReadWrite"
@@ -766,16 +779,20 @@ class AzureDiskVolumeSource(Struct):
 class PhotonPersistentDiskVolumeSource(Struct):
     """A Photon Controller persistent disk (removed from the kubelet, still in the API)."""
 
-    pd_id: Annotated[str | None, meta(required=True)] = msgspec.field(default=None, name="pdID")
-    fs_type: str | None = None
+    pd_id: Annotated[str | None, meta(required=True, proto=1)] = msgspec.field(
+        default=None, name="pdID"
+    )
+    fs_type: Annotated[str | None, meta(proto=2, omitempty=True)] = None
 
 
 class ServiceAccountTokenProjection(Struct):
     """A token of the pod's service account, for an audience, as a file."""
 
-    audience: str | None = None
-    expiration_seconds: Annotated[int | None, meta(minimum=600, maximum=1 << 32)] = None
-    path: Annotated[str | None, meta(required=True)] = None
+    audience: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    expiration_seconds: Annotated[
+        int | None, meta(minimum=600, maximum=1 << 32, proto=2, int64=True)
+    ] = None
+    path: Annotated[str | None, meta(required=True, proto=3)] = None
 
     def set_defaults(self) -> None:
         if self.expiration_seconds is None:
@@ -788,33 +805,37 @@ class ServiceAccountTokenProjection(Struct):
 class ConfigMapProjection(Struct):
     """Keys of a ConfigMap in a projected volume."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    items: Annotated[list[KeyToPath] | None, atomic()] = None
-    optional: bool | None = None
+    PROTO_EMBEDDED = NAME_AS_LOCAL_REFERENCE
+
+    name: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
+    items: Annotated[list[KeyToPath] | None, atomic(proto=2)] = None
+    optional: Annotated[bool | None, meta(proto=4)] = None
 
 
 class SecretProjection(Struct):
     """Keys of a Secret in a projected volume."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    items: Annotated[list[KeyToPath] | None, atomic()] = None
-    optional: bool | None = None
+    PROTO_EMBEDDED = NAME_AS_LOCAL_REFERENCE
+
+    name: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
+    items: Annotated[list[KeyToPath] | None, atomic(proto=2)] = None
+    optional: Annotated[bool | None, meta(proto=4)] = None
 
 
 class DownwardAPIProjection(Struct):
     """Downward API files in a projected volume."""
 
-    items: Annotated[list[DownwardAPIVolumeFile] | None, atomic()] = None
+    items: Annotated[list[DownwardAPIVolumeFile] | None, atomic(proto=1)] = None
 
 
 class ClusterTrustBundleProjection(Struct):
     """The certificates of ClusterTrustBundles, chosen by name or by signer, as one file."""
 
-    name: str | None = None
-    signer_name: str | None = None
-    label_selector: LabelSelector | None = None
-    optional: bool | None = None
-    path: Annotated[str | None, meta(required=True)] = None
+    name: Annotated[str | None, meta(proto=1)] = None
+    signer_name: Annotated[str | None, meta(proto=2)] = None
+    label_selector: Annotated[LabelSelector | None, meta(proto=3)] = None
+    optional: Annotated[bool | None, meta(proto=5)] = None
+    path: Annotated[str | None, meta(required=True, proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.name is not None and self.signer_name is not None:
@@ -840,19 +861,23 @@ class ClusterTrustBundleProjection(Struct):
 class PodCertificateProjection(Struct):
     """A private key and a certificate chain issued to the pod by a signer, as files."""
 
-    signer_name: Annotated[str | None, meta(required=True)] = None
+    signer_name: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
     key_type: Annotated[
         str | None,
         meta(
             required=True,
             enum=("RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"),
+            proto=2,
+            omitempty=True,
         ),
     ] = None
-    max_expiration_seconds: Annotated[int | None, meta(minimum=3600, maximum=91 * 86400)] = None
-    credential_bundle_path: str | None = None
-    key_path: str | None = None
-    certificate_chain_path: str | None = None
-    user_annotations: dict[str, str] | None = None
+    max_expiration_seconds: Annotated[
+        int | None, meta(minimum=3600, maximum=91 * 86400, proto=3)
+    ] = None
+    credential_bundle_path: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    key_path: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    certificate_chain_path: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    user_annotations: Annotated[dict[str, str] | None, meta(proto=7)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         for attr, name in struct_fields(PodCertificateProjection):
@@ -863,12 +888,14 @@ class PodCertificateProjection(Struct):
 class VolumeProjection(Struct):
     """One source of a projected volume."""
 
-    secret: SecretProjection | None = None
-    downward_api: DownwardAPIProjection | None = msgspec.field(default=None, name="downwardAPI")
-    config_map: ConfigMapProjection | None = None
-    service_account_token: ServiceAccountTokenProjection | None = None
-    cluster_trust_bundle: ClusterTrustBundleProjection | None = None
-    pod_certificate: PodCertificateProjection | None = None
+    secret: Annotated[SecretProjection | None, meta(proto=1)] = None
+    downward_api: Annotated[DownwardAPIProjection | None, meta(proto=2)] = msgspec.field(
+        default=None, name="downwardAPI"
+    )
+    config_map: Annotated[ConfigMapProjection | None, meta(proto=3)] = None
+    service_account_token: Annotated[ServiceAccountTokenProjection | None, meta(proto=4)] = None
+    cluster_trust_bundle: Annotated[ClusterTrustBundleProjection | None, meta(proto=5)] = None
+    pod_certificate: Annotated[PodCertificateProjection | None, meta(proto=6)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if sum(getattr(self, attr) is not None for attr, _ in _PROJECTIONS) > 1:
@@ -891,8 +918,8 @@ _PROJECTIONS = struct_fields(VolumeProjection)
 class ProjectedVolumeSource(Struct):
     """Several sources (secrets, config maps, downward API, tokens) in one directory."""
 
-    sources: Annotated[list[VolumeProjection] | None, atomic()] = None
-    default_mode: FileMode = None
+    sources: Annotated[list[VolumeProjection] | None, atomic(proto=1)] = None
+    default_mode: Annotated[FileMode, meta(proto=2)] = None
 
     def set_defaults(self) -> None:
         if self.default_mode is None:
@@ -910,26 +937,26 @@ class ProjectedVolumeSource(Struct):
 class PortworxVolumeSource(Struct):
     """A Portworx volume (in-tree, migrated to CSI)."""
 
-    volume_id: Annotated[str | None, meta(required=True)] = msgspec.field(
+    volume_id: Annotated[str | None, meta(required=True, proto=1)] = msgspec.field(
         default=None, name="volumeID"
     )
-    fs_type: str | None = None
-    read_only: bool | None = None
+    fs_type: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
 
 
 class _ScaleIO(Struct, Generic[SecretRef]):
     """What the pod and persistent-volume forms of a ScaleIO source share."""
 
-    gateway: Annotated[str | None, meta(required=True)] = None
-    system: Annotated[str | None, meta(required=True)] = None
-    secret_ref: Annotated[SecretRef | None, meta(required=True)] = None
-    ssl_enabled: bool | None = None
-    protection_domain: str | None = None
-    storage_pool: str | None = None
-    storage_mode: str | None = None
-    volume_name: Annotated[str | None, meta(required=True)] = None
-    fs_type: str | None = None
-    read_only: bool | None = None
+    gateway: Annotated[str | None, meta(required=True, proto=1)] = None
+    system: Annotated[str | None, meta(required=True, proto=2)] = None
+    secret_ref: Annotated[SecretRef | None, meta(required=True, proto=3)] = None
+    ssl_enabled: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
+    protection_domain: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    storage_pool: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    storage_mode: Annotated[str | None, meta(proto=7, omitempty=True)] = None
+    volume_name: Annotated[str | None, meta(required=True, proto=8, omitempty=True)] = None
+    fs_type: Annotated[str | None, meta(proto=9, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=10, omitempty=True)] = None
 
     def set_defaults(self) -> None:
         self.storage_mode = self.storage_mode or "ThinProvisioned"
@@ -943,11 +970,15 @@ class ScaleIOVolumeSource(_ScaleIO[LocalObjectReference]):
 class StorageOSVolumeSource(Struct):
     """A StorageOS volume (removed from the kubelet, still in the API)."""
 
-    volume_name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL)] = None
-    volume_namespace: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    fs_type: str | None = None
-    read_only: bool | None = None
-    secret_ref: LocalObjectReference | None = None
+    volume_name: Annotated[
+        str | None, meta(required=True, format=DNS1123_LABEL, proto=1, omitempty=True)
+    ] = None
+    volume_namespace: Annotated[str | None, meta(format=DNS1123_LABEL, proto=2, omitempty=True)] = (
+        None
+    )
+    fs_type: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
+    secret_ref: Annotated[LocalObjectReference | None, meta(proto=5)] = None
 
 
 def _validate_csi_driver(driver: str | None, path: Path, errors: ErrorList) -> None:
@@ -963,11 +994,11 @@ def _validate_csi_driver(driver: str | None, path: Path, errors: ErrorList) -> N
 class CSIVolumeSource(Struct):
     """An ephemeral volume provided by a CSI driver, inline in the pod."""
 
-    driver: str | None = None
-    read_only: bool | None = None
-    fs_type: str | None = None
-    volume_attributes: dict[str, str] | None = None
-    node_publish_secret_ref: LocalObjectReference | None = None
+    driver: Annotated[str | None, meta(proto=1)] = None
+    read_only: Annotated[bool | None, meta(proto=2)] = None
+    fs_type: Annotated[str | None, meta(proto=3)] = None
+    volume_attributes: Annotated[dict[str, str] | None, meta(proto=4)] = None
+    node_publish_secret_ref: Annotated[LocalObjectReference | None, meta(proto=5)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_csi_driver(self.driver, path.child("driver"), errors)
@@ -983,16 +1014,16 @@ class CSIVolumeSource(Struct):
 class EphemeralVolumeSource(Struct):
     """A volume provisioned for the pod from a claim template, and deleted with it."""
 
-    volume_claim_template: Annotated[PersistentVolumeClaimTemplate | None, meta(required=True)] = (
-        None
-    )
+    volume_claim_template: Annotated[
+        PersistentVolumeClaimTemplate | None, meta(required=True, proto=1)
+    ] = None
 
 
 class ImageVolumeSource(Struct):
     """The content of an OCI image or artifact, read-only."""
 
-    reference: str | None = None
-    pull_policy: Annotated[str | None, meta(enum=PULL_POLICIES)] = None
+    reference: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    pull_policy: Annotated[str | None, meta(enum=PULL_POLICIES, proto=2, omitempty=True)] = None
 
     def set_defaults(self) -> None:
         if not self.pull_policy:
@@ -1002,36 +1033,46 @@ class ImageVolumeSource(Struct):
 class VolumeSource(Struct):
     """Exactly one source of a pod volume (upstream inlines it into ``Volume``)."""
 
-    empty_dir: EmptyDirVolumeSource | None = None
-    host_path: HostPathVolumeSource | None = None
-    git_repo: GitRepoVolumeSource | None = None
-    gce_persistent_disk: GCEPersistentDiskVolumeSource | None = None
-    aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
-    secret: SecretVolumeSource | None = None
-    nfs: NFSVolumeSource | None = None
-    iscsi: ISCSIVolumeSource | None = None
-    glusterfs: GlusterfsVolumeSource | None = None
-    flocker: FlockerVolumeSource | None = None
-    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
-    rbd: RBDVolumeSource | None = None
-    cinder: CinderVolumeSource | None = None
-    cephfs: CephFSVolumeSource | None = None
-    quobyte: QuobyteVolumeSource | None = None
-    downward_api: DownwardAPIVolumeSource | None = msgspec.field(default=None, name="downwardAPI")
-    fc: FCVolumeSource | None = None
-    flex_volume: FlexVolumeSource | None = None
-    config_map: ConfigMapVolumeSource | None = None
-    azure_file: AzureFileVolumeSource | None = None
-    vsphere_volume: VsphereVirtualDiskVolumeSource | None = None
-    photon_persistent_disk: PhotonPersistentDiskVolumeSource | None = None
-    portworx_volume: PortworxVolumeSource | None = None
-    azure_disk: AzureDiskVolumeSource | None = None
-    storageos: StorageOSVolumeSource | None = None
-    projected: ProjectedVolumeSource | None = None
-    scale_io: ScaleIOVolumeSource | None = msgspec.field(default=None, name="scaleIO")
-    csi: CSIVolumeSource | None = None
-    ephemeral: EphemeralVolumeSource | None = None
-    image: ImageVolumeSource | None = None
+    empty_dir: Annotated[EmptyDirVolumeSource | None, meta(proto=2)] = None
+    host_path: Annotated[HostPathVolumeSource | None, meta(proto=1)] = None
+    git_repo: Annotated[GitRepoVolumeSource | None, meta(proto=5)] = None
+    gce_persistent_disk: Annotated[GCEPersistentDiskVolumeSource | None, meta(proto=3)] = None
+    aws_elastic_block_store: Annotated[AWSElasticBlockStoreVolumeSource | None, meta(proto=4)] = (
+        None
+    )
+    secret: Annotated[SecretVolumeSource | None, meta(proto=6)] = None
+    nfs: Annotated[NFSVolumeSource | None, meta(proto=7)] = None
+    iscsi: Annotated[ISCSIVolumeSource | None, meta(proto=8)] = None
+    glusterfs: Annotated[GlusterfsVolumeSource | None, meta(proto=9)] = None
+    flocker: Annotated[FlockerVolumeSource | None, meta(proto=15)] = None
+    persistent_volume_claim: Annotated[PersistentVolumeClaimVolumeSource | None, meta(proto=10)] = (
+        None
+    )
+    rbd: Annotated[RBDVolumeSource | None, meta(proto=11)] = None
+    cinder: Annotated[CinderVolumeSource | None, meta(proto=13)] = None
+    cephfs: Annotated[CephFSVolumeSource | None, meta(proto=14)] = None
+    quobyte: Annotated[QuobyteVolumeSource | None, meta(proto=21)] = None
+    downward_api: Annotated[DownwardAPIVolumeSource | None, meta(proto=16)] = msgspec.field(
+        default=None, name="downwardAPI"
+    )
+    fc: Annotated[FCVolumeSource | None, meta(proto=17)] = None
+    flex_volume: Annotated[FlexVolumeSource | None, meta(proto=12)] = None
+    config_map: Annotated[ConfigMapVolumeSource | None, meta(proto=19)] = None
+    azure_file: Annotated[AzureFileVolumeSource | None, meta(proto=18)] = None
+    vsphere_volume: Annotated[VsphereVirtualDiskVolumeSource | None, meta(proto=20)] = None
+    photon_persistent_disk: Annotated[PhotonPersistentDiskVolumeSource | None, meta(proto=23)] = (
+        None
+    )
+    portworx_volume: Annotated[PortworxVolumeSource | None, meta(proto=24)] = None
+    azure_disk: Annotated[AzureDiskVolumeSource | None, meta(proto=22)] = None
+    storageos: Annotated[StorageOSVolumeSource | None, meta(proto=27)] = None
+    projected: Annotated[ProjectedVolumeSource | None, meta(proto=26)] = None
+    scale_io: Annotated[ScaleIOVolumeSource | None, meta(proto=25)] = msgspec.field(
+        default=None, name="scaleIO"
+    )
+    csi: Annotated[CSIVolumeSource | None, meta(proto=28)] = None
+    ephemeral: Annotated[EphemeralVolumeSource | None, meta(proto=29)] = None
+    image: Annotated[ImageVolumeSource | None, meta(proto=30)] = None
 
 
 _VOLUME_SOURCES = struct_fields(VolumeSource)
@@ -1040,7 +1081,9 @@ _VOLUME_SOURCES = struct_fields(VolumeSource)
 class Volume(VolumeSource):
     """A named volume of a pod, which its containers mount."""
 
-    name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL)] = None
+    PROTO_EMBEDDED = (Embedded(2, "VolumeSource", VolumeSource.__struct_fields__),)
+
+    name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL, proto=1)] = None
 
     def set_defaults(self) -> None:
         if all(getattr(self, attr) is None for attr, _ in _VOLUME_SOURCES):
@@ -1069,17 +1112,17 @@ class Volume(VolumeSource):
 class VolumeMount(Struct):
     """Where a container mounts a volume (or a sub-path of it)."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
-    recursive_read_only: Annotated[str | None, meta(enum=("Disabled", "IfPossible", "Enabled"))] = (
-        None
-    )
-    mount_path: Annotated[str | None, meta(required=True)] = None
-    sub_path: str | None = None
-    mount_propagation: Annotated[
-        str | None, meta(enum=("None", "HostToContainer", "Bidirectional"))
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
+    read_only: Annotated[bool | None, meta(proto=2, omitempty=True)] = None
+    recursive_read_only: Annotated[
+        str | None, meta(enum=("Disabled", "IfPossible", "Enabled"), proto=7)
     ] = None
-    sub_path_expr: str | None = None
+    mount_path: Annotated[str | None, meta(required=True, proto=3)] = None
+    sub_path: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    mount_propagation: Annotated[
+        str | None, meta(enum=("None", "HostToContainer", "Bidirectional"), proto=5)
+    ] = None
+    sub_path_expr: Annotated[str | None, meta(proto=6, omitempty=True)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.sub_path and self.sub_path_expr:
@@ -1099,8 +1142,8 @@ class VolumeMount(Struct):
 class VolumeDevice(Struct):
     """Where a container sees a raw block volume."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    device_path: Annotated[str | None, meta(required=True)] = None
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
+    device_path: Annotated[str | None, meta(required=True, proto=2)] = None
 
 
 # PersistentVolumeClaim.
@@ -1109,22 +1152,24 @@ class VolumeDevice(Struct):
 class VolumeResourceRequirements(Struct):
     """The storage a claim asks for."""
 
-    limits: dict[str, QuantityValue] | None = None
-    requests: dict[str, QuantityValue] | None = None
+    limits: Annotated[dict[str, QuantityValue] | None, meta(proto=1)] = None
+    requests: Annotated[dict[str, QuantityValue] | None, meta(proto=2)] = None
 
 
 class PersistentVolumeClaimSpec(Struct):
     """What a claim asks for: access modes, size, class, and perhaps a data source."""
 
-    access_modes: Annotated[list[AccessMode] | None, atomic()] = None
-    selector: LabelSelector | None = None
-    resources: VolumeResourceRequirements | None = None
-    volume_name: str | None = None
-    storage_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    volume_mode: Annotated[str | None, meta(enum=VOLUME_MODES)] = None
-    data_source: TypedLocalObjectReference | None = None
-    data_source_ref: TypedObjectReference | None = None
-    volume_attributes_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
+    access_modes: Annotated[list[AccessMode] | None, atomic(proto=1)] = None
+    selector: Annotated[LabelSelector | None, meta(proto=4)] = None
+    resources: Annotated[VolumeResourceRequirements | None, meta(proto=2)] = None
+    volume_name: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    storage_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=5)] = None
+    volume_mode: Annotated[str | None, meta(enum=VOLUME_MODES, proto=6)] = None
+    data_source: Annotated[TypedLocalObjectReference | None, meta(proto=7)] = None
+    data_source_ref: Annotated[TypedObjectReference | None, meta(proto=8)] = None
+    volume_attributes_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=9)] = (
+        None
+    )
 
     def set_defaults(self) -> None:
         if self.volume_mode is None:
@@ -1175,8 +1220,8 @@ class PersistentVolumeClaimSpec(Struct):
 class PersistentVolumeClaimTemplate(Struct):
     """The claim an ephemeral volume is provisioned from."""
 
-    metadata: ObjectMeta | None = None
-    spec: Annotated[PersistentVolumeClaimSpec | None, meta(required=True)] = None
+    metadata: Annotated[ObjectMeta | None, meta(proto=1)] = None
+    spec: Annotated[PersistentVolumeClaimSpec | None, meta(required=True, proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         metadata_path = path.child("metadata")
