@@ -36,35 +36,24 @@ import msgspec
 from aiohttp import web
 from cryptography import x509
 
-from controlplane.apiserver import admission as builtin_admission
-from controlplane.apiserver import (
-    apply,
-    audit,
-    auth,
-    authn,
-    authz,
-    bootstrap,
-    clusterinfo,
-    crd,
-    csradmission,
-    discovery,
-    errors,
-    escalation,
-    identities,
-    negotiation,
-    policy,
-    reviews,
-)
-from controlplane.apiserver.apiserverleases import ApiServerLeases
-from controlplane.apiserver.encryption import EncryptedStore, EncryptionConfig
-from controlplane.apiserver.handlers import Request, ResourceHandler, json_response
-from controlplane.apiserver.nodeauthz import NodeAuthorizer
-from controlplane.apiserver.proxy import KubeletConnector
-from controlplane.apiserver.rbac import RBACAuthorizer
-from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
-from controlplane.apiserver.requestinfo import RequestInfo, parse
-from controlplane.apiserver.tokens import TokenIssuer
-from controlplane.apiserver.watchcache import WatchCache
+from controlplane.apiserver import auth, errors
+from controlplane.apiserver.auth import admission as builtin_admission
+from controlplane.apiserver.auth import authn, authz, escalation, policy, reviews
+from controlplane.apiserver.auth.admission import certificates
+from controlplane.apiserver.auth.nodeauthz import NodeAuthorizer
+from controlplane.apiserver.auth.rbac import RBACAuthorizer
+from controlplane.apiserver.auth.tokens import TokenIssuer
+from controlplane.apiserver.certs import identities
+from controlplane.apiserver.crd import customresources
+from controlplane.apiserver.endpoints import apply, audit, discovery, negotiation
+from controlplane.apiserver.endpoints.handlers import Request, ResourceHandler, json_response
+from controlplane.apiserver.endpoints.proxy import KubeletConnector
+from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
+from controlplane.apiserver.registry.store import Admission, RequestContext, ResourceStore
+from controlplane.apiserver.storage.encryption import EncryptedStore, EncryptionConfig
+from controlplane.apiserver.storage.watchcache import WatchCache
+from controlplane.apiserver.system import bootstrap, clusterinfo
+from controlplane.apiserver.system.apiserverleases import ApiServerLeases
 from controlplane.storage.interface import Store, Unavailable
 from controlplane.storage.metered import MeteredStore
 from kubelab import KUBERNETES_VERSION, __version__
@@ -283,13 +272,13 @@ class APIServer:
                     self.caches[(RBAC_GROUP, "v1", "roles")],
                     self.caches[(RBAC_GROUP, "v1", "clusterroles")],
                 ),
-                csradmission.certificate_requests(self.authorizer),
+                certificates.certificate_requests(self.authorizer),
                 *admission,
             ],
         )
         for resource_store in self.stores.values():
             resource_store.admission = [admit]
-        self.crds = crd.Controller(self)
+        self.crds = customresources.Controller(self)
         self.handler = ResourceHandler(
             self.lookup,
             self.clock,

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from controlplane.apiserver import errors
-from controlplane.apiserver.admission import Plugin, always_pull_images, chain
-from controlplane.apiserver.admission import mutating as mutating_step
-from controlplane.apiserver.admission.webhook import Reinvocation
-from controlplane.apiserver.registry import Admission
-from controlplane.apiserver.registry import RequestContext as Context
+from controlplane.apiserver.auth.admission import Plugin, always_pull_images, chain
+from controlplane.apiserver.auth.admission import mutating as mutating_step
+from controlplane.apiserver.auth.admission.webhook import Reinvocation
+from controlplane.apiserver.registry.store import Admission
+from controlplane.apiserver.registry.store import RequestContext as Context
 from kubelab.api.kinds.admissionregistration_v1 import (
     MatchCondition,
     MutatingWebhook,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.apiserver.admission import DEFAULT_PLUGINS, enabled
+from controlplane.apiserver.auth.admission import DEFAULT_PLUGINS, enabled
 from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
 from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kubelab.api.kinds.core_v1.volume import (

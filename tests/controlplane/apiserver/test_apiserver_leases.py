@@ -20,12 +20,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from controlplane.apiserver.apiserverleases import (
+from controlplane.apiserver.server import APIServer, Running, ServerConfig, serve
+from controlplane.apiserver.system.apiserverleases import (
     IDENTITY_LABEL,
     IDENTITY_LEASE_DURATION,
     identity_lease_name,
 )
-from controlplane.apiserver.server import APIServer, Running, ServerConfig, serve
 from controlplane.storage.sqlite import SQLiteStore
 from tests.controlplane.apiserver.inprocess import admin_ssl
 

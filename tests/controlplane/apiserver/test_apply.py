@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from controlplane.apiserver import apply, errors
-from controlplane.apiserver.registry import RequestContext
+from controlplane.apiserver import errors
+from controlplane.apiserver.endpoints import apply
+from controlplane.apiserver.registry.store import RequestContext
 from kubelab.api import codec
 from kubelab.api.meta_v1 import Resource
 from kubelab.api.scheme import SCHEME, KindInfo

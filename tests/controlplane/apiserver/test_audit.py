@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from controlplane.apiserver.audit import (
+from controlplane.apiserver.auth import User
+from controlplane.apiserver.endpoints.audit import (
     GroupResources,
     LogWriter,
     Policy,
@@ -19,8 +20,7 @@ from controlplane.apiserver.audit import (
     Rule,
     load_policy,
 )
-from controlplane.apiserver.auth import User
-from controlplane.apiserver.requestinfo import parse
+from controlplane.apiserver.endpoints.requestinfo import parse
 from controlplane.storage.sqlite import SQLiteStore
 from tests.controlplane.apiserver.inprocess import serving
 

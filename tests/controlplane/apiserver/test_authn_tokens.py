@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from controlplane.apiserver.auth import AUTHENTICATED, User
-from controlplane.apiserver.authn import (
+from controlplane.apiserver.auth.authn import (
     BootstrapTokens,
     InvalidToken,
     ServiceAccountTokens,
@@ -26,9 +26,9 @@ from controlplane.apiserver.authn import (
     impersonate,
     load_token_file,
 )
+from controlplane.apiserver.auth.tokens import ISSUER, TokenIssuer
+from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from controlplane.apiserver.errors import ApiError
-from controlplane.apiserver.requestinfo import RequestInfo
-from controlplane.apiserver.tokens import ISSUER, TokenIssuer
 from kubelab.api.kinds.core_v1.cluster import Secret, ServiceAccount
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.meta_v1 import ObjectMeta, Resource

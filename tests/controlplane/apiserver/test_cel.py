@@ -1,6 +1,6 @@
 """CEL validation rules (``x-kubernetes-validations``): compiling, binding, evaluating and
-reporting (``controlplane.apiserver.cel``), the walk beside the schema
-(``controlplane.apiserver.crd_schema``), the CRD's own validation, and a real API server."""
+reporting (``controlplane.apiserver.crd.cel``), the walk beside the schema
+(``controlplane.apiserver.crd.schema``), the CRD's own validation, and a real API server."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from controlplane.apiserver import cel, crd, crd_schema
+from controlplane.apiserver.crd import cel, customresources
+from controlplane.apiserver.crd import schema as crd_schema
 from kubelab.api import walk
 from kubelab.api.codec import from_builtins
 from kubelab.api.errors import ROOT, ErrorList, ErrorType
@@ -432,7 +433,7 @@ def test_escaping() -> None:
     assert cel.escape("a b") is None
 
 
-# Through the classes crd.py builds and the CRD's own validation.
+# Through the classes customresources.py builds and the CRD's own validation.
 
 
 def test_custom_resource_class_validates_rules_after_defaulting() -> None:
@@ -447,7 +448,7 @@ def test_custom_resource_class_validates_rules_after_defaulting() -> None:
             ),
         }
     )
-    cls = crd.make_class("example.com", "v1", "Scaler", schema)
+    cls = customresources.make_class("example.com", "v1", "Scaler", schema)
 
     def problems(spec: dict[str, Any]) -> list[str]:
         found = from_builtins({"metadata": {"name": "a"}, "spec": spec}, cls).obj

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 
 from controlplane import bootstraptoken
-from controlplane.apiserver import clusterinfo as publisher
 from controlplane.apiserver.server import Running
+from controlplane.apiserver.system import clusterinfo as publisher
 from controlplane.controllers import bootstrapsigner
 from controlplane.controllers.clientbuilder import ServiceAccountClients
 from controlplane.controllers.context import ControllerContext

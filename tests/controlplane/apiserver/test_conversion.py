@@ -26,8 +26,9 @@ from aiohttp import web
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ApiException
 
-from controlplane.apiserver import conversion, errors
-from controlplane.apiserver.conversion import ConversionError, Target
+from controlplane.apiserver import errors
+from controlplane.apiserver.crd import conversion
+from controlplane.apiserver.crd.conversion import ConversionError, Target
 from kubelab.api.kinds.apiextensions_v1 import (
     ServiceReference,
     WebhookClientConfig,

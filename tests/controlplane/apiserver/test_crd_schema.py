@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from controlplane.apiserver import crd, crd_schema
+from controlplane.apiserver.crd import customresources
+from controlplane.apiserver.crd import schema as crd_schema
 from kubelab.api.errors import ROOT, ErrorList
 
 SPEC: dict[str, Any] = {
@@ -264,12 +265,12 @@ def test_default(value: Any, defaulted: Any) -> None:
     ids=["dotted", "missing", "filter", "index", "star", "braces-quoted"],
 )
 def test_jsonpath(path: str, data: Any, found: list[Any]) -> None:
-    assert crd.find(data, crd.parse_jsonpath(path)) == found
+    assert customresources.find(data, customresources.parse_jsonpath(path)) == found
 
 
 def test_version_priority() -> None:
     names = ["v1alpha1", "v2beta1", "v1", "v1beta2", "v2", "foo"]
-    assert sorted(names, key=crd.version_priority) == [
+    assert sorted(names, key=customresources.version_priority) == [
         "v2",
         "v1",
         "v2beta1",

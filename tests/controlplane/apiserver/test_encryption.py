@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl.secret import SecretBox
 
 from controlplane.apiserver.command import add_flags
-from controlplane.apiserver.encryption import ConfigError, EncryptionConfig, load
+from controlplane.apiserver.storage.encryption import ConfigError, EncryptionConfig, load
 from controlplane.storage.etcd import EtcdStore
 from controlplane.storage.interface import Store
 from controlplane.storage.sqlite import SQLiteStore

@@ -10,7 +10,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from controlplane.apiserver import identities
+from controlplane.apiserver.certs import identities
 from kubelab.client import kubeconfig
 from kubelab.pki import (
     CertificateAuthority,
@@ -125,7 +125,7 @@ async def test_a_kubelet_must_be_certified_for_the_address_it_is_reached_at(
     import aiohttp
     from aiohttp import web
 
-    from controlplane.apiserver.proxy import KubeletConnector
+    from controlplane.apiserver.endpoints.proxy import KubeletConnector
 
     ca = CertificateAuthority.load_or_create(tmp_path)
     cert, key = ca.issue("system:node:a", server=True, ip_addresses=names).write(tmp_path, "k")

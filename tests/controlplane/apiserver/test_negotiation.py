@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.apiserver import negotiation
+from controlplane.apiserver.endpoints import negotiation
 from controlplane.apiserver.errors import ApiError
 
 KUBECTL_GET = (

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kubelab.api.kinds  # noqa: F401  (registers every kind)
-from controlplane.apiserver.patch import (
+from controlplane.apiserver.endpoints.patch import (
     PatchError,
     apply_json_patch,
     apply_merge_patch,

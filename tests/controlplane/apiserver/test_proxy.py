@@ -15,7 +15,11 @@ from aiohttp import web
 from cryptography import x509
 
 from controlplane.apiserver import errors
-from controlplane.apiserver.proxy import KubeletConnector, kubelet_address, pod_stream_path
+from controlplane.apiserver.endpoints.proxy import (
+    KubeletConnector,
+    kubelet_address,
+    pod_stream_path,
+)
 from kubelab.api.kinds.core_v1.node import (
     DaemonEndpoint,
     Node,

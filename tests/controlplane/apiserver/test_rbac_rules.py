@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from controlplane.apiserver.auth import AUTHENTICATED, MASTERS, User
-from controlplane.apiserver.authz import AlwaysDeny, Union
-from controlplane.apiserver.nodeauthz import NodeAuthorizer
-from controlplane.apiserver.policy import (
+from controlplane.apiserver.auth.authz import AlwaysDeny, Union
+from controlplane.apiserver.auth.nodeauthz import NodeAuthorizer
+from controlplane.apiserver.auth.policy import (
     AUTOUPDATE,
     NODE_RULES,
     cluster_role_bindings,
@@ -18,8 +18,8 @@ from controlplane.apiserver.policy import (
     reconcile_role,
     rule,
 )
-from controlplane.apiserver.rbac import RBACAuthorizer, rule_allows
-from controlplane.apiserver.requestinfo import RequestInfo, parse
+from controlplane.apiserver.auth.rbac import RBACAuthorizer, rule_allows
+from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
 from kubelab.api.kinds.core_v1.pod import Container, EnvFromSource, Pod, PodSpec, SecretEnvSource
 from kubelab.api.kinds.core_v1.volume import (
     ConfigMapVolumeSource,

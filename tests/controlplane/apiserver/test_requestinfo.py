@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.apiserver.requestinfo import parse
+from controlplane.apiserver.endpoints.requestinfo import parse
 
 CASES = [
     ("GET", "/api/v1/pods", {}, ("list", "", "v1", "", "pods", "", "")),
