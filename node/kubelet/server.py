@@ -2,7 +2,7 @@
 
 The API server reaches it with its kubelet-client certificate to serve ``pods/log``,
 ``pods/exec``, ``pods/attach`` and ``pods/portforward`` (see
-controlplane/apiserver/endpoints/proxy.py):
+controlplane/apiserver/registry/proxy.py):
 
 - ``GET /healthz`` → ``ok``, without a client certificate (like upstream's healthz port);
 - ``GET /pods`` → a v1 PodList of the pods the kubelet runs;

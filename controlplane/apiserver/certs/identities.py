@@ -1,7 +1,7 @@
 """The identities ``kubelab server`` issues: one client certificate and kubeconfig per component.
 
 Kubernetes knows a certificate's holder by its subject (CN = user, O = groups), and RBAC
-grants each control-plane user exactly what its component needs (``policy`` binds
+grants each control-plane user exactly what its component needs (``bootstrappolicy`` binds
 ``system:kube-scheduler``, ``system:kube-controller-manager``,
 ``system:cloud-controller-manager`` and ``system:kube-proxy`` to their roles).  Only the admin
 is in ``system:masters``; the API server's own client identity towards kubelets

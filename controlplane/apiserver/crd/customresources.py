@@ -37,16 +37,15 @@ import json
 import keyword
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.crd import conversion
 from controlplane.apiserver.crd import schema as crd_schema
-from controlplane.apiserver.endpoints import apply
 from controlplane.apiserver.registry.store import (
     Admission,
     RequestContext,
@@ -69,9 +68,7 @@ from kubelab.api.kinds.apiextensions_v1 import (
 from kubelab.api.meta_v1 import DeleteOptions, Resource
 from kubelab.api.printing import NAME_COLUMN, Cell, Column, human_duration
 from kubelab.api.scheme import SCHEME, KindInfo
-
-if TYPE_CHECKING:
-    from controlplane.apiserver.server import APIServer
+from kubelab.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -473,7 +470,7 @@ class CustomResourceStore(ResourceStore):
             template.store,
             template.clock,
             admission,
-            track_fields=apply.record_update,
+            track_fields=template.track_fields,
         )
         group = served.info.group
         self.storage_api_version = f"{group}/{served.storage_version}"
@@ -561,12 +558,25 @@ def accepted_names(names: CustomResourceDefinitionNames) -> CustomResourceDefini
     )
 
 
+class ServedKinds(Protocol):
+    """What the controller needs of the server: the kinds served, to which it adds (and from
+    which it removes) the custom ones."""
+
+    @property
+    def stores(self) -> Mapping[tuple[str, str, str], ResourceStore]: ...
+
+    def add_store(self, store: ResourceStore) -> None: ...
+
+    def remove_store(self, key: tuple[str, str, str]) -> None: ...
+
+
 class Controller:
     """Serves the kinds of the CRDs in storage, and keeps their status (module docstring)."""
 
-    def __init__(self, server: APIServer) -> None:
-        self.server = server
-        crds = server.stores[CRD_RESOURCE]
+    def __init__(self, kinds: ServedKinds, clock: Clock) -> None:
+        self.kinds = kinds
+        self.clock = clock
+        crds = kinds.stores[CRD_RESOURCE]
         self.crds = crds
         self.served: dict[str, _Served] = {}
         self.terminating: set[str] = set()
@@ -631,7 +641,7 @@ class Controller:
         served = self.served.pop(name, None)
         if served is not None:
             for key in served.keys:
-                self.server.remove_store(key)
+                self.kinds.remove_store(key)
 
     def _conflict(self, crd: CustomResourceDefinition) -> tuple[str, str] | None:
         """(reason, message) when another kind already answers to the CRD's names."""
@@ -666,18 +676,18 @@ class Controller:
             info = served.info
             store = CustomResourceStore(served, self.crds, self._admission(name, served), converter)
             key = (info.group, info.version, info.plural)
-            self.server.add_store(store)
+            self.kinds.add_store(store)
             keys.append(key)
         for key in current.keys if current is not None else ():
             if key not in keys:
-                self.server.remove_store(key)
+                self.kinds.remove_store(key)
         self.served[name] = _Served(
             fingerprint, spec.group or "", spec.names.plural or "", spec.names.kind or "", keys
         )
 
     def _converter(self, crd: CustomResourceDefinition) -> conversion.Converter:
         """The CRD's converter; its service references resolve through our own stores."""
-        resolve = functools.partial(conversion.resolve_service, self.server.stores)
+        resolve = functools.partial(conversion.resolve_service, self.kinds.stores)
         return conversion.new_converter(crd, resolve)
 
     def _admission(self, crd_name: str, served: ServedVersion) -> list[Admission]:
@@ -723,7 +733,7 @@ class Controller:
         conflict: tuple[str, str] | None,
         terminating: bool,
     ) -> None:
-        now = self.server.clock.now().replace(microsecond=0)
+        now = self.clock.now().replace(microsecond=0)
 
         def change(current: Resource) -> Resource:
             assert isinstance(current, CustomResourceDefinition)

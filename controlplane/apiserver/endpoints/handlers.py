@@ -20,10 +20,12 @@ import msgspec
 from aiohttp import web
 
 from controlplane.apiserver import errors, protobuf
-from controlplane.apiserver.auth import User, reviews, tokens
+from controlplane.apiserver.auth import User, reviews
 from controlplane.apiserver.crd import customresources
-from controlplane.apiserver.endpoints import apply, negotiation, patch, proxy, tables
+from controlplane.apiserver.endpoints import apply, negotiation, patch, tables
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, true
+from controlplane.apiserver.registry import rest, subresources
+from controlplane.apiserver.registry.object import ObjectREST
 from controlplane.apiserver.registry.store import (
     BOOKMARK,
     ERROR,
@@ -33,12 +35,7 @@ from controlplane.apiserver.registry.store import (
     WatchEvent,
 )
 from controlplane.apiserver.storage import watchcache
-from kubelab.api import codec, walk
-from kubelab.api.errors import ROOT
-from kubelab.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.api import codec
 from kubelab.api.meta_v1 import (
     DeleteOptions,
     ListMeta,
@@ -49,12 +46,12 @@ from kubelab.api.meta_v1 import (
     Status,
     StatusCause,
     StatusDetails,
+    TypeMeta,
 )
 from kubelab.api.scheme import KindInfo
 from kubelab.clock import Clock
 
 FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
-NODE_STREAMS = {"Pod": ("log", "exec", "attach", "portforward"), "Node": ("proxy",)}
 DEFAULT_WATCH_TIMEOUT = 1800.0
 
 
@@ -104,14 +101,15 @@ class ResourceHandler:
         lookup: Callable[[str, str, str], ResourceStore | None],
         clock: Clock,
         reviewers: dict[tuple[str, str], reviews.Reviewer],
+        backends: rest.Backends,
         bookmark_interval: float = 60.0,
     ) -> None:
         self.lookup = lookup
+        self.backends = backends
+        """What subresources' REST objects reach beyond their kind's store."""
         self.clock = clock
         self.reviewers = reviewers
         self.bookmark_interval = bookmark_interval
-        self.kubelets: proxy.KubeletConnector | None = None
-        self.tokens: tokens.TokenIssuer | None = None
         self.caches: Callable[[ResourceStore], watchcache.WatchCache] | None = None
         """The watch cache of a kind, for lists and gets with a resourceVersion."""
 
@@ -123,6 +121,7 @@ class ResourceHandler:
                 404, "NotFound", "the server could not find the requested resource"
             )
         sub = info.subresource
+        subresource = subresources.rest(store, sub, self.backends) if sub else None
         if sub and sub not in store.info.subresources:
             raise errors.ApiError(
                 404, "NotFound", "the server could not find the requested resource"
@@ -143,16 +142,8 @@ class ResourceHandler:
             and not (info.verb == "create" and info.name)
         ):
             raise errors.bad_request("a namespace is required for this resource")
-        if sub in ("status", "ephemeralcontainers"):
-            return await self._object_subresource(req, store, sub)
-        if sub == "scale":
-            return await self._scale(req, store)
-        if sub in ("binding", "eviction", "finalize", "approval"):
-            return await self._subresource_write(req, store)
-        if sub == "token" and info.verb == "create":
-            return await self._token(req, store)
-        if sub in NODE_STREAMS.get(store.info.kind, ()):
-            return await self._node_stream(req, store)
+        if subresource is not None:
+            return await self._subresource(req, store, subresource)
         if sub:
             raise errors.method_not_allowed(f"{store.info.plural}/{sub} is not served yet")
         verb = info.verb
@@ -164,86 +155,48 @@ class ResourceHandler:
             return await self._watch(req, store)
         reviewer = self.reviewers.get((store.info.group, store.info.kind))
         if reviewer is not None and verb == "create":
-            review = await self._read_object(req, store)
+            review = await self._read_object(req, store.info)
             reviews.validate(store.info, review)
             answered = await reviewer(review, req.user, info.namespace)
             return self._respond(req, answered, 201, negotiation.Output(negotiation.JSON))
         if verb == "create":
-            obj = await self._read_object(req, store)
+            obj = await self._read_object(req, store.info)
             created = await store.create(info.namespace, obj, req.ctx)
             return self._render(req, store, created, status=201)
         if verb == "update":
-            obj = await self._read_object(req, store)
+            obj = await self._read_object(req, store.info)
             updated, was_created = await store.update(info.namespace, info.name, obj, req.ctx)
             return self._render(req, store, updated, status=201 if was_created else 200)
         if verb == "patch":
-            return await self._patch(req, store, "")
+            return await self._patch(req, store, ObjectREST(store, ""))
         if verb == "delete":
             return await self._delete(req, store)
         if verb == "deletecollection":
             return await self._delete_collection(req, store)
         raise errors.method_not_allowed(f"{verb} is not supported")
 
-    async def _token(self, req: Request, store: ResourceStore) -> web.Response:
-        """``serviceaccounts/token``: a signed token for an existing service account."""
-        if self.tokens is None:
-            raise errors.unavailable("this server has no service-account signing key")
+    async def _subresource(
+        self, req: Request, store: ResourceStore, subresource: object
+    ) -> web.StreamResponse:
+        """A subresource's verb, served by the interface its REST object implements."""
         info = req.info
-        account = await store.get(info.namespace, info.name)
-        assert isinstance(account, ServiceAccount)
-        request = await self._read_object(req, store, TokenRequest.kind_info)
-        assert isinstance(request, TokenRequest)
-        walk.set_defaults(request)
-        spec = request.spec or TokenRequestSpec()
-        request.spec = spec
-        problems = walk.validate_struct(spec, ROOT.child("spec"))
-        if problems:
-            raise errors.invalid(request.kind_info, info.name, problems)
-        ref = spec.bound_object_ref
-        bound = None
-        if ref is not None and ref.kind in tokens.BINDABLE:
-            plural = "pods" if ref.kind == "Pod" else "secrets"
-            objects = self.lookup("", "v1", plural)
-            assert objects is not None
-            try:
-                bound = await objects.get(info.namespace, ref.name or "")
-            except errors.ApiError as error:
-                if error.code != 404:
-                    raise
-        request.metadata.name, request.metadata.namespace = info.name, info.namespace
-        for stage in store.admission:  # a subresource create: NodeRestriction checks the pod
-            await stage("CREATE", store.info, request, None, req.ctx)
-        tokens.check_binding(request, bound)
-        issued = self.tokens.issue(account, request, bound, self.clock.now())
-        return self._respond(req, issued, 201, negotiation.Output(negotiation.JSON))
-
-    # Streams served by a node's kubelet.
-
-    async def _node_stream(self, req: Request, store: ResourceStore) -> web.StreamResponse:
-        if self.kubelets is None:
-            raise errors.unavailable("this server has no kubelet client identity")
-        info = req.info
-        nodes = self.lookup("", "v1", "nodes")
-        assert nodes is not None
-        obj = await store.get(info.namespace, info.name)
-        if isinstance(obj, Node):
-            rest = "/".join(info.parts[3:])
-            path = f"/{rest}" + ("/" if req.http.path.endswith("/") and rest else "")
-            return await self.kubelets.relay_get(req.http, obj, path, req.http.query)
-        assert isinstance(obj, Pod)
-        node_name = obj.spec.node_name if obj.spec is not None else None
-        if not node_name:
-            raise errors.bad_request(f"pod {info.name} does not have a host assigned")
-        node = await nodes.get("", node_name)
-        assert isinstance(node, Node)
-        path = proxy.pod_stream_path(obj, info.subresource, req.http.query)
-        if info.subresource == "log":
-            return await self.kubelets.relay_get(
-                req.http, node, path, req.http.query, status_errors=True
-            )
-        if req.http.headers.get("Upgrade", "").lower() != "websocket":
-            raise errors.bad_request("Upgrade request required")
-        return await self.kubelets.relay_websocket(req.http, node, path)
+        namespace, name = info.namespace, info.name
+        if isinstance(subresource, rest.Connecter):
+            tail = "/".join(info.parts[3:])
+            path = f"/{tail}" + ("/" if req.http.path.endswith("/") and tail else "")
+            return await subresource.connect(req.http, namespace, name, path)
+        if info.verb == "get" and isinstance(subresource, rest.Getter):
+            return self._answer(req, store, await subresource.get(namespace, name))
+        if info.verb == "create" and isinstance(subresource, rest.Creater):
+            obj = await self._read_object(req, subresource.body)
+            created = await subresource.create(namespace, name, obj, req.ctx)
+            return self._answer(req, store, created, status=201)
+        if info.verb == "update" and isinstance(subresource, rest.Updater):
+            obj = await self._read_object(req, subresource.body)
+            return self._answer(req, store, await subresource.update(namespace, name, obj, req.ctx))
+        if info.verb == "patch" and isinstance(subresource, rest.Patcher):
+            return await self._patch(req, store, subresource)
+        raise errors.method_not_allowed(f"{info.verb} is not supported on {info.subresource}")
 
     # Bodies.
 
@@ -262,12 +215,9 @@ class ResourceHandler:
         except web.HTTPRequestEntityTooLarge:
             raise errors.too_large() from None
 
-    async def _read_object(
-        self, req: Request, store: ResourceStore, info: KindInfo | None = None
-    ) -> Resource:
-        """The request body as an object of the store's kind (or of ``info``'s kind, for a
-        subresource that takes another kind, such as ``serviceaccounts/token``)."""
-        info = info or store.info
+    async def _read_object(self, req: Request, info: KindInfo) -> Resource:
+        """The request body as an object of ``info``'s kind (the resource's, or another for a
+        subresource that takes one, such as ``serviceaccounts/token``)."""
         body = await self._body(req)
         media = negotiation.body_type(req.http.headers.get("Content-Type"))
         try:
@@ -286,9 +236,7 @@ class ResourceHandler:
             raise errors.bad_request(f"error decoding request body: {error}") from None
         obj = decoded.obj
         self._check_type(obj, info)
-        self._unknown_fields(
-            req, customresources.unknown_fields(decoded.obj, decoded.unknown_fields)
-        )
+        self._unknown_fields(req, decoded)
         return obj
 
     def _check_type(self, obj: Resource, info: KindInfo) -> None:
@@ -305,7 +253,10 @@ class ResourceHandler:
                 f"the kind in the data ({obj.kind}) does not match the expected kind ({info.kind})"
             )
 
-    def _unknown_fields(self, req: Request, unknown: list[str]) -> None:
+    def _unknown_fields(self, req: Request, decoded: codec.Decoded[Any]) -> None:
+        """Fields of a body its kind does not know (with what a custom resource's schema
+        prunes), handled as ``fieldValidation`` says."""
+        unknown = customresources.unknown_fields(decoded.obj, decoded.unknown_fields)
         mode = self._field_validation(req)
         if not unknown:
             return
@@ -335,6 +286,15 @@ class ResourceHandler:
         if output.as_ == negotiation.PARTIAL_LIST:
             raise errors.not_acceptable("a single object cannot be a PartialObjectMetadataList")
         return self._respond(req, obj, status, output)
+
+    def _answer(
+        self, req: Request, store: ResourceStore, obj: TypeMeta, status: int = 200
+    ) -> web.Response:
+        """An object of the resource's kind as negotiated; any other (a Scale, a Status, a
+        TokenRequest) as JSON."""
+        if isinstance(obj, store.info.cls):
+            return self._render(req, store, obj, status)
+        return self._respond(req, obj, status, negotiation.Output(negotiation.JSON))
 
     def _respond(
         self, req: Request, value: Any, status: int, output: negotiation.Output
@@ -471,7 +431,10 @@ class ResourceHandler:
 
     # Writes.
 
-    async def _patch(self, req: Request, store: ResourceStore, subresource: str) -> web.Response:
+    async def _patch(
+        self, req: Request, store: ResourceStore, target: rest.Patcher
+    ) -> web.Response:
+        """A patch of ``target``'s representation (the object, or a subresource's)."""
         media = negotiation.body_type(req.http.headers.get("Content-Type"))
         if media not in negotiation.PATCH_TYPES:
             raise errors.unsupported_media_type(media)
@@ -485,7 +448,9 @@ class ResourceHandler:
         except (msgspec.DecodeError, codec.DecodeError, IndexError) as error:
             raise errors.bad_request(f"error decoding patch: {error}") from None
         if media == negotiation.APPLY_PATCH:
-            return await self._server_side_apply(req, store, subresource, document)
+            if not target.applies:
+                raise errors.unsupported_media_type(media)
+            return await self._server_side_apply(req, store, target, document)
         if req.param("force") is not None:
             raise _invalid_options(
                 "force",
@@ -495,13 +460,13 @@ class ResourceHandler:
         info = req.info
 
         def change(current: Resource) -> Resource:
-            return self._apply_patch(req, store, current, media, document)
+            return self._apply_patch(req, target.body, current, media, document)
 
-        updated = await store.mutate(info.namespace, info.name, change, req.ctx, subresource)
-        return self._render(req, store, updated)
+        updated = await target.patch(info.namespace, info.name, change, req.ctx)
+        return self._answer(req, store, updated)
 
     async def _server_side_apply(
-        self, req: Request, store: ResourceStore, subresource: str, document: Any
+        self, req: Request, store: ResourceStore, target: rest.Patcher, document: Any
     ) -> web.Response:
         """``application/apply-patch+yaml``: apply the configuration; create the object if
         it is absent (201)."""
@@ -518,6 +483,7 @@ class ResourceHandler:
                 f"Too long: may not be more than {apply.MAX_MANAGER_LENGTH} bytes",
             )
         force = true(req.param("force"))
+        subresource = target.subresource
         config = self._apply_config(req, store, document)
         req.ctx.server_side_apply = True
 
@@ -534,10 +500,8 @@ class ResourceHandler:
 
         for _ in range(4):
             try:
-                updated = await store.mutate(
-                    info.namespace, info.name, change, req.ctx, subresource
-                )
-                return self._render(req, store, updated)
+                updated = await target.patch(info.namespace, info.name, change, req.ctx)
+                return self._answer(req, store, updated)
             except errors.ApiError as error:
                 if error.code != 404 or subresource:
                     raise
@@ -588,9 +552,7 @@ class ResourceHandler:
                 f"failed to create typed patch object ({info.api_version}, Kind={info.kind}): "
                 f"{error}",
             ) from None
-        self._unknown_fields(
-            req, customresources.unknown_fields(decoded.obj, decoded.unknown_fields)
-        )
+        self._unknown_fields(req, decoded)
         config: dict[str, Any] = codec.to_builtins(decoded.obj)
         meta = config.setdefault("metadata", {})
         name = req.info.name
@@ -614,7 +576,7 @@ class ResourceHandler:
         return config
 
     def _apply_patch(
-        self, req: Request, store: ResourceStore, current: Resource, media: str, document: Any
+        self, req: Request, kind: KindInfo, current: Resource, media: str, document: Any
     ) -> Resource:
         original = codec.to_builtins(current)
         try:
@@ -623,48 +585,20 @@ class ResourceHandler:
             elif media == negotiation.MERGE_PATCH:
                 patched = patch.apply_merge_patch(original, document)
             else:
-                patched = patch.apply_strategic_merge_patch(original, document, store.info.cls)
+                patched = patch.apply_strategic_merge_patch(original, document, kind.cls)
         except patch.PatchError as error:
             raise errors.ApiError(
                 error.code, "Invalid" if error.code == 422 else "BadRequest", str(error)
             ) from None
         try:
-            decoded = codec.from_builtins(patched, store.info.cls)
+            decoded = codec.from_builtins(patched, kind.cls)
         except codec.DecodeError as error:
             raise errors.ApiError(
                 422, "Invalid", f"the patch produced an invalid object: {error}"
             ) from None
-        self._check_type(decoded.obj, store.info)
-        self._unknown_fields(
-            req, customresources.unknown_fields(decoded.obj, decoded.unknown_fields)
-        )
+        self._check_type(decoded.obj, kind)
+        self._unknown_fields(req, decoded)
         return decoded.obj
-
-    async def _object_subresource(
-        self, req: Request, store: ResourceStore, subresource: str
-    ) -> web.Response:
-        """``/status`` and ``pods/ephemeralcontainers``: the whole object is read and
-        written, and the kind's strategy keeps what the subresource may not change."""
-        info = req.info
-        if info.verb == "get":
-            return self._render(req, store, await store.get(info.namespace, info.name))
-        if info.verb == "update":
-            obj = await self._read_object(req, store)
-            updated, _ = await store.update(info.namespace, info.name, obj, req.ctx, subresource)
-            return self._render(req, store, updated)
-        if info.verb == "patch":
-            return await self._patch(req, store, subresource)
-        raise errors.method_not_allowed(f"{info.verb} is not supported on {subresource}")
-
-    async def _scale(self, req: Request, store: ResourceStore) -> web.Response:
-        from controlplane.apiserver.registry import scale
-
-        return await scale.handle(self, req, store)
-
-    async def _subresource_write(self, req: Request, store: ResourceStore) -> web.Response:
-        from controlplane.apiserver.registry import subresources
-
-        return await subresources.handle(self, req, store)
 
     async def _delete_options(self, req: Request) -> DeleteOptions:
         body = await self._body(req)

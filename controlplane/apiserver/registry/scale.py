@@ -8,22 +8,16 @@ only ``spec.replicas`` of the object, guarded by the Scale's resourceVersion whe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from aiohttp import web
+from typing import Any
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.crd import customresources
-from controlplane.apiserver.endpoints import negotiation, patch
-from kubelab.api import codec
+from controlplane.apiserver.registry.rest import Change
+from controlplane.apiserver.registry.store import RequestContext, ResourceStore
 from kubelab.api.errors import ROOT, ErrorList
 from kubelab.api.kinds.autoscaling_v1 import Scale, ScaleSpec, ScaleStatus
 from kubelab.api.labels import Selector
 from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Resource
-
-if TYPE_CHECKING:
-    from controlplane.apiserver.endpoints.handlers import Request, ResourceHandler
-    from controlplane.apiserver.registry.store import ResourceStore
 
 
 def _selector_text(selector: Any) -> str | None:
@@ -61,55 +55,42 @@ def to_scale(obj: Resource) -> Scale:
     return scale.typed()
 
 
-async def handle(handler: ResourceHandler, req: Request, store: ResourceStore) -> web.Response:
-    info = req.info
-    if info.verb == "get":
-        scale = to_scale(await store.get(info.namespace, info.name))
-        return handler._respond(req, scale, 200, negotiation.Output(negotiation.JSON))
-    if info.verb not in ("update", "patch"):
-        raise errors.method_not_allowed(f"{info.verb} is not supported on scale")
-    body = await handler._body(req)
-    media = negotiation.body_type(req.http.headers.get("Content-Type"))
+class ScaleREST:
+    """``<kind>/scale``: Getter, Updater and Patcher of the Scale computed from the object.
+    Patches apply to the Scale (as upstream's); server-side apply is not served."""
 
-    def change(current: Resource) -> Resource:
-        scale = _requested(current, body, media, info.verb)
-        replicas = scale.spec.replicas if scale.spec is not None else None
-        problems = ErrorList()
-        path = ROOT.child("spec").child("replicas")
-        if replicas is None:
-            problems.required(path)
-        elif replicas < 0:
-            problems.invalid(path, replicas, "must be greater than or equal to 0")
-        if problems:
-            raise errors.invalid(store.info, info.name, problems)
-        if not customresources.set_scale_replicas(current, replicas):
-            spec: Any = getattr(current, "spec", None)
-            spec.replicas = replicas
-        current.metadata.resource_version = (
-            scale.metadata.resource_version or current.metadata.resource_version
-        )
-        return current
+    body = Scale.kind_info
+    subresource = "scale"
+    applies = False
 
-    updated = await store.mutate(info.namespace, info.name, change, req.ctx, "scale")
-    return handler._respond(req, to_scale(updated), 200, negotiation.Output(negotiation.JSON))
+    def __init__(self, store: ResourceStore) -> None:
+        self.store = store
 
+    async def get(self, namespace: str, name: str) -> Scale:
+        return to_scale(await self.store.get(namespace, name))
 
-def _requested(current: Resource, body: bytes, media: str, verb: str) -> Scale:
-    try:
-        if verb == "update":
-            return codec.decode_json(body, Scale).obj
-        original = codec.to_builtins(to_scale(current))
-        document = codec.load_yaml_documents(body)[0] if body.strip() else {}
-        if media == negotiation.JSON_PATCH:
-            patched = patch.apply_json_patch(original, document)
-        elif media == negotiation.MERGE_PATCH:
-            patched = patch.apply_merge_patch(original, document)
-        elif media == negotiation.STRATEGIC_PATCH:
-            patched = patch.apply_strategic_merge_patch(original, document, Scale)
-        else:
-            raise errors.unsupported_media_type(media)
-        return codec.from_builtins(patched, Scale).obj
-    except codec.DecodeError as error:
-        raise errors.bad_request(f"error decoding Scale: {error}") from None
-    except patch.PatchError as error:
-        raise errors.ApiError(error.code, "BadRequest", str(error)) from None
+    async def update(self, namespace: str, name: str, obj: Resource, ctx: RequestContext) -> Scale:
+        return await self.patch(namespace, name, lambda _: obj, ctx)
+
+    async def patch(self, namespace: str, name: str, change: Change, ctx: RequestContext) -> Scale:
+        def write(current: Resource) -> Resource:
+            scale = change(to_scale(current))
+            assert isinstance(scale, Scale)
+            replicas = scale.spec.replicas if scale.spec is not None else None
+            problems = ErrorList()
+            path = ROOT.child("spec").child("replicas")
+            if replicas is None:
+                problems.required(path)
+            elif replicas < 0:
+                problems.invalid(path, replicas, "must be greater than or equal to 0")
+            if problems:
+                raise errors.invalid(self.store.info, name, problems)
+            if not customresources.set_scale_replicas(current, replicas):
+                spec: Any = getattr(current, "spec", None)
+                spec.replicas = replicas
+            current.metadata.resource_version = (
+                scale.metadata.resource_version or current.metadata.resource_version
+            )
+            return current
+
+        return to_scale(await self.store.mutate(namespace, name, write, ctx, self.subresource))

@@ -60,7 +60,7 @@ from kubelab.api.struct import micro_time, parse_micro_time
 from kubelab.clock import Clock
 
 if TYPE_CHECKING:
-    from controlplane.apiserver.server import APIServer
+    from controlplane.apiserver.registry.rest import Lookup
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ class ApiServerLeases:
 
     def __init__(
         self,
-        server: APIServer,
+        registry: Lookup,
+        advertise: str,
         store: Store,
         clock: Clock,
         hostname: str,
@@ -100,7 +101,8 @@ class ApiServerLeases:
         ttl: float = ENDPOINTS_TTL,
         gc_period: float = IDENTITY_GC_PERIOD,
     ) -> None:
-        self.server = server
+        self.registry = registry
+        self.advertise = advertise
         self.store = store
         self.clock = clock
         self.hostname = hostname
@@ -115,7 +117,7 @@ class ApiServerLeases:
     @property
     def address(self) -> str | None:
         """The address this server puts in the endpoints (None for a loopback one)."""
-        address = self.server.config.advertise
+        address = self.advertise
         return None if ipaddress.ip_address(address).is_loopback else address
 
     async def start(self, port: int) -> None:
@@ -286,7 +288,7 @@ class ApiServerLeases:
             await _put(slices, wanted_slice)
 
     def _lookup(self, group: str, version: str, plural: str) -> ResourceStore:
-        store = self.server.lookup(group, version, plural)
+        store = self.registry.lookup(group, version, plural)
         assert store is not None
         return store
 

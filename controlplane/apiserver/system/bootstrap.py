@@ -29,7 +29,7 @@ from kubelab.api.kinds.scheduling_v1 import PriorityClass
 from kubelab.api.meta_v1 import ObjectMeta, Resource
 
 if TYPE_CHECKING:
-    from controlplane.apiserver.server import APIServer, ServerConfig
+    from controlplane.apiserver.registry.rest import Lookup
 
 NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
 
@@ -130,9 +130,9 @@ def _node_ports(service: Service) -> list[int]:
 class ServiceAllocation:
     """The write hook that gives Services their ClusterIP and NodePorts."""
 
-    def __init__(self, config: ServerConfig) -> None:
-        self.ips = IPAllocator(config.service_cluster_ip_range)
-        self.ports = PortAllocator(*config.service_node_port_range)
+    def __init__(self, cluster_ip_range: str, node_ports: tuple[int, int]) -> None:
+        self.ips = IPAllocator(cluster_ip_range)
+        self.ports = PortAllocator(*node_ports)
 
     def track(self, service: Service) -> None:
         """Mark what an existing Service holds as used (repair at start)."""
@@ -255,23 +255,24 @@ class ServiceAllocation:
             self.ports.release(port)
 
 
-async def repair(server: APIServer, allocation: ServiceAllocation) -> None:
+async def repair(registry: Lookup, allocation: ServiceAllocation) -> None:
     """Rebuild the allocators from the stored Services."""
-    services = server.lookup("", "v1", "services")
+    services = registry.lookup("", "v1", "services")
     assert services is not None
     for service in (await services.list()).items:
         assert isinstance(service, Service)
         allocation.track(service)
 
 
-async def ensure_objects(server: APIServer) -> None:
-    """Create the bootstrap objects that do not exist yet (idempotent)."""
+async def ensure_objects(registry: Lookup, service_ip: str, port: int) -> None:
+    """Create the bootstrap objects that do not exist yet (idempotent): the system namespaces
+    and priority classes, and the ``kubernetes`` Service at ``service_ip`` onto ``port``."""
     system = RequestContext(user="system:apiserver", groups=("system:masters",))
-    namespaces = server.lookup("", "v1", "namespaces")
+    namespaces = registry.lookup("", "v1", "namespaces")
     assert namespaces is not None
     for name in SYSTEM_NAMESPACES:
         await _create_missing(namespaces, "", Namespace(metadata=ObjectMeta(name=name)), system)
-    classes = server.lookup("scheduling.k8s.io", "v1", "priorityclasses")
+    classes = registry.lookup("scheduling.k8s.io", "v1", "priorityclasses")
     assert classes is not None
     for name, value in SYSTEM_PRIORITY_CLASSES.items():
         critical = PriorityClass(
@@ -281,8 +282,7 @@ async def ensure_objects(server: APIServer) -> None:
             "current node.",
         )
         await _create_missing(classes, "", critical, system)
-    config = server.config
-    services = server.lookup("", "v1", "services")
+    services = registry.lookup("", "v1", "services")
     assert services is not None
     service = Service(
         metadata=ObjectMeta(
@@ -292,8 +292,8 @@ async def ensure_objects(server: APIServer) -> None:
         ),
         spec=ServiceSpec(
             type="ClusterIP",
-            cluster_ip=config.kubernetes_service_ip,
-            ports=[ServicePort(name="https", port=443, protocol="TCP", target_port=server.port)],
+            cluster_ip=service_ip,
+            ports=[ServicePort(name="https", port=443, protocol="TCP", target_port=port)],
             session_affinity="None",
         ),
     )

@@ -24,20 +24,18 @@ from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client import clusterinfo
 
 if TYPE_CHECKING:
-    from controlplane.apiserver.server import APIServer
+    from controlplane.apiserver.registry.rest import Lookup
 
 ATTEMPTS = 5
 """Reads and writes tried before a run of conflicts is an error (each conflict means another
 server wrote, and each server writes at most once)."""
 
 
-async def publish(server: APIServer, ca_pem: bytes) -> bool:
-    """Make cluster-info's ``kubeconfig`` name this server's advertised URL and ``ca_pem``;
-    whether anything was written."""
-    address = server.config.advertise
-    host = f"[{address}]" if ":" in address else address
-    content = clusterinfo.kubeconfig(f"https://{host}:{server.port}", ca_pem)
-    store = server.lookup("", "v1", "configmaps")
+async def publish(registry: Lookup, url: str, ca_pem: bytes) -> bool:
+    """Make cluster-info's ``kubeconfig`` name this server's advertised ``url`` and
+    ``ca_pem``; whether anything was written."""
+    content = clusterinfo.kubeconfig(url, ca_pem)
+    store = registry.lookup("", "v1", "configmaps")
     assert store is not None
     attempt = 1
     while True:

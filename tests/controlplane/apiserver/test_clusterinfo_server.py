@@ -74,7 +74,9 @@ async def test_cluster_info_is_published_at_start_and_kept(cluster: Cluster) -> 
         metadata=published.metadata, data={**(published.data or {}), "jws-kubeconfig-abcdef": "s"}
     )
     await cluster.admin.update(signed)
-    assert not await publisher.publish(cluster.running.server, cluster.ca_pem), "a restart"
+    assert not await publisher.publish(
+        cluster.running.server, cluster.running.server.url, cluster.ca_pem
+    ), "a restart"
     again = await cluster.admin.get(ConfigMap, clusterinfo.NAME, clusterinfo.NAMESPACE)
     assert (again.data or {})["jws-kubeconfig-abcdef"] == "s", "signatures are kept"
 
@@ -82,7 +84,9 @@ async def test_cluster_info_is_published_at_start_and_kept(cluster: Cluster) -> 
 async def test_servers_starting_at_once_create_it_once(cluster: Cluster) -> None:
     await cluster.admin.delete(ConfigMap, clusterinfo.NAME, clusterinfo.NAMESPACE)
     server = cluster.running.server
-    written = await asyncio.gather(*(publisher.publish(server, cluster.ca_pem) for _ in range(3)))
+    written = await asyncio.gather(
+        *(publisher.publish(server, server.url, cluster.ca_pem) for _ in range(3))
+    )
     assert sorted(written) == [False, False, True]
 
 

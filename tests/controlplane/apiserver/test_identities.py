@@ -102,7 +102,7 @@ async def test_kubelets_are_verified_with_the_kubelet_certificate_authority(
         async with serving(
             store, tmp_path / "data", kubelet_certificate_authority=tmp_path / "kubelet-ca.crt"
         ) as (running, _):
-            kubelets = running.server.handler.kubelets
+            kubelets = running.server.backends.kubelets
             assert kubelets is not None
             trusted = kubelets.context.get_ca_certs()
             assert [c["subject"] for c in trusted] == [((("commonName", "kubelet-ca"),),)]
@@ -125,7 +125,7 @@ async def test_a_kubelet_must_be_certified_for_the_address_it_is_reached_at(
     import aiohttp
     from aiohttp import web
 
-    from controlplane.apiserver.endpoints.proxy import KubeletConnector
+    from controlplane.apiserver.registry.proxy import KubeletConnector
 
     ca = CertificateAuthority.load_or_create(tmp_path)
     cert, key = ca.issue("system:node:a", server=True, ip_addresses=names).write(tmp_path, "k")

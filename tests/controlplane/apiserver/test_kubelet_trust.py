@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from controlplane.apiserver import errors
-from controlplane.apiserver.endpoints.proxy import KubeletConnector
+from controlplane.apiserver.registry.proxy import KubeletConnector
 from kubelab.api.kinds.core_v1.node import (
     DaemonEndpoint,
     Node,

@@ -15,7 +15,7 @@ from aiohttp import web
 from cryptography import x509
 
 from controlplane.apiserver import errors
-from controlplane.apiserver.endpoints.proxy import (
+from controlplane.apiserver.registry.proxy import (
     KubeletConnector,
     kubelet_address,
     pod_stream_path,

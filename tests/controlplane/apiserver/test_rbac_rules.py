@@ -7,18 +7,17 @@ import pytest
 
 from controlplane.apiserver.auth import AUTHENTICATED, MASTERS, User
 from controlplane.apiserver.auth.authz import AlwaysDeny, Union
-from controlplane.apiserver.auth.nodeauthz import NodeAuthorizer
-from controlplane.apiserver.auth.policy import (
+from controlplane.apiserver.auth.bootstrappolicy import (
     AUTOUPDATE,
     NODE_RULES,
     cluster_role_bindings,
     cluster_roles,
     controller_roles,
-    reconcile_binding,
-    reconcile_role,
     rule,
 )
+from controlplane.apiserver.auth.nodeauthz import NodeAuthorizer
 from controlplane.apiserver.auth.rbac import RBACAuthorizer, rule_allows
+from controlplane.apiserver.auth.reconcile import reconcile_binding, reconcile_role
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
 from kubelab.api.kinds.core_v1.pod import Container, EnvFromSource, Pod, PodSpec, SecretEnvSource
 from kubelab.api.kinds.core_v1.volume import (
