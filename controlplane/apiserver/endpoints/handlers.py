@@ -121,7 +121,6 @@ class ResourceHandler:
                 404, "NotFound", "the server could not find the requested resource"
             )
         sub = info.subresource
-        subresource = subresources.rest(store, sub, self.backends) if sub else None
         if sub and sub not in store.info.subresources:
             raise errors.ApiError(
                 404, "NotFound", "the server could not find the requested resource"
@@ -142,8 +141,9 @@ class ResourceHandler:
             and not (info.verb == "create" and info.name)
         ):
             raise errors.bad_request("a namespace is required for this resource")
-        if subresource is not None:
-            return await self._subresource(req, store, subresource)
+        served_by = subresources.rest(store, sub, self.backends)
+        if served_by is not None:
+            return await self._rest(req, store, served_by)
         if sub:
             raise errors.method_not_allowed(f"{store.info.plural}/{sub} is not served yet")
         verb = info.verb
@@ -175,10 +175,11 @@ class ResourceHandler:
             return await self._delete_collection(req, store)
         raise errors.method_not_allowed(f"{verb} is not supported")
 
-    async def _subresource(
+    async def _rest(
         self, req: Request, store: ResourceStore, subresource: object
     ) -> web.StreamResponse:
-        """A subresource's verb, served by the interface its REST object implements."""
+        """A verb served by the interface a REST object implements: a subresource's, or a
+        kind's own where a REST object replaces the store (``bindings``)."""
         info = req.info
         namespace, name = info.namespace, info.name
         if isinstance(subresource, rest.Connecter):

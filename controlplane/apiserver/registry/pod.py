@@ -22,7 +22,8 @@ CREATED = Status(status="Success", code=201)
 
 
 class BindingREST:
-    """``pods/binding``: a Creater taking a Binding that names the pod's node."""
+    """``pods/binding`` (and ``bindings``, the pod named by the Binding): a Creater taking a
+    Binding that names the pod's node."""
 
     body = Binding.kind_info
 
@@ -31,6 +32,7 @@ class BindingREST:
 
     async def create(self, namespace: str, name: str, obj: Resource, ctx: RequestContext) -> Status:
         assert isinstance(obj, Binding)
+        name = name or obj.metadata.name or ""
         if obj.metadata.name and obj.metadata.name != name:
             raise errors.bad_request("the binding's name does not match the pod's")
         target = obj.target

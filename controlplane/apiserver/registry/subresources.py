@@ -4,6 +4,8 @@
 A subresource a kind declares (``KindInfo.subresources``) is served by the object registered
 for the kind here, else by the generic one of its name (``status`` and ``scale`` of any kind,
 custom resources included).  A declared subresource with no REST object is not served yet.
+Registered under the empty name, a REST object serves a kind's own verbs in place of its store:
+``bindings`` binds the pod its Binding names, as upstream's legacy binding storage.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from controlplane.apiserver.registry.store import ResourceStore
 from kubelab.api.kinds.certificates_v1 import CertificateSigningRequest
 from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
 from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
+from kubelab.api.kinds.core_v1.pod import Binding, Pod
 from kubelab.api.meta_v1 import Resource
 
 Factory = Callable[[ResourceStore, Backends], object]
@@ -33,6 +35,7 @@ GENERIC: dict[str, Factory] = {
     "scale": lambda store, _: ScaleREST(store),
 }
 BY_KIND: dict[tuple[type[Resource], str], Factory] = {
+    (Binding, ""): lambda _, backends: pod.BindingREST(backends.store("", "v1", "pods")),
     (Pod, "binding"): lambda store, _: pod.BindingREST(store),
     (Pod, "eviction"): pod.EvictionREST,
     (Pod, "ephemeralcontainers"): lambda store, _: ObjectREST(store, "ephemeralcontainers"),
@@ -46,8 +49,9 @@ BY_KIND: dict[tuple[type[Resource], str], Factory] = {
 
 
 def rest(store: ResourceStore, subresource: str, backends: Backends) -> object | None:
-    """The REST object serving ``subresource`` of the store's kind (None: not served)."""
-    if subresource not in store.info.subresources:
+    """The REST object serving ``subresource`` of the store's kind (None: not served), or
+    the kind's own verbs (``""``; None: its store serves them)."""
+    if subresource and subresource not in store.info.subresources:
         return None
     factory = BY_KIND.get((store.info.cls, subresource)) or GENERIC.get(subresource)
     return factory(store, backends) if factory is not None else None

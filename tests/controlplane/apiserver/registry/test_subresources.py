@@ -92,6 +92,27 @@ async def test_binding_is_created_and_answered_with_a_status(
         assert (await response.json())["spec"]["nodeName"] == "n1"
 
 
+async def test_a_binding_posted_to_bindings_binds_the_pod_it_names(
+    session: aiohttp.ClientSession,
+) -> None:
+    """``bindings`` is served by the binding REST object, as upstream's legacy storage: the
+    pod is bound, no Binding is stored (before, one was, and the pod stayed unscheduled)."""
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p"},
+        "target": {"kind": "Node", "name": "n2"},
+    }
+    path = f"/api/v1/namespaces/{NS}/bindings"
+    code, answer = await send(session, "POST", path, binding, "application/json")
+    assert (code, answer["kind"], answer["status"]) == (201, "Status", "Success")
+    async with session.get(f"/api/v1/namespaces/{NS}/pods/p") as response:
+        assert (await response.json())["spec"]["nodeName"] == "n2"
+    code, answer = await send(session, "POST", path, binding, "application/json")
+    assert (code, answer["reason"]) == (409, "Conflict"), "bound once, as pods/binding"
+    assert answer["message"].endswith('pod p is already assigned to node "n2"')
+
+
 async def test_a_subresource_body_of_another_kind_is_a_400(session: aiohttp.ClientSession) -> None:
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction"}
     path = f"/api/v1/namespaces/{NS}/pods/p/binding"
