@@ -4,6 +4,6 @@ A request is parsed into a ``RequestInfo`` (``requestinfo``), dispatched by ``ha
 REST storage its path names, and answered in the representation the client negotiated
 (``negotiation``: JSON, YAML, protobuf, Tables from ``tables``, PartialObjectMetadata).  Patches
 (``patch``) and server-side apply (``apply``) turn a body into the object a store writes;
-``discovery`` describes what is served; ``audit`` records requests; ``proxy`` relays streams to
-kubelets.  Nothing here decides what an object may be: that is the registry's job.
+``discovery`` describes what is served; ``audit`` records requests.  Nothing here decides what
+an object may be, or how a subresource is served: that is the registry's job.
 """
