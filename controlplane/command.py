@@ -5,7 +5,7 @@ controller-manager (and, given ``--cloud-provider``, the cloud-controller-manage
 in the same event loop as its clients, over HTTPS like any other client, so nothing about
 them differs from running each as its own command.  Each runs as its own identity
 (``<data-dir>/scheduler.kubeconfig``, ``controller-manager.kubeconfig``,
-``cloud-controller-manager.kubeconfig``, see ``controlplane.apiserver.identities``), and the
+``cloud-controller-manager.kubeconfig``, see ``controlplane.apiserver.certs.identities``), and the
 controllers, as kubeadm configures them, each as its own ``kube-system`` service account
 (``--use-service-account-credentials``), so the whole control plane works under
 ``--authorization-mode Node,RBAC``, its default as in k3s and kubeadm clusters, with each part
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controlplane.apiserver import command as apiserver_command
-from controlplane.apiserver import identities
+from controlplane.apiserver.certs import identities
 from controlplane.cloud import command as cloud_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command

@@ -36,7 +36,7 @@ from urllib.parse import unquote
 
 import msgspec
 
-from controlplane.apiserver import patch as patches
+from controlplane.apiserver.endpoints import patch as patches
 from kubelab.api import codec
 from kubelab.api.fieldselector import parse_field_selector
 from kubelab.api.labels import parse_selector

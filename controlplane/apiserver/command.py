@@ -22,9 +22,9 @@ from kubelab import component
 from kubelab.component import boolean, duration, tune_garbage_collector
 
 if TYPE_CHECKING:
-    from controlplane.apiserver.audit import Policy
-    from controlplane.apiserver.encryption import EncryptionConfig
+    from controlplane.apiserver.endpoints.audit import Policy
     from controlplane.apiserver.server import Running
+    from controlplane.apiserver.storage.encryption import EncryptionConfig
     from controlplane.storage.etcd import EtcdTLS
     from controlplane.storage.interface import Store
 
@@ -52,7 +52,7 @@ def _comma_list(text: str) -> list[str]:
 
 
 def _authorization_modes(text: str) -> list[str]:
-    from controlplane.apiserver.authz import MODES
+    from controlplane.apiserver.auth.authz import MODES
 
     modes = _comma_list(text)
     unknown = [m for m in modes if m not in MODES]
@@ -67,7 +67,7 @@ def _authorization_modes(text: str) -> list[str]:
 
 
 def _admission_plugins(args: argparse.Namespace) -> list[str]:
-    from controlplane.apiserver.admission import enabled
+    from controlplane.apiserver.auth.admission import enabled
 
     try:
         return enabled(args.enable_admission_plugins, args.disable_admission_plugins)
@@ -76,7 +76,7 @@ def _admission_plugins(args: argparse.Namespace) -> list[str]:
 
 
 def _encryption_config(text: str) -> EncryptionConfig:
-    from controlplane.apiserver.encryption import ConfigError, load
+    from controlplane.apiserver.storage.encryption import ConfigError, load
 
     try:
         return load(Path(text))
@@ -85,7 +85,7 @@ def _encryption_config(text: str) -> EncryptionConfig:
 
 
 def _audit_policy(text: str) -> Policy:
-    from controlplane.apiserver.audit import PolicyError, load_policy
+    from controlplane.apiserver.endpoints.audit import PolicyError, load_policy
 
     try:
         return load_policy(Path(text))

@@ -9,12 +9,14 @@ Authorization is the union of ``--authorization-mode`` modes (``authz``: AlwaysA
 compatible default, or Node and RBAC).  RBAC, the Node authorizer and the token checks read
 watch caches the server keeps of the objects they need, never storage per request; writes of
 roles and bindings pass upstream's escalation check (``escalation``); the bootstrap RBAC
-policy (``policy``) is reconciled at every start.
+policy (``bootstrappolicy``) is reconciled at every start (``reconcile``).
 
-On first start the server creates its PKI under ``<data-dir>/pki`` (a cluster CA, a serving
-certificate naming every address clients use, its client certificate towards kubelets, and a
-client certificate per component, ``identities``) and writes ``<data-dir>/admin.kubeconfig``
-and one kubeconfig per component beside it.
+On first start ``serve`` has the server's PKI created under ``<data-dir>/pki`` (a cluster CA,
+a serving certificate naming every address clients use and its client certificate towards
+kubelets: ``certs.serving``; a client certificate per component: ``certs.identities``) and
+``<data-dir>/admin.kubeconfig`` with one kubeconfig per component written beside it.  This
+module wires the pieces; the subpackages hold them (``endpoints``, ``registry``, ``auth``,
+``crd``, ``storage``, ``system``, ``certs``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import ipaddress
 import logging
 import platform
 import socket
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,37 +35,33 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
-from cryptography import x509
 
-from controlplane.apiserver import admission as builtin_admission
-from controlplane.apiserver import (
-    apply,
-    audit,
-    auth,
+from controlplane.apiserver import auth, errors
+from controlplane.apiserver.auth import admission as builtin_admission
+from controlplane.apiserver.auth import (
     authn,
     authz,
-    bootstrap,
-    clusterinfo,
-    crd,
-    csradmission,
-    discovery,
-    errors,
+    bootstrappolicy,
     escalation,
-    identities,
-    negotiation,
-    policy,
+    reconcile,
     reviews,
 )
-from controlplane.apiserver.apiserverleases import ApiServerLeases
-from controlplane.apiserver.encryption import EncryptedStore, EncryptionConfig
-from controlplane.apiserver.handlers import Request, ResourceHandler, json_response
-from controlplane.apiserver.nodeauthz import NodeAuthorizer
-from controlplane.apiserver.proxy import KubeletConnector
-from controlplane.apiserver.rbac import RBACAuthorizer
-from controlplane.apiserver.registry import Admission, RequestContext, ResourceStore
-from controlplane.apiserver.requestinfo import RequestInfo, parse
-from controlplane.apiserver.tokens import TokenIssuer
-from controlplane.apiserver.watchcache import WatchCache
+from controlplane.apiserver.auth.admission import certificates
+from controlplane.apiserver.auth.nodeauthz import NodeAuthorizer
+from controlplane.apiserver.auth.rbac import RBACAuthorizer
+from controlplane.apiserver.auth.tokens import TokenIssuer
+from controlplane.apiserver.certs import identities, serving
+from controlplane.apiserver.crd import customresources
+from controlplane.apiserver.endpoints import apply, audit, discovery, negotiation
+from controlplane.apiserver.endpoints.handlers import Request, ResourceHandler, json_response
+from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
+from controlplane.apiserver.registry.proxy import KubeletConnector
+from controlplane.apiserver.registry.rest import Backends
+from controlplane.apiserver.registry.store import Admission, RequestContext, ResourceStore
+from controlplane.apiserver.storage.encryption import EncryptedStore, EncryptionConfig
+from controlplane.apiserver.storage.watchcache import WatchCache
+from controlplane.apiserver.system import bootstrap, clusterinfo
+from controlplane.apiserver.system.apiserverleases import ApiServerLeases
 from controlplane.storage.interface import Store, Unavailable
 from controlplane.storage.metered import MeteredStore
 from kubelab import KUBERNETES_VERSION, __version__
@@ -73,7 +70,6 @@ from kubelab.api.kinds.rbac_v1 import GROUP as RBAC_GROUP
 from kubelab.api.scheme import SCHEME, KindInfo
 from kubelab.clock import Clock, RealClock
 from kubelab.metrics import CONTENT_TYPE, Registry
-from kubelab.pki import CertificateAuthority, KeyPair
 
 log = logging.getLogger(__name__)
 
@@ -130,82 +126,8 @@ class ServerConfig:
         return str(ipaddress.ip_network(self.service_cluster_ip_range)[1])
 
 
-@dataclass
-class PKI:
-    """The files the server keeps under ``<data-dir>/pki``."""
-
-    ca: CertificateAuthority
-    serving: KeyPair
-    serving_cert: Path
-    serving_key: Path
-    ca_cert: Path
-    kubelet_client: KeyPair
-
-
-def ensure_pki(config: ServerConfig) -> PKI:
-    """Create (once) the CA, the serving certificate and the kubelet client certificate."""
-    pki_dir = config.data_dir / "pki"
-    ca = CertificateAuthority.load_or_create(pki_dir)
-    ips = sorted(
-        {
-            "127.0.0.1",
-            config.advertise,
-            config.kubernetes_service_ip,
-            *(s for s in config.extra_sans if _is_ip(s)),
-            *([config.bind_address] if config.bind_address not in ("0.0.0.0", "::") else []),
-        }
-    )
-    dns = sorted(
-        {
-            "localhost",
-            "kubernetes",
-            "kubernetes.default",
-            "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-            socket.gethostname(),
-            *(s for s in config.extra_sans if not _is_ip(s)),
-        }
-    )
-    serving_cert, serving_key = pki_dir / "apiserver.crt", pki_dir / "apiserver.key"
-    serving = (
-        KeyPair.read(pki_dir, "apiserver")
-        if serving_cert.exists() and _names(KeyPair.read(pki_dir, "apiserver")) == (dns, ips)
-        else None
-    )
-    if serving is None:
-        serving = ca.issue("kube-apiserver", server=True, dns_names=dns, ip_addresses=ips)
-        serving.write(pki_dir, "apiserver")
-    kubelet_client = identities.ensure(ca, pki_dir, identities.KUBELET_CLIENT)
-    return PKI(ca, serving, serving_cert, serving_key, pki_dir / "ca.crt", kubelet_client)
-
-
-def write_kubeconfigs(config: ServerConfig, pki: PKI, port: int) -> list[Path]:
-    """``<data-dir>/admin.kubeconfig`` and one kubeconfig per component (``identities``),
-    for the port actually served (port 0 picks one)."""
-    server = f"https://{_host(config.advertise)}:{port}"
-    return identities.write_kubeconfigs(config.data_dir, pki.ca, server)
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _host(address: str) -> str:
     return f"[{address}]" if ":" in address else address
-
-
-def _names(pair: KeyPair) -> tuple[list[str], list[str]]:
-    try:
-        sans = pair.certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-    except x509.ExtensionNotFound:
-        return [], []
-    dns = sorted(sans.value.get_values_for_type(x509.DNSName))
-    ips = sorted(str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress))
-    return dns, ips
 
 
 class APIServer:
@@ -242,9 +164,11 @@ class APIServer:
         self.authenticators = list(authenticators)
         self.tokens: authn.TokenChain | None = None
         self.stores: dict[tuple[str, str, str], ResourceStore] = {}
-        self.allocation = bootstrap.ServiceAllocation(config)
+        self.allocation = bootstrap.ServiceAllocation(
+            config.service_cluster_ip_range, config.service_node_port_range
+        )
         self.leases = ApiServerLeases(
-            self, self.store, self.clock, config.hostname or socket.gethostname()
+            self, config.advertise, self.store, self.clock, config.hostname or socket.gethostname()
         )
         hooks = {("", "v1", "services"): [self.allocation]}
         for info in SCHEME.served():
@@ -283,17 +207,20 @@ class APIServer:
                     self.caches[(RBAC_GROUP, "v1", "roles")],
                     self.caches[(RBAC_GROUP, "v1", "clusterroles")],
                 ),
-                csradmission.certificate_requests(self.authorizer),
+                certificates.certificate_requests(self.authorizer),
                 *admission,
             ],
         )
         for resource_store in self.stores.values():
             resource_store.admission = [admit]
-        self.crds = crd.Controller(self)
+        self.crds = customresources.Controller(self, self.clock)
+        self.backends = Backends(self)
+        """The kubelet client and token issuer subresources use, set by ``serve``."""
         self.handler = ResourceHandler(
             self.lookup,
             self.clock,
             reviews.reviewers(self.authorizer, self.authorization.rules_for, self._token_reviewer),
+            self.backends,
             config.bookmark_interval,
         )
         self.handler.caches = self.read_cache
@@ -351,14 +278,14 @@ class APIServer:
             return NodeAuthorizer(
                 self.caches[("", "v1", "pods")],
                 self.caches[("", "v1", "persistentvolumeclaims")],
-                policy.NODE_RULES,
+                bootstrappolicy.NODE_RULES,
             )
         raise ValueError(f"unknown authorization mode {name!r} (one of {', '.join(authz.MODES)})")
 
     def use_token_issuer(self, issuer: TokenIssuer) -> None:
         """Issue service-account tokens with ``issuer`` and accept bearer tokens: the static
         file's, service-account JWTs verified with the issuer's key, and bootstrap tokens."""
-        self.handler.tokens = issuer
+        self.backends.tokens = issuer
         config = self.config
         audiences = list(config.api_audiences) or [issuer.issuer]
         service_accounts = authn.ServiceAccountTokens(
@@ -401,6 +328,11 @@ class APIServer:
                 log.exception("compaction to revision %d failed", previous)
             previous = current
 
+    @property
+    def url(self) -> str:
+        """Where clients reach this server: its advertised address and the port served."""
+        return f"https://{_host(self.config.advertise)}:{self.port}"
+
     def lookup(self, group: str, version: str, plural: str) -> ResourceStore | None:
         return self.stores.get((group, version, plural))
 
@@ -432,8 +364,8 @@ class APIServer:
         """Create the cluster's bootstrap objects for the port served; ready once they exist."""
         self.port = port
         await bootstrap.repair(self, self.allocation)
-        await bootstrap.ensure_objects(self)
-        await policy.reconcile(self)
+        await bootstrap.ensure_objects(self, self.config.kubernetes_service_ip, port)
+        await reconcile.reconcile(self)
         for cache in self.caches.values():
             await cache.start()
         for store in list(self.stores.values()):
@@ -682,15 +614,6 @@ class APIServer:
                 return web.Response(body=self._openapi_cache[key], content_type="application/json")
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
 
-    # Serving.
-
-    def ssl_context(self, pki: PKI) -> ssl.SSLContext:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(pki.serving_cert, pki.serving_key)
-        context.load_verify_locations(cafile=str(pki.ca_cert))
-        context.verify_mode = ssl.CERT_OPTIONAL
-        return context
-
 
 @dataclass
 class Running:
@@ -699,7 +622,7 @@ class Running:
     server: APIServer
     runner: web.AppRunner
     port: int
-    pki: PKI
+    pki: serving.PKI
     compactor: asyncio.Task[None]
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -718,13 +641,21 @@ class Running:
 async def serve(server: APIServer) -> Running:
     """Start serving HTTPS on the configured address (port 0: any free port)."""
     config = server.config
-    pki = ensure_pki(config)
+    pki = serving.ensure(
+        config.data_dir / "pki",
+        [
+            config.advertise,
+            config.kubernetes_service_ip,
+            *config.extra_sans,
+            *([config.bind_address] if config.bind_address not in ("0.0.0.0", "::") else []),
+        ],
+    )
     kubelet_ca = (
         config.kubelet_certificate_authority.read_bytes()
         if config.kubelet_certificate_authority is not None
         else None
     )
-    server.handler.kubelets = KubeletConnector(kubelet_ca, pki.kubelet_client)
+    server.backends.kubelets = KubeletConnector(kubelet_ca, pki.kubelet_client)
     server.use_token_issuer(TokenIssuer.load_or_create(config.data_dir / "pki"))
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
@@ -732,18 +663,18 @@ async def serve(server: APIServer) -> Running:
         runner,
         config.bind_address,
         config.secure_port,
-        ssl_context=server.ssl_context(pki),
+        ssl_context=pki.server_context(),
         reuse_address=True,
     )
     await site.start()
     port = int(runner.addresses[0][1])
     try:
         await server.start(port)
-        await clusterinfo.publish(server, pki.ca.cert_pem)
+        await clusterinfo.publish(server, server.url, pki.ca.cert_pem)
     except BaseException:
         await runner.cleanup()
         raise
-    write_kubeconfigs(config, pki, port)
+    identities.write_kubeconfigs(config.data_dir, pki.ca, server.url)
     compactor = asyncio.create_task(server.compact_forever(), name="compactor")
     return Running(server, runner, port, pki, compactor)
 

@@ -81,7 +81,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from controlplane import bootstraptoken
-from controlplane.apiserver.tokens import TokenIssuer
+from controlplane.apiserver.auth.tokens import TokenIssuer
 from kubelab.api.kinds.apps_v1 import Deployment
 from kubelab.api.kinds.core_v1.node import Node as NodeObject
 from kubelab.api.meta_v1 import Resource

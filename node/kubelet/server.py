@@ -1,7 +1,8 @@
 """The kubelet's HTTPS server (port 10250): pods, logs, exec, attach and port-forward.
 
 The API server reaches it with its kubelet-client certificate to serve ``pods/log``,
-``pods/exec``, ``pods/attach`` and ``pods/portforward`` (see controlplane/apiserver/proxy.py):
+``pods/exec``, ``pods/attach`` and ``pods/portforward`` (see
+controlplane/apiserver/registry/proxy.py):
 
 - ``GET /healthz`` → ``ok``, without a client certificate (like upstream's healthz port);
 - ``GET /pods`` → a v1 PodList of the pods the kubelet runs;

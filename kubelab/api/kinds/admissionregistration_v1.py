@@ -246,7 +246,7 @@ _condition_compiler: ExpressionCompiler | None = None
 
 def use_condition_compiler(compiler: ExpressionCompiler | None) -> None:
     """Install the compiler webhooks' match conditions are checked with
-    (``controlplane.apiserver.cel`` installs its own on import)."""
+    (``controlplane.apiserver.crd.cel`` installs its own on import)."""
     global _condition_compiler
     _condition_compiler = compiler
 

@@ -6,7 +6,7 @@ one or more versions, each with an OpenAPI v3 schema (``JSONSchemaProps``, recur
 schema checks here are the per-node rules upstream applies and the structural-schema basics
 (every specified field typed, object at the root).  CEL rules (``x-kubernetes-validations``) are
 compiled by the compiler the API server installs with ``use_rule_compiler`` (its
-``controlplane.apiserver.cel``, which this package may not import); without one they are kept as
+``controlplane.apiserver.crd.cel``, which this package may not import); without one they are kept as
 written.  Defaults in schemas are not checked against the schema.
 """
 
@@ -91,7 +91,7 @@ _rule_compiler: RuleCompiler | None = None
 
 def use_rule_compiler(compiler: RuleCompiler | None) -> None:
     """Install the compiler ``ValidationRule`` checks its ``rule`` and ``messageExpression``
-    with (``controlplane.apiserver.cel`` installs its own on import)."""
+    with (``controlplane.apiserver.crd.cel`` installs its own on import)."""
     global _rule_compiler
     _rule_compiler = compiler
 

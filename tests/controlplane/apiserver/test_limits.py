@@ -11,8 +11,8 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from controlplane.apiserver.auth import AUTHENTICATED, User
+from controlplane.apiserver.endpoints.requestinfo import parse
 from controlplane.apiserver.errors import ApiError
-from controlplane.apiserver.requestinfo import parse
 from controlplane.apiserver.server import APIServer, ServerConfig
 from controlplane.storage.sqlite import SQLiteStore
 

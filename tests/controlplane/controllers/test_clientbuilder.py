@@ -77,7 +77,7 @@ async def test_a_controller_gets_its_account_and_a_fresh_token() -> None:
 
 
 def test_every_controller_has_a_service_account_with_a_role() -> None:
-    from controlplane.apiserver.policy import controller_roles, namespace_roles
+    from controlplane.apiserver.auth.bootstrappolicy import controller_roles, namespace_roles
     from controlplane.controllers.registry import CONTROLLERS, SERVICE_ACCOUNTS
 
     assert set(SERVICE_ACCOUNTS) == set(CONTROLLERS)

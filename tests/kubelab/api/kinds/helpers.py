@@ -8,7 +8,7 @@ import datetime
 from collections.abc import Iterable
 from typing import Any
 
-from controlplane.apiserver.patch import apply_merge_patch
+from controlplane.apiserver.endpoints.patch import apply_merge_patch
 from kubelab.api import walk
 from kubelab.api.codec import from_builtins
 from kubelab.api.errors import ErrorType

@@ -1,0 +1,873 @@
+"""CEL: the validation rules (``x-kubernetes-validations``) of CustomResourceDefinitions, and
+admission webhooks' ``matchConditions`` (``ADMISSION``, at the end).
+
+A CRD's schema may carry, at any node, rules written in CEL; upstream's API server evaluates
+them after pruning, defaulting and the OpenAPI checks, and so does ours, with the pure-Python
+interpreter of ``cel-python`` (``celpy``).  ``controlplane.apiserver.crd.schema`` walks the
+schema beside the value; this module does what happens at one node:
+
+- **Compiling.**  A rule (and a ``messageExpression``) is parsed once and cached by its text.
+  celpy resolves names only when it evaluates, so compiling also walks the syntax tree and
+  rejects what upstream's type checker would: a variable other than ``self``, ``oldSelf``, a
+  type name or a macro's bound variable, and a function this module does not provide.  The
+  problem reads like cel-go's (``compilation failed: ERROR: <input>:1:6: undeclared reference
+  to 'foo' (in container '')`` with the line and a caret); CRD validation
+  (``kubelab.api.kinds.apiextensions_v1``) reports it at ``x-kubernetes-validations[i].rule``
+  through the compiler this module installs there on import (``kubelab.api`` may not import the
+  control plane).
+- **Binding.**  ``self`` is the node's value, converted by its schema as upstream's
+  ``UnstructuredToVal`` does: ``integer`` → int, ``number`` → double (``1`` included),
+  ``string`` with ``format`` ``date-time``/``date`` → timestamp, ``duration`` → duration,
+  ``byte`` → bytes (a string that does not parse stays a string), objects → maps whose
+  declared property names are escaped as upstream (``x-y`` → ``x__dash__y``, ``a.b`` →
+  ``a__dot__b``, ``namespace`` → ``__namespace__``, ``__`` → ``__underscores__``), values
+  without a type (``x-kubernetes-int-or-string``, preserved unknown fields) by their JSON type.
+  ``oldSelf`` is the value at the same path in the old object; a rule that uses it (a
+  transition rule) is evaluated only on update and only where the old object has a value
+  there: map keys and properties correlate by name, list items only in
+  ``x-kubernetes-list-type: map`` lists, by their keys.
+- **Reporting.**  A rule that is not true yields, at the node's path (or the rule's
+  ``fieldPath`` below it), an error of the rule's ``reason`` (``FieldValueInvalid`` by
+  default; ``FieldValueForbidden``, ``FieldValueRequired``, ``FieldValueDuplicate``) whose
+  value is the schema's type name and whose detail is the ``messageExpression``'s result, else
+  the ``message``, else ``failed rule: <rule>`` — as upstream: ``spec: Invalid value:
+  "object": failed rule: self.minReplicas <= self.maxReplicas``.  An evaluation error is
+  ``<error> evaluating rule: <rule or message>`` (``no such key: foo``, ``division by zero``,
+  ...), a mismatched overload ``'no such overload': call arguments did not match a supported
+  operator, function or macro signature for rule: ...``.
+- **Budget.**  celpy cannot count upstream's cost units, so a ``Budget`` bounds the number of
+  rule evaluations of one request (``MAX_EVALUATIONS``); when it runs out, the node reports
+  upstream's ``validation failed due to running out of cost budget, no further validation rules
+  will be run`` and the walk stops.
+
+What a rule may use: field selection and indexing, ``has()``, ``size()``, the comparison,
+arithmetic, logical and ternary operators, ``in`` on lists and maps, list and map literals,
+the macros ``all``, ``exists``, ``exists_one``, ``map``, ``filter``; celpy's standard library:
+``startsWith``, ``endsWith``, ``contains``, ``matches``, conversions ``int``, ``uint``,
+``double``, ``string``, ``bool``, ``bytes``, ``duration``, ``timestamp``, ``type``, and the
+timestamp accessors (``getFullYear``, ``getHours``, ...); ``dyn()``; and the cheap Kubernetes
+extensions added here: on strings ``lowerAscii``, ``upperAscii``, ``trim``, ``replace``,
+``split``, ``substring``, ``charAt``, ``indexOf``, ``lastIndexOf``; on lists ``join``,
+``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``.
+
+Not done: static types (a rule that is not boolean, or compares an int with a string, fails
+when evaluated, not when the CRD is written), heterogeneous numeric equality (``1 == 1.0`` is
+an error in celpy), the other Kubernetes libraries (``quantity``, ``url``, ``ip``, ``cidr``,
+``format``, regex ``find``, optionals and ``optionalOldSelf``), cost estimation, the
+``apiVersion``/``kind``/``metadata`` of a root ``self``, and validation ratcheting.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import celpy
+import lark
+from celpy import celtypes
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError, base_functions
+
+from controlplane.apiserver.auth import Authorizer, User
+from controlplane.apiserver.endpoints.requestinfo import RequestInfo
+from kubelab.api.errors import ErrorList, ErrorType, Path
+from kubelab.api.kinds import admissionregistration_v1, apiextensions_v1
+
+Schema = dict[str, Any]
+
+VALIDATIONS = "x-kubernetes-validations"
+MAX_EVALUATIONS = 10_000
+"""Rule evaluations one request may spend (messageExpressions count too)."""
+MAX_MESSAGE_BYTES = 5 * 1024
+"""Upstream's limit on an evaluated messageExpression."""
+
+SELF = "self"
+OLD_SELF = "oldSelf"
+OUT_OF_BUDGET = (
+    "validation failed due to running out of cost budget, no further validation rules will be run"
+)
+
+
+class CompileError(Exception):
+    """A rule that does not compile; ``str()`` is cel-go-like issue text (``ERROR: ...``)."""
+
+
+class EvaluationError(Exception):
+    """A rule whose evaluation failed; ``str()`` is the error as cel-go words it."""
+
+
+# Compiling.
+
+
+@dataclass(frozen=True, eq=False)
+class Declarations:
+    """What an expression may name: its variables and its functions (one object per kind of
+    expression, compared by identity, so that compiled programs are cached per kind)."""
+
+    variables: frozenset[str]
+    functions: Mapping[str, Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class Program:
+    """One compiled expression, ready to evaluate any number of times (and thread-safe)."""
+
+    text: str
+    uses_old_self: bool
+    runner: celpy.Runner
+
+    def evaluate(self, variables: Mapping[str, celtypes.Value]) -> celtypes.Value:
+        """The expression's value; raise ``EvaluationError`` for any failure.
+
+        celpy is a third-party interpreter walking user input: any exception it raises (a
+        ``RecursionError`` on deep nesting included) is the rule's failure, never the server's.
+        """
+        try:
+            result = self.runner.evaluate(dict(variables))
+        except CELEvalError as error:
+            raise EvaluationError(_eval_message(error)) from error
+        except Exception as error:
+            raise EvaluationError(str(error) or type(error).__name__) from error
+        if isinstance(result, CELEvalError):
+            raise EvaluationError(_eval_message(result))
+        return result
+
+
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_TYPE_NAMES = frozenset(
+    {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"}
+)
+_lock = threading.Lock()
+_cache: dict[tuple[str, Declarations], Program | CompileError] = {}
+_environment: celpy.Environment | None = None
+
+
+def compile_expression(text: str, declarations: Declarations | None = None) -> Program:
+    """The compiled form of ``text`` (cached) for a kind of expression (default: CRD rules);
+    raise ``CompileError`` when it does not compile."""
+    declared = declarations or RULES
+    with _lock:
+        found = _cache.get((text, declared))
+    if found is None:
+        try:
+            found = _compile(text, declared)
+        except CompileError as error:
+            found = error
+        with _lock:
+            _cache[(text, declared)] = found
+    if isinstance(found, CompileError):
+        raise found
+    return found
+
+
+def compile_problem(text: str, declarations: Declarations | None = None) -> str | None:
+    """Why ``text`` does not compile (cel-go-like issue text), or None."""
+    try:
+        compile_expression(text, declarations)
+    except CompileError as error:
+        return str(error)
+    return None
+
+
+def _env() -> celpy.Environment:
+    global _environment
+    if _environment is None:
+        # celpy raises the interpreter's recursion limit (to 2500) here, once.
+        _environment = celpy.Environment()
+    return _environment
+
+
+def _compile(text: str, declarations: Declarations) -> Program:
+    env = _env()
+    try:
+        tree = env.compile(text)
+    except CELParseError as error:
+        line, column = error.line or 1, error.column or 1
+        raise CompileError(_issue(text, line, column, "Syntax error: unexpected input")) from error
+    except Exception as error:  # lark's other failures on odd input: still a syntax error
+        raise CompileError(_issue(text, 1, 1, f"Syntax error: {error}")) from error
+    uses_old_self = _check_names(text, tree, declarations)
+    return Program(text, uses_old_self, env.program(tree, functions=dict(declarations.functions)))
+
+
+def _issue(text: str, line: int, column: int, message: str) -> str:
+    """cel-go's issue format: the position, the message, the source line and a caret."""
+    lines = text.split("\n")
+    source = lines[line - 1] if 0 < line <= len(lines) else ""
+    caret = "." * max(column - 1, 0) + "^"
+    return f"ERROR: <input>:{line}:{column}: {message}\n | {source}\n | {caret}"
+
+
+def _check_names(text: str, tree: lark.Tree[Any], declarations: Declarations) -> bool:
+    """Reject the names upstream's checker would not resolve; whether ``oldSelf`` is used."""
+    bound = _bound_variables(tree)
+    functions = declarations.functions
+    uses_old_self = False
+    for node in _top_down(tree):
+        if node.data == "ident":
+            name = node.children[0]
+            if name not in declarations.variables and name not in bound | _TYPE_NAMES:
+                _undeclared(text, name)
+            uses_old_self = uses_old_self or name == OLD_SELF
+        elif node.data == "ident_arg":
+            name = node.children[0]
+            if name != "has" and name not in functions:
+                _undeclared(text, name)
+        elif node.data == "member_dot_arg":
+            name = node.children[1]
+            if name not in _MACROS and name not in functions:
+                _undeclared(text, name)
+    return uses_old_self
+
+
+def _top_down(tree: lark.Tree[Any]) -> Iterator[lark.Tree[Any]]:
+    """The subtrees of ``tree`` in source order (so the first error reported is the leftmost)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(c for c in reversed(node.children) if isinstance(c, lark.Tree))
+
+
+def _undeclared(text: str, name: Any) -> None:
+    """Raise cel-go's error for a name (a lark token, which knows its position)."""
+    line = getattr(name, "line", None) or 1
+    column = getattr(name, "column", None) or 1
+    message = f"undeclared reference to '{name}' (in container '')"
+    raise CompileError(_issue(text, line, column, message))
+
+
+def _bound_variables(tree: lark.Tree[Any]) -> set[str]:
+    """The variables the macros in ``tree`` bind (their first argument)."""
+    bound: set[str] = set()
+    for node in tree.iter_subtrees():
+        if node.data != "member_dot_arg" or node.children[1] not in _MACROS:
+            continue
+        args = node.children[2] if len(node.children) > 2 else None
+        if not isinstance(args, lark.Tree) or not args.children:
+            continue
+        first = args.children[0]
+        if isinstance(first, lark.Tree):
+            for sub in first.iter_subtrees():
+                if sub.data == "ident":
+                    bound.add(str(sub.children[0]))
+    return bound
+
+
+def _eval_message(error: CELEvalError) -> str:
+    """celpy's error in cel-go's words (what upstream's messages show)."""
+    args = error.args
+    message = str(args[0]) if args else "evaluation error"
+    kind = args[1] if len(args) > 1 else None
+    if kind is KeyError and message.startswith("no such member"):
+        key = message.split(":", 1)[1].strip().strip("'") if ":" in message else ""
+        return f"no such key: {key}"
+    if kind is ZeroDivisionError:
+        return "division by zero"
+    if kind is IndexError:
+        return "index out of bounds"
+    if message.startswith("Attempt to reduce an empty sequence"):  # celpy's own min()
+        return "min called on empty list"
+    if message == "return error for overflow":
+        return "integer overflow"
+    if kind is TypeError and ("no such overload" in message or "no matching overload" in message):
+        return "no such overload"
+    if "does not support field selection" in message:
+        return "no such overload"
+    return message
+
+
+# Binding JSON values to CEL values.
+
+
+_RESERVED = frozenset(
+    {
+        "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+        "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+        "void", "while",
+    }
+)  # fmt: skip
+_ESCAPES = {"__": "__underscores__", ".": "__dot__", "-": "__dash__", "/": "__slash__"}
+
+
+def escape(name: str) -> str | None:
+    """The name a property has in CEL (upstream's escaping), or None if it has none."""
+    if not name or name[0].isdigit():
+        return None
+    if name in _RESERVED:
+        return f"__{name}__"
+    out: list[str] = []
+    i = 0
+    while i < len(name):
+        if name.startswith("__", i):
+            out.append(_ESCAPES["__"])
+            i += 2
+            continue
+        c = name[i]
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif c.isascii() and (c.isalnum() or c == "_"):
+            out.append(c)
+        else:
+            return None
+        i += 1
+    return "".join(out)
+
+
+def to_cel(value: Any, schema: Schema | None) -> celtypes.Value:
+    """``value`` (plain JSON) as the CEL value its schema makes it."""
+    schema = schema or {}
+    if value is None:
+        return None
+    kind = schema.get("type")
+    if isinstance(value, dict) and kind in ("object", None):
+        properties: dict[str, Schema] = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        result = celtypes.MapType()
+        for key, item in value.items():
+            if key in properties:
+                name = escape(key)
+                if name is not None:
+                    result[celtypes.StringType(name)] = to_cel(item, properties[key])
+            else:
+                sub = additional if isinstance(additional, dict) else None
+                result[celtypes.StringType(key)] = to_cel(item, sub)
+        return result
+    if isinstance(value, list) and kind in ("array", None):
+        items = schema.get("items")
+        sub = items if isinstance(items, dict) else None
+        return celtypes.ListType([to_cel(item, sub) for item in value])
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int | float):
+        if kind == "number" or (kind is None and isinstance(value, float)):
+            return celtypes.DoubleType(float(value))
+        if isinstance(value, float) and not value.is_integer():
+            return celtypes.DoubleType(value)
+        return celtypes.IntType(int(value))
+    if isinstance(value, str):
+        return _string(value, schema.get("format") if kind == "string" else None)
+    return _dynamic(value)
+
+
+def _string(value: str, fmt: Any) -> celtypes.Value:
+    try:
+        if fmt in ("date-time", "date"):
+            return celtypes.TimestampType(value)
+        if fmt == "duration":
+            return celtypes.DurationType(value)
+        if fmt == "byte":
+            return celtypes.BytesType(base64.b64decode(value, validate=True))
+    except (ValueError, TypeError, OverflowError, binascii.Error):
+        pass
+    return celtypes.StringType(value)
+
+
+def to_cel_json(value: Any) -> celtypes.Value:
+    """A JSON value without a schema (an admission request's object) as a CEL value."""
+    return _dynamic(value)
+
+
+def _dynamic(value: Any) -> celtypes.Value:
+    if isinstance(value, dict):
+        return celtypes.MapType({celtypes.StringType(k): _dynamic(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return celtypes.ListType([_dynamic(v) for v in value])
+    return to_cel(value, {})
+
+
+# Evaluating one node's rules.
+
+
+class Budget:
+    """How many rule evaluations a request may still spend."""
+
+    def __init__(self, limit: int = MAX_EVALUATIONS) -> None:
+        self.remaining = limit
+        self._exhausted = False
+
+    def spend(self) -> bool:
+        """Take one evaluation; False (and ``exhausted()`` from then on) when none is left."""
+        if self.remaining <= 0:
+            self._exhausted = True
+            return False
+        self.remaining -= 1
+        return True
+
+    def exhausted(self) -> bool:
+        """Whether an evaluation was refused: the walk stops."""
+        return self._exhausted
+
+
+_REASONS = {
+    "FieldValueForbidden": ErrorType.FORBIDDEN,
+    "FieldValueRequired": ErrorType.REQUIRED,
+    "FieldValueDuplicate": ErrorType.DUPLICATE,
+}
+
+
+def rules_of(schema: Schema) -> list[dict[str, Any]]:
+    """A schema node's rules (``x-kubernetes-validations``)."""
+    rules = schema.get(VALIDATIONS)
+    return [r for r in rules if isinstance(r, dict)] if isinstance(rules, list) else []
+
+
+def has_rules(schema: Any) -> bool:
+    """Whether a schema has rules at any node (below properties, items, additionalProperties
+    and allOf): upstream builds a CEL validator, and gates it on blocking errors, only then."""
+    if not isinstance(schema, dict):
+        return False
+    if rules_of(schema):
+        return True
+    below = [
+        *(schema.get("properties") or {}).values(),
+        schema.get("items"),
+        schema.get("additionalProperties"),
+        *(schema.get("allOf") or ()),
+    ]
+    return any(has_rules(sub) for sub in below)
+
+
+def evaluate_rules(
+    schema: Schema,
+    value: Any,
+    old: Any,
+    path: Path,
+    errors: ErrorList,
+    budget: Budget,
+    transitions_only: bool = False,
+) -> None:
+    """Evaluate the rules of one node (``value`` not null; ``old`` None when there is no old
+    value at this path) and append an error for each that does not hold.  With
+    ``transitions_only``, only the rules that use ``oldSelf``."""
+    rules = rules_of(schema)
+    if not rules or value is None:
+        return
+    type_name = str(schema.get("type") or "")
+    variables: dict[str, celtypes.Value] | None = None
+    for rule in rules:
+        text = str(rule.get("rule") or "").strip()
+        if not text:
+            continue
+        try:
+            program = compile_expression(text)
+        except CompileError as error:
+            if not transitions_only:
+                errors.invalid(path, type_name, f"rule compile error: compilation failed: {error}")
+            continue
+        if (program.uses_old_self and old is None) or (
+            transitions_only and not program.uses_old_self
+        ):
+            continue
+        if not budget.spend():
+            errors.invalid(path, type_name, OUT_OF_BUDGET)
+            return
+        if variables is None:
+            variables = {SELF: to_cel(value, schema)}
+            if old is not None:
+                variables[OLD_SELF] = to_cel(old, schema)
+        described = _rule_string(rule, text)
+        try:
+            result = program.evaluate(variables)
+            if not isinstance(result, celtypes.BoolType):
+                raise EvaluationError("cel expression must evaluate to a bool")
+        except EvaluationError as error:
+            if str(error) == "no such overload":
+                detail = (
+                    f"'{error}': call arguments did not match a supported operator, function "
+                    f"or macro signature for rule: {described}"
+                )
+            else:
+                detail = f"{error} evaluating rule: {described}"
+            errors.invalid(path, type_name, detail)
+            continue
+        if result:
+            continue
+        detail = _message_expression(rule, variables, budget) or _default_message(rule, text)
+        where = _field_path(path, schema, rule.get("fieldPath"))
+        _report(where, type_name, detail, rule.get("reason"), errors)
+
+
+def _rule_string(rule: Mapping[str, Any], text: str) -> str:
+    message = str(rule.get("message") or "").strip()
+    return message or text
+
+
+def _default_message(rule: Mapping[str, Any], text: str) -> str:
+    message = str(rule.get("message") or "").strip()
+    return message or f"failed rule: {text}"
+
+
+def _message_expression(
+    rule: Mapping[str, Any], variables: Mapping[str, celtypes.Value], budget: Budget
+) -> str | None:
+    """The evaluated messageExpression, or None (no expression, or it failed: upstream then
+    falls back to the message)."""
+    text = str(rule.get("messageExpression") or "").strip()
+    if not text or not budget.spend():
+        return None
+    try:
+        result = compile_expression(text).evaluate(variables)
+    except (CompileError, EvaluationError):
+        return None
+    if not isinstance(result, str):
+        return None
+    message = result.strip()
+    if not message or "\n" in message or len(message.encode()) > MAX_MESSAGE_BYTES:
+        return None
+    return message
+
+
+def _report(path: Path, value: str, detail: str, reason: Any, errors: ErrorList) -> None:
+    kind = _REASONS.get(str(reason), ErrorType.INVALID)
+    if kind is ErrorType.INVALID:
+        errors.invalid(path, value, detail)
+    elif kind is ErrorType.FORBIDDEN:
+        errors.forbidden(path, detail)
+    elif kind is ErrorType.REQUIRED:
+        errors.required(path, detail)
+    else:
+        errors.duplicate(path, value)
+
+
+def _field_path(base: Path, schema: Schema, text: Any) -> Path:
+    """``base`` extended by a rule's ``fieldPath`` (``.spec.x``, ``['key']``), walking the schema
+    so that map keys render as ``[key]``; ``base`` when the path does not parse."""
+    if not isinstance(text, str) or not text.strip():
+        return base
+    tokens = _field_path_tokens(text.strip())
+    if tokens is None:
+        return base
+    path, node = base, schema
+    for name in tokens:
+        properties = node.get("properties") or {}
+        additional = node.get("additionalProperties")
+        if name in properties:
+            path, node = path.child(name), properties[name]
+        elif isinstance(additional, dict):
+            path, node = path.key(name), additional
+        else:
+            return base
+    return path
+
+
+def _field_path_tokens(text: str) -> list[str] | None:
+    tokens: list[str] = []
+    i = 0
+    while i < len(text):
+        if text[i] == ".":
+            j = i + 1
+            while j < len(text) and text[j] not in ".[":
+                j += 1
+            if j == i + 1:
+                return None
+            tokens.append(text[i + 1 : j])
+            i = j
+        elif text.startswith("['", i):
+            end = text.find("']", i + 2)
+            if end < 0:
+                return None
+            tokens.append(text[i + 2 : end].replace("\\'", "'").replace("\\\\", "\\"))
+            i = end + 2
+        else:
+            return None
+    return tokens
+
+
+# Functions beyond celpy's standard library (Kubernetes' strings and lists extensions).
+
+Result = celtypes.Value | CELEvalError
+"""What a function returns: a value, or the error CEL propagates (celpy turns a raised
+``TypeError`` into ``no such overload``)."""
+
+
+def _string_arg(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"no such overload: {type(value).__name__}")
+    return value
+
+
+def _lower_ascii(s: Any) -> celtypes.Value:
+    text = _string_arg(s)
+    return celtypes.StringType("".join(c.lower() if c.isascii() else c for c in text))
+
+
+def _upper_ascii(s: Any) -> celtypes.Value:
+    text = _string_arg(s)
+    return celtypes.StringType("".join(c.upper() if c.isascii() else c for c in text))
+
+
+def _trim(s: Any) -> celtypes.Value:
+    return celtypes.StringType(_string_arg(s).strip())
+
+
+def _replace(s: Any, old: Any, new: Any, n: Any = -1) -> celtypes.Value:
+    return celtypes.StringType(_string_arg(s).replace(_string_arg(old), _string_arg(new), int(n)))
+
+
+def _split(s: Any, sep: Any, n: Any = -1) -> celtypes.Value:
+    text, separator, limit = _string_arg(s), _string_arg(sep), int(n)
+    if limit == 0:
+        return celtypes.ListType()
+    if separator == "":
+        parts = list(text) if limit < 0 else [*text[: limit - 1], text[limit - 1 :]]
+    else:
+        parts = text.split(separator, limit - 1 if limit > 0 else -1)
+    return celtypes.ListType([celtypes.StringType(p) for p in parts])
+
+
+def _substring(s: Any, start: Any, end: Any = None) -> Result:
+    text = _string_arg(s)
+    low, high = int(start), len(text) if end is None else int(end)
+    if not 0 <= low <= high <= len(text):
+        return CELEvalError(f"index out of range: {low if low > len(text) or low < 0 else high}")
+    return celtypes.StringType(text[low:high])
+
+
+def _char_at(s: Any, i: Any) -> Result:
+    text, index = _string_arg(s), int(i)
+    if not 0 <= index <= len(text):
+        return CELEvalError(f"index out of range: {index}")
+    return celtypes.StringType(text[index : index + 1])
+
+
+def _index_of(target: Any, item: Any, offset: Any = 0) -> celtypes.Value:
+    if isinstance(target, list):
+        for i, found in enumerate(target):
+            if found == item:
+                return celtypes.IntType(i)
+        return celtypes.IntType(-1)
+    return celtypes.IntType(_string_arg(target).find(_string_arg(item), int(offset)))
+
+
+def _last_index_of(target: Any, item: Any) -> celtypes.Value:
+    if isinstance(target, list):
+        for i in range(len(target) - 1, -1, -1):
+            if target[i] == item:
+                return celtypes.IntType(i)
+        return celtypes.IntType(-1)
+    return celtypes.IntType(_string_arg(target).rfind(_string_arg(item)))
+
+
+def _join(items: Any, sep: Any = "") -> celtypes.Value:
+    if not isinstance(items, list):
+        raise TypeError("no such overload: join")
+    return celtypes.StringType(_string_arg(sep).join(_string_arg(i) for i in items))
+
+
+def _list_arg(value: Any) -> Sequence[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"no such overload: {type(value).__name__}")
+    return value
+
+
+def _is_sorted(items: Any) -> celtypes.Value:
+    values = _list_arg(items)
+    return celtypes.BoolType(all(values[i] <= values[i + 1] for i in range(len(values) - 1)))
+
+
+def _sum(items: Any) -> celtypes.Value:
+    values = _list_arg(items)
+    if not values:
+        return celtypes.IntType(0)
+    total = values[0]
+    for v in values[1:]:
+        total = total + v
+    result: celtypes.Value = total
+    return result
+
+
+def _extreme(pick: Callable[[Any, Any], bool], name: str) -> Callable[..., Result]:
+    def extreme(*args: Any) -> Result:
+        values = _list_arg(args[0]) if len(args) == 1 else list(args)
+        if not values:
+            return CELEvalError(f"{name} called on empty list")
+        best = values[0]
+        for v in values[1:]:
+            if pick(v, best):
+                best = v
+        result: celtypes.Value = best
+        return result
+
+    return extreme
+
+
+def _dyn(value: Any) -> celtypes.Value:
+    result: celtypes.Value = value
+    return result
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    **{
+        name: function
+        for name, function in base_functions.items()
+        if name.isidentifier() and callable(function)
+    },
+    "dyn": _dyn,
+    "lowerAscii": _lower_ascii,
+    "upperAscii": _upper_ascii,
+    "trim": _trim,
+    "replace": _replace,
+    "split": _split,
+    "substring": _substring,
+    "charAt": _char_at,
+    "indexOf": _index_of,
+    "lastIndexOf": _last_index_of,
+    "join": _join,
+    "isSorted": _is_sorted,
+    "sum": _sum,
+    "min": _extreme(lambda a, b: a < b, "min"),
+    "max": _extreme(lambda a, b: a > b, "max"),
+}
+"""The functions rules may call: celpy's standard library and the extensions above."""
+
+RULES = Declarations(frozenset({SELF, OLD_SELF}), FUNCTIONS)
+"""CRD validation rules: ``self`` and ``oldSelf``."""
+
+
+# The authorizer library of admission expressions.
+
+
+class AuthorizerValue(celtypes.MessageType):
+    """CEL's ``authorizer``: checks the request's user may do something else.  Its one field,
+    ``requestResource``, is a check of the resource the request is about."""
+
+    def __init__(self, authorize: Authorizer, user: User, request: RequestInfo) -> None:
+        super().__init__()
+        self.authorize = authorize
+        self.user = user
+        # celpy carries any Python object as a value; the library's objects are opaque to it.
+        self[celtypes.StringType("requestResource")] = cast(
+            celtypes.Value,
+            _Check(
+                self,
+                group=request.group,
+                resource=request.resource,
+                subresource=request.subresource,
+                namespace=request.namespace,
+                name=request.name,
+                resource_check=True,
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class _Check:
+    """A path or resource check being built (``authorizer.group('apps').resource(...)``)."""
+
+    authorizer: AuthorizerValue
+    path: str = ""
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    resource_check: bool = False
+
+
+@dataclass(frozen=True)
+class _Decision:
+    allowed: bool
+
+
+def _builder(field: str, resource_check: bool) -> Callable[[Any, Any], _Check]:
+    """The library function that sets one field of a check (``path``, ``group``, ...)."""
+
+    def build(target: Any, value: Any) -> _Check:
+        text = str(_string_arg(value))
+        if isinstance(target, AuthorizerValue):
+            target = _Check(target, resource_check=resource_check)
+        if not isinstance(target, _Check):
+            raise TypeError("no such overload")
+        changes: dict[str, Any] = {field: text, "resource_check": resource_check}
+        return dataclasses.replace(target, **changes)
+
+    return build
+
+
+def _authz_check(target: Any, verb: Any) -> _Decision:
+    if not isinstance(target, _Check):
+        raise TypeError("no such overload")
+    asked = RequestInfo(
+        path=target.path,
+        verb=str(_string_arg(verb)),
+        is_resource_request=target.resource_check,
+        group=target.group,
+        resource=target.resource,
+        subresource=target.subresource,
+        namespace=target.namespace,
+        name=target.name,
+    )
+    return _Decision(target.authorizer.authorize(target.authorizer.user, asked))
+
+
+def _decision(read: Callable[[_Decision], celtypes.Value]) -> Callable[[Any], celtypes.Value]:
+    def function(target: Any) -> celtypes.Value:
+        if not isinstance(target, _Decision):
+            raise TypeError("no such overload")
+        return read(target)
+
+    return function
+
+
+def _service_account(target: Any, namespace: Any, name: Any) -> AuthorizerValue:
+    if not isinstance(target, AuthorizerValue):
+        raise TypeError("no such overload")
+    ns, account = str(_string_arg(namespace)), str(_string_arg(name))
+    user = User(
+        f"system:serviceaccount:{ns}:{account}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"),
+    )
+    return AuthorizerValue(target.authorize, user, RequestInfo(path="", verb=""))
+
+
+def _equality(negate: bool) -> Callable[[Any, Any], Any]:
+    """``==`` / ``!=`` where either side may be null (``object != null``: a DELETE's object
+    is null), which celpy's own operators refuse as an overload it lacks."""
+    compare = base_functions["_!=_" if negate else "_==_"]
+
+    def equal(left: Any, right: Any) -> Any:
+        if left is None or right is None:
+            return celtypes.BoolType((left is right) != negate)
+        return compare(left, right)
+
+    return equal
+
+
+ADMISSION = Declarations(
+    frozenset({"object", "oldObject", "request", "authorizer"}),
+    {
+        **FUNCTIONS,
+        "_==_": _equality(False),
+        "_!=_": _equality(True),
+        "path": _builder("path", False),
+        "group": _builder("group", True),
+        "resource": _builder("resource", True),
+        "subresource": _builder("subresource", True),
+        "namespace": _builder("namespace", True),
+        "name": _builder("name", True),
+        "check": _authz_check,
+        "allowed": _decision(lambda d: celtypes.BoolType(d.allowed)),
+        "reason": _decision(lambda d: celtypes.StringType("")),
+        "errored": _decision(lambda d: celtypes.BoolType(False)),
+        "error": _decision(lambda d: celtypes.StringType("")),
+        "serviceAccount": _service_account,
+    },
+)
+"""Admission expressions (webhooks' ``matchConditions``): ``object``, ``oldObject`` and
+``request`` (the AdmissionRequest, as JSON), and ``authorizer``, upstream's authorization
+library: ``authorizer.group(g).resource(r).namespace(n).name(x).check(verb).allowed()``,
+``authorizer.path(p).check(verb)``, ``authorizer.requestResource.check(verb)`` and
+``authorizer.serviceAccount(namespace, name)``; the decisions' ``reason()`` and ``error()``
+are empty, since this server's authorizers give none.  Unlike in CRD rules, anything may be
+compared with ``null``."""
+
+
+# CRD and webhook validation compile with this module (kubelab.api cannot import it).
+apiextensions_v1.use_rule_compiler(compile_problem)
+admissionregistration_v1.use_condition_compiler(lambda text: compile_problem(text, ADMISSION))

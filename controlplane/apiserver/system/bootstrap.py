@@ -1,0 +1,317 @@
+"""What the API server itself maintains: bootstrap objects, Service IP and port allocation,
+and namespace lifecycle.
+
+- At start: the namespaces ``default``, ``kube-system``, ``kube-public`` and
+  ``kube-node-lease``, and the ``kubernetes`` Service (the first address of the service range);
+  its Endpoints and EndpointSlice, naming every API server that is up, are kept by
+  ``apiserverleases``.
+- ClusterIPs and NodePorts are handed out by allocators that live beside the Service store as
+  write hooks: allocated just before a Service is written (a requested address or port is
+  checked, a missing one chosen), given back if the write fails or once the Service is gone, and
+  rebuilt from the stored Services at start, so no address is ever handed out twice.
+- The PriorityClasses ``system-cluster-critical`` and ``system-node-critical``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from controlplane.apiserver import errors
+from controlplane.apiserver.auth.admission import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
+from controlplane.apiserver.registry.store import RequestContext, ResourceStore
+from kubelab.api.errors import ROOT, ErrorList
+from kubelab.api.kinds.core_v1.cluster import Namespace
+from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kubelab.api.kinds.scheduling_v1 import PriorityClass
+from kubelab.api.meta_v1 import ObjectMeta, Resource
+
+if TYPE_CHECKING:
+    from controlplane.apiserver.registry.rest import Lookup
+
+NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
+
+
+class AllocationError(Exception):
+    """No free value left, or the requested one is taken or out of range."""
+
+
+class IPAllocator:
+    """Addresses of a CIDR, each handed out at most once."""
+
+    def __init__(self, cidr: str) -> None:
+        self.network = ipaddress.ip_network(cidr)
+        self.used: set[str] = set()
+
+    def allocate(self, requested: str | None = None) -> str:
+        if requested:
+            address = ipaddress.ip_address(requested)
+            if address not in self.network or address in (
+                self.network.network_address,
+                self.network.broadcast_address,
+            ):
+                raise AllocationError(
+                    f"failed to allocate IP {requested}: the provided IP ({requested}) is not in "
+                    f"the valid range. The range of valid IPs is {self.network}"
+                )
+            if requested in self.used:
+                raise AllocationError(
+                    f"failed to allocate IP {requested}: provided IP is already allocated"
+                )
+            self.used.add(requested)
+            return requested
+        size = self.network.num_addresses - 2
+        if len(self.used) >= size:
+            raise AllocationError("range is full")
+        start = random.randrange(size)
+        for offset in range(size):
+            candidate = str(self.network.network_address + 1 + (start + offset) % size)
+            if candidate not in self.used:
+                self.used.add(candidate)
+                return candidate
+        raise AllocationError("range is full")
+
+    def release(self, address: str | None) -> None:
+        if address:
+            self.used.discard(address)
+
+
+class PortAllocator:
+    """Ports of a range, each handed out at most once."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+        self.used: set[int] = set()
+
+    def allocate(self, requested: int | None = None) -> int:
+        if requested:
+            if not self.low <= requested <= self.high:
+                raise AllocationError(
+                    f"provided port is not in the valid range. The range of valid ports is "
+                    f"{self.low}-{self.high}"
+                )
+            if requested in self.used:
+                raise AllocationError("provided port is already allocated")
+            self.used.add(requested)
+            return requested
+        free = self.high - self.low + 1 - len(self.used)
+        if free <= 0:
+            raise AllocationError("range is full")
+        start = random.randrange(self.high - self.low + 1)
+        for offset in range(self.high - self.low + 1):
+            candidate = self.low + (start + offset) % (self.high - self.low + 1)
+            if candidate not in self.used:
+                self.used.add(candidate)
+                return candidate
+        raise AllocationError("range is full")
+
+    def release(self, port: int | None) -> None:
+        if port:
+            self.used.discard(port)
+
+
+def _cluster_ip(service: Service) -> str | None:
+    spec = service.spec
+    if spec is None or spec.type == "ExternalName" or spec.cluster_ip in (None, "", "None"):
+        return None
+    return spec.cluster_ip
+
+
+def _node_ports(service: Service) -> list[int]:
+    spec = service.spec
+    ports = [p.node_port for p in (spec.ports or ()) if p.node_port] if spec else []
+    if spec is not None and spec.health_check_node_port:
+        ports.append(spec.health_check_node_port)
+    return ports
+
+
+class ServiceAllocation:
+    """The write hook that gives Services their ClusterIP and NodePorts."""
+
+    def __init__(self, cluster_ip_range: str, node_ports: tuple[int, int]) -> None:
+        self.ips = IPAllocator(cluster_ip_range)
+        self.ports = PortAllocator(*node_ports)
+
+    def track(self, service: Service) -> None:
+        """Mark what an existing Service holds as used (repair at start)."""
+        ip = _cluster_ip(service)
+        if ip and ipaddress.ip_address(ip) in self.ips.network:
+            self.ips.used.add(ip)
+        self.ports.used.update(_node_ports(service))
+
+    def prepare(self, obj: Resource, old: Resource | None) -> Callable[[], None]:
+        assert isinstance(obj, Service)
+        assert old is None or isinstance(old, Service)
+        spec = obj.spec
+        if spec is None:
+            return lambda: None
+        allocated_ips: list[str] = []
+        allocated_ports: list[int] = []
+
+        def undo() -> None:
+            for ip in allocated_ips:
+                self.ips.release(ip)
+            for port in allocated_ports:
+                self.ports.release(port)
+
+        problems = ErrorList()
+        try:
+            self._cluster_ip(spec, old, allocated_ips, problems)
+            self._node_ports(spec, old, allocated_ports, problems)
+        except BaseException:
+            undo()
+            raise
+        if problems:
+            undo()
+            raise errors.invalid(obj.kind_info, obj.metadata.name or "", problems)
+        released = self._released(obj, old)
+
+        def release_and_undo() -> None:
+            undo()
+            self._reclaim(released)
+
+        self._drop(released)
+        return release_and_undo
+
+    def _cluster_ip(
+        self, spec: ServiceSpec, old: Service | None, allocated: list[str], problems: ErrorList
+    ) -> None:
+        path = ROOT.child("spec").child("clusterIPs").index(0)
+        previous = _cluster_ip(old) if old is not None else None
+        if spec.type == "ExternalName" or spec.cluster_ip == "None":
+            return
+        if previous and spec.cluster_ip in (None, "", previous):
+            spec.cluster_ip = previous
+        elif not previous or spec.cluster_ip != previous:
+            try:
+                ip = self.ips.allocate(spec.cluster_ip or None)
+            except AllocationError as error:
+                problems.invalid(path, spec.cluster_ip, str(error))
+                return
+            except ValueError:
+                return  # an unparsable address; validation has already reported it
+            allocated.append(ip)
+            spec.cluster_ip = ip
+        spec.cluster_ips = [spec.cluster_ip]
+        spec.ip_families = spec.ip_families or ["IPv4"]
+        spec.ip_family_policy = spec.ip_family_policy or "SingleStack"
+
+    def _node_ports(
+        self, spec: ServiceSpec, old: Service | None, allocated: list[int], problems: ErrorList
+    ) -> None:
+        held = set(_node_ports(old)) if old is not None else set()
+        if spec.type not in NODE_PORT_TYPES:
+            for port in spec.ports or ():
+                port.node_port = None
+            spec.health_check_node_port = None
+            return
+        for i, port in enumerate(spec.ports or ()):
+            if port.node_port and port.node_port in held:
+                continue
+            try:
+                port.node_port = self.ports.allocate(port.node_port)
+            except AllocationError as error:
+                path = ROOT.child("spec").child("ports").index(i).child("nodePort")
+                problems.invalid(path, port.node_port, str(error))
+                continue
+            allocated.append(port.node_port)
+        if spec.type == "LoadBalancer" and spec.external_traffic_policy == "Local":
+            if not spec.health_check_node_port or spec.health_check_node_port not in held:
+                try:
+                    spec.health_check_node_port = self.ports.allocate(spec.health_check_node_port)
+                except AllocationError as error:
+                    path = ROOT.child("spec").child("healthCheckNodePort")
+                    problems.invalid(path, spec.health_check_node_port, str(error))
+                    return
+                allocated.append(spec.health_check_node_port)
+        else:
+            spec.health_check_node_port = None
+
+    def _released(self, new: Service, old: Service | None) -> tuple[list[str], list[int]]:
+        """What ``old`` held that ``new`` no longer does."""
+        if old is None:
+            return [], []
+        old_ip, new_ip = _cluster_ip(old), _cluster_ip(new)
+        ips = [old_ip] if old_ip and old_ip != new_ip else []
+        ports = sorted(set(_node_ports(old)) - set(_node_ports(new)))
+        return ips, ports
+
+    def _drop(self, released: tuple[list[str], list[int]]) -> None:
+        for ip in released[0]:
+            self.ips.release(ip)
+        for port in released[1]:
+            self.ports.release(port)
+
+    def _reclaim(self, released: tuple[list[str], list[int]]) -> None:
+        self.ips.used.update(released[0])
+        self.ports.used.update(released[1])
+
+    def deleted(self, obj: Resource) -> None:
+        assert isinstance(obj, Service)
+        self.ips.release(_cluster_ip(obj))
+        for port in _node_ports(obj):
+            self.ports.release(port)
+
+
+async def repair(registry: Lookup, allocation: ServiceAllocation) -> None:
+    """Rebuild the allocators from the stored Services."""
+    services = registry.lookup("", "v1", "services")
+    assert services is not None
+    for service in (await services.list()).items:
+        assert isinstance(service, Service)
+        allocation.track(service)
+
+
+async def ensure_objects(registry: Lookup, service_ip: str, port: int) -> None:
+    """Create the bootstrap objects that do not exist yet (idempotent): the system namespaces
+    and priority classes, and the ``kubernetes`` Service at ``service_ip`` onto ``port``."""
+    system = RequestContext(user="system:apiserver", groups=("system:masters",))
+    namespaces = registry.lookup("", "v1", "namespaces")
+    assert namespaces is not None
+    for name in SYSTEM_NAMESPACES:
+        await _create_missing(namespaces, "", Namespace(metadata=ObjectMeta(name=name)), system)
+    classes = registry.lookup("scheduling.k8s.io", "v1", "priorityclasses")
+    assert classes is not None
+    for name, value in SYSTEM_PRIORITY_CLASSES.items():
+        critical = PriorityClass(
+            metadata=ObjectMeta(name=name),
+            value=value,
+            description="Used for system critical pods that must not be moved from their "
+            "current node.",
+        )
+        await _create_missing(classes, "", critical, system)
+    services = registry.lookup("", "v1", "services")
+    assert services is not None
+    service = Service(
+        metadata=ObjectMeta(
+            name="kubernetes",
+            namespace="default",
+            labels={"component": "apiserver", "provider": "kubernetes"},
+        ),
+        spec=ServiceSpec(
+            type="ClusterIP",
+            cluster_ip=service_ip,
+            ports=[ServicePort(name="https", port=443, protocol="TCP", target_port=port)],
+            session_affinity="None",
+        ),
+    )
+    await _create_missing(services, "default", service, system)
+
+
+async def _create_missing(
+    store: ResourceStore, namespace: str, obj: Resource, ctx: RequestContext
+) -> None:
+    """Create ``obj`` unless an object of its name exists (whatever its content; another
+    API server starting at the same time may create it first)."""
+    try:
+        await store.get(namespace, obj.metadata.name or "")
+    except errors.ApiError as error:
+        if error.code != 404:
+            raise
+        try:
+            await store.create(namespace, obj, ctx)
+        except errors.ApiError as conflict:
+            if conflict.code != 409:
+                raise
