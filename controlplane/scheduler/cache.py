@@ -22,6 +22,11 @@ snapshot's generation.  The snapshot's NodeInfo objects keep their identity (a c
 overwritten in place), so its node lists are rebuilt only when nodes come or go or a node
 starts or stops having pods with affinity.
 
+The snapshot also remembers which nodes each update changed (``changed_since``), so state a
+plugin keeps across cycles (PodTopologySpread's matching pods per topology domain) is brought
+up to date by visiting those nodes only: binds and assumptions, deletions and node changes all
+reach it this way, in step with the snapshot the cycle reads.
+
 A pod can arrive before its node: it gets a placeholder NodeInfo without a node, which the
 snapshot leaves out until the node shows up.
 
@@ -31,7 +36,7 @@ Everything runs on one event loop; no locks.  Time comes from the injected clock
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from controlplane.scheduler.framework.types import (
@@ -43,6 +48,9 @@ from controlplane.scheduler.framework.types import (
 from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.clock import Clock
+
+MIN_CHANGES = 4096
+"""The fewest node changes a snapshot remembers for ``changed_since``."""
 
 CLEAN_ASSUMED_PERIOD = 1.0
 """How often ``run`` looks for expired assumed pods (upstream ``cleanAssumedPeriod``)."""
@@ -71,6 +79,9 @@ class Snapshot:
         self.with_required_anti_affinity: builtins.list[NodeInfo] = []
         self.generation = 0
         self.tree_version = -1
+        self._changes: builtins.list[str] = []
+        self._first_mark = 1
+        """The mark of ``_changes[0]``; marks below it were forgotten."""
 
     def list(self) -> builtins.list[NodeInfo]:
         return builtins.list(self.node_info_list)
@@ -87,6 +98,23 @@ class Snapshot:
     @property
     def num_nodes(self) -> int:
         return len(self.node_info_list)
+
+    def changed_since(self, mark: int) -> tuple[builtins.list[str] | None, int]:
+        end = self._first_mark + len(self._changes)
+        if mark < self._first_mark:
+            return None, end
+        return self._changes[mark - self._first_mark :], end
+
+    def record_changes(self, names: Iterable[str]) -> None:
+        """Remember that these nodes changed (``update_snapshot`` calls this).  The oldest
+        half is forgotten once more changes are remembered than twice the nodes (at least
+        ``MIN_CHANGES``): a reader that far behind recounts everything, which costs no more
+        than replaying that many changes."""
+        self._changes.extend(names)
+        if len(self._changes) > max(MIN_CHANGES, 2 * len(self.node_info_map)):
+            half = len(self._changes) // 2
+            del self._changes[:half]
+            self._first_mark += half
 
 
 class _Item:
@@ -394,11 +422,13 @@ class SchedulerCache:
         rebuild_all = False
         rebuild_affinity = False
         rebuild_anti_affinity = False
+        changed: builtins.list[str] = []
         item = self._head
         while item is not None and item.info.generation > snapshot.generation:
             info = item.info
             if info.node is not None:
                 name = info.name
+                changed.append(name)
                 existing = snapshot.node_info_map.get(name)
                 if existing is None:
                     rebuild_all = True
@@ -416,8 +446,9 @@ class SchedulerCache:
         if self._head is not None:
             snapshot.generation = max(snapshot.generation, self._head.info.generation)
         if len(snapshot.node_info_map) > len(self._tree):
-            self._remove_deleted_nodes(snapshot)
+            changed.extend(self._remove_deleted_nodes(snapshot))
             rebuild_all = True
+        snapshot.record_changes(changed)
         if snapshot.tree_version != self._tree.version:
             snapshot.tree_version = self._tree.version
             rebuild_all = True
@@ -449,11 +480,14 @@ class SchedulerCache:
                 info.image_states[image_name] = changed[image_name]
         snapshot.generation = max(snapshot.generation, *self._image_changed.values())
 
-    def _remove_deleted_nodes(self, snapshot: Snapshot) -> None:
+    def _remove_deleted_nodes(self, snapshot: Snapshot) -> builtins.list[str]:
+        removed = []
         for name in builtins.list(snapshot.node_info_map):
             item = self._nodes.get(name)
             if item is None or item.info.node is None:
                 del snapshot.node_info_map[name]
+                removed.append(name)
+        return removed
 
     # --- inspection ----------------------------------------------------------------------
 
