@@ -38,7 +38,14 @@ from kubelab.client.rest import Client
 from kubelab.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
 from node.hollow.pods import HollowKubelet
-from tests.servers import BARE_APISERVER, REPO, ServerProcess, start_server, stop_server
+from tests.servers import (
+    BARE_APISERVER,
+    REPO,
+    ServerProcess,
+    start_all_in_one,
+    start_server,
+    stop_server,
+)
 
 NODES = 100
 REPLICAS = 1_000
@@ -200,18 +207,7 @@ def main() -> tuple[float, float, float]:
         tmp = Path(name)
         data = tmp / "server"
         data.mkdir()
-        server = start_server(
-            data,
-            "--scheduler-port",
-            "0",
-            "--controller-manager-port",
-            "0",
-            "--kube-api-qps",
-            "5000",
-            "--kube-api-burst",
-            "5000",
-            command="server",
-        )
+        server = start_all_in_one(data, "--kube-api-qps", "5000", "--kube-api-burst", "5000")
         try:
             took, floor = asyncio.run(rollout(server))
         finally:

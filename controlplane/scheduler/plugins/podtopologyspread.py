@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -52,11 +51,11 @@ from controlplane.scheduler.framework.interface import (
     CycleState,
     EventResource,
     Handle,
-    NodeInfoLister,
     PreFilterResult,
     QueueingHint,
     Status,
 )
+from controlplane.scheduler.framework.parts import NodeParts, Recent
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.helper import do_not_schedule_taints
 from kubelab.api.kinds.apps_v1 import ReplicaSet, StatefulSet
@@ -99,9 +98,6 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 _NO_LABELS: Mapping[str, str] = {}
 _LABEL_MISSING = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
 _SKEW_EXCEEDED = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
 
 _DomainsKey = tuple[str, tuple[tuple[str, Selector], ...]]
 """A namespace and each DoNotSchedule constraint's topology key and selector."""
@@ -164,105 +160,50 @@ class _NodeCounts:
         return count
 
 
-class _Recent(Generic[K, V]):
-    """The values of the keys used most recently (a small LRU), each made by ``make`` on
-    first use."""
-
-    def __init__(self, make: Callable[[K], V], capacity: int) -> None:
-        self._make = make
-        self._capacity = capacity
-        self._entries: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V:
-        found = self._entries.get(key)
-        if found is None:
-            found = self._entries[key] = self._make(key)
-            if len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
-        else:
-            self._entries.move_to_end(key)
-        return found
+_Part = tuple[tuple[str, ...], tuple[int, ...]]
+"""A node's domain and matching pods, per constraint."""
 
 
-class _DomainCounts:
+class _DomainCounts(NodeParts[_Part]):
     """Matching pods per topology domain for a pod's DoNotSchedule constraints, kept across
     cycles (upstream recounts them over every node in each PreFilter).
 
     Per constraint: ``counts`` (domain -> matching pods, a domain present while some node
     carrying every constraint's key is in it), ``histogram`` (count -> how many domains hold
-    it, so the minimum is the smallest key) and how many nodes each domain has.  ``sync``
-    brings them up to date with the snapshot by visiting only the nodes it changed since the
-    last sync (``NodeInfoLister.changed_since``): each node's part is taken out and put back
-    as the node is now, so a pod bound, assumed or deleted, and a node added, relabelled or
-    removed, costs one node's recount, whatever the number of nodes.  Only for pods whose
-    constraints count every node (no node affinity or taints to honour).
+    it, so the minimum is the smallest key) and how many nodes each domain has.  A node's
+    part is its domain and its matching pods per constraint; ``sync`` (``NodeParts``) takes
+    out and puts back the parts of the nodes the snapshot changed, so a pod bound, assumed or
+    deleted, and a node added, relabelled or removed, costs one node's recount, whatever the
+    number of nodes.  Only for pods whose constraints count every node (no node affinity or
+    taints to honour).
     """
 
-    __slots__ = (
-        "_by_node",
-        "_counters",
-        "_keys",
-        "_mark",
-        "_required",
-        "_snapshot",
-        "counts",
-        "histogram",
-        "nodes",
-    )
-
     def __init__(self, keys: tuple[str, ...], counters: tuple[_NodeCounts, ...]) -> None:
+        super().__init__()
         self._keys = keys
         self._required = frozenset(keys)
         self._counters = counters
-        self._snapshot: NodeInfoLister | None = None
-        self._mark = 0
-        self._by_node: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
         self.counts: list[dict[str, int]] = [{} for _ in keys]
         self.histogram: list[dict[int, int]] = [{} for _ in keys]
         self.nodes: list[dict[str, int]] = [{} for _ in keys]
 
-    def sync(self, snapshot: NodeInfoLister) -> None:
-        if snapshot is not self._snapshot:
-            # Marks are one snapshot's own.
-            self._snapshot, self._mark = snapshot, 0
-        names, self._mark = snapshot.changed_since(self._mark)
-        if names is None:
-            self._by_node.clear()
-            for per_constraint in (self.counts, self.histogram, self.nodes):
-                for table in per_constraint:
-                    table.clear()
-            for node_info in snapshot.list():
-                self._set(node_info.name, node_info)
-            return
-        for name in dict.fromkeys(names):
-            try:
-                info: NodeInfo | None = snapshot.get(name)
-            except KeyError:
-                info = None
-            self._set(name, info)
+    def part(self, info: NodeInfo) -> _Part | None:
+        labels = info.node.metadata.labels if info.node is not None else None
+        if not labels or not labels.keys() >= self._required:
+            return None
+        return (
+            tuple(labels[key] for key in self._keys),
+            tuple(counter(info) for counter in self._counters),
+        )
 
-    def _set(self, name: str, info: NodeInfo | None) -> None:
-        """Replace the node's part with what it holds now."""
-        new = None
-        node = info.node if info is not None else None
-        if info is not None and node is not None:
-            labels = node.metadata.labels
-            if labels and labels.keys() >= self._required:
-                new = (
-                    tuple(labels[key] for key in self._keys),
-                    tuple(counter(info) for counter in self._counters),
-                )
-        old = self._by_node.pop(name, None)
-        if new is not None:
-            self._by_node[name] = new
-        if old == new:
-            return
-        if old is not None:
-            for i, (value, count) in enumerate(zip(*old, strict=True)):
-                self._move(i, value, -1, -count)
-        if new is not None:
-            for i, (value, count) in enumerate(zip(*new, strict=True)):
-                self._move(i, value, 1, count)
+    def clear(self) -> None:
+        for per_constraint in (self.counts, self.histogram, self.nodes):
+            for table in per_constraint:
+                table.clear()
+
+    def apply(self, part: _Part, sign: int) -> None:
+        for i, (value, count) in enumerate(zip(*part, strict=True)):
+            self._move(i, value, sign, sign * count)
 
     def _move(self, i: int, value: str, nodes_delta: int, count_delta: int) -> None:
         nodes, counts, histogram = self.nodes[i], self.counts[i], self.histogram[i]
@@ -424,10 +365,10 @@ class PodTopologySpread:
         self._handle = handle
         self._default_constraints = tuple(default_constraints)
         self._system_defaulted = system_defaulted
-        self._counts: _Recent[tuple[str, Selector], _NodeCounts] = _Recent(
+        self._counts: Recent[tuple[str, Selector], _NodeCounts] = Recent(
             lambda key: _NodeCounts(*key), capacity=64
         )
-        self._domains: _Recent[_DomainsKey, _DomainCounts] = _Recent(
+        self._domains: Recent[_DomainsKey, _DomainCounts] = Recent(
             self._new_domain_counts, capacity=16
         )
 

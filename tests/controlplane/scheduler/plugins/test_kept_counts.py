@@ -1,6 +1,7 @@
-"""PodTopologySpread's counts per topology domain, kept across cycles: after random binds,
-assumptions, deletions and node changes through the real scheduler cache and snapshot, they
-equal a full recount, and PreFilter visits only the nodes that changed."""
+"""Counts per topology domain kept across cycles (PodTopologySpread's PreFilter,
+InterPodAffinity's PreScore): after random binds, assumptions, deletions and node changes
+through the real scheduler cache and snapshot, they equal a full recount, and later cycles
+visit only the nodes that changed."""
 
 from __future__ import annotations
 
@@ -13,9 +14,17 @@ import pytest
 from controlplane.scheduler.cache import SchedulerCache, Snapshot
 from controlplane.scheduler.framework.interface import CycleState
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from controlplane.scheduler.plugins import podtopologyspread
+from controlplane.scheduler.plugins import interpodaffinity, podtopologyspread
 from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod, TopologySpreadConstraint
+from kubelab.api.kinds.core_v1.pod import (
+    Affinity,
+    Pod,
+    PodAffinity,
+    PodAffinityTerm,
+    PodAntiAffinity,
+    TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+)
 from kubelab.api.meta_v1 import LabelSelector
 from kubelab.clock import FakeClock
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_pod
@@ -172,22 +181,31 @@ class World:
         self.rng.choices(actions, weights)[0]()
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5], ids=lambda seed: f"seed {seed}")
-def test_kept_counts_equal_a_full_recount_after_random_changes(
+SEEDS = pytest.mark.parametrize("seed", [1, 2, 3, 4, 5], ids=lambda seed: f"seed {seed}")
+
+
+def counting_full_walks(snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A one-element list counting the calls of ``snapshot.list`` (a full walk) from now."""
+    walks = [0]
+    listing = snapshot.list
+
+    def counted() -> list[NodeInfo]:
+        walks[0] += 1
+        return listing()
+
+    monkeypatch.setattr(snapshot, "list", counted)
+    return walks
+
+
+@SEEDS
+def test_spread_counts_equal_a_full_recount_after_random_changes(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world = World(random.Random(seed))
     snapshot = Snapshot()
     plugin = podtopologyspread.new(None, SnapshotHandle(snapshot))
-    full_walks = 0
     listing = snapshot.list
-
-    def counted_list() -> list[NodeInfo]:
-        nonlocal full_walks
-        full_walks += 1
-        return listing()
-
-    monkeypatch.setattr(snapshot, "list", counted_list)
+    full_walks = counting_full_walks(snapshot, monkeypatch)
     for _ in range(400):
         for _ in range(world.rng.randint(1, 4)):
             world.step()
@@ -209,7 +227,62 @@ def test_kept_counts_equal_a_full_recount_after_random_changes(
                 assert kept.min_match_num(i) == minimum  # type: ignore[attr-defined]
     # One full walk per incoming pod's shape, at its first cycle; every later cycle visited
     # only the nodes the snapshot changed.
-    assert full_walks == len(INCOMING)
+    assert full_walks == [len(INCOMING)]
+
+
+def preferred(weight: int, key: str, app: str) -> WeightedPodAffinityTerm:
+    return WeightedPodAffinityTerm(
+        weight=weight,
+        pod_affinity_term=PodAffinityTerm(
+            label_selector=LabelSelector(match_labels={"app": app}), topology_key=key
+        ),
+    )
+
+
+PREFERRING = make_pod(
+    "in-pref",
+    labels={"app": "web"},
+    affinity=Affinity(
+        pod_affinity=PodAffinity(
+            preferred_during_scheduling_ignored_during_execution=[preferred(50, ZONE, "api")]
+        ),
+        pod_anti_affinity=PodAntiAffinity(
+            preferred_during_scheduling_ignored_during_execution=[
+                preferred(100, HOSTNAME, "web"),
+                preferred(30, ZONE, "web"),
+            ]
+        ),
+    ),
+)
+
+
+@SEEDS
+def test_preferred_affinity_scores_equal_a_full_recount_after_random_changes(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = World(random.Random(seed))
+    snapshot = Snapshot()
+    plugin = interpodaffinity.new(None, SnapshotHandle(snapshot))
+    listing = snapshot.list
+    pod = PodInfo.of(PREFERRING)
+    key = interpodaffinity.PRE_SCORE_STATE_KEY
+    scored = walks = 0
+    for _ in range(300):
+        for _ in range(world.rng.randint(1, 4)):
+            world.step()
+        world.cache.update_snapshot(snapshot)
+        # A plugin of its own walks every node: the reference.
+        fresh, kept = CycleState(), CycleState()
+        interpodaffinity.new(None, SnapshotHandle(snapshot)).pre_score(fresh, pod, listing())
+        full_walks = counting_full_walks(snapshot, monkeypatch)
+        plugin.pre_score(kept, pod, listing())
+        monkeypatch.setattr(snapshot, "list", listing)
+        expected, got = fresh.get(key), kept.get(key)
+        assert (got and got.topology_score) == (expected and expected.topology_score)
+        scored += expected is not None
+        walks += full_walks[0]
+    assert scored > 250
+    assert walks == 1  # the first cycle's: later ones visited only the changed nodes
 
 
 def test_preemption_changes_its_own_copy_of_the_kept_counts() -> None:
