@@ -12,9 +12,11 @@ plane shared a core).  The parent (``supervise``) uses ``kubelab.supervision``:
 - every child runs this same command line with ``--run-component NAME`` added (a flag for
   the parent's use only, so each child parses exactly the flags the user gave), and runs
   that one component as its own command does (``run_component``);
-- a child that exits is reported and restarted with backoff; the API server is restarted on
-  the port its first run bound, so the others' kubeconfigs stay right.  An API server that
-  cannot start at all fails the command instead;
+- each child is waited for until it prints the line that says it serves; one that exits
+  before (a bad flag or configuration, which a restart would only repeat) fails the command
+  with its exit code, its error relayed;
+- a child that exits later is reported and restarted with backoff; the API server is
+  restarted on the port its first run bound, so the others' kubeconfigs stay right;
 - SIGTERM or SIGINT stops the children in the reverse order of their start: controllers
   first, the API server last.
 
@@ -135,7 +137,7 @@ def child_command(argv: Sequence[str], name: str, *extra: str) -> list[str]:
 
 async def supervise(args: argparse.Namespace, argv: Sequence[str], stop: asyncio.Event) -> int:
     """Run each component as a child of this process until ``stop`` (see the module
-    docstring); 1 if the API server could not start."""
+    docstring); the exit code of a component that could not start, if one could not."""
     supervisor = Supervisor()
     port: list[str] = []
 
@@ -147,14 +149,16 @@ async def supervise(args: argparse.Namespace, argv: Sequence[str], stop: asyncio
     try:
         try:
             serving = await supervisor.start(APISERVER, apiserver, ready=_SERVING)
+            assert serving is not None
+            port[:] = ["--secure-port", serving.group(1)]
+            cloud = [CLOUD_CONTROLLER_MANAGER] if args.cloud_provider is not None else []
+            for name in [SCHEDULER, CONTROLLER_MANAGER, *cloud]:
+                command = functools.partial(child_command, argv, name)
+                await supervisor.start(name, command, ready=rf"kubelab {name}: .*serving")
         except ChildExited as error:
+            # A bad flag or configuration: restarting would only fail again.
             logging.getLogger("kubelab.server").error("%s", error)
             return error.code or 1
-        assert serving is not None
-        port[:] = ["--secure-port", serving.group(1)]
-        cloud = [CLOUD_CONTROLLER_MANAGER] if args.cloud_provider is not None else []
-        for name in [SCHEDULER, CONTROLLER_MANAGER, *cloud]:
-            await supervisor.start(name, functools.partial(child_command, argv, name))
         await stop.wait()
     finally:
         await supervisor.stop()

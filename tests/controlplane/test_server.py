@@ -318,3 +318,36 @@ async def test_killing_the_leader_hands_over_and_binds_nothing_twice(tmp_path: P
         for scheduler in schedulers:
             scheduler.kill()
         stop_server(api)
+
+
+def test_server_fails_when_a_component_cannot_start(tmp_path: Path) -> None:
+    """A bad setup fails the command with the component's error, not a restart loop."""
+    result = subprocess.run(
+        [
+            *KUBELAB,
+            "server",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--secure-port",
+            "0",
+            "--scheduler-port",
+            "0",
+            "--controller-manager-port",
+            "0",
+            "--cloud-controller-manager-port",
+            "0",
+            "--cloud-provider",
+            "no-such-cloud",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("kubelab apiserver: serving on https://")
+    assert "unknown cloud provider 'no-such-cloud'" in result.stderr
+    assert "cloud-controller-manager exited with code 1 before it was serving" in result.stderr
+    assert "restarting" not in result.stderr
+    stopped = [line.split()[-4] for line in result.stderr.splitlines() if line.endswith(" stopped")]
+    assert stopped == ["controller-manager", "scheduler", "apiserver"]
