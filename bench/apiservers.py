@@ -41,15 +41,19 @@ class Result:
     cores: dict[str, float]
 
 
-async def creates(servers: list[ServerProcess]) -> float:
+async def creates(servers: list[ServerProcess], namespace_name: str) -> float:
     """Seconds for ``OPS`` creates, ``CLIENTS`` in flight split over ``servers``."""
     clients = [Client(server) for server in servers]
     try:
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace_name},
+        }
         await clients[0].request(
             "POST", "/api/v1/namespaces", json.dumps(namespace).encode(), expect=201
         )
-        path = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
+        path = f"/api/v1/namespaces/{namespace_name}/configmaps"
 
         def create_on(client: Client, offset: int) -> Callable[[int], Awaitable[None]]:
             async def create(i: int) -> None:
@@ -76,8 +80,9 @@ def etcd_process() -> psutil.Process:
     return next(p for p in psutil.process_iter(["name"]) if p.info["name"] == "etcd")
 
 
-def measure(base: Path, store: str, count: int) -> Result:
-    servers = [launch(base / f"server-{count}-{i}", store) for i in range(count)]
+def measure(base: Path, store: str, count: int, run: int) -> Result:
+    """``count`` API servers over ``store``; ``run`` numbers the runs over one store."""
+    servers = [launch(base / f"server-{run}-{i}", store) for i in range(count)]
     try:
         watched = {
             f"apiserver {i + 1}": psutil.Process(s.process.pid) for i, s in enumerate(servers)
@@ -85,7 +90,7 @@ def measure(base: Path, store: str, count: int) -> Result:
         watched["etcd"] = etcd_process()
         watched["client"] = psutil.Process()
         before = {name: p.cpu_times() for name, p in watched.items()}
-        took = asyncio.run(creates(servers))
+        took = asyncio.run(creates(servers, f"{NAMESPACE}-{run}"))
         cores = {}
         for name, process in watched.items():
             after, earlier = process.cpu_times(), before[name]
@@ -104,8 +109,8 @@ def main() -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="kubelab-bench-apiservers-") as name:
         base = Path(name)
         with etcd_cluster(base, 1) as store:
-            for count in (1, 2, 1, 2):
-                results.append(measure(base, store, count))
+            for run, count in enumerate((1, 2, 1, 2)):
+                results.append(measure(base, store, count, run))
                 print(results[-1], flush=True)
     print(f"\napiservers: {OPS} ConfigMap creates, {CLIENTS} in flight, over one etcd member")
     for r in results:

@@ -30,7 +30,8 @@ import psutil
 
 from bench.scheduler import basic_pod, register_nodes, time_to_bind
 from kubelab.api.kinds.apps_v1 import Deployment
-from kubelab.api.kinds.core_v1.cluster import Namespace
+from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
+from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.api.meta_v1 import ObjectMeta
 from kubelab.client.informers import SharedInformerFactory
@@ -80,6 +81,29 @@ def deployment(replicas: int) -> dict[str, object]:
     }
 
 
+async def settle(kubeconfig: Path, namespaces: list[str], nodes: int) -> None:
+    """Until every node is untainted and every namespace has its default ServiceAccount
+    (the controller-manager's work after nodes and namespaces appear)."""
+    async with Client.from_kubeconfig(kubeconfig, qps=0) as client:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            listed = (await client.list(Node)).items
+            untainted = sum(1 for n in listed if not (n.spec and n.spec.taints))
+            accounts = [
+                ns
+                for ns in namespaces
+                if any(
+                    a.metadata.name == "default"
+                    for a in (await client.list(ServiceAccount, ns)).items
+                )
+            ]
+            if untainted == nodes and len(accounts) == len(namespaces):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{untainted}/{nodes} nodes untainted, accounts in {accounts}")
+            await asyncio.sleep(1.0)
+
+
 async def until_running(client: Client, namespace: str, count: int) -> None:
     while True:
         pods = (await client.list(Pod, namespace, label_selector=None)).items
@@ -104,6 +128,7 @@ async def rollout(server: ServerProcess) -> tuple[float, float]:
         try:
             for name in ("floor", "bench"):
                 await client.create(Namespace(metadata=ObjectMeta(name=name)))
+            await settle(server.kubeconfig, ["floor", "bench"], NODES)
             pods = [basic_pod(f"p{i}") for i in range(REPLICAS)]
             begin = time.perf_counter()
             await time_to_bind(client, "floor", pods, bind_to=fleet.names)

@@ -53,11 +53,8 @@ from typing import Any
 import kubernetes
 import psutil
 
-from bench.controllers import start_command, stop
+from bench.controllers import settle, start_command, stop
 from bench.scheduler import register_nodes
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.client.rest import Client
 from tests.servers import ServerProcess, start_all_in_one, start_server, stop_server
 
 PODS = 1_000
@@ -179,29 +176,6 @@ def separate(data: Path) -> ControlPlane:
         ControlPlane("separate commands", server, extra).stop()
         raise
     return ControlPlane("separate commands", server, extra)
-
-
-async def settle(kubeconfig: Path, namespaces: list[str], nodes: int) -> None:
-    """Until every node is untainted and every namespace has its default ServiceAccount
-    (the controller-manager's work after nodes and namespaces appear)."""
-    async with Client.from_kubeconfig(kubeconfig, qps=0) as client:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            listed = (await client.list(Node)).items
-            untainted = sum(1 for n in listed if not (n.spec and n.spec.taints))
-            accounts = [
-                ns
-                for ns in namespaces
-                if any(
-                    a.metadata.name == "default"
-                    for a in (await client.list(ServiceAccount, ns)).items
-                )
-            ]
-            if untainted == nodes and len(accounts) == len(namespaces):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{untainted}/{nodes} nodes untainted, accounts in {accounts}")
-            await asyncio.sleep(1.0)
 
 
 class OfficialClient:
