@@ -76,8 +76,12 @@ async def creates(servers: list[ServerProcess], namespace_name: str) -> float:
             await client.close()
 
 
-def etcd_process() -> psutil.Process:
-    return next(p for p in psutil.process_iter(["name"]) if p.info["name"] == "etcd")
+def etcd_process(base: Path) -> psutil.Process:
+    """Our etcd member (others may run on the machine): the one whose data is under ``base``."""
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "etcd" and str(base) in " ".join(process.info["cmdline"]):
+            return process
+    raise LookupError(f"no etcd process with its data under {base}")
 
 
 def measure(base: Path, store: str, count: int, run: int) -> Result:
@@ -87,7 +91,7 @@ def measure(base: Path, store: str, count: int, run: int) -> Result:
         watched = {
             f"apiserver {i + 1}": psutil.Process(s.process.pid) for i, s in enumerate(servers)
         }
-        watched["etcd"] = etcd_process()
+        watched["etcd"] = etcd_process(base)
         watched["client"] = psutil.Process()
         before = {name: p.cpu_times() for name, p in watched.items()}
         took = asyncio.run(creates(servers, f"{NAMESPACE}-{run}"))

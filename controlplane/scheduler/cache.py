@@ -19,8 +19,9 @@ state.  Copying 5,000 NodeInfos per cycle would dominate scheduling, so the snap
 updated incrementally: the cache keeps its NodeInfos in a list ordered by ``generation``,
 most recently changed first, and ``update_snapshot`` clones only those newer than the
 snapshot's generation.  The snapshot's NodeInfo objects keep their identity (a changed node is
-overwritten in place), so its node lists are rebuilt only when nodes come or go or a node
-starts or stops having pods with affinity.
+overwritten in place), so its node list is rebuilt only when nodes come or go; a node that
+starts or stops having pods with affinity joins or leaves the lists of those (in no
+particular order).
 
 The snapshot also remembers which nodes each update changed (``changed_since``), so state a
 plugin keeps across cycles (PodTopologySpread's matching pods per topology domain) is brought
@@ -420,8 +421,9 @@ class SchedulerCache:
         """Bring ``snapshot`` up to date, copying only the NodeInfos changed since its last
         update."""
         rebuild_all = False
-        rebuild_affinity = False
-        rebuild_anti_affinity = False
+        # Nodes that started or stopped having pods with (required anti-)affinity.
+        affinity: builtins.list[tuple[NodeInfo, bool]] = []
+        anti_affinity: builtins.list[tuple[NodeInfo, bool]] = []
         changed: builtins.list[str] = []
         item = self._head
         while item is not None and item.info.generation > snapshot.generation:
@@ -433,12 +435,11 @@ class SchedulerCache:
                 if existing is None:
                     rebuild_all = True
                     existing = snapshot.node_info_map[name] = NodeInfo()
-                rebuild_affinity |= bool(existing.pods_with_affinity) != bool(
-                    info.pods_with_affinity
-                )
-                rebuild_anti_affinity |= bool(existing.pods_with_required_anti_affinity) != bool(
-                    info.pods_with_required_anti_affinity
-                )
+                if bool(existing.pods_with_affinity) != bool(info.pods_with_affinity):
+                    affinity.append((existing, bool(info.pods_with_affinity)))
+                had_anti = bool(existing.pods_with_required_anti_affinity)
+                if had_anti != bool(info.pods_with_required_anti_affinity):
+                    anti_affinity.append((existing, not had_anti))
                 _overwrite(existing, info.clone())
                 existing.image_states = self._image_states(info)
             item = item.next
@@ -454,14 +455,24 @@ class SchedulerCache:
             rebuild_all = True
         if rebuild_all:
             snapshot.node_info_list = [snapshot.node_info_map[name] for name in self._tree.list()]
-        if rebuild_all or rebuild_affinity:
             snapshot.with_affinity = [
                 info for info in snapshot.node_info_list if info.pods_with_affinity
             ]
-        if rebuild_all or rebuild_anti_affinity:
             snapshot.with_required_anti_affinity = [
                 info for info in snapshot.node_info_list if info.pods_with_required_anti_affinity
             ]
+            return
+        # A node that starts having such pods joins its list, one that stops leaves it: no
+        # walk over every node when, say, each pod of a spread workload lands on a new node.
+        for nodes, changes in (
+            (snapshot.with_affinity, affinity),
+            (snapshot.with_required_anti_affinity, anti_affinity),
+        ):
+            for node_info, has in changes:
+                if has:
+                    nodes.append(node_info)
+                else:
+                    nodes.remove(node_info)
 
     def _refresh_image_counts(self, snapshot: Snapshot) -> None:
         """Recount images that came to or left other nodes on the unchanged nodes that have
