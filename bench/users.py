@@ -259,10 +259,13 @@ class OfficialClient:
                     "metadata": {"name": name},
                     "target": {"kind": "Node", "name": bind_to[index % len(bind_to)]},
                 }
-                # The client's Binding model cannot read the Status the server answers.
-                self.core().create_namespaced_pod_binding(
+                # The client's Binding model cannot read the Status the server answers, so
+                # the response is read raw, and released, or its connection is not reused.
+                response = self.core().create_namespaced_pod_binding(
                     name, namespace, binding, _preload_content=False
                 )
+                response.read()
+                response.release_conn()
 
         with ThreadPoolExecutor(THREADS) as pool:
             for _ in pool.map(create, range(len(bodies))):
