@@ -3,6 +3,7 @@
 from bench import (
     api_codec,
     apiserver,
+    apiservers,
     cni,
     controllers,
     datapath,
@@ -11,11 +12,13 @@ from bench import (
     proxy,
     pulls,
     scheduler,
+    users,
 )
 
-for benchmark in (api_codec, apiserver, ha):
+for benchmark in (api_codec, apiserver, ha, apiservers):
     benchmark.main()
 scheduler.main([])
+users.main([])
 controllers.main()
 cni.main([])
 kubelet.main([])

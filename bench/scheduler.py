@@ -16,8 +16,9 @@ fastest any scheduler could place them through this API server.
 
 Targets (issue 4): at least 250 pods/s at 1,000 nodes and 100 pods/s at 5,000 nodes.
 
-``python -m bench.scheduler [--profile]``: with ``--profile`` the scheduler runs under cProfile
-for the 1,000-node basic case and its hottest functions are printed.
+``python -m bench.scheduler [--profile [NODES:WORKLOAD]]``: with ``--profile`` the scheduler
+runs under cProfile in one case (the 1,000-node basic case unless named) and its hottest
+functions are printed.
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ def report(results: list[Result]) -> None:
 
 
 def print_profile(path: Path) -> None:
-    print("\nscheduler profile, 1,000 nodes, basic: top 25 by own time, then by cumulative time")
+    print("\nscheduler profile: top 25 by own time, then by cumulative time")
     stats = pstats.Stats(str(path))
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats(45)
@@ -262,7 +263,13 @@ def print_profile(path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> list[Result]:
     parser = argparse.ArgumentParser(prog="python -m bench.scheduler")
-    parser.add_argument("--profile", action="store_true", help="profile the 1,000-node case")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="1000:basic",
+        metavar="NODES:WORKLOAD",
+        help="profile the scheduler in one case (default: 1000:basic)",
+    )
     parser.add_argument("--nodes", type=int, action="append", help="cluster sizes to run")
     args = parser.parse_args(argv)
     results: list[Result] = []
@@ -277,7 +284,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
                 names = asyncio.run(register_nodes(server, nodes))
                 for workload in WORKLOADS:
                     profile = None
-                    if args.profile and nodes == 1_000 and workload == "basic":
+                    if args.profile == f"{nodes}:{workload}":
                         profile = profile_path = tmp / "scheduler.prof"
                     results.append(asyncio.run(run_case(server, names, workload, tmp, profile)))
                     print(results[-1], flush=True)

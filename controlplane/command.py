@@ -1,25 +1,42 @@
-"""``kubelab server``: every control-plane component in one process, like ``k3s server``.
+"""``kubelab server``: every control-plane component under one command, like ``k3s server``.
 
-The API server starts first and writes its admin kubeconfig; the scheduler and the
-controller-manager (and, given ``--cloud-provider``, the cloud-controller-manager) then run
-in the same event loop as its clients, over HTTPS like any other client, so nothing about
-them differs from running each as its own command.  Each runs as its own identity
-(``<data-dir>/scheduler.kubeconfig``, ``controller-manager.kubeconfig``,
-``cloud-controller-manager.kubeconfig``, see ``controlplane.apiserver.certs.identities``), and the
-controllers, as kubeadm configures them, each as its own ``kube-system`` service account
-(``--use-service-account-credentials``), so the whole control plane works under
-``--authorization-mode Node,RBAC``, its default as in k3s and kubeadm clusters, with each part
-granted only its role.  The controller-manager
-signs approved certificate requests with the cluster CA in ``<data-dir>/pki``.  A component
-that stops with an error stops the whole server.
+One command, one log stream, one parent that handles signals; but each component runs in a
+process of its own, its child, so that the API server, the scheduler and the controllers
+each get a core (one Python process holds one interpreter lock: run as one, the whole control
+plane shared a core).  The parent (``supervise``) uses ``kubelab.supervision``:
+
+- the API server starts first; once it prints ``kubelab apiserver: serving on https://...``
+  (relayed as the command's first stdout line, which scripts and tests wait for) its admin
+  and component kubeconfigs are written, and the scheduler and the controller-manager (and,
+  given ``--cloud-provider``, the cloud-controller-manager) start;
+- every child runs this same command line with ``--run-component NAME`` added (a flag for
+  the parent's use only, so each child parses exactly the flags the user gave), and runs
+  that one component as its own command does (``run_component``);
+- each child is waited for until it prints the line that says it serves; one that exits
+  before (a bad flag or configuration, which a restart would only repeat) fails the command
+  with its exit code, its error relayed;
+- a child that exits later is reported and restarted with backoff; the API server is
+  restarted on the port its first run bound, so the others' kubeconfigs stay right;
+- SIGTERM or SIGINT stops the children in the reverse order of their start: controllers
+  first, the API server last.
+
+Each component runs as its own identity (``<data-dir>/scheduler.kubeconfig``,
+``controller-manager.kubeconfig``, ``cloud-controller-manager.kubeconfig``, see
+``controlplane.apiserver.certs.identities``), and the controllers, as kubeadm configures them, each
+as its own ``kube-system`` service account (``--use-service-account-credentials``), so the
+whole control plane works under ``--authorization-mode Node,RBAC``, its default as in k3s and
+kubeadm clusters, with each part granted only its role.  The controller-manager signs
+approved certificate requests with the cluster CA in ``<data-dir>/pki``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-from collections.abc import Callable
+import functools
+import logging
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from controlplane.apiserver import command as apiserver_command
@@ -28,6 +45,15 @@ from controlplane.cloud import command as cloud_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
 from kubelab import component
+from kubelab.supervision import ChildExited, Supervisor
+
+APISERVER = "apiserver"
+SCHEDULER = "scheduler"
+CONTROLLER_MANAGER = "controller-manager"
+CLOUD_CONTROLLER_MANAGER = "cloud-controller-manager"
+COMPONENTS = (APISERVER, SCHEDULER, CONTROLLER_MANAGER, CLOUD_CONTROLLER_MANAGER)
+
+_SERVING = r"kubelab apiserver: serving on https://\S+:(\d+)"
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -99,11 +125,54 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="the scheduler's /healthz, /metrics and explain port "
         f"(default: {scheduler_command.DEFAULT_PORT}; 0: any free port)",
     )
+    # How the server starts its children: each runs one component with the server's flags.
+    parser.add_argument("--run-component", choices=COMPONENTS, help=argparse.SUPPRESS)
 
 
-async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
+def child_command(argv: Sequence[str], name: str, *extra: str) -> list[str]:
+    """The command line of the child running ``name``: this command's own (``argv``, from
+    ``server`` on) with the component named, and ``extra`` flags after (they win)."""
+    return [sys.executable, "-m", "kubelab", *argv, "--run-component", name, *extra]
+
+
+async def supervise(args: argparse.Namespace, argv: Sequence[str], stop: asyncio.Event) -> int:
+    """Run each component as a child of this process until ``stop`` (see the module
+    docstring); the exit code of a component that could not start, if one could not."""
+    supervisor = Supervisor()
+    port: list[str] = []
+
+    def apiserver() -> list[str]:
+        # A restarted API server binds the port its first run chose (--secure-port 0), which
+        # the kubeconfigs of the other components name.
+        return child_command(argv, APISERVER, *port)
+
+    try:
+        try:
+            serving = await supervisor.start(APISERVER, apiserver, ready=_SERVING)
+            assert serving is not None
+            port[:] = ["--secure-port", serving.group(1)]
+            cloud = [CLOUD_CONTROLLER_MANAGER] if args.cloud_provider is not None else []
+            for name in [SCHEDULER, CONTROLLER_MANAGER, *cloud]:
+                command = functools.partial(child_command, argv, name)
+                await supervisor.start(name, command, ready=rf"kubelab {name}: .*serving")
+        except ChildExited as error:
+            # A bad flag or configuration: restarting would only fail again.
+            logging.getLogger("kubelab.server").error("%s", error)
+            return error.code or 1
+        await stop.wait()
+    finally:
+        await supervisor.stop()
+    return 0
+
+
+async def run_component(args: argparse.Namespace, name: str, stop: asyncio.Event) -> int:
+    """One component of the server, in this process, with the server's flags."""
     data_dir = apiserver_command.prepare_data_dir(args)
-    async with apiserver_command.serving(args, data_dir):
+    if name == APISERVER:
+        async with apiserver_command.serving(args, data_dir):
+            await stop.wait()
+        return 0
+    if name == SCHEDULER:
         scheduler = scheduler_command.SchedulerOptions(
             kubeconfig=identities.kubeconfig_path(data_dir, identities.SCHEDULER),
             config=args.scheduler_config,
@@ -111,6 +180,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,
         )
+        return await scheduler_command.run_scheduler(scheduler, stop)
+    if name == CONTROLLER_MANAGER:
         controllers = controller_manager_command.ControllerManagerOptions(
             kubeconfig=identities.kubeconfig_path(data_dir, identities.CONTROLLER_MANAGER),
             controllers=args.controllers,
@@ -127,43 +198,27 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             cluster_signing_duration=args.cluster_signing_duration,
             approve_kubelet_serving=args.approve_kubelet_serving_certificates,
         )
-        components = [
-            asyncio.create_task(scheduler_command.run_scheduler(scheduler, stop)),
-            asyncio.create_task(
-                controller_manager_command.run_controller_manager(controllers, stop)
-            ),
-        ]
-        if args.cloud_provider is not None:
-            cloud = cloud_command.CloudControllerManagerOptions(
-                kubeconfig=identities.kubeconfig_path(
-                    data_dir, identities.CLOUD_CONTROLLER_MANAGER
-                ),
-                cloud_provider=args.cloud_provider,
-                cloud_config=args.cloud_config,
-                cluster_name=args.cluster_name,
-                configure_cloud_routes=args.configure_cloud_routes,
-                allow_untagged_cloud=args.allow_untagged_cloud,
-                cluster_cidr=args.cluster_cidr,
-                port=args.cloud_controller_manager_port,
-            )
-            components.append(
-                asyncio.create_task(cloud_command.run_cloud_controller_manager(cloud, stop))
-            )
-        stopping = asyncio.create_task(stop.wait())
-        try:
-            done, _ = await asyncio.wait(
-                [*components, stopping], return_when=asyncio.FIRST_COMPLETED
-            )
-            failed = [task for task in done if task is not stopping]
-            code = max((task.result() for task in failed), default=0)
-        finally:
-            stop.set()
-            for task in [*components, stopping]:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-    return code
+        return await controller_manager_command.run_controller_manager(controllers, stop)
+    cloud = cloud_command.CloudControllerManagerOptions(
+        kubeconfig=identities.kubeconfig_path(data_dir, identities.CLOUD_CONTROLLER_MANAGER),
+        cloud_provider=args.cloud_provider,
+        cloud_config=args.cloud_config,
+        cluster_name=args.cluster_name,
+        configure_cloud_routes=args.configure_cloud_routes,
+        allow_untagged_cloud=args.allow_untagged_cloud,
+        cluster_cidr=args.cluster_cidr,
+        port=args.cloud_controller_manager_port,
+    )
+    return await cloud_command.run_cloud_controller_manager(cloud, stop)
 
 
 def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
     add_flags(parser)
-    return lambda args: component.run(lambda stop: serve(args, stop))
+
+    def run(args: argparse.Namespace) -> int:
+        if args.run_component is not None:
+            return component.run(lambda stop: run_component(args, args.run_component, stop))
+        argv = sys.argv[1:]
+        return component.run(lambda stop: supervise(args, argv, stop))
+
+    return run

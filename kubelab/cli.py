@@ -1,10 +1,10 @@
 """The ``kubelab`` command: one subcommand per component, like the Kubernetes binaries.
 
-``kubelab server`` runs every control-plane component in one process (as ``k3s server``
-does); the others run one component each.  A component registers itself in ``COMPONENTS`` with
-a function that adds its flags and returns the coroutine-running entry point; a component that
-is not built yet says so, names the issue that tracks it, and exits with status 2, so no
-command ever pretends to work.
+``kubelab server`` runs every control-plane component under one command (as ``k3s server``
+does), each in a child process it supervises; the others run one component each.  A component
+registers itself in ``COMPONENTS`` with a function that adds its flags and returns the
+coroutine-running entry point; a component that is not built yet says so, names the issue
+that tracks it, and exits with status 2, so no command ever pretends to work.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Component:
 
 COMPONENTS: dict[str, Component] = {
     "server": Component(
-        "every control-plane component in one process (like k3s server)",
+        "every control-plane component under one command (like k3s server)",
         configure=server_command.configure,
     ),
     "apiserver": Component(

@@ -94,14 +94,10 @@ def start_server(
     return server
 
 
-def serve_all_in_one(
-    tmp_path_factory: pytest.TempPathFactory, *extra: str
-) -> Iterator[ServerProcess]:
-    """``kubelab server`` (the scheduler's and controller-manager's ports free) for a module
-    fixture, stopped at its end."""
-    data_dir = tmp_path_factory.mktemp("server") / "data"
-    data_dir.mkdir()
-    process = start_server(
+def start_all_in_one(data_dir: Path, *extra: str) -> ServerProcess:
+    """``kubelab server`` with the scheduler's and controller-manager's ports free, once it
+    serves."""
+    return start_server(
         data_dir,
         "--scheduler-port",
         "0",
@@ -110,6 +106,15 @@ def serve_all_in_one(
         *extra,
         command="server",
     )
+
+
+def serve_all_in_one(
+    tmp_path_factory: pytest.TempPathFactory, *extra: str
+) -> Iterator[ServerProcess]:
+    """``kubelab server`` (``start_all_in_one``) for a module fixture, stopped at its end."""
+    data_dir = tmp_path_factory.mktemp("server") / "data"
+    data_dir.mkdir()
+    process = start_all_in_one(data_dir, *extra)
     try:
         yield process
     finally:

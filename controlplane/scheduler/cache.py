@@ -19,8 +19,14 @@ state.  Copying 5,000 NodeInfos per cycle would dominate scheduling, so the snap
 updated incrementally: the cache keeps its NodeInfos in a list ordered by ``generation``,
 most recently changed first, and ``update_snapshot`` clones only those newer than the
 snapshot's generation.  The snapshot's NodeInfo objects keep their identity (a changed node is
-overwritten in place), so its node lists are rebuilt only when nodes come or go or a node
-starts or stops having pods with affinity.
+overwritten in place), so its node list is rebuilt only when nodes come or go; a node that
+starts or stops having pods with affinity joins or leaves the lists of those (in no
+particular order).
+
+The snapshot also remembers which nodes each update changed (``changed_since``), so state a
+plugin keeps across cycles (PodTopologySpread's matching pods per topology domain) is brought
+up to date by visiting those nodes only: binds and assumptions, deletions and node changes all
+reach it this way, in step with the snapshot the cycle reads.
 
 A pod can arrive before its node: it gets a placeholder NodeInfo without a node, which the
 snapshot leaves out until the node shows up.
@@ -31,7 +37,7 @@ Everything runs on one event loop; no locks.  Time comes from the injected clock
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from controlplane.scheduler.framework.types import (
@@ -43,6 +49,9 @@ from controlplane.scheduler.framework.types import (
 from kubelab.api.kinds.core_v1.node import Node
 from kubelab.api.kinds.core_v1.pod import Pod
 from kubelab.clock import Clock
+
+MIN_CHANGES = 4096
+"""The fewest node changes a snapshot remembers for ``changed_since``."""
 
 CLEAN_ASSUMED_PERIOD = 1.0
 """How often ``run`` looks for expired assumed pods (upstream ``cleanAssumedPeriod``)."""
@@ -71,6 +80,9 @@ class Snapshot:
         self.with_required_anti_affinity: builtins.list[NodeInfo] = []
         self.generation = 0
         self.tree_version = -1
+        self._changes: builtins.list[str] = []
+        self._first_mark = 1
+        """The mark of ``_changes[0]``; marks below it were forgotten."""
 
     def list(self) -> builtins.list[NodeInfo]:
         return builtins.list(self.node_info_list)
@@ -87,6 +99,23 @@ class Snapshot:
     @property
     def num_nodes(self) -> int:
         return len(self.node_info_list)
+
+    def changed_since(self, mark: int) -> tuple[builtins.list[str] | None, int]:
+        end = self._first_mark + len(self._changes)
+        if mark < self._first_mark:
+            return None, end
+        return self._changes[mark - self._first_mark :], end
+
+    def record_changes(self, names: Iterable[str]) -> None:
+        """Remember that these nodes changed (``update_snapshot`` calls this).  The oldest
+        half is forgotten once more changes are remembered than twice the nodes (at least
+        ``MIN_CHANGES``): a reader that far behind recounts everything, which costs no more
+        than replaying that many changes."""
+        self._changes.extend(names)
+        if len(self._changes) > max(MIN_CHANGES, 2 * len(self.node_info_map)):
+            half = len(self._changes) // 2
+            del self._changes[:half]
+            self._first_mark += half
 
 
 class _Item:
@@ -392,23 +421,25 @@ class SchedulerCache:
         """Bring ``snapshot`` up to date, copying only the NodeInfos changed since its last
         update."""
         rebuild_all = False
-        rebuild_affinity = False
-        rebuild_anti_affinity = False
+        # Nodes that started or stopped having pods with (required anti-)affinity.
+        affinity: builtins.list[tuple[NodeInfo, bool]] = []
+        anti_affinity: builtins.list[tuple[NodeInfo, bool]] = []
+        changed: builtins.list[str] = []
         item = self._head
         while item is not None and item.info.generation > snapshot.generation:
             info = item.info
             if info.node is not None:
                 name = info.name
+                changed.append(name)
                 existing = snapshot.node_info_map.get(name)
                 if existing is None:
                     rebuild_all = True
                     existing = snapshot.node_info_map[name] = NodeInfo()
-                rebuild_affinity |= bool(existing.pods_with_affinity) != bool(
-                    info.pods_with_affinity
-                )
-                rebuild_anti_affinity |= bool(existing.pods_with_required_anti_affinity) != bool(
-                    info.pods_with_required_anti_affinity
-                )
+                if bool(existing.pods_with_affinity) != bool(info.pods_with_affinity):
+                    affinity.append((existing, bool(info.pods_with_affinity)))
+                had_anti = bool(existing.pods_with_required_anti_affinity)
+                if had_anti != bool(info.pods_with_required_anti_affinity):
+                    anti_affinity.append((existing, not had_anti))
                 _overwrite(existing, info.clone())
                 existing.image_states = self._image_states(info)
             item = item.next
@@ -416,21 +447,32 @@ class SchedulerCache:
         if self._head is not None:
             snapshot.generation = max(snapshot.generation, self._head.info.generation)
         if len(snapshot.node_info_map) > len(self._tree):
-            self._remove_deleted_nodes(snapshot)
+            changed.extend(self._remove_deleted_nodes(snapshot))
             rebuild_all = True
+        snapshot.record_changes(changed)
         if snapshot.tree_version != self._tree.version:
             snapshot.tree_version = self._tree.version
             rebuild_all = True
         if rebuild_all:
             snapshot.node_info_list = [snapshot.node_info_map[name] for name in self._tree.list()]
-        if rebuild_all or rebuild_affinity:
             snapshot.with_affinity = [
                 info for info in snapshot.node_info_list if info.pods_with_affinity
             ]
-        if rebuild_all or rebuild_anti_affinity:
             snapshot.with_required_anti_affinity = [
                 info for info in snapshot.node_info_list if info.pods_with_required_anti_affinity
             ]
+            return
+        # A node that starts having such pods joins its list, one that stops leaves it: no
+        # walk over every node when, say, each pod of a spread workload lands on a new node.
+        for nodes, changes in (
+            (snapshot.with_affinity, affinity),
+            (snapshot.with_required_anti_affinity, anti_affinity),
+        ):
+            for node_info, has in changes:
+                if has:
+                    nodes.append(node_info)
+                else:
+                    nodes.remove(node_info)
 
     def _refresh_image_counts(self, snapshot: Snapshot) -> None:
         """Recount images that came to or left other nodes on the unchanged nodes that have
@@ -449,11 +491,14 @@ class SchedulerCache:
                 info.image_states[image_name] = changed[image_name]
         snapshot.generation = max(snapshot.generation, *self._image_changed.values())
 
-    def _remove_deleted_nodes(self, snapshot: Snapshot) -> None:
+    def _remove_deleted_nodes(self, snapshot: Snapshot) -> builtins.list[str]:
+        removed = []
         for name in builtins.list(snapshot.node_info_map):
             item = self._nodes.get(name)
             if item is None or item.info.node is None:
                 del snapshot.node_info_map[name]
+                removed.append(name)
+        return removed
 
     # --- inspection ----------------------------------------------------------------------
 

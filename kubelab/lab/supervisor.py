@@ -26,45 +26,15 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Final
 
+from kubelab.backoff import Backoff
 from kubelab.lab.processes import CommandError, ProcessTable
 
+__all__ = ["POLL", "SUPERVISOR_KEY", "Backoff", "Supervisor"]
+
 POLL: Final = 0.5
-INITIAL_BACKOFF: Final = 1.0
-MAX_BACKOFF: Final = 30.0
-STABLE: Final = 60.0
 SUPERVISOR_KEY: Final = "router/supervisor"
-
-
-@dataclass
-class Backoff:
-    """When a dead component may be started again: the delay doubles with each crash in a
-    row, and resets once a run lasted ``stable`` seconds."""
-
-    initial: float = INITIAL_BACKOFF
-    maximum: float = MAX_BACKOFF
-    stable: float = STABLE
-    _crashes: dict[str, int] = field(default_factory=dict)
-    _started: dict[str, float] = field(default_factory=dict)
-    _due: dict[str, float] = field(default_factory=dict)
-
-    def running(self, key: str, pid: int, now: float) -> None:
-        """``key`` runs as ``pid`` (first sighting starts the clock of its run)."""
-        self._started.setdefault(f"{key}:{pid}", now)
-
-    def due(self, key: str, pid: int, now: float) -> bool:
-        """``key`` (last seen as ``pid``) is dead: True once it may be restarted."""
-        if key not in self._due:
-            started = self._started.pop(f"{key}:{pid}", now)
-            crashes = 0 if now - started >= self.stable else self._crashes.get(key, 0)
-            self._crashes[key] = crashes + 1
-            self._due[key] = now + min(self.initial * 2**crashes, self.maximum)
-        return now >= self._due[key]
-
-    def restarted(self, key: str) -> None:
-        self._due.pop(key, None)
 
 
 class Supervisor:

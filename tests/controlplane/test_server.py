@@ -1,5 +1,6 @@
-"""``kubelab server`` runs the control plane in one process, and ``kubelab scheduler`` runs
-as its own, with leader election between several."""
+"""``kubelab server`` runs the control plane under one command, each component a child process
+it supervises, and ``kubelab scheduler`` runs as its own, with leader election between
+several."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
@@ -27,6 +29,7 @@ from tests import builders
 from tests.servers import (
     BARE_APISERVER,
     REPO,
+    Kubectl,
     ServerProcess,
     serve_all_in_one,
     start_server,
@@ -128,6 +131,66 @@ def test_server_schedules_pods_and_explains_them(server: ServerProcess) -> None:
         metrics
     )
     assert 'leader_election_master_status{name="kube-scheduler"} 1' in metrics
+
+
+def children(server: ServerProcess) -> dict[str, psutil.Process]:
+    """The server's children by the component each runs."""
+    found = {}
+    for child in psutil.Process(server.process.pid).children():
+        command = child.cmdline()
+        found[command[command.index("--run-component") + 1]] = child
+    return found
+
+
+@pytest.fixture
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server of the test's own, which it may stop."""
+    yield from serve_all_in_one(tmp_path_factory)
+
+
+def test_server_restarts_a_killed_component_and_stops_all_in_order(
+    own_server: ServerProcess, tmp_path: Path
+) -> None:
+    server = own_server
+    log = server.data_dir.parent / f"{server.data_dir.name}.log"
+    assert server.process.stdout is not None
+    started = sorted(server.process.stdout.readline().split(":")[0] for _ in range(2))
+    assert started == ["kubelab controller-manager", "kubelab scheduler"]
+    running = children(server)
+    assert sorted(running) == ["apiserver", "controller-manager", "scheduler"]
+    for name in ("scheduler", "apiserver"):
+        killed = running[name].pid
+        os.kill(killed, signal.SIGKILL)
+        # The new child's serving line is relayed, as the first one's was.
+        assert f"kubelab {name}: serving" in server.process.stdout.readline()
+        text = log.read_text()
+        assert f"{name} (pid {killed}) exited with code -9; restarting in 1s (restart 1)" in text
+        assert f"{name} restarted as pid {children(server)[name].pid}" in text
+    restarted = children(server)
+    assert restarted["controller-manager"].pid == running["controller-manager"].pid
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{scheduler_port_of(restarted['scheduler'])}/healthz", timeout=10
+    ) as response:
+        assert response.status == 200
+    # The API server came back on the port the admin kubeconfig names.
+    kubectl = Kubectl(server.kubeconfig, tmp_path / "cache", "default")
+    assert kubectl.run("get", "--raw", "/readyz", namespaced=False).stdout == "ok"
+    os.kill(server.process.pid, signal.SIGTERM)
+    assert server.process.wait(timeout=30) == 0
+    stopped = [
+        line.split()[-4]
+        for line in log.read_text().splitlines()
+        if line.startswith("20") and line.endswith(" stopped")
+    ]
+    assert stopped == ["controller-manager", "scheduler", "apiserver"]
+    assert not any(p.is_running() and p.status() != "zombie" for p in restarted.values())
+
+
+def scheduler_port_of(scheduler: psutil.Process) -> int:
+    """The port a scheduler process listens on for /healthz (it binds one, --scheduler-port 0)."""
+    ports = [c.laddr.port for c in scheduler.net_connections("tcp") if c.status == "LISTEN"]
+    assert len(ports) == 1, ports
+    return int(ports[0])
 
 
 @dataclass
@@ -254,3 +317,36 @@ async def test_killing_the_leader_hands_over_and_binds_nothing_twice(tmp_path: P
         for scheduler in schedulers:
             scheduler.kill()
         stop_server(api)
+
+
+def test_server_fails_when_a_component_cannot_start(tmp_path: Path) -> None:
+    """A bad setup fails the command with the component's error, not a restart loop."""
+    result = subprocess.run(
+        [
+            *KUBELAB,
+            "server",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--secure-port",
+            "0",
+            "--scheduler-port",
+            "0",
+            "--controller-manager-port",
+            "0",
+            "--cloud-controller-manager-port",
+            "0",
+            "--cloud-provider",
+            "no-such-cloud",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("kubelab apiserver: serving on https://")
+    assert "unknown cloud provider 'no-such-cloud'" in result.stderr
+    assert "cloud-controller-manager exited with code 1 before it was serving" in result.stderr
+    assert "restarting" not in result.stderr
+    stopped = [line.split()[-4] for line in result.stderr.splitlines() if line.endswith(" stopped")]
+    assert stopped == ["controller-manager", "scheduler", "apiserver"]

@@ -377,6 +377,15 @@ class NodeInfoLister(Protocol):
 
     def have_pods_with_required_anti_affinity(self) -> builtins.list[NodeInfo]: ...
 
+    def changed_since(self, mark: int) -> tuple[builtins.list[str] | None, int]:
+        """The names of the nodes added, changed or removed since ``mark`` (what an earlier
+        call returned; 0 the first time), and the mark for the next call.  None instead of the
+        names when the snapshot does not remember that far back: look at every node.
+
+        For state kept across cycles (PodTopologySpread's counts per domain): a cycle then
+        visits only the nodes that changed since its state was last brought up to date."""
+        ...
+
 
 class Lister(Protocol[T]):
     """Read access to an informer's cache of one kind."""

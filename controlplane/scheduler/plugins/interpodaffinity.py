@@ -12,13 +12,17 @@ counts matches per topology pair (key, value):
 - existing pods that match any of the incoming pod's required anti-affinity terms.
 
 Filter then only looks a node's labels up in those counts.  Each node's part of the first two
-walks is remembered across cycles until the node changes (``_NodeMemo``).  The counts live in
+walks is remembered across cycles until the node changes (``_PerNode``).  The counts live in
 the cycle state and are cloned with it, so preemption can add and remove pods
 (``add_pod``/``remove_pod``) on its copy.  PreScore does the same walk for preferred terms
 (the incoming pod's, and existing pods' preferred terms plus their required affinity terms at
 ``hardPodAffinityWeight``), remembered per node the same way, and Score sums the weights of
-the node's topology pairs.  Filter and Score judge a whole batch of nodes in one loop
-(``filter_nodes``/``score_nodes``); the one-node forms delegate to them.
+the node's topology pairs.  For an incoming pod with preferred terms of its own, which visits
+every node with pods, the sums per topology pair are also kept across cycles
+(``_PreferredScores``): a cycle walks again only the nodes the snapshot changed since the last
+pod of the same shape, so PreScore does not grow with the number of nodes.  Filter and Score
+judge a whole batch of nodes in one loop (``filter_nodes``/``score_nodes``); the one-node forms
+delegate to them.
 
 Terms select namespaces by name or by a namespace label selector.  The incoming pod's selectors
 are resolved into names once per cycle against the namespace cache; existing pods' selectors are
@@ -28,8 +32,7 @@ matched against the labels of the incoming pod's namespace.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from controlplane.scheduler import names
@@ -47,6 +50,7 @@ from controlplane.scheduler.framework.interface import (
     QueueingHint,
     Status,
 )
+from controlplane.scheduler.framework.parts import NodeParts, Recent
 from controlplane.scheduler.framework.types import (
     AffinityTerm,
     NodeInfo,
@@ -146,7 +150,6 @@ def _clone(counts: TopologyCounts) -> TopologyCounts:
     return {key: dict(values) for key, values in counts.items()}
 
 
-K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 _IncomingKey = tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, str]] | None]
@@ -166,6 +169,15 @@ def _incoming_key(pod: Pod, namespace_labels: Mapping[str, str] | None) -> _Inco
 
 
 class _PerNode(Generic[V]):
+    """Per-node results of a walk over a node's pods, for one key (the plugin keeps them for
+    the most recently used keys).
+
+    A result is trusted while the NodeInfo's ``generation`` is the one it was computed at:
+    adding or removing a pod (an update is both) bumps it.  A cycle then walks only the pods
+    of nodes that changed since a cycle with the same key, where upstream (in parallel Go)
+    walks every pod every cycle; the counts are the same.
+    """
+
     __slots__ = ("_by_node",)
 
     def __init__(self) -> None:
@@ -176,30 +188,6 @@ class _PerNode(Generic[V]):
         if cached is None or cached[0] != node.generation:
             cached = self._by_node[node.name] = (node.generation, compute(node))
         return cached[1]
-
-
-class _NodeMemo(Generic[K, V]):
-    """Per-node results of a walk over a node's pods, for the most recently used keys.
-
-    A result is trusted while the NodeInfo's ``generation`` is the one it was computed at:
-    adding or removing a pod (an update is both) bumps it.  A cycle then walks only the pods
-    of nodes that changed since a cycle with the same key, where upstream (in parallel Go)
-    walks every pod every cycle; the counts are the same.
-    """
-
-    def __init__(self, capacity: int = 64) -> None:
-        self._capacity = capacity
-        self._entries: OrderedDict[K, _PerNode[V]] = OrderedDict()
-
-    def for_key(self, key: K) -> _PerNode[V]:
-        found = self._entries.get(key)
-        if found is None:
-            found = self._entries[key] = _PerNode()
-            if len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
-        else:
-            self._entries.move_to_end(key)
-        return found
 
 
 @dataclasses.dataclass(slots=True)
@@ -310,6 +298,59 @@ class _PreScoreState:
         return self  # read-only after PreScore
 
 
+def _memo() -> Recent[Any, _PerNode[Any]]:
+    return Recent(lambda _: _PerNode(), capacity=64)
+
+
+_ScorePart = tuple[tuple[str, str, int], ...]
+"""A node's summed preferred weights: (topology key, the node's value for it, weight)."""
+
+
+class _PreferredScores(NodeParts[_ScorePart]):
+    """The preferred-term weights per topology pair for one shape of incoming pod, kept
+    across cycles (``NodeParts``: only the nodes the snapshot changed are walked again) where
+    upstream sums them over every node in each PreScore.  ``walk`` and ``memo`` are the
+    current cycle's (the same shape, so the same answers); a pair stays while some node adds
+    to it, at zero too, as the walk leaves it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.walk: _PreferredWalk | None = None
+        self.memo: _PerNode[tuple[tuple[str, int], ...]] = _PerNode()
+        self.scores: TopologyCounts = {}
+        self._nodes: dict[tuple[str, str], int] = {}
+
+    def part(self, info: NodeInfo) -> _ScorePart | None:
+        labels = _node_labels(info.node)
+        if not info.pods or not labels or self.walk is None:
+            return None
+        return (
+            tuple(
+                (key, labels[key], weight)
+                for key, weight in self.memo.get(info, self.walk.weights)
+                if key in labels
+            )
+            or None
+        )
+
+    def apply(self, part: _ScorePart, sign: int) -> None:
+        for key, value, weight in part:
+            pair = (key, value)
+            nodes = self._nodes.get(pair, 0) + sign
+            values = self.scores.setdefault(key, {})
+            if nodes:
+                self._nodes[pair] = nodes
+                values[value] = values.get(value, 0) + sign * weight
+                continue
+            del self._nodes[pair], values[value]
+            if not values:
+                del self.scores[key]
+
+    def clear(self) -> None:
+        self.scores.clear()
+        self._nodes.clear()
+
+
 class InterPodAffinity:
     NAME: ClassVar[str] = names.INTER_POD_AFFINITY
 
@@ -317,9 +358,12 @@ class InterPodAffinity:
         self._handle = handle
         self._hard_pod_affinity_weight = hard_pod_affinity_weight
         self._ignore_preferred_terms_of_existing_pods = ignore_preferred
-        self._existing_memo: _NodeMemo[_IncomingKey, tuple[str, ...]] = _NodeMemo()
-        self._incoming_memo: _NodeMemo[_TermsKey, tuple[int, tuple[int, ...]]] = _NodeMemo()
-        self._preferred_memo: _NodeMemo[_PreferredKey, tuple[tuple[str, int], ...]] = _NodeMemo()
+        self._existing_memo: Recent[_IncomingKey, _PerNode[tuple[str, ...]]] = _memo()
+        self._incoming_memo: Recent[_TermsKey, _PerNode[tuple[int, tuple[int, ...]]]] = _memo()
+        self._preferred_memo: Recent[_PreferredKey, _PerNode[tuple[tuple[str, int], ...]]] = _memo()
+        self._preferred_scores: Recent[_PreferredKey, _PreferredScores] = Recent(
+            lambda _: _PreferredScores(), capacity=16
+        )
 
     # Namespaces.
 
@@ -367,14 +411,14 @@ class InterPodAffinity:
             namespace_labels=self._namespace_labels(namespace),
         )
         # Consecutive pods of one workload look the same to these walks, so each node's part is
-        # remembered until the node changes (see _NodeMemo).
-        existing_memo = self._existing_memo.for_key(_incoming_key(pod.pod, s.namespace_labels))
+        # remembered until the node changes (see _PerNode).
+        existing_memo = self._existing_memo.get(_incoming_key(pod.pod, s.namespace_labels))
         for node_info in self._handle.snapshot.have_pods_with_required_anti_affinity():
             labels = _node_labels(node_info.node)
             for key in existing_memo.get(node_info, s.existing_topology_keys):
                 _add(s.existing_anti_affinity_counts, labels, key, 1)
         if s.affinity or s.anti_affinity:
-            incoming_memo = self._incoming_memo.for_key((s.affinity, s.anti_affinity))
+            incoming_memo = self._incoming_memo.get((s.affinity, s.anti_affinity))
             for node_info in nodes:
                 if not node_info.pods:
                     continue
@@ -493,21 +537,25 @@ class InterPodAffinity:
             self._hard_pod_affinity_weight,
         )
         # Like the PreFilter walks, each node's part is remembered until the node changes.
-        memo = self._preferred_memo.for_key(
-            (walk.preferred, walk.preferred_anti, _incoming_key(pod.pod, namespace_labels))
-        )
-        scores: TopologyCounts = {}
-        for node_info in snapshot.list() if has_constraints else snapshot.have_pods_with_affinity():
-            if not (node_info.pods if has_constraints else node_info.pods_with_affinity):
-                continue
-            labels = _node_labels(node_info.node)
-            if not labels:
-                continue
-            for key, weight in memo.get(node_info, walk.weights):
-                topology_value = labels.get(key)
-                if topology_value is not None:
-                    values = scores.setdefault(key, {})
-                    values[topology_value] = values.get(topology_value, 0) + weight
+        key = (walk.preferred, walk.preferred_anti, _incoming_key(pod.pod, namespace_labels))
+        memo = self._preferred_memo.get(key)
+        if has_constraints:
+            # Every node with pods counts: the sums kept across cycles apply.
+            kept = self._preferred_scores.get(key)
+            kept.walk, kept.memo = walk, memo
+            kept.sync(snapshot)
+            scores = kept.scores
+        else:
+            scores = {}
+            for node_info in snapshot.have_pods_with_affinity():
+                labels = _node_labels(node_info.node)
+                if not node_info.pods_with_affinity or not labels:
+                    continue
+                for topology_key, weight in memo.get(node_info, walk.weights):
+                    topology_value = labels.get(topology_key)
+                    if topology_value is not None:
+                        values = scores.setdefault(topology_key, {})
+                        values[topology_value] = values.get(topology_value, 0) + weight
         if not scores:
             return SKIP
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(scores))

@@ -17,19 +17,24 @@ nodes matching the pod's nodeSelector and required node affinity) and ``nodeTain
 (Honor: only nodes whose NoSchedule/NoExecute taints the pod tolerates), and a node must carry
 every constraint's topology key.
 
-As upstream does, PreFilter counts matching pods per domain once per cycle (Filter then only
-looks counts up) and keeps each constraint's minimum exact under preemption's one-pod-at-a-time
-``add_pod``/``remove_pod`` with a histogram of how many domains hold each count.  PreScore
-counts only domains of candidate nodes; per-hostname counts are done in Score.  Each node's count
-for a selector is remembered across cycles until the node changes (``_NodeCounts``), so a cycle
-walks only the pods of changed nodes rather than every pod in the cluster.
+PreFilter hands Filter matching pods per domain (Filter then only looks counts up) and keeps
+each constraint's minimum exact under preemption's one-pod-at-a-time ``add_pod``/``remove_pod``
+with a histogram of how many domains hold each count.  Upstream recounts those per cycle over
+every node; here, for the common case (constraints that count every node carrying their keys:
+no node affinity or taints to honour), the counts, histograms and domains are kept across
+cycles (``_DomainCounts``) and brought up to date from the nodes the snapshot changed since
+(a binding, an assumed or deleted pod, a node added, relabelled or removed), so PreFilter
+costs the same at 100 nodes and 5,000.  The cycle state shares them until preemption first
+changes its copy.  Other pods get the walk over every node.  PreScore counts only domains of
+candidate nodes; per-hostname counts are done in Score.  Each node's count for a selector is
+remembered until the node changes (``_NodeCounts``), so a walk recounts only the pods of
+changed nodes rather than every pod in the cluster.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -50,6 +55,7 @@ from controlplane.scheduler.framework.interface import (
     QueueingHint,
     Status,
 )
+from controlplane.scheduler.framework.parts import NodeParts, Recent
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.helper import do_not_schedule_taints
 from kubelab.api.kinds.apps_v1 import ReplicaSet, StatefulSet
@@ -92,6 +98,9 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 _NO_LABELS: Mapping[str, str] = {}
 _LABEL_MISSING = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
 _SKEW_EXCEEDED = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
+
+_DomainsKey = tuple[str, tuple[tuple[str, Selector], ...]]
+"""A namespace and each DoNotSchedule constraint's topology key and selector."""
 
 _NO_DOMAIN = 2**31 - 1
 """The minimum of a constraint no node is eligible for (never read: minDomains makes it 0)."""
@@ -151,23 +160,67 @@ class _NodeCounts:
         return count
 
 
-class _CountMemo:
-    """The ``_NodeCounts`` of the selectors seen most recently (a small LRU)."""
+_Part = tuple[tuple[str, ...], tuple[int, ...]]
+"""A node's domain and matching pods, per constraint."""
 
-    def __init__(self, capacity: int = 64) -> None:
-        self._capacity = capacity
-        self._entries: OrderedDict[tuple[str, Selector], _NodeCounts] = OrderedDict()
 
-    def counts(self, namespace: str, selector: Selector) -> _NodeCounts:
-        key = (namespace, selector)
-        found = self._entries.get(key)
-        if found is None:
-            found = self._entries[key] = _NodeCounts(namespace, selector)
-            if len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
-        else:
-            self._entries.move_to_end(key)
-        return found
+class _DomainCounts(NodeParts[_Part]):
+    """Matching pods per topology domain for a pod's DoNotSchedule constraints, kept across
+    cycles (upstream recounts them over every node in each PreFilter).
+
+    Per constraint: ``counts`` (domain -> matching pods, a domain present while some node
+    carrying every constraint's key is in it), ``histogram`` (count -> how many domains hold
+    it, so the minimum is the smallest key) and how many nodes each domain has.  A node's
+    part is its domain and its matching pods per constraint; ``sync`` (``NodeParts``) takes
+    out and puts back the parts of the nodes the snapshot changed, so a pod bound, assumed or
+    deleted, and a node added, relabelled or removed, costs one node's recount, whatever the
+    number of nodes.  Only for pods whose constraints count every node (no node affinity or
+    taints to honour).
+    """
+
+    def __init__(self, keys: tuple[str, ...], counters: tuple[_NodeCounts, ...]) -> None:
+        super().__init__()
+        self._keys = keys
+        self._required = frozenset(keys)
+        self._counters = counters
+        self.counts: list[dict[str, int]] = [{} for _ in keys]
+        self.histogram: list[dict[int, int]] = [{} for _ in keys]
+        self.nodes: list[dict[str, int]] = [{} for _ in keys]
+
+    def part(self, info: NodeInfo) -> _Part | None:
+        labels = info.node.metadata.labels if info.node is not None else None
+        if not labels or not labels.keys() >= self._required:
+            return None
+        return (
+            tuple(labels[key] for key in self._keys),
+            tuple(counter(info) for counter in self._counters),
+        )
+
+    def clear(self) -> None:
+        for per_constraint in (self.counts, self.histogram, self.nodes):
+            for table in per_constraint:
+                table.clear()
+
+    def apply(self, part: _Part, sign: int) -> None:
+        for i, (value, count) in enumerate(zip(*part, strict=True)):
+            self._move(i, value, sign, sign * count)
+
+    def _move(self, i: int, value: str, nodes_delta: int, count_delta: int) -> None:
+        nodes, counts, histogram = self.nodes[i], self.counts[i], self.histogram[i]
+        before = counts.get(value)
+        if before is not None:
+            left = histogram[before] - 1
+            if left:
+                histogram[before] = left
+            else:
+                del histogram[before]
+        members = nodes.get(value, 0) + nodes_delta
+        if members == 0:
+            del nodes[value], counts[value]
+            return
+        nodes[value] = members
+        after = counts[value] = (before or 0) + count_delta
+        histogram[after] = histogram.get(after, 0) + 1
 
 
 class _Eligibility:
@@ -242,6 +295,8 @@ class _PreFilterState:
     match_counts: list[dict[str, int]]
     domains_at_count: list[dict[int, int]]
     min_match: list[int]
+    shared: bool = False
+    """The counts are ``_DomainCounts``' own: copied before the first update."""
 
     def clone(self) -> _PreFilterState:
         return _PreFilterState(
@@ -259,6 +314,10 @@ class _PreFilterState:
         return self.min_match[i]
 
     def update(self, i: int, value: str, delta: int) -> None:
+        if self.shared:
+            self.match_counts = [dict(counts) for counts in self.match_counts]
+            self.domains_at_count = [dict(histogram) for histogram in self.domains_at_count]
+            self.shared = False
         counts, histogram = self.match_counts[i], self.domains_at_count[i]
         old = counts.get(value, 0)
         new = old + delta
@@ -306,7 +365,12 @@ class PodTopologySpread:
         self._handle = handle
         self._default_constraints = tuple(default_constraints)
         self._system_defaulted = system_defaulted
-        self._memo = _CountMemo()
+        self._counts: Recent[tuple[str, Selector], _NodeCounts] = Recent(
+            lambda key: _NodeCounts(*key), capacity=64
+        )
+        self._domains: Recent[_DomainsKey, _DomainCounts] = Recent(
+            self._new_domain_counts, capacity=16
+        )
 
     # Constraints.
 
@@ -393,16 +457,57 @@ class PodTopologySpread:
         if not constraints:
             return None, SKIP
         namespace = pod.pod.metadata.namespace or ""
-        match_counts: list[dict[str, int]] = [{} for _ in constraints]
-        counters = [self._memo.counts(namespace, c.selector) for c in constraints]
         eligibility = _Eligibility(pod.pod, constraints)
-        # This walk visits every node for every pod: per node, only lookups (and a count of
-        # its pods when it has any and changed since it was last counted).
+        if eligibility.always is not None:
+            # Every node carrying the keys counts: the counts kept across cycles apply.
+            domains = self._domains.get(
+                (namespace, tuple((c.topology_key, c.selector) for c in constraints))
+            )
+            domains.sync(self._handle.snapshot)
+            match_counts, histograms, shared = domains.counts, domains.histogram, True
+        else:
+            match_counts, histograms = self._count_eligible(
+                namespace, constraints, eligibility, nodes
+            )
+            shared = False
+        pod_labels = pod.pod.metadata.labels
+        state.write(
+            PRE_FILTER_STATE_KEY,
+            _PreFilterState(
+                constraints,
+                tuple(c.selector.matches(pod_labels) for c in constraints),
+                match_counts,
+                histograms,
+                [min(h, default=_NO_DOMAIN) for h in histograms],
+                shared,
+            ),
+        )
+        return None, SUCCESS
+
+    def _new_domain_counts(self, key: _DomainsKey) -> _DomainCounts:
+        namespace, constraints = key
+        return _DomainCounts(
+            tuple(topology_key for topology_key, _ in constraints),
+            tuple(self._counts.get((namespace, selector)) for _, selector in constraints),
+        )
+
+    def _count_eligible(
+        self,
+        namespace: str,
+        constraints: tuple[_Constraint, ...],
+        eligibility: _Eligibility,
+        nodes: list[NodeInfo],
+    ) -> tuple[list[dict[str, int]], list[dict[int, int]]]:
+        """Matching pods per domain over the nodes eligible under the pod's inclusion
+        policies, and the histograms of those counts: a walk over every node."""
+        match_counts: list[dict[str, int]] = [{} for _ in constraints]
+        counters = [self._counts.get((namespace, c.selector)) for c in constraints]
+        # Per node, only lookups (and a count of its pods when it has any and changed since
+        # it was last counted).
         per_constraint = tuple(
             zip((c.topology_key for c in constraints), counters, match_counts, strict=True)
         )
         keys = frozenset(c.topology_key for c in constraints)
-        always = eligibility.always
         for node_info in nodes:
             node = node_info.node
             if node is None:
@@ -410,16 +515,12 @@ class PodTopologySpread:
             labels = node.metadata.labels
             if not labels or not labels.keys() >= keys:
                 continue
-            included = (
-                per_constraint
-                if always is not None
-                else tuple(
-                    entry
-                    for entry, eligible in zip(
-                        per_constraint, eligibility.per_constraint(node), strict=True
-                    )
-                    if eligible
+            included = tuple(
+                entry
+                for entry, eligible in zip(
+                    per_constraint, eligibility.per_constraint(node), strict=True
                 )
+                if eligible
             )
             pods = node_info.pods
             for key, counter, counts in included:
@@ -431,18 +532,7 @@ class PodTopologySpread:
             for count in counts.values():
                 histogram[count] = histogram.get(count, 0) + 1
             histograms.append(histogram)
-        pod_labels = pod.pod.metadata.labels
-        state.write(
-            PRE_FILTER_STATE_KEY,
-            _PreFilterState(
-                constraints,
-                tuple(c.selector.matches(pod_labels) for c in constraints),
-                match_counts,
-                histograms,
-                [min(h, default=_NO_DOMAIN) for h in histograms],
-            ),
-        )
-        return None, SUCCESS
+        return match_counts, histograms
 
     def pre_filter_extensions(self) -> PodTopologySpread:
         return self
@@ -531,7 +621,7 @@ class PodTopologySpread:
         namespace = pod.pod.metadata.namespace or ""
         s = _PreScoreState(
             constraints,
-            [self._memo.counts(namespace, c.selector) for c in constraints],
+            [self._counts.get((namespace, c.selector)) for c in constraints],
             set(),
             [{} for _ in constraints],
             [],

@@ -191,6 +191,10 @@ class FakeSnapshot:
     def have_pods_with_required_anti_affinity(self) -> builtins.list[NodeInfo]:
         return [info for info in self._nodes if info.pods_with_required_anti_affinity]
 
+    def changed_since(self, mark: int) -> tuple[builtins.list[str] | None, int]:
+        """No history: the nodes may have been replaced since any earlier call."""
+        return None, 0
+
 
 class FakeLister(Generic[R]):
     """A ``Lister`` over the objects of one kind; keys are ``namespace/name`` or ``name``."""

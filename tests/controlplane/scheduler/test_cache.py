@@ -372,3 +372,27 @@ def test_large_cluster_snapshot_update_is_incremental() -> None:
     assert snapshot.list() == first
     assert all(a is b for a, b in zip(snapshot.list(), first, strict=True))
     assert len(snapshot.get("n4999").pods) == 1
+
+
+def test_the_snapshot_names_the_nodes_each_update_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = cache_with("n1", "n2", "n3")
+    snapshot = Snapshot()
+    assert snapshot.changed_since(0) == (None, 1)
+    cache.update_snapshot(snapshot)
+    names, mark = snapshot.changed_since(1)
+    assert sorted(names or ()) == ["n1", "n2", "n3"]
+    assert snapshot.changed_since(mark) == ([], mark)
+    cache.assume_pod(PodInfo.of(make_pod("p")), "n2")
+    cache.update_snapshot(snapshot)
+    assert snapshot.changed_since(mark) == (["n2"], mark + 1)
+    cache.remove_node(make_node("n3"))
+    cache.update_snapshot(snapshot)
+    assert snapshot.changed_since(mark + 1) == (["n3"], mark + 2)
+    # Beyond twice the nodes (at least MIN_CHANGES), the oldest half is forgotten.
+    monkeypatch.setattr("controlplane.scheduler.cache.MIN_CHANGES", 4)
+    for i in range(3):
+        cache.assume_pod(PodInfo.of(make_pod(f"q{i}")), "n1")
+        cache.update_snapshot(snapshot)
+    names, latest = snapshot.changed_since(mark + 1)
+    assert names is None and latest == mark + 5
+    assert snapshot.changed_since(latest - 1) == (["n1"], latest)
