@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import kubelab.api.kinds  # noqa: F401  (registers every kind)
-from kubelab.api import codec, walk
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.meta_v1 import ResourceList
+import kube.api.kinds  # noqa: F401  (registers every kind)
+from kube.api import codec, walk
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.meta_v1 import ResourceList
 
 PODS = 10_000
 ROUNDS = 5

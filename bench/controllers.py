@@ -29,14 +29,14 @@ from pathlib import Path
 import psutil
 
 from bench.scheduler import basic_pod, register_nodes, time_to_bind
-from kubelab.api.kinds.apps_v1 import Deployment
-from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
+from kube.api.kinds.apps_v1 import Deployment
+from kube.api.kinds.core_v1.cluster import Namespace, ServiceAccount
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.informers import SharedInformerFactory
+from kube.client.rest import Client
+from kube.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
 from node.hollow.pods import HollowKubelet
 from tests.servers import (

@@ -30,12 +30,12 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.cluster import Namespace, ServiceAccount
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from kubelab.lab.images import BASIC_IMAGES, BUSYBOX_IMAGE, build_images
 from node.cri.client import RuntimeClient
 from node.cri.pb import api_pb2 as pb

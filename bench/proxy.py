@@ -4,7 +4,7 @@ one-Service partial sync at the largest size.
 For each size, a fresh "node" network namespace gets a worker process (``nsenter --net``, as
 the proxy runs on a node) that feeds the :class:`~node.proxy.proxier.IptablesProxier` that many
 ClusterIP Services with ``ENDPOINTS`` endpoints each (in-memory lookups, no API server: only
-the sync is timed) over either backend, :class:`~kubelab.iptables.RestoreIptables` or (legacy
+the sync is timed) over either backend, :class:`~node.iptables.RestoreIptables` or (legacy
 tables only) :class:`~node.proxy.libiptc.LibiptcIptables`, and measures:
 
 - ``full (cold)``: the first sync, into empty tables: render every rule, save, restore;
@@ -53,11 +53,11 @@ def address(first: int, n: int) -> str:
 def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[str, float]:
     """Run inside the node netns: the proxier's syncs (rules written by ``writer``:
     ``restore`` or ``libiptc``) and the floor, in seconds."""
-    from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-    from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
-    from kubelab.api.meta_v1 import ObjectMeta
-    from kubelab.clock import RealClock
-    from kubelab.iptables import Iptables, RestoreIptables
+    from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+    from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+    from kube.api.meta_v1 import ObjectMeta
+    from kube.clock import RealClock
+    from node.iptables import Iptables, RestoreIptables
     from node.proxy.model import SERVICE_NAME_LABEL
     from node.proxy.proxier import IptablesProxier
 

@@ -30,10 +30,10 @@ import uuid
 from collections.abc import Sequence
 
 from bench.kubelet import namespace_ready, percentile
-from kubelab.api.kinds.core_v1.cluster import Event, Namespace
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.cluster import Event, Namespace
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.rest import Client
 from kubelab.lab import cluster
 from kubelab.lab.topology import Lab, LabSpec
 

@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.pod import (
     Affinity,
     Binding,
     Container,
@@ -50,10 +50,10 @@ from kubelab.api.kinds.core_v1.pod import (
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 )
-from kubelab.api.kinds.core_v1.volume import ObjectReference
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
+from kube.api.kinds.core_v1.volume import ObjectReference
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.client.rest import Client
+from kube.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
 from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 

@@ -1,7 +1,7 @@
 """``kubelab token create|list|delete``: bootstrap tokens for joining nodes, as ``kubeadm token``.
 
 A bootstrap token ``<id>.<secret>`` lives in the ``kube-system/bootstrap-token-<id>`` Secret of
-type ``bootstrap.kubernetes.io/token`` (upstream's format, ``kubelab.api.bootstraptoken``, which
+type ``bootstrap.kubernetes.io/token`` (upstream's format, ``kube.api.bootstraptoken``, which
 the API server's bootstrap-token authenticator and the tokencleaner and bootstrapsigner
 controllers read too).  Marked ``usage-bootstrap-authentication``, a token made here
 authenticates as ``system:bootstrap:<id>`` in the groups ``system:bootstrappers`` and
@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubelab import component
-from kubelab.api.bootstraptoken import (
+from kube import component
+from kube.api.bootstraptoken import (
     NAMESPACE,
     SECRET_PREFIX,
     SECRET_TYPE,
@@ -45,13 +45,13 @@ from kubelab.api.bootstraptoken import (
     token_data,
     usages,
 )
-from kubelab.api.printing import rfc3339, short_human_duration
-from kubelab.table import aligned
+from kube.api.printing import rfc3339, short_human_duration
+from kube.table import aligned
 
 if TYPE_CHECKING:
-    from kubelab.api.kinds.core_v1.cluster import Secret
-    from kubelab.client.interface import ApiClient
-    from kubelab.client.kubeconfig import ClientConfig
+    from kube.api.kinds.core_v1.cluster import Secret
+    from kube.client.interface import ApiClient
+    from kube.client.kubeconfig import ClientConfig
 
 BOOTSTRAP_TOKEN_GROUP = "system:bootstrappers:kubelab:default-node-token"
 """The extra group of the tokens this makes (kubeadm's: ``...:kubeadm:default-node-token``);
@@ -77,8 +77,8 @@ def token_secret(
     groups: Sequence[str] = (BOOTSTRAP_TOKEN_GROUP,),
 ) -> Secret:
     """The Secret that makes ``<token_id>.<secret>`` a bootstrap token for authentication."""
-    from kubelab.api.kinds.core_v1.cluster import Secret
-    from kubelab.api.meta_v1 import ObjectMeta
+    from kube.api.kinds.core_v1.cluster import Secret
+    from kube.api.meta_v1 import ObjectMeta
 
     data = {
         "token-id": token_id,
@@ -120,7 +120,7 @@ async def create(
 
 def bootstrap_kubeconfig(config: ClientConfig, token: str) -> str:
     """A kubeconfig for ``config``'s server and CA that authenticates with ``token``."""
-    from kubelab.client import kubeconfig
+    from kube.client import kubeconfig
 
     if config.ca_pem is None:
         raise SystemExit("kubelab token: the kubeconfig names no certificate authority")
@@ -177,8 +177,8 @@ async def token_rows(
 ) -> tuple[list[tuple[str, ...]], list[TokenError]]:
     """The ``list`` rows of every bootstrap token, and why each Secret without a readable
     token was left out."""
-    from kubelab.api.kinds.core_v1.cluster import Secret
-    from kubelab.client.errors import ApiError
+    from kube.api.kinds.core_v1.cluster import Secret
+    from kube.client.errors import ApiError
 
     try:
         found = await client.list(Secret, NAMESPACE, field_selector=f"type={SECRET_TYPE}")
@@ -209,8 +209,8 @@ def _token_id(text: str) -> str:
 
 async def delete(client: ApiClient, token_id: str) -> None:
     """Delete the bootstrap token ``token_id``; ``TokenError`` if the API server refuses."""
-    from kubelab.api.kinds.core_v1.cluster import Secret
-    from kubelab.client.errors import ApiError
+    from kube.api.kinds.core_v1.cluster import Secret
+    from kube.client.errors import ApiError
 
     try:
         await client.delete(Secret, SECRET_PREFIX + token_id, NAMESPACE)
@@ -272,7 +272,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 async def run_create(args: argparse.Namespace) -> int:
-    from kubelab.client import kubeconfig
+    from kube.client import kubeconfig
 
     async with component.client_from_flags(args, "token") as client:
         token = await create(client, args.ttl, args.description, args.groups)

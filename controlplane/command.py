@@ -3,7 +3,7 @@
 One command, one log stream, one parent that handles signals; but each component runs in a
 process of its own, its child, so that the API server, the scheduler and the controllers
 each get a core (one Python process holds one interpreter lock: run as one, the whole control
-plane shared a core).  The parent (``supervise``) uses ``kubelab.supervision``:
+plane shared a core).  The parent (``supervise``) uses ``kube.supervision``:
 
 - the API server starts first; once it prints ``kubelab apiserver: serving on https://...``
   (relayed as the command's first stdout line, which scripts and tests wait for) its admin
@@ -44,8 +44,8 @@ from controlplane.apiserver.certs import identities
 from controlplane.cloud import command as cloud_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
-from kubelab import component
-from kubelab.supervision import ChildExited, Supervisor
+from kube import component
+from kube.supervision import ChildExited, Supervisor
 
 APISERVER = "apiserver"
 SCHEDULER = "scheduler"

@@ -1,10 +1,8 @@
 """kubelab: Kubernetes' core written in Python, running for real on Linux.
 
-The shared base lives here: ``kubelab.api`` (every kind declared once, typed) and, later,
-``kubelab.client`` (REST client, informers, workqueues, leader election).  The control plane
-(``controlplane``) and the node (``node``) stand on it and meet only through the API server.
+The top tier: the ``kubelab`` command (``cli``), which runs every component, and the lab
+(``kubelab.lab``), which brings a multi-node cluster up in network namespaces or on VMs.  The
+components stand below it (``controlplane``: storage, API server, scheduler, controllers,
+cloud; ``node``: kubelet, CRI, CNI, kube-proxy), meeting only through the API, and they stand
+on the shared base, ``kube``.  See docs/architecture.md.
 """
-
-__version__ = "0.1.0"
-KUBERNETES_VERSION = "1.36.0"
-"""The Kubernetes release whose API and behaviour kubelab follows."""

@@ -21,7 +21,7 @@ from controlplane.cloud import command as cloud_controller_manager_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.dns import command as dns_command
 from controlplane.scheduler import command as scheduler_command
-from kubelab import KUBERNETES_VERSION, __version__
+from kube import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
 from kubelab.lab.images import command as images_command
 from node.hollow import command as hollow_command

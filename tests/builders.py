@@ -11,9 +11,9 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodCondition, PodSpec, PodStatus
-from kubelab.api.meta_v1 import ObjectMeta, Resource
-from kubelab.api.owners import controller_ref
+from kube.api.kinds.core_v1.pod import Container, Pod, PodCondition, PodSpec, PodStatus
+from kube.api.meta_v1 import ObjectMeta, Resource
+from kube.api.owners import controller_ref
 
 
 def ready_condition(ready: bool = True, since: datetime.datetime | None = None) -> PodCondition:

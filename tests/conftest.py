@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.rest import Client
 from kubelab.lab.etcd import ETCD_BINARY, etcd_available
 from tests.netns import NetnsFactory
 from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server

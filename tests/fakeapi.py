@@ -1,6 +1,6 @@
 """One in-memory API for unit tests of the controllers, the scheduler and the kubelet.
 
-:class:`FakeApi` implements :class:`kubelab.client.interface.ApiClient`, the Protocol the
+:class:`FakeApi` implements :class:`kube.client.interface.ApiClient`, the Protocol the
 components are typed against, so mypy checks it like the real client; it is shaped as
 client-go's fake clientset:
 
@@ -37,15 +37,15 @@ from urllib.parse import unquote
 import msgspec
 
 from controlplane.apiserver.endpoints import patch as patches
-from kubelab.api import codec
-from kubelab.api.fieldselector import parse_field_selector
-from kubelab.api.labels import parse_selector
-from kubelab.api.meta_v1 import Preconditions, Resource, Status
-from kubelab.api.scheme import SCHEME
-from kubelab.client.errors import ApiError
-from kubelab.client.kubeconfig import ClientConfig
-from kubelab.client.rest import ListResult, ResourcePath, WatchEvent
-from kubelab.clock import FakeClock
+from kube.api import codec
+from kube.api.fieldselector import parse_field_selector
+from kube.api.labels import parse_selector
+from kube.api.meta_v1 import Preconditions, Resource, Status
+from kube.api.scheme import SCHEME
+from kube.client.errors import ApiError
+from kube.client.kubeconfig import ClientConfig
+from kube.client.rest import ListResult, ResourcePath, WatchEvent
+from kube.clock import FakeClock
 
 R = TypeVar("R", bound=Resource)
 Key = tuple[type[Resource], str | None, str]

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import pytest
 
-from kubelab.component import parse_duration
+from kube.component import parse_duration
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 START_TIMEOUT = 60.0

@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
-from kubelab.api import codec
-from kubelab.api.kinds.core_v1.cluster import ConfigMap
-from kubelab.api.meta_v1 import ObjectMeta, Preconditions
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import SharedInformerFactory
+from kube.api import codec
+from kube.api.kinds.core_v1.cluster import ConfigMap
+from kube.api.meta_v1 import ObjectMeta, Preconditions
+from kube.client.errors import ApiError
+from kube.client.informers import SharedInformerFactory
 from tests.fakeapi import Action, FakeApi, api_error
 
 

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubelab import component
-from kubelab.component import boolean, duration, tune_garbage_collector
+from kube import component
+from kube.component import boolean, duration, tune_garbage_collector
 
 if TYPE_CHECKING:
     from controlplane.apiserver.endpoints.audit import Policy

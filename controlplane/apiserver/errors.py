@@ -8,9 +8,9 @@ kubectl's printing of ``details`` (kind, name, causes) works.  Nothing a client 
 
 from __future__ import annotations
 
-from kubelab.api.errors import ErrorList
-from kubelab.api.meta_v1 import Status, StatusCause, StatusDetails
-from kubelab.api.scheme import KindInfo
+from kube.api.errors import ErrorList
+from kube.api.meta_v1 import Status, StatusCause, StatusDetails
+from kube.api.scheme import KindInfo
 
 
 class ApiError(Exception):

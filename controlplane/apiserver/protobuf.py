@@ -1,5 +1,5 @@
 """Kubernetes protobuf bodies: decoded into the JSON-shaped dicts the server works on, and
-encoded back, driven by the kind declarations in ``kubelab.api``.
+encoded back, driven by the kind declarations in ``kube.api``.
 
 kubectl's generator commands (``create namespace|configmap|secret|deployment|service|job|
 cronjob|role|clusterrole|rolebinding|clusterrolebinding|quota|priorityclass|
@@ -26,7 +26,7 @@ always, map entries sorted by key): kubectl's bodies come back byte for byte, wh
 tests hold the declarations to upstream's numbers.
 
 The tables.  Every field number is declared once, on the field, beside its type
-(``meta(proto=N)``, see ``kubelab.api.struct``); ``MESSAGES`` and ``KINDS`` are derived from
+(``meta(proto=N)``, see ``kube.api.struct``); ``MESSAGES`` and ``KINDS`` are derived from
 those declarations when this module is imported.  A kind is in ``KINDS`` when all of its own
 fields carry a number (``metadata`` alone does not count); then every struct it reaches must
 number all of its fields, or the import fails naming the field.  The wire type of a field comes
@@ -68,11 +68,11 @@ from typing import Annotated, Any, Final, Literal, get_args, get_origin
 import msgspec
 from msgspec import inspect as mi
 
-from kubelab.api.kinds.networking_v1 import Ingress
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import SCHEME
-from kubelab.api.struct import QUANTITY, ProtoField, Struct, field_meta, proto_field
-from kubelab.api.typeinfo import type_tree
+from kube.api.kinds.networking_v1 import Ingress
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import SCHEME
+from kube.api.struct import QUANTITY, ProtoField, Struct, field_meta, proto_field
+from kube.api.typeinfo import type_tree
 
 MAGIC: Final = b"k8s\x00"
 

@@ -64,12 +64,12 @@ from controlplane.apiserver.system import bootstrap, clusterinfo
 from controlplane.apiserver.system.apiserverleases import ApiServerLeases
 from controlplane.storage.interface import Store, Unavailable
 from controlplane.storage.metered import MeteredStore
-from kubelab import KUBERNETES_VERSION, __version__
-from kubelab.api import openapi, openapi_proto
-from kubelab.api.kinds.rbac_v1 import GROUP as RBAC_GROUP
-from kubelab.api.scheme import SCHEME, KindInfo
-from kubelab.clock import Clock, RealClock
-from kubelab.metrics import CONTENT_TYPE, Registry
+from kube import KUBERNETES_VERSION, __version__
+from kube.api import openapi, openapi_proto
+from kube.api.kinds.rbac_v1 import GROUP as RBAC_GROUP
+from kube.api.scheme import SCHEME, KindInfo
+from kube.clock import Clock, RealClock
+from kube.metrics import CONTENT_TYPE, Registry
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ from controlplane.cloud.instances import instance_metadata, require_instances
 from controlplane.cloud.provider import InstanceMetadata, InstanceNotFound
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.nodeutil import node_taints
-from kubelab.api import codec
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api import codec
+from kube.api.kinds.core_v1.node import Node, NodeSpec
+from kube.api.meta_v1 import ObjectMeta
 
 NAME = "cloud-node"
 

@@ -23,9 +23,9 @@ from controlplane.cloud.context import TAINT_SHUTDOWN, CloudContext, CloudContro
 from controlplane.cloud.instances import instance_exists, instance_shutdown, require_instances
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.nodeutil import NO_SCHEDULE, is_ready, node_condition, node_taints
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.meta_v1 import Preconditions
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
+from kube.api.meta_v1 import Preconditions
+from kube.client.errors import ApiError
 
 NAME = "cloud-node-lifecycle"
 EVENT_DELETING_NODE = "DeletingNode"

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubelab import component
+from kube import component
 
 if TYPE_CHECKING:
     from controlplane.controllers.controller import Controller
     from controlplane.controllers.manager import ControllerFactory
-    from kubelab.client.rest import Client
+    from kube.client.rest import Client
 
 log = logging.getLogger("kubelab.cloud")
 
@@ -160,7 +160,7 @@ class KubeconfigClientBuilder:
         self._clients: list[Client] = []
 
     def client(self, name: str) -> Client:
-        from kubelab.client.rest import Client
+        from kube.client.rest import Client
 
         built = Client.from_kubeconfig(
             self._kubeconfig, user_agent=f"kubelab-cloud-controller-manager/{name}"
@@ -177,7 +177,6 @@ async def run_cloud_controller_manager(
     options: CloudControllerManagerOptions, stop: asyncio.Event
 ) -> int:
     """Run the enabled cloud controllers until ``stop`` is set (0) or the lease is lost (1)."""
-    import controlplane.cloud.providers  # noqa: F401  (registers the in-tree providers)
     from controlplane.cloud.context import CapabilityUnsupported, CloudContext, CloudOptions
     from controlplane.cloud.controllers import CONTROLLERS
     from controlplane.cloud.registry import CloudProviderError, init_cloud_provider
@@ -189,8 +188,8 @@ async def run_cloud_controller_manager(
         run_controllers,
         run_manager,
     )
-    from kubelab.client.rest import Client
-    from kubelab.clock import RealClock
+    from kube.client.rest import Client
+    from kube.clock import RealClock
 
     try:
         names = enabled(options.controllers, list(CONTROLLERS))

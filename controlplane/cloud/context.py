@@ -18,7 +18,7 @@ from controlplane.cloud.provider import CloudProvider
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
 from controlplane.controllers.nodeutil import node_taints
-from kubelab.api.kinds.core_v1.node import Node, NodeAddress
+from kube.api.kinds.core_v1.node import Node, NodeAddress
 
 TAINT_UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 TAINT_SHUTDOWN = "node.cloudprovider.kubernetes.io/shutdown"

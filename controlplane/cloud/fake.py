@@ -34,8 +34,8 @@ from controlplane.cloud.provider import (
     Zone,
     Zones,
 )
-from kubelab.api.kinds.core_v1.node import Node, NodeAddress
-from kubelab.api.kinds.core_v1.service import LoadBalancerIngress, LoadBalancerStatus, Service
+from kube.api.kinds.core_v1.node import Node, NodeAddress
+from kube.api.kinds.core_v1.service import LoadBalancerIngress, LoadBalancerStatus, Service
 
 PROVIDER_NAME = "fake"
 

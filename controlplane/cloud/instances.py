@@ -17,7 +17,7 @@ from controlplane.cloud.provider import (
     Instances,
     NotImplementedByProvider,
 )
-from kubelab.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import Node
 
 
 def require_instances(cloud: CloudProvider) -> None:

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kubelab.api.kinds.core_v1.node import Node, NodeAddress
-from kubelab.api.kinds.core_v1.service import LoadBalancerStatus, Service
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.node import Node, NodeAddress
+from kube.api.kinds.core_v1.service import LoadBalancerStatus, Service
+from kube.client.rest import Client
 
 
 class InstanceNotFound(Exception):

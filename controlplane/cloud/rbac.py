@@ -12,8 +12,8 @@ former and elects its leader through the latter, as upstream's bootstrap policy 
 
 from __future__ import annotations
 
-from kubelab.api.kinds.rbac_v1 import ClusterRole, PolicyRule
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.rbac_v1 import ClusterRole, PolicyRule
+from kube.api.meta_v1 import ObjectMeta
 
 NAME = "system:cloud-controller-manager"
 

@@ -88,10 +88,11 @@ def get_cloud_provider_factory(name: str) -> Factory:
     if factory is None:
         factory = _from_entry_point(name)
     if factory is None:
-        known = ", ".join(registered_providers()) or "none"
+        installed = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+        known = ", ".join(sorted({*registered_providers(), *installed})) or "none"
         raise CloudProviderError(
-            f"unknown cloud provider {name!r} (registered: {known}; none installed under the "
-            f"entry point group {ENTRY_POINT_GROUP!r} either)"
+            f"unknown cloud provider {name!r} (known: {known}, registered or installed under "
+            f"the entry point group {ENTRY_POINT_GROUP!r})"
         )
     return factory
 

@@ -34,8 +34,8 @@ from controlplane.cloud.context import (
 from controlplane.cloud.provider import Route, Routes
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.nodeutil import node_condition
-from kubelab.api import codec
-from kubelab.api.kinds.core_v1.node import Node, NodeCondition
+from kube.api import codec
+from kube.api.kinds.core_v1.node import Node, NodeCondition
 
 NAME = "route"
 ROUTES_KEY = "routes"

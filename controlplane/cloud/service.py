@@ -39,10 +39,10 @@ from controlplane.cloud.context import CapabilityUnsupported, CloudContext, Clou
 from controlplane.cloud.provider import LoadBalancer
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.nodeutil import is_ready
-from kubelab.api import codec
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.service import LoadBalancerStatus, Service
-from kubelab.client.errors import ApiError
+from kube.api import codec
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.service import LoadBalancerStatus, Service
+from kube.client.errors import ApiError
 
 NAME = "service"
 NODES_KEY = ":nodes"

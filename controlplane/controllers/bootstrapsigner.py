@@ -3,9 +3,9 @@
 ``kube-public/cluster-info`` holds a ``kubeconfig`` (the API server's URL and CA, published by
 the API server at start) that anyone may read.  For each bootstrap token in kube-system marked
 ``usage-bootstrap-signing: "true"`` and not expired, this keeps ``jws-kubeconfig-<token id>``
-beside it: the detached JWS of the kubeconfig keyed with the token (``kubelab.client.jws``),
+beside it: the detached JWS of the kubeconfig keyed with the token (``kube.client.jws``),
 so a joining node holding the token can tell the kubeconfig is genuine
-(``kubelab.client.clusterinfo``).  Signatures of tokens that are gone, expired or no longer
+(``kube.client.clusterinfo``).  Signatures of tokens that are gone, expired or no longer
 allowed to sign are removed; every other key of the ConfigMap is left as it is.
 
 There is one key, ``kube-public/cluster-info``: the ConfigMap's changes and every
@@ -23,16 +23,16 @@ import datetime
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
-from kubelab.api.bootstraptoken import (
+from kube.api.bootstraptoken import (
     NAMESPACE,
     is_token_secret,
     parse_secret_name,
     seconds_left,
     token_data,
 )
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.client import clusterinfo, jws
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.client import clusterinfo, jws
+from kube.client.errors import ApiError
 
 NAME = "bootstrapsigner"
 KEY = f"{clusterinfo.NAMESPACE}/{clusterinfo.NAME}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.certificates_v1 import (
     APPROVED,
     DENIED,
     FAILED,

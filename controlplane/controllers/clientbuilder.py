@@ -21,13 +21,13 @@ import datetime
 import logging
 from dataclasses import dataclass, field
 
-from kubelab.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.interface import ApiClient
-from kubelab.client.rest import Client
-from kubelab.clock import Clock
+from kube.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError, ClientError
+from kube.client.interface import ApiClient
+from kube.client.rest import Client
+from kube.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
-from kubelab.api import codec
-from kubelab.api.kinds.rbac_v1 import ClusterRole, PolicyRule
-from kubelab.api.labels import selector_of
+from kube.api import codec
+from kube.api.kinds.rbac_v1 import ClusterRole, PolicyRule
+from kube.api.labels import selector_of
 
 NAME = "clusterrole-aggregation"
 FIELD_MANAGER = "clusterrole-aggregation-controller"

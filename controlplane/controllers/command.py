@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelab import component
+from kube import component
 
 DEFAULT_PORT = 10257
 
@@ -142,8 +142,8 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
         run_manager,
     )
     from controlplane.controllers.registry import CONTROLLERS, OFF_BY_DEFAULT, SERVICE_ACCOUNTS
-    from kubelab.client.rest import Client
-    from kubelab.clock import RealClock
+    from kube.client.rest import Client
+    from kube.clock import RealClock
 
     try:
         names = enabled(options.controllers, list(CONTROLLERS), OFF_BY_DEFAULT)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.interface import ApiClient
-from kubelab.clock import Clock
+from kube.client.events import EventRecorder
+from kube.client.informers import SharedInformerFactory
+from kube.client.interface import ApiClient
+from kube.clock import Clock
 
 
 @dataclass(frozen=True)

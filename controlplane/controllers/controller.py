@@ -20,11 +20,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from controlplane.controllers.context import ControllerContext
-from kubelab.api.keys import object_key
-from kubelab.api.meta_v1 import Resource
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.informers import DeletedFinalStateUnknown
-from kubelab.client.workqueue import RateLimitingQueue
+from kube.api.keys import object_key
+from kube.api.meta_v1 import Resource
+from kube.client.errors import ApiError, ClientError
+from kube.client.informers import DeletedFinalStateUnknown
+from kube.client.workqueue import RateLimitingQueue
 
 log = logging.getLogger("kubelab.controllers")
 

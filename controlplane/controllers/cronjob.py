@@ -33,13 +33,13 @@ from zoneinfo import ZoneInfo
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
 from controlplane.controllers.jobutil import finished_condition, is_finished, is_succeeded
-from kubelab.api.cron import CronError, CronSchedule, parse_cron
-from kubelab.api.kinds.batch_v1 import CronJob, CronJobStatus, Job
-from kubelab.api.kinds.core_v1.volume import ObjectReference
-from kubelab.api.meta_v1 import ObjectMeta, OwnerReference
-from kubelab.api.owners import controller_of, controller_ref, is_controlled_by
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import OWNER_UID_INDEX
+from kube.api.cron import CronError, CronSchedule, parse_cron
+from kube.api.kinds.batch_v1 import CronJob, CronJobStatus, Job
+from kube.api.kinds.core_v1.volume import ObjectReference
+from kube.api.meta_v1 import ObjectMeta, OwnerReference
+from kube.api.owners import controller_of, controller_ref, is_controlled_by
+from kube.client.errors import ApiError
+from kube.client.informers import OWNER_UID_INDEX
 
 NAME = "cronjob"
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"

@@ -44,19 +44,19 @@ from cryptography import x509
 from controlplane.controllers import certificates
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
-from kubelab.api.kinds.authorization_v1 import (
+from kube.api.kinds.authorization_v1 import (
     ResourceAttributes,
     SubjectAccessReview,
     SubjectAccessReviewSpec,
 )
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.certificates_v1 import (
     APPROVED,
     CertificateSigningRequest,
     CertificateSigningRequestCondition,
     CertificateSigningRequestStatus,
 )
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.node import Node
+from kube.client.errors import ApiError
 
 NAME = "csrapproving"
 

@@ -29,14 +29,14 @@ from controlplane.controllers import certificates
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
 from controlplane.controllers.manager import NotStarted
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.certificates_v1 import (
     FAILED,
     CertificateSigningRequest,
     CertificateSigningRequestCondition,
     CertificateSigningRequestStatus,
 )
-from kubelab.client.errors import ApiError
-from kubelab.pki import CertificateAuthority, KeyPair
+from kube.client.errors import ApiError
+from kube.pki import CertificateAuthority, KeyPair
 
 NAME = "csrsigning"
 

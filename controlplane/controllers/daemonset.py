@@ -61,10 +61,10 @@ from controlplane.controllers.podcontrol import (
     pods_to_claim,
     slow_start_batch,
 )
-from kubelab.api.keys import object_key
-from kubelab.api.kinds.apps_v1 import ControllerRevision, DaemonSet, DaemonSetStatus
-from kubelab.api.kinds.core_v1.node import Node, Taint
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.keys import object_key
+from kube.api.kinds.apps_v1 import ControllerRevision, DaemonSet, DaemonSetStatus
+from kube.api.kinds.core_v1.node import Node, Taint
+from kube.api.kinds.core_v1.pod import (
     Affinity,
     NodeAffinity,
     Pod,
@@ -72,17 +72,17 @@ from kubelab.api.kinds.core_v1.pod import (
     PodTemplateSpec,
     Toleration,
 )
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.volume import (
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
 )
-from kubelab.api.labels import Selector, SelectorError, selector_of
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.api.nodeaffinity import OBJECT_NAME_FIELD, RequiredNodeAffinity
-from kubelab.api.owners import controller_of
-from kubelab.api.taints import tolerates
-from kubelab.client.errors import ApiError
+from kube.api.labels import Selector, SelectorError, selector_of
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.api.nodeaffinity import OBJECT_NAME_FIELD, RequiredNodeAffinity
+from kube.api.owners import controller_of
+from kube.api.taints import tolerates
+from kube.client.errors import ApiError
 
 NAME = "daemonset"
 

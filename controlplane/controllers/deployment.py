@@ -62,21 +62,21 @@ from controlplane.controllers import deployment_util as du
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
 from controlplane.controllers.podcontrol import _check_can_adopt as check_can_adopt
-from kubelab.api import codec
-from kubelab.api.keys import object_key
-from kubelab.api.kinds.apps_v1 import (
+from kube.api import codec
+from kube.api.keys import object_key
+from kube.api.kinds.apps_v1 import (
     Deployment,
     DeploymentCondition,
     DeploymentStatus,
     ReplicaSet,
     ReplicaSetSpec,
 )
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.labels import Selector, SelectorError, selector_of
-from kubelab.api.meta_v1 import ObjectMeta, OwnerReference
-from kubelab.api.owners import controller_of, controller_ref
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import OWNER_UID_INDEX
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.labels import Selector, SelectorError, selector_of
+from kube.api.meta_v1 import ObjectMeta, OwnerReference
+from kube.api.owners import controller_of, controller_ref
+from kube.client.errors import ApiError
+from kube.client.informers import OWNER_UID_INDEX
 
 NAME = "deployment"
 SCALING_REPLICA_SET = "ScalingReplicaSet"

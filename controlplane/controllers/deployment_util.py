@@ -32,17 +32,17 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kubelab.api import codec
-from kubelab.api.kinds.apps_v1 import (
+from kube.api import codec
+from kube.api.kinds.apps_v1 import (
     Deployment,
     DeploymentCondition,
     DeploymentStatus,
     ReplicaSet,
     ReplicaSetCondition,
 )
-from kubelab.api.kinds.core_v1.pod import PodTemplateSpec
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.api.struct import IntOrString
+from kube.api.kinds.core_v1.pod import PodTemplateSpec
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.api.struct import IntOrString
 
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"

@@ -16,9 +16,9 @@ from typing import Any
 
 import msgspec
 
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.interface import ApiClient
-from kubelab.client.rest import ResourcePath
+from kube.client.errors import ApiError, ClientError
+from kube.client.interface import ApiClient
+from kube.client.rest import ResourcePath
 
 
 @dataclass(frozen=True)

@@ -35,14 +35,14 @@ from typing import Any
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
-from kubelab.api.kinds.apps_v1 import Deployment, ReplicaSet, StatefulSet
-from kubelab.api.kinds.core_v1.pod import Pod, ReplicationController
-from kubelab.api.kinds.policy_v1 import PodDisruptionBudget, PodDisruptionBudgetStatus
-from kubelab.api.labels import selector_of
-from kubelab.api.meta_v1 import Condition, OwnerReference
-from kubelab.api.owners import controller_of
-from kubelab.api.struct import IntOrString
-from kubelab.client.informers import SharedInformer
+from kube.api.kinds.apps_v1 import Deployment, ReplicaSet, StatefulSet
+from kube.api.kinds.core_v1.pod import Pod, ReplicationController
+from kube.api.kinds.policy_v1 import PodDisruptionBudget, PodDisruptionBudgetStatus
+from kube.api.labels import selector_of
+from kube.api.meta_v1 import Condition, OwnerReference
+from kube.api.owners import controller_of
+from kube.api.struct import IntOrString
+from kube.client.informers import SharedInformer
 
 NAME = "disruption"
 DISRUPTION_ALLOWED = "DisruptionAllowed"

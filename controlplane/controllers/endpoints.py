@@ -42,17 +42,17 @@ from controlplane.controllers.endpointutil import (
     should_pod_be_in_endpoints,
     should_set_hostname,
 )
-from kubelab.api.keys import split_key
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.service import (
+from kube.api.keys import split_key
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.service import (
     EndpointAddress,
     EndpointPort,
     Endpoints,
     EndpointSubset,
     Service,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
 
 NAME = "endpoints"
 MAX_CAPACITY = 1000

@@ -54,17 +54,17 @@ from controlplane.controllers.endpointutil import (
     should_pod_be_in_endpoints,
     should_set_hostname,
 )
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.discovery_v1 import (
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.discovery_v1 import (
     Endpoint,
     EndpointConditions,
     EndpointPort,
     EndpointSlice,
 )
-from kubelab.api.meta_v1 import ObjectMeta, OwnerReference
-from kubelab.client.errors import ApiError
+from kube.api.meta_v1 import ObjectMeta, OwnerReference
+from kube.client.errors import ApiError
 
 NAME = "endpointslice"
 CONTROLLER_NAME = "endpointslice-controller.k8s.io"

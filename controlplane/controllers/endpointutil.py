@@ -27,10 +27,10 @@ from typing import Any
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, key_of, unwrap
-from kubelab.api.kinds.core_v1.pod import Container, Pod
-from kubelab.api.kinds.core_v1.service import CLUSTER_IP_NONE, Service, ServicePort
-from kubelab.api.kinds.core_v1.volume import ObjectReference
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.pod import Container, Pod
+from kube.api.kinds.core_v1.service import CLUSTER_IP_NONE, Service, ServicePort
+from kube.api.kinds.core_v1.volume import ObjectReference
+from kube.client.errors import ApiError
 
 LAST_CHANGE_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 HEADLESS_LABEL = "service.kubernetes.io/headless"

@@ -44,31 +44,31 @@ import msgspec
 from controlplane.controllers import discovery
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
-from kubelab.api import codec
-from kubelab.api.kinds.apps_v1 import (
+from kube.api import codec
+from kube.api.kinds.apps_v1 import (
     ControllerRevision,
     DaemonSet,
     Deployment,
     ReplicaSet,
     StatefulSet,
 )
-from kubelab.api.kinds.batch_v1 import CronJob, Job
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.api.kinds.core_v1.pod import Pod, ReplicationController
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
-from kubelab.api.kinds.discovery_v1 import EndpointSlice
-from kubelab.api.meta_v1 import (
+from kube.api.kinds.batch_v1 import CronJob, Job
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.api.kinds.core_v1.pod import Pod, ReplicationController
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.meta_v1 import (
     FINALIZER_FOREGROUND,
     FINALIZER_ORPHAN,
     OwnerReference,
     Preconditions,
     Resource,
 )
-from kubelab.api.scheme import SCHEME
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.informers import OWNER_UID_INDEX, SharedInformer
-from kubelab.client.rest import ResourcePath
+from kube.api.scheme import SCHEME
+from kube.client.errors import ApiError, ClientError
+from kube.client.informers import OWNER_UID_INDEX, SharedInformer
+from kube.client.rest import ResourcePath
 
 NAME = "garbage-collector"
 UID_INDEX = "uid"

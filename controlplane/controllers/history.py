@@ -26,15 +26,15 @@ from typing import Any
 
 import msgspec
 
-from kubelab.api import codec
-from kubelab.api.kinds.apps_v1 import ControllerRevision
-from kubelab.api.kinds.core_v1.pod import PodTemplateSpec
-from kubelab.api.labels import Selector
-from kubelab.api.meta_v1 import ObjectMeta, Resource
-from kubelab.api.owners import controller_of, controller_ref
-from kubelab.api.struct import IntOrString
-from kubelab.client.errors import ApiError
-from kubelab.client.interface import ApiClient
+from kube.api import codec
+from kube.api.kinds.apps_v1 import ControllerRevision
+from kube.api.kinds.core_v1.pod import PodTemplateSpec
+from kube.api.labels import Selector
+from kube.api.meta_v1 import ObjectMeta, Resource
+from kube.api.owners import controller_of, controller_ref
+from kube.api.struct import IntOrString
+from kube.client.errors import ApiError
+from kube.client.interface import ApiClient
 
 CONTROLLER_REVISION_HASH_LABEL = "controller-revision-hash"
 """On revisions: their hash.  On pods: the revision (hash or name) they were made from."""

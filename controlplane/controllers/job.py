@@ -54,19 +54,19 @@ from controlplane.controllers.jobutil import (
     find_condition,
     is_finished,
 )
-from kubelab.api.keys import object_key, split_key
-from kubelab.api.kinds.batch_v1 import (
+from kube.api.keys import object_key, split_key
+from kube.api.kinds.batch_v1 import (
     INDEXED,
     Job,
     JobCondition,
     JobStatus,
     UncountedTerminatedPods,
 )
-from kubelab.api.kinds.core_v1.pod import Pod, PodTemplateSpec
-from kubelab.api.labels import Selector, selector_of
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.api.owners import controller_of
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.pod import Pod, PodTemplateSpec
+from kube.api.labels import Selector, selector_of
+from kube.api.meta_v1 import ObjectMeta
+from kube.api.owners import controller_of
+from kube.client.errors import ApiError
 
 NAME = "job"
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"

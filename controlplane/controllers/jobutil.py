@@ -7,7 +7,7 @@ what a CronJob reads as its last successful time and what a Job's TTL counts fro
 
 from __future__ import annotations
 
-from kubelab.api.kinds.batch_v1 import Job, JobCondition
+from kube.api.kinds.batch_v1 import Job, JobCondition
 
 COMPLETE, FAILED = "Complete", "Failed"
 FAILURE_TARGET, SUCCESS_CRITERIA_MET, SUSPENDED = "FailureTarget", "SuccessCriteriaMet", "Suspended"

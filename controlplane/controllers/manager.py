@@ -24,13 +24,13 @@ from aiohttp import web
 
 from controlplane.controllers.context import ControllerContext, ControllerOptions
 from controlplane.controllers.controller import Controller
-from kubelab import component
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.leaderelection import LeaderElectionConfig, LeaderElector, leader_identity
-from kubelab.client.rest import Client
-from kubelab.clock import Clock
-from kubelab.metrics import Registry
+from kube import component
+from kube.client.events import EventRecorder
+from kube.client.informers import SharedInformerFactory
+from kube.client.leaderelection import LeaderElectionConfig, LeaderElector, leader_identity
+from kube.client.rest import Client
+from kube.clock import Clock
+from kube.metrics import Registry
 
 log = logging.getLogger("kubelab.controllers")
 

@@ -47,17 +47,17 @@ import msgspec
 from controlplane.controllers import discovery
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
-from kubelab.api import codec
-from kubelab.api.kinds.core_v1.cluster import (
+from kube.api import codec
+from kube.api.kinds.core_v1.cluster import (
     KUBERNETES_FINALIZER,
     Namespace,
     NamespaceCondition,
     NamespaceSpec,
     NamespaceStatus,
 )
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.meta_v1 import DeleteOptions
-from kubelab.client.errors import ApiError, ClientError
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.meta_v1 import DeleteOptions
+from kube.client.errors import ApiError, ClientError
 
 log = logging.getLogger("kubelab.controllers.namespace")
 

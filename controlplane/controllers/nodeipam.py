@@ -22,8 +22,8 @@ import ipaddress
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
 from controlplane.controllers.nodeutil import record_node_status_change
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.node import Node
+from kube.client.errors import ApiError
 
 NAME = "node-ipam"
 IPV6_NODE_MASK_SIZE = 64

@@ -53,14 +53,14 @@ from controlplane.controllers.nodeutil import (
     node_taints,
     record_node_status_change,
 )
-from kubelab.api import codec
-from kubelab.api.kinds.coordination_v1 import Lease
-from kubelab.api.kinds.core_v1.node import Node, NodeCondition, NodeStatus, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
-from kubelab.api.struct import parse_micro_time
-from kubelab.client.errors import ApiError
-from kubelab.client.flowcontrol import TokenBucket
-from kubelab.client.informers import NODE_NAME_INDEX
+from kube.api import codec
+from kube.api.kinds.coordination_v1 import Lease
+from kube.api.kinds.core_v1.node import Node, NodeCondition, NodeStatus, Taint
+from kube.api.kinds.core_v1.pod import Pod, PodStatus
+from kube.api.struct import parse_micro_time
+from kube.client.errors import ApiError
+from kube.client.flowcontrol import TokenBucket
+from kube.client.informers import NODE_NAME_INDEX
 
 NAME = "node-lifecycle"
 NODE_LEASE_NAMESPACE = "kube-node-lease"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab.api import codec
-from kubelab.api.kinds.core_v1.node import Node, NodeCondition, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, PodCondition
-from kubelab.client.events import EventRecorder
-from kubelab.client.interface import ApiClient
+from kube.api import codec
+from kube.api.kinds.core_v1.node import Node, NodeCondition, Taint
+from kube.api.kinds.core_v1.pod import Pod, PodCondition
+from kube.client.events import EventRecorder
+from kube.client.interface import ApiClient
 
 NO_EXECUTE = "NoExecute"
 NO_SCHEDULE = "NoSchedule"

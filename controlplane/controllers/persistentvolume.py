@@ -46,7 +46,7 @@ from controlplane.controllers.volumeutil import (
     ANN_SELECTED_NODE,
     ANN_STORAGE_PROVISIONER,
 )
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.volume import (
     HostPathVolumeSource,
     NodeSelector,
     NodeSelectorRequirement,
@@ -61,11 +61,11 @@ from kubelab.api.kinds.core_v1.volume import (
     claim_class,
     volume_class,
 )
-from kubelab.api.kinds.storage_v1 import StorageClass
-from kubelab.api.labels import selector_of
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.api.quantity import Quantity
-from kubelab.client.errors import ApiError
+from kube.api.kinds.storage_v1 import StorageClass
+from kube.api.labels import selector_of
+from kube.api.meta_v1 import ObjectMeta
+from kube.api.quantity import Quantity
+from kube.client.errors import ApiError
 
 NAME = "persistentvolume-binder"
 HOSTPATH_PROVISIONER = "kubelab.io/hostpath"

@@ -32,16 +32,16 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from controlplane.controllers.context import ControllerContext
-from kubelab.api import codec
-from kubelab.api.keys import object_key
-from kubelab.api.kinds.core_v1.pod import Pod, PodTemplateSpec
-from kubelab.api.labels import Selector
-from kubelab.api.meta_v1 import ObjectMeta, Resource
-from kubelab.api.names import is_dns1123_subdomain
-from kubelab.api.owners import controller_of, controller_ref
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import OWNER_UID_INDEX, Indexer
-from kubelab.clock import Clock
+from kube.api import codec
+from kube.api.keys import object_key
+from kube.api.kinds.core_v1.pod import Pod, PodTemplateSpec
+from kube.api.labels import Selector
+from kube.api.meta_v1 import ObjectMeta, Resource
+from kube.api.names import is_dns1123_subdomain
+from kube.api.owners import controller_of, controller_ref
+from kube.client.errors import ApiError
+from kube.client.informers import OWNER_UID_INDEX, Indexer
+from kube.clock import Clock
 
 EXPECTATIONS_TIMEOUT = 5 * 60.0
 """Seconds after which unmet expectations are ignored (a watch event was probably lost)."""

@@ -33,9 +33,9 @@ from controlplane.controllers.nodeutil import (
     node_taints,
     patch_pod_status,
 )
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod, PodCondition
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod, PodCondition
+from kube.client.errors import ApiError
 
 NAME = "pod-garbage-collector"
 GC_KEY = "#gc"

@@ -35,19 +35,19 @@ import msgspec
 from controlplane.controllers import podcontrol
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, key_of, unwrap
-from kubelab.api.keys import object_key, split_key
-from kubelab.api.kinds.apps_v1 import ReplicaSet, ReplicaSetCondition, ReplicaSetStatus
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.keys import object_key, split_key
+from kube.api.kinds.apps_v1 import ReplicaSet, ReplicaSetCondition, ReplicaSetStatus
+from kube.api.kinds.core_v1.pod import (
     Pod,
     ReplicationController,
     ReplicationControllerCondition,
     ReplicationControllerStatus,
 )
-from kubelab.api.labels import Selector, SelectorError, selector_of
-from kubelab.api.meta_v1 import OwnerReference
-from kubelab.api.owners import controller_of
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import OWNER_UID_INDEX, DeletedFinalStateUnknown, SharedInformer
+from kube.api.labels import Selector, SelectorError, selector_of
+from kube.api.meta_v1 import OwnerReference
+from kube.api.owners import controller_of
+from kube.client.errors import ApiError
+from kube.client.informers import OWNER_UID_INDEX, DeletedFinalStateUnknown, SharedInformer
 
 NAME = "replicaset"
 BURST_REPLICAS = 500

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.replicaset import ReplicaSetController
-from kubelab.api.kinds.core_v1.pod import ReplicationController
+from kube.api.kinds.core_v1.pod import ReplicationController
 
 NAME = "replicationcontroller"
 

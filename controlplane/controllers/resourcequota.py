@@ -38,26 +38,26 @@ from typing import Any
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
-from kubelab.api.kinds.core_v1 import resources as resource_names
-from kubelab.api.kinds.core_v1.cluster import (
+from kube.api.kinds.core_v1 import resources as resource_names
+from kube.api.kinds.core_v1.cluster import (
     ConfigMap,
     ResourceQuota,
     ResourceQuotaStatus,
     ScopedResourceSelectorRequirement,
     Secret,
 )
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Pod,
     Quantities,
     ReplicationController,
     containers_together,
     qos_class,
 )
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim, claim_class
-from kubelab.api.quantity import Quantity
-from kubelab.api.scheme import SCHEME
-from kubelab.client.informers import SharedInformer
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim, claim_class
+from kube.api.quantity import Quantity
+from kube.api.scheme import SCHEME
+from kube.client.informers import SharedInformer
 
 NAME = "resourcequota"
 RESYNC_SECONDS = 5 * 60

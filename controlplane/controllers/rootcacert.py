@@ -16,9 +16,9 @@ from typing import Any
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.cluster import ConfigMap, Namespace
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
 
 NAME = "root-ca-cert-publisher"
 CONFIGMAP_NAME = "kube-root-ca.crt"

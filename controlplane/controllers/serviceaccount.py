@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
-from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.cluster import Namespace, ServiceAccount
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
 
 NAME = "serviceaccount"
 ACCOUNTS = ("default",)

@@ -57,20 +57,20 @@ from controlplane.controllers.podcontrol import (
     pod_from_template,
     pods_to_claim,
 )
-from kubelab.api.kinds.apps_v1 import (
+from kube.api.kinds.apps_v1 import (
     ControllerRevision,
     StatefulSet,
     StatefulSetStatus,
 )
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodTemplateSpec
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.pod import Pod, PodSpec, PodTemplateSpec
+from kube.api.kinds.core_v1.volume import (
     PersistentVolumeClaim,
     PersistentVolumeClaimVolumeSource,
     Volume,
 )
-from kubelab.api.labels import Selector, SelectorError, selector_of
-from kubelab.api.owners import controller_of
-from kubelab.client.errors import ApiError
+from kube.api.labels import Selector, SelectorError, selector_of
+from kube.api.owners import controller_of
+from kube.client.errors import ApiError
 
 NAME = "statefulset"
 

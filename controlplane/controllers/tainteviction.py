@@ -33,12 +33,12 @@ from controlplane.controllers.nodeutil import (
     no_execute_taints,
     patch_pod_status,
 )
-from kubelab.api.keys import object_key
-from kubelab.api.kinds.core_v1.node import Node, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, PodCondition, Toleration
-from kubelab.api.taints import tolerates
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import NODE_NAME_INDEX
+from kube.api.keys import object_key
+from kube.api.kinds.core_v1.node import Node, Taint
+from kube.api.kinds.core_v1.pod import Pod, PodCondition, Toleration
+from kube.api.taints import tolerates
+from kube.client.errors import ApiError
+from kube.client.informers import NODE_NAME_INDEX
 
 NAME = "taint-eviction-controller"
 REASON = "TaintManagerEviction"

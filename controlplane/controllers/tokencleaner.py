@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
-from kubelab.api.bootstraptoken import is_token_secret, seconds_left, token_data
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.meta_v1 import Preconditions
-from kubelab.client.errors import ApiError
+from kube.api.bootstraptoken import is_token_secret, seconds_left, token_data
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.meta_v1 import Preconditions
+from kube.client.errors import ApiError
 
 NAME = "tokencleaner"
 

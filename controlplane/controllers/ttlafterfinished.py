@@ -18,10 +18,10 @@ from typing import Any
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
 from controlplane.controllers.jobutil import finished_condition, is_finished
-from kubelab.api.keys import split_key
-from kubelab.api.kinds.batch_v1 import Job
-from kubelab.api.meta_v1 import Preconditions
-from kubelab.client.errors import ApiError
+from kube.api.keys import split_key
+from kube.api.kinds.batch_v1 import Job
+from kube.api.meta_v1 import Preconditions
+from kube.client.errors import ApiError
 
 NAME = "ttl-after-finished"
 

@@ -27,9 +27,9 @@ from typing import Any
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
 from controlplane.controllers.volumeutil import claim_names
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import PersistentVolume, PersistentVolumeClaim
-from kubelab.api.meta_v1 import Resource
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import PersistentVolume, PersistentVolumeClaim
+from kube.api.meta_v1 import Resource
 
 PVC_NAME = "pvc-protection"
 PV_NAME = "pv-protection"

@@ -5,7 +5,7 @@ annotations the binder and the scheduler exchange (upstream ``storage/util`` and
 
 from __future__ import annotations
 
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"

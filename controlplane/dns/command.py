@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from kubelab import component
+from kube import component
 
 DEFAULT_LISTEN = "0.0.0.0:53"
 DEFAULT_TTL = 30
@@ -118,9 +118,9 @@ async def run_dns(args: argparse.Namespace, stop: asyncio.Event) -> int:
     from controlplane.dns.server import DNSServer, Responder
     from controlplane.dns.source import InformerState
     from controlplane.dns.zone import ClusterZone
-    from kubelab.client.informers import SharedInformerFactory
-    from kubelab.client.kubeconfig import KubeconfigError
-    from kubelab.client.rest import Client
+    from kube.client.informers import SharedInformerFactory
+    from kube.client.kubeconfig import KubeconfigError
+    from kube.client.rest import Client
 
     upstreams = read_resolv_conf(args.upstream_resolv_conf)
     options = {"qps": args.kube_api_qps, "burst": args.kube_api_burst}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import dns.rcode
 import dns.rdatatype
 
-from kubelab.metrics import CONTENT_TYPE, Registry
+from kube.metrics import CONTENT_TYPE, Registry
 
 if TYPE_CHECKING:
     from aiohttp import web

@@ -18,10 +18,10 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Protocol
 
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.discovery_v1 import EndpointSlice
-from kubelab.client.informers import SharedInformer, SharedInformerFactory
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.client.informers import SharedInformer, SharedInformerFactory
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 CLUSTER_IP_INDEX = "clusterIP"

@@ -46,9 +46,9 @@ from controlplane.scheduler.framework.types import (
     PodInfo,
     next_generation,
 )
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
+from kube.clock import Clock
 
 MIN_CHANGES = 4096
 """The fewest node changes a snapshot remembers for ``changed_since``."""

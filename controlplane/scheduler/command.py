@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubelab import component
+from kube import component
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -173,15 +173,15 @@ class SchedulerOptions:
 async def run_scheduler(options: SchedulerOptions, stop: asyncio.Event) -> int:
     """Schedule until ``stop`` is set (0) or the leader lease is lost (1)."""
     from controlplane.scheduler.scheduler import DecisionLog, Scheduler
-    from kubelab.client.events import EventRecorder
-    from kubelab.client.informers import SharedInformerFactory
-    from kubelab.client.leaderelection import (
+    from kube.client.events import EventRecorder
+    from kube.client.informers import SharedInformerFactory
+    from kube.client.leaderelection import (
         LeaderElectionConfig,
         LeaderElector,
         leader_identity,
     )
-    from kubelab.client.rest import Client
-    from kubelab.clock import RealClock
+    from kube.client.rest import Client
+    from kube.clock import RealClock
 
     config = load_config(options.config)
     election = config.leader_election

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from controlplane.scheduler import names
-from kubelab.api.codec import DecodeError, load_yaml_documents
-from kubelab.api.errors import ROOT, ErrorList, Path
-from kubelab.component import parse_duration
+from kube.api.codec import DecodeError, load_yaml_documents
+from kube.api.errors import ROOT, ErrorList, Path
+from kube.component import parse_duration
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"

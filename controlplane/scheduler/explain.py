@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from controlplane.scheduler.scheduler import Decision
-from kubelab.table import aligned
+from kube.table import aligned
 
 
 def to_json(decision: Decision) -> dict[str, Any]:

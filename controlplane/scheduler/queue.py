@@ -49,8 +49,8 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import PodInfo, QueuedPodInfo, pod_requests
 from controlplane.scheduler.names import POD_TOPOLOGY_SPREAD
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.pod import Pod
+from kube.clock import Clock
 
 DEFAULT_INITIAL_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 10.0

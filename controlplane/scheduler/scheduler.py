@@ -63,20 +63,20 @@ from controlplane.scheduler.framework.runtime import (
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 from controlplane.scheduler.plugins.registry import REGISTRY
 from controlplane.scheduler.queue import Closed, SchedulingQueue
-from kubelab.api.kinds.apps_v1 import ReplicaSet, StatefulSet
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.core_v1.volume import PersistentVolume, PersistentVolumeClaim
-from kubelab.api.kinds.policy_v1 import PodDisruptionBudget
-from kubelab.api.kinds.storage_v1 import StorageClass
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
-from kubelab.client.interface import ApiClient
-from kubelab.clock import Clock
-from kubelab.metrics import Registry
+from kube.api.kinds.apps_v1 import ReplicaSet, StatefulSet
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.core_v1.volume import PersistentVolume, PersistentVolumeClaim
+from kube.api.kinds.policy_v1 import PodDisruptionBudget
+from kube.api.kinds.storage_v1 import StorageClass
+from kube.client.errors import ApiError, ClientError
+from kube.client.events import EventRecorder
+from kube.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
+from kube.client.interface import ApiClient
+from kube.clock import Clock
+from kube.metrics import Registry
 
 LOG = logging.getLogger("kubelab.scheduler")
 

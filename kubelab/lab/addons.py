@@ -24,9 +24,9 @@ the components never do.
 
 from __future__ import annotations
 
-from kubelab.api.kinds.apps_v1 import Deployment, DeploymentSpec
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.apps_v1 import Deployment, DeploymentSpec
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerPort,
     HTTPGetAction,
@@ -35,9 +35,9 @@ from kubelab.api.kinds.core_v1.pod import (
     Probe,
     Toleration,
 )
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Resource
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject
+from kube.api.meta_v1 import LabelSelector, ObjectMeta, Resource
 from kubelab.lab.images import KUBELAB_IMAGE
 
 DNS_NAMESPACE = "kube-system"

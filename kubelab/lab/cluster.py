@@ -82,12 +82,13 @@ from typing import Final, Protocol
 
 from controlplane import bootstraptoken
 from controlplane.apiserver.auth.tokens import TokenIssuer
-from kubelab.api.kinds.apps_v1 import Deployment
-from kubelab.api.kinds.core_v1.node import Node as NodeObject
-from kubelab.api.meta_v1 import Resource
-from kubelab.client import kubeconfig
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.apps_v1 import Deployment
+from kube.api.kinds.core_v1.node import Node as NodeObject
+from kube.api.meta_v1 import Resource
+from kube.client import kubeconfig
+from kube.client.errors import ApiError
+from kube.client.rest import Client
+from kube.pki import CertificateAuthority, KeyPair, write_file
 from kubelab.lab import addons, components, network, registry
 from kubelab.lab.components import Component, Health, containerd_layout
 from kubelab.lab.images import build_images, import_images
@@ -108,7 +109,6 @@ from kubelab.lab.topology import (
     running_spec,
     spec_file,
 )
-from kubelab.pki import CertificateAuthority, KeyPair, write_file
 from node.cri.client import RuntimeClient
 
 SERVER_TIMEOUT: Final = 60.0

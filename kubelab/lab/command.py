@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kube.table import aligned
 from kubelab.lab import vagrant
 from kubelab.lab.topology import (
     API_PORT,
@@ -55,12 +56,11 @@ from kubelab.lab.topology import (
     SpecError,
     running_spec,
 )
-from kubelab.table import aligned
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
-    from kubelab.api.kinds.core_v1.node import Node as NodeObject
+    from kube.api.kinds.core_v1.node import Node as NodeObject
     from kubelab.lab.components import Health
 
 
@@ -528,8 +528,8 @@ def _fault(args: argparse.Namespace) -> int:
 def _forward(args: argparse.Namespace) -> int:
     import json
 
-    from kubelab import component
-    from kubelab.lab.netns import Address, Backends, HealthCheck, NetnsForwarder
+    from kube import component
+    from kubelab.lab.forward import Address, Backends, HealthCheck, NetnsForwarder
 
     check = None
     if args.health_check is not None:
@@ -570,7 +570,7 @@ def _forward(args: argparse.Namespace) -> int:
 
 
 def _resolver(args: argparse.Namespace) -> int:
-    from kubelab import component
+    from kube import component
     from kubelab.lab import resolver
 
     async def serve(stop: asyncio.Event) -> int:
@@ -583,7 +583,7 @@ def _resolver(args: argparse.Namespace) -> int:
 
 
 def _supervise(args: argparse.Namespace) -> int:
-    from kubelab import component
+    from kube import component
     from kubelab.lab.processes import ProcessTable
     from kubelab.lab.supervisor import Supervisor
 

@@ -252,7 +252,7 @@ def forwarder(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
 
 def loadbalancer(lab: Lab, program: tuple[str, ...] = KUBELAB) -> Component:
     """HA: the API servers' load balancer in the router, on 10.240.0.10:6443 (see
-    ``kubelab.lab.netns``)."""
+    ``kubelab.lab.forward``)."""
     router = lab.router
     targets = (a for cp in lab.controlplanes for a in ("--target", f"{cp.ip}:{API_PORT}"))
     return Component(
@@ -339,7 +339,7 @@ def resolver(lab: Lab, addresses: Sequence[str], program: tuple[str, ...] = KUBE
 
 
 def cloud_config(lab: Lab) -> str:
-    """The lab cloud provider's inventory (``controlplane.cloud.providers.lab``): every
+    """The lab cloud provider's inventory (``kubelab.lab.cloud``): every
     Kubernetes node with its namespace, address, zone and instance type, the router's
     namespace and the load-balancer pool (on VMs no namespaces: each VM exists while listed
     and the control-plane VM routes).  The provider re-reads it when it changes."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kubelab.pki import CertificateAuthority, write_file
+from kube.pki import CertificateAuthority, write_file
 
 ETCD_BINARY = shutil.which("etcd") or "/usr/bin/etcd"
 CLIENT_PORT = 2379

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from kubelab.api.kinds.coordination_v1 import Lease
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.coordination_v1 import Lease
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from kubelab.lab import components
 from kubelab.lab.etcd import CLIENT_PORT
 from kubelab.lab.processes import CommandError, run

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from kubelab.imagename import ImageName, ImageNameError
+from kube.imagename import ImageName, ImageNameError
 from kubelab.lab.images import ALL_IMAGES, Recipe, build_images, recipe
 from kubelab.lab.processes import CommandError, run
 from kubelab.lab.topology import PRIVATE_REGISTRY_PORT, REGISTRY_PORT, Lab

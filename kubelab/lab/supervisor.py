@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from kubelab.backoff import Backoff
+from kube.backoff import Backoff
 from kubelab.lab.processes import CommandError, ProcessTable
 
 __all__ = ["POLL", "SUPERVISOR_KEY", "Backoff", "Supervisor"]

@@ -28,7 +28,7 @@ podCIDR's traffic that leaves the cluster CIDR, rewritten whole on every ADD (de
 ``--noflush`` restore flushes it), and per pod a ``KUBELAB-HP-<hash>`` chain of hostPort DNAT
 rules jumped to from ``PREROUTING`` and ``OUTPUT`` for local destinations.  The jumps from
 built-in chains are added only when ``iptables-save`` does not show them yet.
-The iptables backend is the node's shared one (:mod:`kubelab.iptables`): it refuses to run
+The iptables backend is the node's shared one (:mod:`node.iptables`): it refuses to run
 unless the current netns
 is one bind-mounted under /run/netns (a lab node's), and its errors are turned into
 :class:`NetworkError` here so the plugin reports them as CNI errors.
@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubelab.iptables import Iptables, IptablesError
+from node.iptables import Iptables, IptablesError
 
 MASQ_CHAIN = "KUBELAB-CNI-MASQ"
 HAIRPIN_MARK = "0x2000/0x2000"

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
-from kubelab.iptables import RestoreIptables
 from node.cni.ipam import HostLocalIPAM, IPAMError, RangeExhausted
 from node.cni.network import (
     Attached,
@@ -49,6 +48,7 @@ from node.cni.network import (
     PortMapping,
     Pyroute2Network,
 )
+from node.iptables import RestoreIptables
 
 T = TypeVar("T")
 

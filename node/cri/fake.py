@@ -50,8 +50,8 @@ import grpc
 from google.protobuf.message import Message
 from grpc import aio
 
-from kubelab.clock import Clock, RealClock
-from kubelab.imagename import ImageName, normalize
+from kube.clock import Clock, RealClock
+from kube.imagename import ImageName, normalize
 from node.cri.client import CRI_API_VERSION, IMAGE_SERVICE, RUNTIME_SERVICE, serialize
 from node.cri.pb import api_pb2 as pb
 

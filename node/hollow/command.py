@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-from kubelab import component
-from kubelab.api.quantity import Quantity, QuantityError
+from kube import component
+from kube.api.quantity import Quantity, QuantityError
 
 
 def _quantity(text: str) -> str:
@@ -97,9 +97,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 async def run_fleet(args: argparse.Namespace, stop: asyncio.Event) -> int:
-    from kubelab.api.kinds.core_v1.node import Node
-    from kubelab.client.informers import SharedInformerFactory
-    from kubelab.clock import RealClock
+    from kube.api.kinds.core_v1.node import Node
+    from kube.client.informers import SharedInformerFactory
+    from kube.clock import RealClock
     from node.hollow.nodes import FleetSpec, NodeFleet
     from node.hollow.pods import HollowKubelet
 

@@ -15,9 +15,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kubelab.api import codec
-from kubelab.api.kinds.coordination_v1 import Lease, LeaseSpec
-from kubelab.api.kinds.core_v1.node import (
+from kube.api import codec
+from kube.api.kinds.coordination_v1 import Lease, LeaseSpec
+from kube.api.kinds.core_v1.node import (
     ContainerImage,
     DaemonEndpoint,
     Node,
@@ -29,13 +29,13 @@ from kubelab.api.kinds.core_v1.node import (
     NodeSystemInfo,
     Taint,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.api.struct import micro_time
-from kubelab.api.taints import parse_taint
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import Indexer
-from kubelab.client.interface import ApiClient
-from kubelab.clock import Clock
+from kube.api.meta_v1 import ObjectMeta
+from kube.api.struct import micro_time
+from kube.api.taints import parse_taint
+from kube.client.errors import ApiError
+from kube.client.informers import Indexer
+from kube.client.interface import ApiClient
+from kube.clock import Clock
 
 LOG = logging.getLogger("kubelab.hollow")
 

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from kubelab.api import codec
-from kubelab.api.keys import object_key, split_key
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api import codec
+from kube.api.keys import object_key, split_key
+from kube.api.kinds.core_v1.pod import (
     ContainerState,
     ContainerStateRunning,
     ContainerStatus,
@@ -38,11 +38,11 @@ from kubelab.api.kinds.core_v1.pod import (
     PodIP,
     PodStatus,
 )
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
-from kubelab.client.interface import ApiClient
-from kubelab.client.workqueue import RateLimitingQueue
-from kubelab.clock import Clock
+from kube.client.errors import ApiError, ClientError
+from kube.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
+from kube.client.interface import ApiClient
+from kube.client.workqueue import RateLimitingQueue
+from kube.clock import Clock
 from node.hollow.nodes import FleetSpec
 from node.kubelet.status import pod_ready
 from node.kubelet.statusmanager import delete_pod_now

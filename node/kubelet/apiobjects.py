@@ -14,19 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from kubelab.api import codec
-from kubelab.api.kinds.authentication_v1 import (
+from kube.api import codec
+from kube.api.kinds.authentication_v1 import (
     BoundObjectReference,
     TokenRequest,
     TokenRequestSpec,
 )
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret, ServiceAccount
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import Indexer
-from kubelab.client.interface import ApiClient
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret, ServiceAccount
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.service import Service
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.informers import Indexer
+from kube.client.interface import ApiClient
 
 T = TypeVar("T", ConfigMap, Secret)
 

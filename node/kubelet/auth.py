@@ -33,15 +33,15 @@ from typing import Generic, TypeVar
 
 from cryptography import x509
 
-from kubelab.api.kinds.authentication_v1 import TokenReview, TokenReviewSpec
-from kubelab.api.kinds.authorization_v1 import (
+from kube.api.kinds.authentication_v1 import TokenReview, TokenReviewSpec
+from kube.api.kinds.authorization_v1 import (
     ResourceAttributes,
     SubjectAccessReview,
     SubjectAccessReviewSpec,
 )
-from kubelab.client.interface import ApiClient
-from kubelab.clock import Clock
-from kubelab.pki import identity
+from kube.client.interface import ApiClient
+from kube.clock import Clock
+from kube.pki import identity
 
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"

@@ -29,8 +29,8 @@ from __future__ import annotations
 import datetime
 from typing import NamedTuple
 
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.pod import Pod
+from kube.clock import Clock
 
 INITIAL_DELAY = 10.0
 MAX_DELAY = 300.0

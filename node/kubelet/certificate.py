@@ -55,20 +55,20 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.certificates_v1 import (
     DENIED,
     FAILED,
     CertificateSigningRequest,
     CertificateSigningRequestSpec,
 )
-from kubelab.api.kinds.core_v1.node import NodeAddress
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client import kubeconfig
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.interface import ApiClient
-from kubelab.client.rest import Client
-from kubelab.clock import Clock
-from kubelab.pki import (
+from kube.api.kinds.core_v1.node import NodeAddress
+from kube.api.meta_v1 import ObjectMeta
+from kube.client import kubeconfig
+from kube.client.errors import ApiError, ClientError
+from kube.client.interface import ApiClient
+from kube.client.rest import Client
+from kube.clock import Clock
+from kube.pki import (
     KeyPair,
     certificate_request,
     generate_key,

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubelab import component
+from kube import component
 
 if TYPE_CHECKING:
-    from kubelab.api.kinds.core_v1.node import Taint
+    from kube.api.kinds.core_v1.node import Taint
     from node.kubelet.kubelet import KubeletConfig
 
 DEFAULT_RUNTIME_ENDPOINT = "unix:///run/containerd/containerd.sock"
@@ -61,7 +61,7 @@ def _eviction(text: str) -> dict[str, str]:
 
 
 def _taints(text: str) -> list[Taint]:
-    from kubelab.api.taints import parse_taint
+    from kube.api.taints import parse_taint
 
     try:
         return [parse_taint(item) for item in _csv(text)]
@@ -271,7 +271,7 @@ def kubelet_config(args: argparse.Namespace) -> KubeletConfig:
 
 
 async def run_kubelet(args: argparse.Namespace, stop: asyncio.Event) -> int:
-    from kubelab.clock import RealClock
+    from kube.clock import RealClock
     from node.kubelet import certificate
     from node.kubelet.kubelet import Kubelet
     from node.kubelet.nodestatus import NodeOptionsError

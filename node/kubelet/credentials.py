@@ -30,8 +30,8 @@ import json
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.imagename import DEFAULT_REGISTRY, ImageName, ImageNameError
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.imagename import DEFAULT_REGISTRY, ImageName, ImageNameError
 
 DOCKER_CONFIG_JSON: Final = "kubernetes.io/dockerconfigjson"
 DOCKER_CONFIG_JSON_KEY: Final = ".dockerconfigjson"

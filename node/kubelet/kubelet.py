@@ -41,15 +41,15 @@ import shutil
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from kubelab.api.kinds.core_v1.node import NodeAddress
-from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
-from kubelab.client.interface import ApiClient
-from kubelab.clock import Clock, RealClock
-from kubelab.pki import KeyPair
+from kube.api.kinds.core_v1.node import NodeAddress
+from kube.api.kinds.core_v1.pod import Pod, PodStatus
+from kube.api.kinds.core_v1.service import Service
+from kube.client.errors import ApiError, ClientError
+from kube.client.events import EventRecorder
+from kube.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
+from kube.client.interface import ApiClient
+from kube.clock import Clock, RealClock
+from kube.pki import KeyPair
 from node.cni.agentprocess import AgentProcess
 from node.cni.netconf import install_plugins, render_netconf, write_netconf
 from node.cri.client import CRIError, RuntimeClient

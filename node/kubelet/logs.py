@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, Protocol
 
-from kubelab.api.kinds.core_v1.pod import ContainerStatus, PodStatus
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.pod import ContainerStatus, PodStatus
+from kube.clock import Clock
 from node.kubelet.status import ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF, bare_id
 
 log = logging.getLogger(__name__)

@@ -22,11 +22,11 @@ import copy
 import logging
 from collections.abc import Sequence
 
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Pod
-from kubelab.api.meta_v1 import OwnerReference
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.interface import ApiClient
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Pod
+from kube.api.meta_v1 import OwnerReference
+from kube.client.errors import ApiError, ClientError
+from kube.client.interface import ApiClient
 from node.kubelet.staticpods import CONFIG_HASH_ANNOTATION, is_static_pod
 from node.kubelet.statusmanager import delete_pod_now
 

@@ -53,9 +53,9 @@ from typing import Any, Final, Protocol
 import msgspec
 import psutil
 
-from kubelab import KUBERNETES_VERSION
-from kubelab.api.kinds.coordination_v1 import Lease, LeaseSpec
-from kubelab.api.kinds.core_v1.node import (
+from kube import KUBERNETES_VERSION
+from kube.api.kinds.coordination_v1 import Lease, LeaseSpec
+from kube.api.kinds.core_v1.node import (
     ContainerImage,
     DaemonEndpoint,
     Node,
@@ -67,12 +67,12 @@ from kubelab.api.kinds.core_v1.node import (
     NodeSystemInfo,
     Taint,
 )
-from kubelab.api.meta_v1 import ObjectMeta, OwnerReference
-from kubelab.api.quantity import Format, Quantity, QuantityError
-from kubelab.api.struct import QuantityValue, micro_time
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.interface import ApiClient
-from kubelab.clock import Clock
+from kube.api.meta_v1 import ObjectMeta, OwnerReference
+from kube.api.quantity import Format, Quantity, QuantityError
+from kube.api.struct import QuantityValue, micro_time
+from kube.client.errors import ApiError, ClientError
+from kube.client.interface import ApiClient
+from kube.clock import Clock
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.pb import api_pb2 as pb
 
@@ -497,7 +497,7 @@ def _bytes(amount: int) -> str:
 
 
 class NodeEventSink(Protocol):
-    """Where condition transitions are reported (``kubelab.client.events.EventRecorder``)."""
+    """Where condition transitions are reported (``kube.client.events.EventRecorder``)."""
 
     def event(self, obj: Node, type: str, reason: str, message: str) -> None: ...
 

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
-from kubelab.clock import Clock
+from kube.clock import Clock
 from node.kubelet.runtime.state import PodRuntimeState
 
 log = logging.getLogger("kubelab.kubelet.pleg")

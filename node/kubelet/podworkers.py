@@ -40,8 +40,8 @@ import logging
 from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.pod import Pod
+from kube.clock import Clock
 
 log = logging.getLogger("kubelab.kubelet.podworkers")
 

@@ -43,8 +43,8 @@ from typing import NamedTuple, Protocol
 
 import aiohttp
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec, PodStatus, Probe
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec, PodStatus, Probe
+from kube.clock import Clock
 
 LOG = logging.getLogger("kubelab.kubelet.probes")
 USER_AGENT = "kube-probe/1.36"

@@ -48,11 +48,11 @@ import aiohttp
 import grpc
 from aiohttp import web
 
-from kubelab.api.codec import to_builtins
-from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.clock import Clock, RealClock
-from kubelab.pki import KeyPair, load_certificate
+from kube.api.codec import to_builtins
+from kube.api.kinds.core_v1.pod import Pod, PodStatus
+from kube.client.errors import ApiError, ClientError
+from kube.clock import Clock, RealClock
+from kube.pki import KeyPair, load_certificate
 from node.cri.client import CRIError
 from node.cri.pb import api_pb2 as pb
 from node.kubelet import logs, streams

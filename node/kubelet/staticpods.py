@@ -37,10 +37,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from kubelab.api import codec, walk
-from kubelab.api.kinds.core_v1.pod import Pod, PodStatus, Toleration
-from kubelab.api.struct import micro_time
-from kubelab.clock import Clock
+from kube.api import codec, walk
+from kube.api.kinds.core_v1.pod import Pod, PodStatus, Toleration
+from kube.api.struct import micro_time
+from kube.clock import Clock
 
 log = logging.getLogger("kubelab.kubelet.staticpods")
 

@@ -46,7 +46,7 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerState,
     ContainerStateRunning,

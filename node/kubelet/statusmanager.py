@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab.api import codec
-from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
-from kubelab.api.meta_v1 import Preconditions
-from kubelab.client.errors import ApiError
-from kubelab.client.interface import ApiClient
+from kube.api import codec
+from kube.api.kinds.core_v1.pod import Pod, PodStatus
+from kube.api.meta_v1 import Preconditions
+from kube.client.errors import ApiError
+from kube.client.interface import ApiClient
 from node.kubelet.status import status_changed
 
 

@@ -27,13 +27,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kubelab.api.keys import object_key
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.discovery_v1 import EndpointSlice
-from kubelab.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
-from kubelab.clock import Clock
-from kubelab.iptables import IptablesError
+from kube.api.keys import object_key
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
+from kube.clock import Clock
+from node.iptables import IptablesError
 from node.proxy.health import ProxyMetrics, ServiceHealth, ServiceHealthServer
 from node.proxy.model import Changes, ChangeTracker, service_key_of_slice, slices_by_service, usable
 

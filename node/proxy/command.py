@@ -22,11 +22,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kubelab import component
+from kube import component
 
 if TYPE_CHECKING:
-    from kubelab.clock import Clock
-    from kubelab.iptables import Iptables
+    from kube.clock import Clock
+    from node.iptables import Iptables
     from node.proxy.base import Proxier
     from node.proxy.health import ProxyMetrics, ServiceHealthServer
 
@@ -131,7 +131,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def make_iptables(backend: str) -> Iptables:
     """The iptables backend named by ``--iptables-backend``; SystemExit(2) if not built."""
     if backend == "restore":
-        from kubelab.iptables import RestoreIptables
+        from node.iptables import RestoreIptables
 
         return RestoreIptables()
     try:
@@ -185,8 +185,8 @@ def make_proxier(
 
 
 async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.Event) -> int:
-    from kubelab.client.informers import SharedInformerFactory
-    from kubelab.clock import RealClock
+    from kube.client.informers import SharedInformerFactory
+    from kube.clock import RealClock
     from node.proxy.health import ProxyMetrics, ServiceHealthServer, health_app, metrics_app
 
     clock = RealClock()

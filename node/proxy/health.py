@@ -6,7 +6,7 @@
 is stuck or every restore fails).  The body is JSON with ``lastUpdated`` and ``currentTime``.
 
 :class:`ProxyMetrics` holds the numbers the proxier reports after each sync, in a
-:class:`kubelab.metrics.Registry` so they render in the Prometheus text format: the sync
+:class:`kube.metrics.Registry` so they render in the Prometheus text format: the sync
 duration histogram by kind (full or partial), full and partial sync counts, failed restores,
 the time of the last successful sync, and how many rules and chains are programmed.
 
@@ -25,8 +25,8 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from kubelab.clock import Clock
-from kubelab.metrics import CONTENT_TYPE, Registry
+from kube.clock import Clock
+from kube.metrics import CONTENT_TYPE, Registry
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -156,7 +156,7 @@ class ServiceHealthServer:
     async def update(self, wanted: Mapping[int, ServiceHealth]) -> None:
         from aiohttp import web
 
-        from kubelab.component import serve_health
+        from kube.component import serve_health
 
         self._health = dict(wanted)
         for port in set(self._runners) - set(wanted):

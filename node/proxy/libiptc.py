@@ -1,7 +1,7 @@
 """The kube-proxy's ``libiptc`` iptables backend: restore-format lines applied through
 python-iptables instead of an ``iptables-restore`` subprocess.
 
-:class:`LibiptcIptables` implements :class:`kubelab.iptables.Iptables`, so the proxier builds the
+:class:`LibiptcIptables` implements :class:`node.iptables.Iptables`, so the proxier builds the
 same restore-format ruleset for either backend.  ``restore`` gives the transaction
 ``iptables-restore --noflush`` gives, because it makes the same libiptc calls that
 ``iptables-legacy-restore`` makes (which is libiptc too): one handle on the table
@@ -19,7 +19,7 @@ but they are active all the same.  Read them with ``iptables-legacy-save``, whic
 
 libiptc acts on the network namespace of the calling process, so the backend refuses to run
 anywhere but in a namespace bind-mounted under ``/run/netns`` (a lab node's), the same guard
-:class:`kubelab.iptables.RestoreIptables` has: a test run by mistake on the host must not touch
+:class:`node.iptables.RestoreIptables` has: a test run by mistake on the host must not touch
 the host's tables.  It uses python-iptables' per-process table cache with ``autocommit`` off,
 so nothing else in the process should use python-iptables with ``autocommit`` on.
 
@@ -49,7 +49,7 @@ from typing import Any
 import iptc
 from iptc.errors import XTablesError
 
-from kubelab.iptables import NETNS_DIR, IptablesError, may_change_current_netns, restore_input
+from node.iptables import NETNS_DIR, IptablesError, may_change_current_netns, restore_input
 
 BACKEND = "legacy"
 SAVE_COMMAND = "iptables-legacy-save"
@@ -302,7 +302,7 @@ def _describe(error: BaseException) -> str:
 
 
 class LibiptcIptables:
-    """:class:`kubelab.iptables.Iptables` over libiptc (python-iptables); legacy tables only.
+    """:class:`node.iptables.Iptables` over libiptc (python-iptables); legacy tables only.
 
     ``restore`` is one transaction with the semantics of ``iptables-restore --noflush``;
     ``save`` is read-only (``iptables-legacy-save -t TABLE``).  Both refuse to run outside a

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kubelab.api.kinds.core_v1.service import DEFAULT_CLIENT_IP_TIMEOUT, Service
-from kubelab.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.kinds.core_v1.service import DEFAULT_CLIENT_IP_TIMEOUT, Service
+from kube.api.kinds.discovery_v1 import EndpointSlice
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 """The label that ties an EndpointSlice to its Service."""

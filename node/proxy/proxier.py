@@ -22,7 +22,7 @@ Shape of upstream's pkg/proxy/iptables/proxier.go:
 * Sysctls the rules need (``route_localnet`` for NodePorts on 127.0.0.1) are set at start;
   sysctls that are read-only in a non-initial network namespace are logged and skipped.
 
-iptables is reached only through :class:`kubelab.iptables.Iptables`, from a worker thread
+iptables is reached only through :class:`node.iptables.Iptables`, from a worker thread
 (``asyncio.to_thread``) so the event loop keeps serving informers and health checks.
 """
 
@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from kubelab.clock import Clock
-from kubelab.iptables import Iptables, Runner, may_change_current_netns, run_command
+from kube.clock import Clock
+from node.iptables import Iptables, Runner, may_change_current_netns, run_command
 from node.proxy.base import Applied, Proxier, local_addresses
 from node.proxy.health import ProxyMetrics, ServiceHealthServer
 from node.proxy.model import Changes, EndpointInfo, ServicePortInfo, ServicePortName

@@ -57,8 +57,8 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kubelab.clock import Clock
-from kubelab.iptables import Iptables, IptablesError
+from kube.clock import Clock
+from node.iptables import Iptables, IptablesError
 from node.proxy.base import Applied, Proxier, local_addresses
 from node.proxy.health import ProxyMetrics
 from node.proxy.model import Changes, EndpointInfo, ServicePortInfo, ServicePortName, usable

@@ -15,13 +15,13 @@ import pytest
 
 from controlplane import bootstraptoken
 from controlplane.storage.sqlite import SQLiteStore
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.meta_v1 import ObjectMeta
+from kube.api.printing import rfc3339
+from kube.client.errors import ApiError
+from kube.client.rest import Client
+from kube.table import aligned
 from kubelab import cli
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.api.printing import rfc3339
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
-from kubelab.table import aligned
 from tests.controlplane.apiserver.inprocess import serving
 
 TOKEN_TYPE = "bootstrap.kubernetes.io/token"

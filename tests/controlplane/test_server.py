@@ -18,12 +18,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Container, Pod
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
+from kube.api.kinds.core_v1.cluster import Namespace, ServiceAccount
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Container, Pod
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.rest import Client
+from kube.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
 from tests import builders
 from tests.servers import (

@@ -12,10 +12,10 @@ import pytest
 from controlplane import bootstraptoken
 from controlplane.controllers.manager import enabled
 from controlplane.controllers.registry import CONTROLLERS, OFF_BY_DEFAULT
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.client import clusterinfo
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.client import clusterinfo
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests.servers import ServerProcess, serve_all_in_one
 
 

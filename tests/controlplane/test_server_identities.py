@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.api.kinds.apps_v1 import Deployment, DeploymentSpec
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace, Secret, ServiceAccount
-from kubelab.api.kinds.core_v1.pod import Container, PodSpec, PodTemplateSpec
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.client import kubeconfig
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
-from kubelab.pki import KeyPair, identity
+from kube.api.kinds.apps_v1 import Deployment, DeploymentSpec
+from kube.api.kinds.core_v1.cluster import ConfigMap, Namespace, Secret, ServiceAccount
+from kube.api.kinds.core_v1.pod import Container, PodSpec, PodTemplateSpec
+from kube.api.kinds.core_v1.service import Service
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.client import kubeconfig
+from kube.client.errors import ApiError
+from kube.client.informers import SharedInformerFactory
+from kube.client.rest import Client
+from kube.clock import RealClock
+from kube.pki import KeyPair, identity
 from node.hollow.nodes import FleetSpec, NodeFleet
 from node.hollow.pods import HollowKubelet
 from tests.servers import REPO, ServerProcess, serve_all_in_one

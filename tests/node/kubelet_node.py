@@ -26,9 +26,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from kubelab.client import kubeconfig
-from kubelab.lab.netns import NetnsForwarder
-from kubelab.pki import CertificateAuthority, KeyPair
+from kube.client import kubeconfig
+from kube.pki import CertificateAuthority, KeyPair
+from kubelab.lab.forward import NetnsForwarder
 from tests.node.containerd_node import ContainerdNode
 from tests.servers import REPO, Kubectl, ServerProcess, start_server, stop_server
 

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
-from kubelab.api.meta_v1 import StatusDetails
+from kube.api.meta_v1 import StatusDetails
 
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"

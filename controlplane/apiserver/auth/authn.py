@@ -53,7 +53,7 @@ from controlplane.apiserver.auth import (
     forbidden,
 )
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
-from kubelab.api.bootstraptoken import (
+from kube.api.bootstraptoken import (
     NAMESPACE,
     SECRET_PREFIX,
     TOKEN,
@@ -62,9 +62,9 @@ from kubelab.api.bootstraptoken import (
     is_token_secret,
     token_data,
 )
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.meta_v1 import Resource
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.meta_v1 import Resource
+from kube.clock import Clock
 
 LEGACY_ISSUER = "kubernetes/serviceaccount"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from controlplane.apiserver.auth import AUTHENTICATED, MASTERS, User, always_allow
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
-from kubelab.api.kinds.rbac_v1 import PolicyRule
+from kube.api.kinds.rbac_v1 import PolicyRule
 
 MODES = ("AlwaysAllow", "AlwaysDeny", "Node", "RBAC")
 EVERYTHING = [

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 
 from controlplane.bootstraptoken import BOOTSTRAP_TOKEN_GROUP
 from controlplane.cloud import rbac as cloud_rbac
-from kubelab.api.bootstraptoken import NAMESPACE as KUBE_SYSTEM
-from kubelab.api.kinds.rbac_v1 import (
+from kube.api.bootstraptoken import NAMESPACE as KUBE_SYSTEM
+from kube.api.kinds.rbac_v1 import (
     GROUP,
     AggregationRule,
     ClusterRole,
@@ -39,8 +39,8 @@ from kubelab.api.kinds.rbac_v1 import (
     RoleRef,
     Subject,
 )
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.client import clusterinfo
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.client import clusterinfo
 
 log = logging.getLogger(__name__)
 

@@ -24,15 +24,15 @@ from controlplane.apiserver.auth import User
 from controlplane.apiserver.auth.rbac import covers
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from controlplane.apiserver.registry.store import Admission, RequestContext
-from kubelab.api.kinds.rbac_v1 import (
+from kube.api.kinds.rbac_v1 import (
     GROUP,
     ClusterRole,
     PolicyRule,
     Role,
     RoleBindingBase,
 )
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import KindInfo
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import KindInfo
 
 RulesResolver = Callable[[User, str], tuple[list[PolicyRule], bool]]
 

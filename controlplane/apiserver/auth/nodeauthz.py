@@ -27,10 +27,10 @@ from collections.abc import Iterator
 from controlplane.apiserver.auth import User
 from controlplane.apiserver.auth.rbac import Listing, rule_allows
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
-from kubelab.api.fieldselector import FieldSelectorError, parse_field_selector
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
-from kubelab.api.kinds.rbac_v1 import PolicyRule
+from kube.api.fieldselector import FieldSelectorError, parse_field_selector
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kube.api.kinds.rbac_v1 import PolicyRule
 
 NODES_GROUP = "system:nodes"
 NODE_PREFIX = "system:node:"

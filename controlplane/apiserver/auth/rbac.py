@@ -26,7 +26,7 @@ from typing import Protocol
 
 from controlplane.apiserver.auth import User
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
-from kubelab.api.kinds.rbac_v1 import (
+from kube.api.kinds.rbac_v1 import (
     ClusterRole,
     ClusterRoleBinding,
     PolicyRule,
@@ -35,7 +35,7 @@ from kubelab.api.kinds.rbac_v1 import (
     RoleBindingBase,
     Subject,
 )
-from kubelab.api.meta_v1 import Resource
+from kube.api.meta_v1 import Resource
 
 ALL = "*"
 

@@ -26,8 +26,8 @@ from controlplane.apiserver.auth.bootstrappolicy import (
 )
 from controlplane.apiserver.auth.rbac import covers
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api.kinds.rbac_v1 import GROUP, AggregationRule, ClusterRole, Role, RoleBindingBase
-from kubelab.api.meta_v1 import DeleteOptions, ObjectMeta, Resource
+from kube.api.kinds.rbac_v1 import GROUP, AggregationRule, ClusterRole, Role, RoleBindingBase
+from kube.api.meta_v1 import DeleteOptions, ObjectMeta, Resource
 
 if TYPE_CHECKING:
     from controlplane.apiserver.registry.rest import Lookup

@@ -17,16 +17,16 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.auth import Authorizer, User
 from controlplane.apiserver.auth.authn import InvalidToken
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
-from kubelab.api import walk
-from kubelab.api.errors import ROOT, ErrorList
-from kubelab.api.kinds.authentication_v1 import (
+from kube.api import walk
+from kube.api.errors import ROOT, ErrorList
+from kube.api.kinds.authentication_v1 import (
     SelfSubjectReview,
     SelfSubjectReviewStatus,
     TokenReview,
     TokenReviewStatus,
     UserInfo,
 )
-from kubelab.api.kinds.authorization_v1 import (
+from kube.api.kinds.authorization_v1 import (
     LocalSubjectAccessReview,
     NonResourceRule,
     ResourceRule,
@@ -36,9 +36,9 @@ from kubelab.api.kinds.authorization_v1 import (
     SubjectAccessReviewStatus,
     SubjectRulesReviewStatus,
 )
-from kubelab.api.kinds.rbac_v1 import PolicyRule
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import KindInfo
+from kube.api.kinds.rbac_v1 import PolicyRule
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import KindInfo
 
 Reviewer = Callable[[Resource, User, str], Awaitable[Resource]]
 RulesResolver = Callable[[User, str], tuple[list[PolicyRule], bool]]

@@ -22,11 +22,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from controlplane.apiserver import errors
-from kubelab.api.errors import ROOT, ErrorList
-from kubelab.api.kinds.authentication_v1 import TokenRequest, TokenRequestStatus
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.meta_v1 import ObjectMeta, Resource
-from kubelab.pki import write_file
+from kube.api.errors import ROOT, ErrorList
+from kube.api.kinds.authentication_v1 import TokenRequest, TokenRequestStatus
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.meta_v1 import ObjectMeta, Resource
+from kube.pki import write_file
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 BINDABLE = ("Pod", "Secret")

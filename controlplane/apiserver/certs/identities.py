@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelab.client import kubeconfig
-from kubelab.pki import CertificateAuthority, KeyPair, identity
+from kube.client import kubeconfig
+from kube.pki import CertificateAuthority, KeyPair, identity
 
 
 @dataclass(frozen=True)

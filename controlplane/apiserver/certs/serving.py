@@ -20,7 +20,7 @@ from pathlib import Path
 from cryptography import x509
 
 from controlplane.apiserver.certs import identities
-from kubelab.pki import CertificateAuthority, KeyPair
+from kube.pki import CertificateAuthority, KeyPair
 
 SERVICE_NAMES = (
     "kubernetes",

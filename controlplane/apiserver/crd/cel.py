@@ -12,8 +12,8 @@ schema beside the value; this module does what happens at one node:
   type name or a macro's bound variable, and a function this module does not provide.  The
   problem reads like cel-go's (``compilation failed: ERROR: <input>:1:6: undeclared reference
   to 'foo' (in container '')`` with the line and a caret); CRD validation
-  (``kubelab.api.kinds.apiextensions_v1``) reports it at ``x-kubernetes-validations[i].rule``
-  through the compiler this module installs there on import (``kubelab.api`` may not import the
+  (``kube.api.kinds.apiextensions_v1``) reports it at ``x-kubernetes-validations[i].rule``
+  through the compiler this module installs there on import (``kube.api`` may not import the
   control plane).
 - **Binding.**  ``self`` is the node's value, converted by its schema as upstream's
   ``UnstructuredToVal`` does: ``integer`` → int, ``number`` → double (``1`` included),
@@ -75,8 +75,8 @@ from celpy.evaluation import CELEvalError, base_functions
 
 from controlplane.apiserver.auth import Authorizer, User
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
-from kubelab.api.errors import ErrorList, ErrorType, Path
-from kubelab.api.kinds import admissionregistration_v1, apiextensions_v1
+from kube.api.errors import ErrorList, ErrorType, Path
+from kube.api.kinds import admissionregistration_v1, apiextensions_v1
 
 Schema = dict[str, Any]
 
@@ -868,6 +868,6 @@ are empty, since this server's authorizers give none.  Unlike in CRD rules, anyt
 compared with ``null``."""
 
 
-# CRD and webhook validation compile with this module (kubelab.api cannot import it).
+# CRD and webhook validation compile with this module (kube.api cannot import it).
 apiextensions_v1.use_rule_compiler(compile_problem)
 admissionregistration_v1.use_condition_compiler(lambda text: compile_problem(text, ADMISSION))

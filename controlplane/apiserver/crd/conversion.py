@@ -48,12 +48,12 @@ import aiohttp
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import ResourceStore, Selection
 from controlplane.storage.interface import Event, KeyValue, ListResult, Store
-from kubelab import pki
-from kubelab.api import names
-from kubelab.api.errors import ROOT, ErrorList
-from kubelab.api.kinds.apiextensions_v1 import CustomResourceDefinition, WebhookConversion
-from kubelab.api.kinds.core_v1.service import Endpoints, Service
-from kubelab.api.kinds.discovery_v1 import EndpointSlice
+from kube import pki
+from kube.api import names
+from kube.api.errors import ROOT, ErrorList
+from kube.api.kinds.apiextensions_v1 import CustomResourceDefinition, WebhookConversion
+from kube.api.kinds.core_v1.service import Endpoints, Service
+from kube.api.kinds.discovery_v1 import EndpointSlice
 
 REVIEW_API_VERSION = "apiextensions.k8s.io/v1"
 REVIEW_KIND = "ConversionReview"

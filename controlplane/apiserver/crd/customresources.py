@@ -54,9 +54,9 @@ from controlplane.apiserver.registry.store import (
 )
 from controlplane.apiserver.registry.strategy import CRD_CLEANUP_FINALIZER
 from controlplane.storage.interface import DELETED, KeyValue
-from kubelab.api import openapi
-from kubelab.api.errors import ErrorList, Path
-from kubelab.api.kinds.apiextensions_v1 import (
+from kube.api import openapi
+from kube.api.errors import ErrorList, Path
+from kube.api.kinds.apiextensions_v1 import (
     CustomResourceColumnDefinition,
     CustomResourceDefinition,
     CustomResourceDefinitionCondition,
@@ -65,10 +65,10 @@ from kubelab.api.kinds.apiextensions_v1 import (
     CustomResourceDefinitionVersion,
     CustomResourceSubresourceScale,
 )
-from kubelab.api.meta_v1 import DeleteOptions, Resource
-from kubelab.api.printing import NAME_COLUMN, Cell, Column, human_duration
-from kubelab.api.scheme import SCHEME, KindInfo
-from kubelab.clock import Clock
+from kube.api.meta_v1 import DeleteOptions, Resource
+from kube.api.printing import NAME_COLUMN, Cell, Column, human_duration
+from kube.api.scheme import SCHEME, KindInfo
+from kube.clock import Clock
 
 log = logging.getLogger(__name__)
 

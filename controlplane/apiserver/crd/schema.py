@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controlplane.apiserver.crd import cel
-from kubelab.api.errors import ROOT, ErrorList, ErrorType, FieldError, Path
+from kube.api.errors import ROOT, ErrorList, ErrorType, FieldError, Path
 
 Schema = dict[str, Any]
 

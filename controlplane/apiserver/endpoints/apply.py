@@ -43,11 +43,11 @@ from msgspec import inspect as mi
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import RequestContext
-from kubelab.api import codec, walk
-from kubelab.api.meta_v1 import ManagedFieldsEntry, Resource, StatusCause, StatusDetails
-from kubelab.api.scheme import KindInfo
-from kubelab.api.struct import NO_META, FieldMeta, Struct, field_meta
-from kubelab.api.typeinfo import fields_by_name, type_tree
+from kube.api import codec, walk
+from kube.api.meta_v1 import ManagedFieldsEntry, Resource, StatusCause, StatusDetails
+from kube.api.scheme import KindInfo
+from kube.api.struct import NO_META, FieldMeta, Struct, field_meta
+from kube.api.typeinfo import fields_by_name, type_tree
 
 Path: TypeAlias = tuple[str, ...]
 """A path into an object: ``("f:spec", "f:containers", 'k:{"name":"nginx"}', "f:image")``."""

@@ -13,7 +13,7 @@ import base64
 import hashlib
 from collections.abc import Iterable
 
-from kubelab.api.meta_v1 import (
+from kube.api.meta_v1 import (
     APIGroup,
     APIGroupDiscovery,
     APIGroupDiscoveryList,
@@ -29,7 +29,7 @@ from kubelab.api.meta_v1 import (
     ObjectMeta,
     ServerAddressByClientCIDR,
 )
-from kubelab.api.scheme import KindInfo
+from kube.api.scheme import KindInfo
 
 AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 

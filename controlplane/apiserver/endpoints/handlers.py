@@ -35,8 +35,8 @@ from controlplane.apiserver.registry.store import (
     WatchEvent,
 )
 from controlplane.apiserver.storage import watchcache
-from kubelab.api import codec
-from kubelab.api.meta_v1 import (
+from kube.api import codec
+from kube.api.meta_v1 import (
     DeleteOptions,
     ListMeta,
     PartialObjectMetadata,
@@ -48,8 +48,8 @@ from kubelab.api.meta_v1 import (
     StatusDetails,
     TypeMeta,
 )
-from kubelab.api.scheme import KindInfo
-from kubelab.clock import Clock
+from kube.api.scheme import KindInfo
+from kube.clock import Clock
 
 FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
 DEFAULT_WATCH_TIMEOUT = 1800.0

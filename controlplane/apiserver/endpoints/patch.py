@@ -1,6 +1,6 @@
 """The three patch types of ``PATCH``, applied to objects as plain JSON values.
 
-Every function takes the stored object as plain values (``kubelab.api.codec.to_builtins``) and
+Every function takes the stored object as plain values (``kube.api.codec.to_builtins``) and
 the decoded patch body, and returns new plain values: the inputs are never changed, and the
 result shares nothing mutable with them.  A malformed patch, or one that cannot be applied,
 raises ``PatchError`` whose ``code`` is the HTTP status the API server answers with.
@@ -55,8 +55,8 @@ from typing import Any, Final, TypeAlias
 
 from msgspec import inspect as mi
 
-from kubelab.api.struct import NO_META, FieldMeta, Struct, field_meta
-from kubelab.api.typeinfo import fields_by_name, type_tree
+from kube.api.struct import NO_META, FieldMeta, Struct, field_meta
+from kube.api.typeinfo import fields_by_name, type_tree
 
 _BAD_REQUEST: Final = 400
 _UNPROCESSABLE: Final = 422

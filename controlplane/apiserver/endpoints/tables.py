@@ -1,6 +1,6 @@
 """Objects as ``meta.k8s.io/v1 Table``: the server side of ``kubectl get``.
 
-Cells come from the kind's printer columns (kubelab.api.printing); each row carries the
+Cells come from the kind's printer columns (kube.api.printing); each row carries the
 object as PartialObjectMetadata by default (``includeObject=Metadata``), which is where kubectl
 finds the namespace for ``-A`` and the labels for ``--show-labels``.  A watch sends one-row
 tables, with the column definitions only in the first.
@@ -12,8 +12,8 @@ import datetime
 from collections.abc import Sequence
 
 from controlplane.apiserver import errors
-from kubelab.api import codec
-from kubelab.api.meta_v1 import (
+from kube.api import codec
+from kube.api.meta_v1 import (
     ListMeta,
     PartialObjectMetadata,
     Resource,
@@ -21,7 +21,7 @@ from kubelab.api.meta_v1 import (
     TableColumnDefinition,
     TableRow,
 )
-from kubelab.api.scheme import KindInfo
+from kube.api.scheme import KindInfo
 
 INCLUDE = ("None", "Metadata", "Object")
 

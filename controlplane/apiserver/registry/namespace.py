@@ -5,8 +5,8 @@ not do."""
 from __future__ import annotations
 
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api.kinds.core_v1.cluster import Namespace, NamespaceSpec
-from kubelab.api.meta_v1 import Resource
+from kube.api.kinds.core_v1.cluster import Namespace, NamespaceSpec
+from kube.api.meta_v1 import Resource
 
 
 class FinalizeREST:

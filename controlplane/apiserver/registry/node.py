@@ -7,7 +7,7 @@ from aiohttp import web
 
 from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.store import ResourceStore
-from kubelab.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import Node
 
 
 class ProxyREST:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from controlplane.apiserver.registry.rest import Change
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api.meta_v1 import Resource
+from kube.api.meta_v1 import Resource
 
 
 class ObjectREST:

@@ -11,11 +11,11 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.registry import proxy
 from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Binding, Pod, PodCondition
-from kubelab.api.kinds.policy_v1 import Eviction, PodDisruptionBudget
-from kubelab.api.labels import Selector
-from kubelab.api.meta_v1 import DeleteOptions, Resource, Status
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Binding, Pod, PodCondition
+from kube.api.kinds.policy_v1 import Eviction, PodDisruptionBudget
+from kube.api.labels import Selector
+from kube.api.meta_v1 import DeleteOptions, Resource, Status
 
 CREATED = Status(status="Success", code=201)
 """What a binding or an eviction answers."""

@@ -35,9 +35,9 @@ import aiohttp
 from aiohttp import web
 
 from controlplane.apiserver import errors
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.pki import KeyPair, client_ssl_context
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
+from kube.pki import KeyPair, client_ssl_context
 
 DEFAULT_KUBELET_PORT = 10250
 ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")

@@ -30,8 +30,8 @@ from aiohttp import web
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api.meta_v1 import Resource, TypeMeta
-from kubelab.api.scheme import KindInfo
+from kube.api.meta_v1 import Resource, TypeMeta
+from kube.api.scheme import KindInfo
 
 if TYPE_CHECKING:
     from controlplane.apiserver.auth.tokens import TokenIssuer

@@ -14,10 +14,10 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.crd import customresources
 from controlplane.apiserver.registry.rest import Change
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api.errors import ROOT, ErrorList
-from kubelab.api.kinds.autoscaling_v1 import Scale, ScaleSpec, ScaleStatus
-from kubelab.api.labels import Selector
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Resource
+from kube.api.errors import ROOT, ErrorList
+from kube.api.kinds.autoscaling_v1 import Scale, ScaleSpec, ScaleStatus
+from kube.api.labels import Selector
+from kube.api.meta_v1 import LabelSelector, ObjectMeta, Resource
 
 
 def _selector_text(selector: Any) -> str | None:

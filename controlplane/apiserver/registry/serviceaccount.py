@@ -8,11 +8,11 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.auth import tokens
 from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api import walk
-from kubelab.api.errors import ROOT
-from kubelab.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.meta_v1 import Resource
+from kube.api import walk
+from kube.api.errors import ROOT
+from kube.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.meta_v1 import Resource
 
 
 class TokenREST:

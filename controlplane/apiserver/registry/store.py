@@ -52,10 +52,10 @@ from controlplane.storage.interface import (
     KeyValue,
     Store,
 )
-from kubelab.api import walk
-from kubelab.api.fieldselector import FieldSelector, FieldSelectorError, parse_field_selector
-from kubelab.api.labels import Selector, SelectorError, parse_selector
-from kubelab.api.meta_v1 import (
+from kube.api import walk
+from kube.api.fieldselector import FieldSelector, FieldSelectorError, parse_field_selector
+from kube.api.labels import Selector, SelectorError, parse_selector
+from kube.api.meta_v1 import (
     FINALIZER_FOREGROUND,
     FINALIZER_ORPHAN,
     DeleteOptions,
@@ -63,8 +63,8 @@ from kubelab.api.meta_v1 import (
     Resource,
     ResourceList,
 )
-from kubelab.api.scheme import KindInfo
-from kubelab.clock import Clock
+from kube.api.scheme import KindInfo
+from kube.clock import Clock
 
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 BOOKMARK = "BOOKMARK"

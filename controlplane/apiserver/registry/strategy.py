@@ -14,25 +14,25 @@ import base64
 
 import msgspec
 
-from kubelab.api import walk
-from kubelab.api.errors import ROOT, ErrorList
-from kubelab.api.kinds.batch_v1 import Job
-from kubelab.api.kinds.core_v1.cluster import (
+from kube.api import walk
+from kube.api.errors import ROOT, ErrorList
+from kube.api.kinds.batch_v1 import Job
+from kube.api.kinds.core_v1.cluster import (
     KUBERNETES_FINALIZER,
     Namespace,
     NamespaceSpec,
     NamespaceStatus,
     Secret,
 )
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus, qos_class
-from kubelab.api.meta_v1 import (
+from kube.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus, qos_class
+from kube.api.meta_v1 import (
     DeleteOptions,
     LabelSelector,
     ObjectMeta,
     Resource,
     validate_object_meta_update,
 )
-from kubelab.api.scheme import KindInfo
+from kube.api.scheme import KindInfo
 
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 EPHEMERAL_CONTAINERS = "ephemeralcontainers"

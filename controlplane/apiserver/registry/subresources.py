@@ -17,11 +17,11 @@ from controlplane.apiserver.registry.object import ObjectREST
 from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.scale import ScaleREST
 from controlplane.apiserver.registry.store import ResourceStore
-from kubelab.api.kinds.certificates_v1 import CertificateSigningRequest
-from kubelab.api.kinds.core_v1.cluster import Namespace, ServiceAccount
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Binding, Pod
-from kubelab.api.meta_v1 import Resource
+from kube.api.kinds.certificates_v1 import CertificateSigningRequest
+from kube.api.kinds.core_v1.cluster import Namespace, ServiceAccount
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Binding, Pod
+from kube.api.meta_v1 import Resource
 
 Factory = Callable[[ResourceStore, Backends], object]
 

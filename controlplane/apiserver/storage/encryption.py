@@ -44,7 +44,7 @@ from nacl.secret import SecretBox
 
 from controlplane.apiserver import errors
 from controlplane.storage.interface import Event, KeyValue, ListResult, Store
-from kubelab.api.scheme import SCHEME
+from kube.api.scheme import SCHEME
 
 API_VERSION = "apiserver.config.k8s.io/v1"
 KIND = "EncryptionConfiguration"

@@ -38,7 +38,7 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.errors import ApiError
 from controlplane.apiserver.registry.store import ResourceStore, Selection, parse_resource_version
 from controlplane.storage.interface import DELETED
-from kubelab.api.meta_v1 import ListMeta, Resource, ResourceList, StatusCause, StatusDetails
+from kube.api.meta_v1 import ListMeta, Resource, ResourceList, StatusCause, StatusDetails
 
 log = logging.getLogger(__name__)
 

@@ -46,18 +46,18 @@ from controlplane.storage.interface import (
     Store,
     guaranteed_update,
 )
-from kubelab.api.kinds.coordination_v1 import Lease, LeaseSpec
-from kubelab.api.kinds.core_v1.service import (
+from kube.api.kinds.coordination_v1 import Lease, LeaseSpec
+from kube.api.kinds.core_v1.service import (
     EndpointAddress,
     EndpointPort,
     Endpoints,
     EndpointSubset,
 )
-from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointConditions, EndpointSlice
-from kubelab.api.kinds.discovery_v1 import EndpointPort as SlicePort
-from kubelab.api.meta_v1 import DeleteOptions, ObjectMeta, Preconditions, Resource
-from kubelab.api.struct import micro_time, parse_micro_time
-from kubelab.clock import Clock
+from kube.api.kinds.discovery_v1 import Endpoint, EndpointConditions, EndpointSlice
+from kube.api.kinds.discovery_v1 import EndpointPort as SlicePort
+from kube.api.meta_v1 import DeleteOptions, ObjectMeta, Preconditions, Resource
+from kube.api.struct import micro_time, parse_micro_time
+from kube.clock import Clock
 
 if TYPE_CHECKING:
     from controlplane.apiserver.registry.rest import Lookup

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 from controlplane.apiserver import errors
 from controlplane.apiserver.auth.admission import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api.errors import ROOT, ErrorList
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.kinds.scheduling_v1 import PriorityClass
-from kubelab.api.meta_v1 import ObjectMeta, Resource
+from kube.api.errors import ROOT, ErrorList
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.kinds.scheduling_v1 import PriorityClass
+from kube.api.meta_v1 import ObjectMeta, Resource
 
 if TYPE_CHECKING:
     from controlplane.apiserver.registry.rest import Lookup

@@ -2,7 +2,7 @@
 
 kubeadm writes this ConfigMap at ``init`` from the admin kubeconfig; kubelab has no separate
 init, so the API server does it once it serves, from its own CA and advertised URL.  It holds
-a ``kubeconfig`` without credentials (``kubelab.client.clusterinfo.kubeconfig``), which the
+a ``kubeconfig`` without credentials (``kube.client.clusterinfo.kubeconfig``), which the
 bootstrap policy lets ``system:anonymous`` read and the bootstrap-signer controller signs with
 each bootstrap token, so a node that knows only a token can trust it.
 
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kubelab.api.kinds.core_v1.cluster import ConfigMap
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client import clusterinfo
+from kube.api.kinds.core_v1.cluster import ConfigMap
+from kube.api.meta_v1 import ObjectMeta
+from kube.client import clusterinfo
 
 if TYPE_CHECKING:
     from controlplane.apiserver.registry.rest import Lookup

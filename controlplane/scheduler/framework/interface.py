@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
-    from kubelab.api.kinds.core_v1.pod import Pod
-    from kubelab.client.events import EventRecorder
-    from kubelab.client.interface import ApiClient
-    from kubelab.clock import Clock
+    from kube.api.kinds.core_v1.pod import Pod
+    from kube.client.events import EventRecorder
+    from kube.client.interface import ApiClient
+    from kube.clock import Clock
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0

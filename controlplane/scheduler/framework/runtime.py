@@ -70,13 +70,13 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
-from kubelab.metrics import Histogram, Registry
+from kube.metrics import Histogram, Registry
 
 if TYPE_CHECKING:
-    from kubelab.api.kinds.core_v1.pod import Pod
-    from kubelab.client.events import EventRecorder
-    from kubelab.client.interface import ApiClient
-    from kubelab.clock import Clock
+    from kube.api.kinds.core_v1.pod import Pod
+    from kube.client.events import EventRecorder
+    from kube.client.interface import ApiClient
+    from kube.clock import Clock
 
 T = TypeVar("T")
 P = ParamSpec("P")

@@ -16,13 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kubelab.api.kinds.core_v1.pod import containers_together
-from kubelab.api.labels import Operator, Requirement, Selector, selector_of
-from kubelab.api.quantity import Quantity
+from kube.api.kinds.core_v1.pod import containers_together
+from kube.api.labels import Operator, Requirement, Selector, selector_of
+from kube.api.quantity import Quantity
 
 if TYPE_CHECKING:
-    from kubelab.api.kinds.core_v1.node import Node
-    from kubelab.api.kinds.core_v1.pod import (
+    from kube.api.kinds.core_v1.node import Node
+    from kube.api.kinds.core_v1.pod import (
         Container,
         Pod,
         PodAffinityTerm,

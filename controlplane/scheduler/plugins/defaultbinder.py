@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 from controlplane.scheduler import names
 from controlplane.scheduler.framework.interface import SUCCESS, CycleState, Handle, Status
 from controlplane.scheduler.framework.types import PodInfo
-from kubelab.api.kinds.core_v1.pod import Binding, Pod
-from kubelab.api.kinds.core_v1.volume import ObjectReference
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError, ClientError
+from kube.api.kinds.core_v1.pod import Binding, Pod
+from kube.api.kinds.core_v1.volume import ObjectReference
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError, ClientError
 
 
 class DefaultBinder:

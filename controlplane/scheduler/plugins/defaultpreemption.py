@@ -51,11 +51,11 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from kubelab.api.kinds.core_v1.pod import Pod, PodCondition
-from kubelab.api.kinds.policy_v1 import PodDisruptionBudget
-from kubelab.api.labels import Selector, SelectorError, selector_of
-from kubelab.api.meta_v1 import Preconditions
-from kubelab.client.errors import ApiError, ClientError
+from kube.api.kinds.core_v1.pod import Pod, PodCondition
+from kube.api.kinds.policy_v1 import PodDisruptionBudget
+from kube.api.labels import Selector, SelectorError, selector_of
+from kube.api.meta_v1 import Preconditions
+from kube.client.errors import ApiError, ClientError
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,14 @@
 """Helpers several plugins share: score normalisation (upstream ``helper``
 ``DefaultNormalizeScore``) and the taint effects Filter checks.
 
-Node selector terms and tolerations are the object model's (``kubelab.api.nodeaffinity``,
-``kubelab.api.taints``): controllers apply them too.
+Node selector terms and tolerations are the object model's (``kube.api.nodeaffinity``,
+``kube.api.taints``): controllers apply them too.
 """
 
 from __future__ import annotations
 
 from controlplane.scheduler.framework.interface import SUCCESS, Status
-from kubelab.api.kinds.core_v1.node import Taint
+from kube.api.kinds.core_v1.node import Taint
 
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 NO_SCHEDULE = "NoSchedule"

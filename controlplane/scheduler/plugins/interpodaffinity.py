@@ -57,9 +57,9 @@ from controlplane.scheduler.framework.types import (
     PodInfo,
     WeightedAffinityTerm,
 )
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
 
 NAME = names.INTER_POD_AFFINITY
 

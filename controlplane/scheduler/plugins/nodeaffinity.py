@@ -37,11 +37,11 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.helper import default_normalize_score
-from kubelab.api.codec import from_builtins
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import NodeAffinity as NodeAffinitySpec
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.nodeaffinity import (
+from kube.api.codec import from_builtins
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import NodeAffinity as NodeAffinitySpec
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.nodeaffinity import (
     OBJECT_NAME_FIELD,
     NodeSelectorError,
     NodeSelectorMatcher,

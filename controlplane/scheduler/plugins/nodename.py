@@ -25,8 +25,8 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
 
 ERR_REASON = "node(s) didn't match the requested node name"
 

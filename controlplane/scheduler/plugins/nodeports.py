@@ -30,7 +30,7 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.types import HostPort, NodeInfo, PodInfo
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_PORTS
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"

@@ -68,8 +68,8 @@ from controlplane.scheduler.plugins.resourceallocation import (
     parse_resource_specs,
     scored_requests_key,
 )
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"

@@ -31,9 +31,9 @@ from controlplane.scheduler.plugins.helper import (
     NO_SCHEDULE,
     TAINT_NODE_UNSCHEDULABLE,
 )
-from kubelab.api.kinds.core_v1.node import Node, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, Toleration
-from kubelab.api.taints import tolerations_tolerate_taint
+from kube.api.kinds.core_v1.node import Node, Taint
+from kube.api.kinds.core_v1.pod import Pod, Toleration
+from kube.api.taints import tolerations_tolerate_taint
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"

@@ -45,9 +45,9 @@ from controlplane.scheduler.plugins.volumeclaims import (
     claim_name_for,
     is_controlled_by,
 )
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import PersistentVolume, PersistentVolumeClaim, claim_class
-from kubelab.api.kinds.storage_v1 import StorageClass
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import PersistentVolume, PersistentVolumeClaim, claim_class
+from kube.api.kinds.storage_v1 import StorageClass
 
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
 ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"

@@ -58,14 +58,14 @@ from controlplane.scheduler.framework.interface import (
 from controlplane.scheduler.framework.parts import NodeParts, Recent
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.helper import do_not_schedule_taints
-from kubelab.api.kinds.apps_v1 import ReplicaSet, StatefulSet
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod, ReplicationController, TopologySpreadConstraint
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.labels import Operator, Requirement, Selector, SelectorError, selector_of
-from kubelab.api.meta_v1 import LabelSelector
-from kubelab.api.nodeaffinity import RequiredNodeAffinity
-from kubelab.api.taints import find_untolerated_taint
+from kube.api.kinds.apps_v1 import ReplicaSet, StatefulSet
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod, ReplicationController, TopologySpreadConstraint
+from kube.api.kinds.core_v1.service import Service
+from kube.api.labels import Operator, Requirement, Selector, SelectorError, selector_of
+from kube.api.meta_v1 import LabelSelector
+from kube.api.nodeaffinity import RequiredNodeAffinity
+from kube.api.taints import find_untolerated_taint
 
 NAME = names.POD_TOPOLOGY_SPREAD
 

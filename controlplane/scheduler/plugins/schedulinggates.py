@@ -21,7 +21,7 @@ from controlplane.scheduler.framework.interface import (
     QueueingHint,
     Status,
 )
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 
 
 class SchedulingGates:

@@ -39,9 +39,9 @@ from controlplane.scheduler.plugins.helper import (
     default_normalize_score,
     do_not_schedule_taints,
 )
-from kubelab.api.kinds.core_v1.node import Node, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, Toleration
-from kubelab.api.taints import find_untolerated_taint, tolerations_tolerate_taint
+from kube.api.kinds.core_v1.node import Node, Taint
+from kube.api.kinds.core_v1.pod import Pod, Toleration
+from kube.api.taints import find_untolerated_taint, tolerations_tolerate_taint
 
 PRE_SCORE_STATE_KEY = "PreScore" + names.TAINT_TOLERATION
 

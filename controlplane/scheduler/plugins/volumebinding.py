@@ -69,19 +69,19 @@ from controlplane.scheduler.plugins.volumeclaims import (
     claim_name_for,
     is_controlled_by,
 )
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import (
     PersistentVolume,
     PersistentVolumeClaim,
     claim_class,
     volume_class,
 )
-from kubelab.api.kinds.storage_v1 import StorageClass
-from kubelab.api.labels import selector_of
-from kubelab.api.nodeaffinity import node_matches_selector_terms
-from kubelab.api.quantity import Quantity
-from kubelab.client.errors import ApiError, ClientError
+from kube.api.kinds.storage_v1 import StorageClass
+from kube.api.labels import selector_of
+from kube.api.nodeaffinity import node_matches_selector_terms
+from kube.api.quantity import Quantity
+from kube.client.errors import ApiError, ClientError
 
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 ERR_REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"

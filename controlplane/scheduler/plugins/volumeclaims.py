@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from controlplane.scheduler.framework.interface import QueueingHint
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import (
     PersistentVolumeClaim,
     Volume,
 )

@@ -36,8 +36,8 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.volumeclaims import after_own_claim_change
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim, Volume
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim, Volume
 
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
 ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT = (

@@ -27,12 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kube.table import aligned
 from kubelab.lab.images import ALL_IMAGES, ImageError, Recipe, Record, recipe
 from kubelab.lab.images.cache import build, entry, import_images
 from kubelab.lab.images.recipes import RECIPES
 from kubelab.lab.registry import LabRegistry, RegistryError, catalog, destination, push, source
 from kubelab.lab.topology import IMAGE_CACHE, Lab, LabSpec, spec_file
-from kubelab.table import aligned
 
 
 def _image(text: str) -> Recipe:

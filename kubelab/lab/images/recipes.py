@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+import kube
 import kubelab
 from kubelab.lab.images import programs
 from kubelab.lab.images.cache import ImageError, Recipe, Workspace, run
@@ -48,7 +49,7 @@ BUSYBOX_IMAGE: Final = "docker.io/library/busybox:1.35"
 ECHOSERVER_IMAGE: Final = "docker.io/kubelab/echoserver:1.0"
 NGINX_IMAGE: Final = "docker.io/library/nginx:latest"
 PYTHON_IMAGE: Final = "docker.io/library/python:3.11"
-KUBELAB_IMAGE: Final = f"docker.io/kubelab/kubelab:{kubelab.__version__}"
+KUBELAB_IMAGE: Final = f"docker.io/kubelab/kubelab:{kube.__version__}"
 ECHOSERVER_PORT: Final = 8080
 PAUSE_USER: Final = "65535"
 BUSYBOX_BINARY: Final = Path("/bin/busybox")

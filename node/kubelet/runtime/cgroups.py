@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from kubelab.api.kinds.core_v1.pod import Pod, qos_class
+from kube.api.kinds.core_v1.pod import Pod, qos_class
 from node.kubelet.runtime.options import NodeRuntimeOptions
 
 

@@ -29,8 +29,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod, SecurityContext, qos_class
-from kubelab.api.kinds.core_v1.volume import VolumeMount, parse_quantity
+from kube.api.kinds.core_v1.pod import Container, Pod, SecurityContext, qos_class
+from kube.api.kinds.core_v1.volume import VolumeMount, parse_quantity
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.runtime.envvars import ConfigError, expand
 from node.kubelet.runtime.labels import container_annotations, container_labels

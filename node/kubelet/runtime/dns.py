@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.runtime.options import NodeRuntimeOptions
 

@@ -27,11 +27,11 @@ from typing import Protocol
 
 import msgspec
 
-from kubelab.api import names
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.api.kinds.core_v1.pod import Container, EnvVarSource, Pod
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.struct import QuantityValue
+from kube.api import names
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.api.kinds.core_v1.pod import Container, EnvVarSource, Pod
+from kube.api.kinds.core_v1.service import Service
+from kube.api.struct import QuantityValue
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.volumes.sources import SourceError, field_value, resource_field_value
 

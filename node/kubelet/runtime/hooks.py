@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import aiohttp
 
-from kubelab.api.kinds.core_v1.pod import Container, LifecycleHandler, Pod
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.pod import Container, LifecycleHandler, Pod
+from kube.clock import Clock
 from node.cri.client import CRIError, RuntimeClient
 from node.kubelet.probes import resolve_port
 

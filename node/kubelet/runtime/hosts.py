@@ -17,7 +17,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from kubelab.api.kinds.core_v1.pod import HostAlias, Pod
+from kube.api.kinds.core_v1.pod import HostAlias, Pod
 from node.kubelet.runtime.options import NodeRuntimeOptions
 
 MAX_HOSTNAME = 63

@@ -26,10 +26,10 @@ import datetime
 from collections.abc import Callable
 from typing import Protocol
 
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.kinds.core_v1.pod import Container, Pod
-from kubelab.api.kinds.core_v1.volume import image_pull_policy
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.kinds.core_v1.pod import Container, Pod
+from kube.api.kinds.core_v1.volume import image_pull_policy
+from kube.clock import Clock
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.backoff import BackoffKey, CrashLoopBackOff

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod
+from kube.api.kinds.core_v1.pod import Container, Pod
 
 POD_NAME_LABEL = "io.kubernetes.pod.name"
 POD_NAMESPACE_LABEL = "io.kubernetes.pod.namespace"

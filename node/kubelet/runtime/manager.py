@@ -45,15 +45,15 @@ from typing import Protocol, TypeVar
 import grpc
 import msgspec
 
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     EphemeralContainer,
     LifecycleHandler,
     Pod,
     PodSpec,
 )
-from kubelab.api.struct import QuantityValue
-from kubelab.clock import Clock
+from kube.api.struct import QuantityValue
+from kube.clock import Clock
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.backoff import BackoffKey, CrashLoopBackOff

@@ -9,7 +9,7 @@ read the pod the same way.
 
 from __future__ import annotations
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod, SeccompProfile
+from kube.api.kinds.core_v1.pod import Container, Pod, SeccompProfile
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.runtime.cgroups import pod_cgroup_parent
 from node.kubelet.runtime.dns import dns_config

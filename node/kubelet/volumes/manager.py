@@ -45,11 +45,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import HostPathVolumeSource, Volume, parse_quantity
-from kubelab.api.struct import QuantityValue
-from kubelab.clock import Clock
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import HostPathVolumeSource, Volume, parse_quantity
+from kube.api.struct import QuantityValue
+from kube.clock import Clock
 from node.kubelet.volumes import sources
 from node.kubelet.volumes.atomic import AtomicWriter
 

@@ -23,9 +23,9 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.api.kinds.core_v1.pod import Container, Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.api.kinds.core_v1.pod import Container, Pod
+from kube.api.kinds.core_v1.volume import (
     FILE_MODE_DEFAULT,
     DownwardAPIVolumeFile,
     KeyToPath,
@@ -35,8 +35,8 @@ from kubelab.api.kinds.core_v1.volume import (
     VolumeProjection,
     parse_quantity,
 )
-from kubelab.api.quantity import Quantity
-from kubelab.api.struct import QuantityValue
+from kube.api.quantity import Quantity
+from kube.api.struct import QuantityValue
 from node.kubelet.volumes.atomic import FileProjection
 
 __all__ = [

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.client import kubeconfig
-from kubelab.pki import CertificateAuthority
+from kube.client import kubeconfig
+from kube.pki import CertificateAuthority
 from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import ServerProcess, start_server, stop_server
 

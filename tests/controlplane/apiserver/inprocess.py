@@ -14,7 +14,7 @@ import aiohttp
 
 from controlplane.apiserver.server import APIServer, Running, ServerConfig, serve
 from controlplane.storage.interface import Store
-from kubelab.client import kubeconfig
+from kube.client import kubeconfig
 
 
 def admin_ssl(data_dir: Path) -> ssl.SSLContext:

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controlplane.storage.sqlite import SQLiteStore
-from kubelab.api.scheme import SCHEME, KindInfo
+from kube.api.scheme import SCHEME, KindInfo
 from tests.controlplane.apiserver.inprocess import admin_ssl, serving
 
 FUZZ = settings(

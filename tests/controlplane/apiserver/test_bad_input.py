@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.client import kubeconfig
+from kube.client import kubeconfig
 from tests.servers import ServerProcess
 
 

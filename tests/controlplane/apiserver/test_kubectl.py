@@ -11,7 +11,7 @@ import time
 import pytest
 import yaml
 
-from kubelab.pki import certificate_request, generate_key
+from kube.pki import certificate_request, generate_key
 from tests.servers import KUBECTL, Kubectl, ServerProcess
 
 DEPLOYMENT = """

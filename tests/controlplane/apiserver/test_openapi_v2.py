@@ -7,7 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 
-from kubelab.api import openapi, openapi_proto
+from kube.api import openapi, openapi_proto
 from tests.controlplane.apiserver.inprocess import admin_ssl
 from tests.servers import Kubectl, ServerProcess
 

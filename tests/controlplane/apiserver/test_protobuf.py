@@ -35,13 +35,13 @@ from controlplane.apiserver.protobuf import (
     decode_body,
     encode_body,
 )
-from kubelab.api import codec
-from kubelab.api import struct as declare
-from kubelab.api.kinds.networking_v1 import Ingress
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import SCHEME
-from kubelab.api.struct import Struct
-from kubelab.api.typeinfo import type_tree
+from kube.api import codec
+from kube.api import struct as declare
+from kube.api.kinds.networking_v1 import Ingress
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import SCHEME
+from kube.api.struct import Struct
+from kube.api.typeinfo import type_tree
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 PROTOBUF = "application/vnd.kubernetes.protobuf"

@@ -15,9 +15,9 @@ from kubernetes import dynamic, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic.exceptions import ConflictError
 
-import kubelab.api.kinds  # noqa: F401  (registers every kind)
-from kubelab.api import codec
-from kubelab.api.scheme import SCHEME
+import kube.api.kinds  # noqa: F401  (registers every kind)
+from kube.api import codec
+from kube.api.scheme import SCHEME
 from tests.servers import BARE_APISERVER, start_server, stop_server
 
 MANIFESTS = pathlib.Path(__file__).parents[2] / "kubelab" / "api" / "manifests"

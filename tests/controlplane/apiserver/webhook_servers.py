@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from aiohttp import web
 
-from kubelab.api.kinds.admissionregistration_v1 import (
+from kube.api.kinds.admissionregistration_v1 import (
     MutatingWebhook,
     MutatingWebhookConfiguration,
     RuleWithOperations,
@@ -24,11 +24,11 @@ from kubelab.api.kinds.admissionregistration_v1 import (
     ValidatingWebhookConfiguration,
     WebhookClientConfig,
 )
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.meta_v1 import LabelSelector
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
-from kubelab.pki import CertificateAuthority
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.meta_v1 import LabelSelector
+from kube.client.errors import ApiError
+from kube.client.rest import Client
+from kube.pki import CertificateAuthority
 
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 """From the AdmissionRequest, the response's fields (``allowed`` defaults to true; ``uid`` is

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from controlplane.cloud.context import TAINT_UNINITIALIZED, CloudContext, CloudOptions
 from controlplane.cloud.fake import FakeCloud
-from kubelab.api.kinds.core_v1.node import (
+from kube.api.kinds.core_v1.node import (
     Node,
     NodeAddress,
     NodeCondition,
@@ -13,8 +13,8 @@ from kubelab.api.kinds.core_v1.node import (
     NodeStatus,
     Taint,
 )
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 

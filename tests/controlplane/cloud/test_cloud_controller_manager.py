@@ -16,11 +16,11 @@ from controlplane.cloud.fake import FakeCloud
 from controlplane.cloud.provider import CloudProvider
 from controlplane.cloud.service import FINALIZER
 from controlplane.controllers.nodeutil import node_condition
-from kubelab.api.kinds.core_v1.node import Node, NodeCondition, NodeSpec, NodeStatus, Taint
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.node import Node, NodeCondition, NodeSpec, NodeStatus, Taint
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests.servers import ServerProcess
 
 

@@ -7,7 +7,7 @@ import pytest
 from controlplane.cloud import cloudnode
 from controlplane.cloud.context import TAINT_UNINITIALIZED, CapabilityUnsupported
 from controlplane.cloud.provider import InstanceNotFound
-from kubelab.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import Node
 from tests.controlplane.cloud.cloudfixtures import cloud_harness, node
 
 

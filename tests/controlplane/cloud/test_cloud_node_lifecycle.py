@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controlplane.cloud import cloudnodelifecycle
 from controlplane.cloud.context import TAINT_SHUTDOWN
-from kubelab.api.kinds.core_v1.node import Taint
+from kube.api.kinds.core_v1.node import Taint
 from tests.controlplane.cloud.cloudfixtures import cloud_harness, node
 
 

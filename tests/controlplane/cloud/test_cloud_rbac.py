@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from controlplane.cloud import rbac
-from kubelab.api import codec, walk
-from kubelab.api.kinds.rbac_v1 import ClusterRole
+from kube.api import codec, walk
+from kube.api.kinds.rbac_v1 import ClusterRole
 
 
 def grants(role: ClusterRole) -> dict[str, set[str]]:

@@ -44,8 +44,6 @@ def test_second_registration_is_an_error(name: str) -> None:
 
 
 def test_unknown_provider_is_an_error_naming_the_known_ones() -> None:
-    import controlplane.cloud.providers  # noqa: F401
-
     with pytest.raises(registry.CloudProviderError, match=r"unknown cloud provider 'nope'.*lab"):
         registry.init_cloud_provider("nope", None)
 
@@ -57,8 +55,6 @@ def test_unreadable_config_is_an_error(name: str, tmp_path: Path) -> None:
 
 
 def test_bad_config_is_an_error_from_the_provider(tmp_path: Path) -> None:
-    import controlplane.cloud.providers  # noqa: F401
-
     config = tmp_path / "lab.yaml"
     config.write_text("lab: x\n")
     with pytest.raises(registry.CloudProviderError, match="lacks 'loadBalancerPool'"):
@@ -83,4 +79,4 @@ def test_out_of_tree_provider_is_found_through_its_entry_point(
 def test_lab_provider_is_declared_as_an_entry_point() -> None:
     text = (Path(__file__).parents[3] / "pyproject.toml").read_text()
     assert '[project.entry-points."kubelab.cloud_providers"]' in text
-    assert 'lab = "controlplane.cloud.providers.lab:new"' in text
+    assert 'lab = "kubelab.lab.cloud:new"' in text

@@ -7,7 +7,7 @@ import datetime
 import pytest
 
 from controlplane.cloud import service
-from kubelab.api.kinds.core_v1.service import Service
+from kube.api.kinds.core_v1.service import Service
 from tests.controlplane.cloud.cloudfixtures import cloud_harness, lb_service, node
 from tests.controlplane.controllers.fakes import Harness
 

@@ -10,10 +10,10 @@ import pytest
 from controlplane.cloud import cloudnode, route, service
 from controlplane.cloud.context import CloudContext
 from controlplane.controllers.context import ControllerContext
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import SharedInformerFactory
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.service import Service
+from kube.client.events import EventRecorder
+from kube.client.informers import SharedInformerFactory
 from tests.controlplane.cloud.cloudfixtures import cloud_harness, lb_service, node
 from tests.controlplane.controllers.fakes import FakeRecorder
 from tests.fakeapi import FakeApi

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerPort,
     Pod,
@@ -14,8 +14,8 @@ from kubelab.api.kinds.core_v1.pod import (
     PodSpec,
     PodStatus,
 )
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.controllers.fakes import stamp
 
 NAMESPACE = "shop"

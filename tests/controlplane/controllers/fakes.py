@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from controlplane.controllers.context import ControllerContext, ControllerOptions
-from kubelab.api.meta_v1 import Resource
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.clock import FakeClock
+from kube.api.meta_v1 import Resource
+from kube.client.events import EventRecorder
+from kube.client.informers import SharedInformerFactory
+from kube.clock import FakeClock
 from tests.fakeapi import Action, FakeApi, stamp
 
 

@@ -8,9 +8,9 @@ import datetime
 from typing import Any
 
 from controlplane.controllers.clientbuilder import ServiceAccountClients
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.client.kubeconfig import ClientConfig
-from kubelab.clock import FakeClock
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.client.kubeconfig import ClientConfig
+from kube.clock import FakeClock
 from tests.fakeapi import Action, FakeApi
 
 

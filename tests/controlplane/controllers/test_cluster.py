@@ -18,18 +18,18 @@ from controlplane.controllers.manager import run_controllers
 from controlplane.controllers.registry import CONTROLLERS
 from controlplane.scheduler.config import KubeSchedulerConfiguration
 from controlplane.scheduler.scheduler import Scheduler
-from kubelab.api.kinds.apps_v1 import ReplicaSet
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.service import Endpoints
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
+from kube.api.kinds.apps_v1 import ReplicaSet
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.service import Endpoints
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.events import EventRecorder
+from kube.client.informers import SharedInformerFactory
+from kube.client.rest import Client
+from kube.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet
 from node.hollow.pods import HollowKubelet
 from tests.servers import Kubectl, ServerProcess

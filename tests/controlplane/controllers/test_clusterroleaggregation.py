@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from controlplane.controllers import clusterroleaggregation
-from kubelab.api.kinds.rbac_v1 import AggregationRule, ClusterRole, PolicyRule
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.api.kinds.rbac_v1 import AggregationRule, ClusterRole, PolicyRule
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
 from tests.controlplane.controllers.fakes import harness, stamp
 
 READ = PolicyRule(verbs=["get"], api_groups=[""], resources=["pods"])

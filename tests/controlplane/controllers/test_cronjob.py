@@ -8,7 +8,7 @@ import pytest
 
 from controlplane.controllers import cronjob
 from controlplane.controllers.controller import key_of
-from kubelab.api.kinds.batch_v1 import (
+from kube.api.kinds.batch_v1 import (
     CronJob,
     CronJobSpec,
     CronJobStatus,
@@ -18,8 +18,8 @@ from kubelab.api.kinds.batch_v1 import (
     JobStatus,
     JobTemplateSpec,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.api.owners import controller_ref
+from kube.api.meta_v1 import ObjectMeta
+from kube.api.owners import controller_ref
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 UTC = datetime.UTC

@@ -16,8 +16,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from controlplane.controllers import certificates, csrapproving, csrsigning
 from controlplane.controllers.context import ControllerOptions
-from kubelab.api.kinds.authorization_v1 import SubjectAccessReview, SubjectAccessReviewStatus
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.authorization_v1 import SubjectAccessReview, SubjectAccessReviewStatus
+from kube.api.kinds.certificates_v1 import (
     APPROVED,
     DENIED,
     FAILED,
@@ -26,8 +26,8 @@ from kubelab.api.kinds.certificates_v1 import (
     CertificateSigningRequestSpec,
     CertificateSigningRequestStatus,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.pki import CertificateAuthority, certificate_request, generate_key, identity
+from kube.api.meta_v1 import ObjectMeta
+from kube.pki import CertificateAuthority, certificate_request, generate_key, identity
 from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 
 NODE = "system:node:n1"

@@ -8,14 +8,14 @@ import pytest
 
 from controlplane.controllers import certificates, csrapproving
 from controlplane.controllers.context import ControllerOptions
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.certificates_v1 import (
     APPROVED,
     CertificateSigningRequest,
     CertificateSigningRequestSpec,
 )
-from kubelab.api.kinds.core_v1.node import Node, NodeAddress, NodeStatus
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.pki import certificate_request, generate_key
+from kube.api.kinds.core_v1.node import Node, NodeAddress, NodeStatus
+from kube.api.meta_v1 import ObjectMeta
+from kube.pki import certificate_request, generate_key
 from tests.controlplane.controllers.fakes import harness, stamp
 
 NODE = "system:node:n1"

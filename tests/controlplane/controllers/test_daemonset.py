@@ -8,22 +8,22 @@ import pytest
 
 from controlplane.controllers import daemonset
 from controlplane.controllers.history import CONTROLLER_REVISION_HASH_LABEL, new_revision
-from kubelab.api.kinds.apps_v1 import (
+from kube.api.kinds.apps_v1 import (
     ControllerRevision,
     DaemonSet,
     DaemonSetSpec,
     DaemonSetUpdateStrategy,
     RollingUpdateDaemonSet,
 )
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
+from kube.api.kinds.core_v1.pod import (
     Container,
     Pod,
     PodSpec,
     PodTemplateSpec,
     Toleration,
 )
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
 from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 

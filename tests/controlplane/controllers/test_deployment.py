@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.controllers import deployment
 from controlplane.controllers import deployment_util as du
-from kubelab.api.kinds.apps_v1 import (
+from kube.api.kinds.apps_v1 import (
     Deployment,
     DeploymentCondition,
     DeploymentSpec,
@@ -20,17 +20,17 @@ from kubelab.api.kinds.apps_v1 import (
     ReplicaSetStatus,
     RollingUpdateDeployment,
 )
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     Pod,
     PodSpec,
     PodStatus,
     PodTemplateSpec,
 )
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Status
-from kubelab.api.owners import controller_ref
-from kubelab.api.struct import IntOrString
-from kubelab.client.errors import ApiError
+from kube.api.meta_v1 import LabelSelector, ObjectMeta, Status
+from kube.api.owners import controller_ref
+from kube.api.struct import IntOrString
+from kube.client.errors import ApiError
 from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

@@ -7,16 +7,16 @@ import datetime
 import pytest
 
 from controlplane.controllers import disruption
-from kubelab.api.kinds.apps_v1 import Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.policy_v1 import (
+from kube.api.kinds.apps_v1 import Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.policy_v1 import (
     PodDisruptionBudget,
     PodDisruptionBudgetSpec,
     PodDisruptionBudgetStatus,
 )
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.api.owners import controller_ref
-from kubelab.api.struct import IntOrString
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.api.owners import controller_ref
+from kube.api.struct import IntOrString
 from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from controlplane.controllers import endpoints
-from kubelab.api.kinds.core_v1.pod import ContainerPort, Pod
-from kubelab.api.kinds.core_v1.service import Endpoints, ServicePort
-from kubelab.api.meta_v1 import ObjectMeta, Status
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.pod import ContainerPort, Pod
+from kube.api.kinds.core_v1.service import Endpoints, ServicePort
+from kube.api.meta_v1 import ObjectMeta, Status
+from kube.client.errors import ApiError
 from tests.controlplane.controllers.endpointfixtures import NAMESPACE, pod, service
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 

@@ -13,11 +13,11 @@ from controlplane.controllers.endpointslice import (
     SERVICE_NAME_LABEL,
     StaleInformerCache,
 )
-from kubelab.api.kinds.core_v1.pod import ContainerPort, Pod
-from kubelab.api.kinds.core_v1.service import Service, ServicePort
-from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointSlice
-from kubelab.api.meta_v1 import Status
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.pod import ContainerPort, Pod
+from kube.api.kinds.core_v1.service import Service, ServicePort
+from kube.api.kinds.discovery_v1 import Endpoint, EndpointSlice
+from kube.api.meta_v1 import Status
+from kube.client.errors import ApiError
 from tests.controlplane.controllers.endpointfixtures import NAMESPACE, node, pod, service
 from tests.controlplane.controllers.fakes import Harness, harness
 

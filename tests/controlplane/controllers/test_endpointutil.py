@@ -12,8 +12,8 @@ from controlplane.controllers.endpointutil import (
     rfc3339_nano,
     should_set_hostname,
 )
-from kubelab.api.kinds.core_v1.pod import Container, ContainerPort, Pod
-from kubelab.api.kinds.core_v1.service import ServicePort
+from kube.api.kinds.core_v1.pod import Container, ContainerPort, Pod
+from kube.api.kinds.core_v1.service import ServicePort
 from tests.controlplane.controllers.endpointfixtures import CREATED, READY_AT, pod, service
 
 UTC = datetime.UTC

@@ -10,13 +10,13 @@ import msgspec
 import pytest
 
 from controlplane.controllers import garbagecollector
-from kubelab.api import codec
-from kubelab.api.kinds.apps_v1 import Deployment, ReplicaSet
-from kubelab.api.kinds.core_v1.cluster import ConfigMap
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import PersistentVolume
-from kubelab.api.meta_v1 import ObjectMeta, OwnerReference, Resource, Status
-from kubelab.client.errors import ApiError
+from kube.api import codec
+from kube.api.kinds.apps_v1 import Deployment, ReplicaSet
+from kube.api.kinds.core_v1.cluster import ConfigMap
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import PersistentVolume
+from kube.api.meta_v1 import ObjectMeta, OwnerReference, Resource, Status
+from kube.client.errors import ApiError
 from tests import builders
 from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 

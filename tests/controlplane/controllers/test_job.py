@@ -13,8 +13,8 @@ from controlplane.controllers.job import (
     JOB_TRACKING_FINALIZER,
     BackoffRecord,
 )
-from kubelab.api.kinds.batch_v1 import Job, JobCondition, JobSpec, JobStatus
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.batch_v1 import Job, JobCondition, JobSpec, JobStatus
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerState,
     ContainerStateTerminated,
@@ -25,8 +25,8 @@ from kubelab.api.kinds.core_v1.pod import (
     PodStatus,
     PodTemplateSpec,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.api.owners import controller_ref
+from kube.api.meta_v1 import ObjectMeta
+from kube.api.owners import controller_ref
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

@@ -8,10 +8,10 @@ import pytest
 
 from controlplane.controllers.controller import Controller
 from controlplane.controllers.manager import UnknownControllerError, enabled
-from kubelab.api.kinds.core_v1.cluster import ConfigMap
-from kubelab.api.meta_v1 import ObjectMeta, Status
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import DeletedFinalStateUnknown
+from kube.api.kinds.core_v1.cluster import ConfigMap
+from kube.api.meta_v1 import ObjectMeta, Status
+from kube.client.errors import ApiError
+from kube.client.informers import DeletedFinalStateUnknown
 from tests.controlplane.controllers.fakes import harness, stamp
 
 KNOWN = ["a", "b", "c", "bootstrap"]

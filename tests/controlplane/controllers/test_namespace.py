@@ -9,12 +9,12 @@ import msgspec
 import pytest
 
 from controlplane.controllers import namespace as nsc
-from kubelab.api import codec
-from kubelab.api.kinds.apps_v1 import Deployment
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace, NamespaceSpec, NamespaceStatus
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.meta_v1 import ObjectMeta, Resource, Status
-from kubelab.client.errors import ApiError
+from kube.api import codec
+from kube.api.kinds.apps_v1 import Deployment
+from kube.api.kinds.core_v1.cluster import ConfigMap, Namespace, NamespaceSpec, NamespaceStatus
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.meta_v1 import ObjectMeta, Resource, Status
+from kube.client.errors import ApiError
 from tests import builders
 from tests.controlplane.controllers.fakes import Action, Harness, harness, stamp
 

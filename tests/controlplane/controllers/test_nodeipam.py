@@ -6,8 +6,8 @@ import pytest
 
 from controlplane.controllers import nodeipam
 from controlplane.controllers.context import ControllerOptions
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.core_v1.node import Node, NodeSpec
+from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 

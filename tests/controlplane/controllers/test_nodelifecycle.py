@@ -8,11 +8,11 @@ import pytest
 
 from controlplane.controllers import nodelifecycle
 from controlplane.controllers.context import ControllerOptions
-from kubelab.api.kinds.coordination_v1 import Lease, LeaseSpec
-from kubelab.api.kinds.core_v1.node import Node, NodeCondition, NodeSpec, NodeStatus, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, PodCondition, PodSpec, PodStatus
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.api.struct import micro_time
+from kube.api.kinds.coordination_v1 import Lease, LeaseSpec
+from kube.api.kinds.core_v1.node import Node, NodeCondition, NodeSpec, NodeStatus, Taint
+from kube.api.kinds.core_v1.pod import Pod, PodCondition, PodSpec, PodStatus
+from kube.api.meta_v1 import ObjectMeta
+from kube.api.struct import micro_time
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 START = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

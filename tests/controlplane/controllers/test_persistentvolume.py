@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from controlplane.controllers import persistentvolume
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.volume import (
     HostPathVolumeSource,
     ObjectReference,
     PersistentVolume,
@@ -18,8 +18,8 @@ from kubelab.api.kinds.core_v1.volume import (
     PersistentVolumeStatus,
     VolumeResourceRequirements,
 )
-from kubelab.api.kinds.storage_v1 import StorageClass
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.api.kinds.storage_v1 import StorageClass
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 RWO, RWX = "ReadWriteOnce", "ReadWriteMany"

@@ -7,9 +7,9 @@ import datetime
 import pytest
 
 from controlplane.controllers import podcontrol
-from kubelab.api import codec
-from kubelab.api.kinds.apps_v1 import ReplicaSet, ReplicaSetSpec
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api import codec
+from kube.api.kinds.apps_v1 import ReplicaSet, ReplicaSetSpec
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerStatus,
     Pod,
@@ -18,11 +18,11 @@ from kubelab.api.kinds.core_v1.pod import (
     PodStatus,
     PodTemplateSpec,
 )
-from kubelab.api.labels import Selector
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Status
-from kubelab.api.owners import controller_of, controller_ref
-from kubelab.client.errors import ApiError
-from kubelab.clock import FakeClock
+from kube.api.labels import Selector
+from kube.api.meta_v1 import LabelSelector, ObjectMeta, Status
+from kube.api.owners import controller_of, controller_ref
+from kube.client.errors import ApiError
+from kube.clock import FakeClock
 from tests.controlplane.controllers.fakes import harness, stamp
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

@@ -8,9 +8,9 @@ import pytest
 
 from controlplane.controllers import podgc
 from controlplane.controllers.context import ControllerOptions
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, PodStatus
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
+from kube.api.kinds.core_v1.pod import Pod, PodStatus
+from kube.api.meta_v1 import ObjectMeta
 from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 

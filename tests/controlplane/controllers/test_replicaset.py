@@ -9,8 +9,8 @@ import pytest
 
 from controlplane.controllers import replicaset, replicationcontroller
 from controlplane.controllers.replicaset import ReplicaSetController
-from kubelab.api.kinds.apps_v1 import ReplicaSet, ReplicaSetSpec
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.apps_v1 import ReplicaSet, ReplicaSetSpec
+from kube.api.kinds.core_v1.pod import (
     Container,
     Pod,
     PodSpec,
@@ -18,8 +18,8 @@ from kubelab.api.kinds.core_v1.pod import (
     ReplicationController,
     ReplicationControllerSpec,
 )
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Status
-from kubelab.client.errors import ApiError
+from kube.api.meta_v1 import LabelSelector, ObjectMeta, Status
+from kube.client.errors import ApiError
 from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 

@@ -8,28 +8,28 @@ from typing import Any
 import pytest
 
 from controlplane.controllers import resourcequota
-from kubelab.api.kinds.apps_v1 import Deployment
-from kubelab.api.kinds.core_v1.cluster import (
+from kube.api.kinds.apps_v1 import Deployment
+from kube.api.kinds.core_v1.cluster import (
     ConfigMap,
     ResourceQuota,
     ResourceQuotaSpec,
     ResourceQuotaStatus,
     Secret,
 )
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     Pod,
     PodSpec,
     PodStatus,
     ResourceRequirements,
 )
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.kinds.core_v1.volume import (
     PersistentVolumeClaim,
     PersistentVolumeClaimSpec,
     VolumeResourceRequirements,
 )
-from kubelab.api.meta_v1 import ObjectMeta, Resource
+from kube.api.meta_v1 import ObjectMeta, Resource
 from tests.controlplane.controllers.fakes import harness, stamp
 
 

@@ -7,9 +7,9 @@ import datetime
 import pytest
 
 from controlplane.controllers import rootcacert
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace, NamespaceStatus
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.kubeconfig import ClientConfig
+from kube.api.kinds.core_v1.cluster import ConfigMap, Namespace, NamespaceStatus
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.kubeconfig import ClientConfig
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"

@@ -7,8 +7,8 @@ import datetime
 import pytest
 
 from controlplane.controllers import serviceaccount
-from kubelab.api.kinds.core_v1.cluster import Namespace, NamespaceStatus, ServiceAccount
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.core_v1.cluster import Namespace, NamespaceStatus, ServiceAccount
+from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.controllers.fakes import harness, stamp
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controlplane.controllers import history, statefulset
-from kubelab.api.kinds.apps_v1 import (
+from kube.api.kinds.apps_v1 import (
     ControllerRevision,
     RollingUpdateStatefulSetStrategy,
     StatefulSet,
@@ -13,7 +13,7 @@ from kubelab.api.kinds.apps_v1 import (
     StatefulSetStatus,
     StatefulSetUpdateStrategy,
 )
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     Pod,
     PodCondition,
@@ -21,8 +21,8 @@ from kubelab.api.kinds.core_v1.pod import (
     PodStatus,
     PodTemplateSpec,
 )
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim, PersistentVolumeClaimSpec
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim, PersistentVolumeClaimSpec
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 
 LABELS = {"app": "db"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from controlplane.controllers import tainteviction
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import Pod, Toleration
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
+from kube.api.kinds.core_v1.pod import Pod, Toleration
+from kube.api.meta_v1 import ObjectMeta
 from tests import builders
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 

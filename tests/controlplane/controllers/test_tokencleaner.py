@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from controlplane.controllers import tokencleaner
-from kubelab.api.bootstraptoken import SECRET_TYPE
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.meta_v1 import ObjectMeta, Status
-from kubelab.client.errors import ApiError
-from kubelab.clock import FakeClock
+from kube.api.bootstraptoken import SECRET_TYPE
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.meta_v1 import ObjectMeta, Status
+from kube.client.errors import ApiError
+from kube.clock import FakeClock
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 from tests.controlplane.controllers.tokenfixtures import b64, token
 

@@ -8,8 +8,8 @@ import pytest
 
 from controlplane.controllers import ttlafterfinished
 from controlplane.controllers.controller import key_of
-from kubelab.api.kinds.batch_v1 import Job, JobCondition, JobSpec, JobStatus
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.batch_v1 import Job, JobCondition, JobSpec, JobStatus
+from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.controllers.fakes import harness, stamp
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

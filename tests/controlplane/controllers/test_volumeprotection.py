@@ -7,15 +7,15 @@ import datetime
 import pytest
 
 from controlplane.controllers import volumeprotection
-from kubelab.api.kinds.core_v1.pod import Container, Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.pod import Container, Pod
+from kube.api.kinds.core_v1.volume import (
     PersistentVolume,
     PersistentVolumeClaim,
     PersistentVolumeClaimVolumeSource,
     PersistentVolumeStatus,
     Volume,
 )
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.meta_v1 import ObjectMeta
 from tests import builders
 from tests.controlplane.controllers.fakes import harness, stamp
 

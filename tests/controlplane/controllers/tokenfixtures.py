@@ -6,8 +6,8 @@ import base64
 import datetime
 
 from controlplane import bootstraptoken
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.clock import FakeClock
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.clock import FakeClock
 from tests.controlplane.controllers.fakes import stamp
 
 

@@ -16,14 +16,14 @@ import dns.rrset
 
 from controlplane.dns.server import DNSServer
 from controlplane.dns.source import SERVICE_NAME_LABEL
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.kinds.discovery_v1 import (
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.kinds.discovery_v1 import (
     Endpoint,
     EndpointConditions,
     EndpointPort,
     EndpointSlice,
 )
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.meta_v1 import ObjectMeta
 
 LOOPBACK = "127.0.0.1"
 PATIENCE = 15.0

@@ -16,8 +16,8 @@ import aiohttp
 import dns.rcode
 import pytest
 
+from kube.client.rest import Client
 from kubelab.cli import build_parser
-from kubelab.client.rest import Client
 from tests.controlplane.dns.dnsharness import LOOPBACK, ask, eventually, service, texts
 from tests.servers import REPO, ServerProcess
 

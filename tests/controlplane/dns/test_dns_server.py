@@ -21,10 +21,10 @@ from controlplane.dns.health import DNSMetrics
 from controlplane.dns.server import DNSServer, Responder
 from controlplane.dns.source import InformerState
 from controlplane.dns.zone import ClusterZone
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.discovery_v1 import EndpointSlice
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.client.informers import SharedInformerFactory
+from kube.client.rest import Client
 from tests.controlplane.dns.dnsharness import (
     LOOPBACK,
     UPSTREAM_ADDRESS,

@@ -11,9 +11,9 @@ import pytest
 
 from controlplane.dns.source import SERVICE_NAME_LABEL, canonical_ips, cluster_ips
 from controlplane.dns.zone import Answer, ClusterZone
-from kubelab.api.kinds.core_v1.service import Service, ServiceSpec
-from kubelab.api.kinds.discovery_v1 import EndpointSlice
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.core_v1.service import Service, ServiceSpec
+from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.dns.dnsharness import endpoint_slice, service
 
 

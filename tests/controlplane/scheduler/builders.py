@@ -26,14 +26,14 @@ from controlplane.scheduler.framework.interface import (
     WaitingPod,
 )
 from controlplane.scheduler.framework.types import HostPort, ImageState, NodeInfo, PodInfo
-from kubelab.api.kinds.core_v1.node import (
+from kube.api.kinds.core_v1.node import (
     ContainerImage,
     Node,
     NodeSpec,
     NodeStatus,
     Taint,
 )
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Affinity,
     Container,
     ContainerPort,
@@ -43,9 +43,9 @@ from kubelab.api.kinds.core_v1.pod import (
     Toleration,
     TopologySpreadConstraint,
 )
-from kubelab.api.kinds.core_v1.volume import Volume
-from kubelab.api.meta_v1 import ObjectMeta, Resource
-from kubelab.clock import FakeClock
+from kube.api.kinds.core_v1.volume import Volume
+from kube.api.meta_v1 import ObjectMeta, Resource
+from kube.clock import FakeClock
 from tests import builders
 from tests.fakeapi import FakeApi
 

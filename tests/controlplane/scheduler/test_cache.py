@@ -6,16 +6,16 @@ import pytest
 
 from controlplane.scheduler.cache import CacheError, SchedulerCache, Snapshot
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import (
     Affinity,
     Pod,
     PodAffinity,
     PodAffinityTerm,
     PodAntiAffinity,
 )
-from kubelab.api.meta_v1 import LabelSelector
-from kubelab.clock import FakeClock
+from kube.api.meta_v1 import LabelSelector
+from kube.clock import FakeClock
 from tests.controlplane.scheduler.builders import make_node, make_pod
 
 TERM = PodAffinityTerm(

@@ -23,7 +23,7 @@ from controlplane.scheduler.config import (
     merge_plugin_set,
     num_feasible_nodes_to_find,
 )
-from kubelab.component import parse_duration
+from kube.component import parse_duration
 
 HEADER = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 

@@ -23,7 +23,7 @@ from controlplane.scheduler.queue import (
     SchedulingQueue,
     pod_update_events,
 )
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Affinity,
     Pod,
     PodAffinity,
@@ -31,8 +31,8 @@ from kubelab.api.kinds.core_v1.pod import (
     PodStatus,
     Toleration,
 )
-from kubelab.api.meta_v1 import LabelSelector
-from kubelab.clock import FakeClock
+from kube.api.meta_v1 import LabelSelector
+from kube.clock import FakeClock
 from tests.controlplane.scheduler.builders import make_pod
 
 NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD)

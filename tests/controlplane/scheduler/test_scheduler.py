@@ -16,8 +16,8 @@ import pytest
 from controlplane.scheduler.config import KubeSchedulerConfiguration, load
 from controlplane.scheduler.explain import render, to_json
 from controlplane.scheduler.scheduler import Scheduler
-from kubelab.api.kinds.core_v1.cluster import Event
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.cluster import Event
+from kube.api.kinds.core_v1.pod import (
     Affinity,
     Container,
     ContainerPort,
@@ -28,13 +28,13 @@ from kubelab.api.kinds.core_v1.pod import (
     Toleration,
     TopologySpreadConstraint,
 )
-from kubelab.api.kinds.scheduling_v1 import PriorityClass
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
+from kube.api.kinds.scheduling_v1 import PriorityClass
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.events import EventRecorder
+from kube.client.informers import SharedInformerFactory
+from kube.client.rest import Client
+from kube.clock import RealClock
 from node.hollow.nodes import FleetSpec, NodeFleet, TaintRule
 from node.hollow.pods import HollowKubelet
 from tests import builders

@@ -17,6 +17,7 @@ import socket
 from pathlib import Path
 from types import TracebackType
 
+from kube.pki import CertificateAuthority
 from kubelab.lab.etcd import (
     ETCD_BINARY,
     EtcdCluster,
@@ -25,7 +26,6 @@ from kubelab.lab.etcd import (
     EtcdRunner,
     etcd_available,
 )
-from kubelab.pki import CertificateAuthority
 
 __all__ = ["ETCD_BINARY", "EtcdServer", "etcd_available", "free_ports", "loopback_cluster"]
 

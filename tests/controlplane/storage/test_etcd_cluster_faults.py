@@ -29,12 +29,12 @@ from aetcd import rpc
 
 from controlplane.storage.etcd import EtcdStore, EtcdTLS
 from controlplane.storage.interface import Unavailable
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.cluster import ConfigMap, Namespace
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
+from kube.pki import CertificateAuthority
 from kubelab.lab.etcd import EtcdCluster, EtcdMember, EtcdProcess, EtcdRunner
-from kubelab.pki import CertificateAuthority
 from tests.controlplane.storage.etcd_server import free_ports, loopback_cluster
 from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
 

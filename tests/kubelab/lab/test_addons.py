@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from kubelab.api import walk
-from kubelab.api.kinds.apps_v1 import Deployment
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding
-from kubelab.api.meta_v1 import Resource
+from kube.api import walk
+from kube.api.kinds.apps_v1 import Deployment
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding
+from kube.api.meta_v1 import Resource
+from kube.client.rest import Client
 from kubelab.cli import build_parser
-from kubelab.client.rest import Client
 from kubelab.lab.addons import DNS_SERVICE_IP, cluster_dns
 
 

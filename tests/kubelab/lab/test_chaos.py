@@ -1,4 +1,4 @@
-"""The fault tests' harness (``kubelab.lab.chaos``) without root: the invariant checks on
+"""The fault tests' harness (``tests.kubelab.lab.chaos``) without root: the invariant checks on
 made-up histories, the writer and the watcher's records, the prober, then the whole workload
 against a real ``kubelab server`` that is killed with -9 and started again in the middle, which
 must leave every invariant holding while the records show the outage.
@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import ConfigMap
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec
-from kubelab.api.meta_v1 import ObjectMeta, Resource, Status
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.kubeconfig import ClientConfig
-from kubelab.client.rest import Client
-from kubelab.lab.chaos import (
+from kube.api.kinds.core_v1.cluster import ConfigMap
+from kube.api.kinds.core_v1.pod import Pod, PodSpec
+from kube.api.meta_v1 import ObjectMeta, Resource, Status
+from kube.client.errors import ApiError, ClientError
+from kube.client.kubeconfig import ClientConfig
+from kube.client.rest import Client
+from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT
+from tests.kubelab.lab.chaos import (
     LIST,
     Attempt,
     Failure,
@@ -35,7 +36,6 @@ from kubelab.lab.chaos import (
     manifests,
     unexpected_failures,
 )
-from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT
 from tests.servers import ServerProcess, start_server, stop_server
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from cryptography import x509
 
-from kubelab.client import kubeconfig
+from kube.client import kubeconfig
+from kube.pki import CertificateAuthority, identity
 from kubelab.lab import components
 from kubelab.lab.cluster import join_credentials, node_credentials, write_credentials
 from kubelab.lab.components import CONTROL_PLANE_TAINT
 from kubelab.lab.topology import Lab, LabSpec
-from kubelab.pki import CertificateAuthority, identity
 
 
 def flag(command: tuple[str, ...], name: str) -> str:

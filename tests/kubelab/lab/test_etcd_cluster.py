@@ -9,8 +9,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from kube.pki import CertificateAuthority
 from kubelab.lab.etcd import EtcdCluster, EtcdMember, EtcdProcess
-from kubelab.pki import CertificateAuthority
 
 ADDRESSES = ["10.100.0.11", "10.100.0.12", "10.100.0.13"]
 

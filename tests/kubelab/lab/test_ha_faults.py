@@ -5,7 +5,7 @@ The package's HA lab (``ha_lab``), brought up as a user does: ``kubelab lab up
 ``kubelab server`` whose scheduler and controllers elect leaders; the router load-balances
 10.240.0.10:6443 over the servers answering ``/readyz``; one worker).
 
-Each test creates its own namespace with the workload of ``kubelab.lab.chaos``: a Deployment
+Each test creates its own namespace with the workload of ``tests.kubelab.lab.chaos``: a Deployment
 of the echo server scaled between 2 and 3 replicas every second and a ConfigMap created every
 second, both through the host forwarder and so through the load balancer, by a client that
 never retries on its own (every answer is recorded, and it backs off after a failure);
@@ -34,19 +34,19 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kubelab.api.kinds.apps_v1 import Deployment
-from kubelab.api.kinds.coordination_v1 import Lease
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Namespace
-from kubelab.api.struct import parse_micro_time
-from kubelab.client.errors import ApiError, ClientError
-from kubelab.client.leaderelection import JITTER_FACTOR
-from kubelab.client.rest import Client
+from kube.api.kinds.apps_v1 import Deployment
+from kube.api.kinds.coordination_v1 import Lease
+from kube.api.kinds.core_v1.cluster import ConfigMap, Namespace
+from kube.api.struct import parse_micro_time
+from kube.client.errors import ApiError, ClientError
+from kube.client.leaderelection import JITTER_FACTOR
+from kube.client.rest import Client
 from kubelab.lab import components, faults, hastatus
-from kubelab.lab.chaos import Attempt, Workload, create_all, manifests, settled
 from kubelab.lab.cluster import probe
 from kubelab.lab.images import ECHOSERVER_IMAGE, ECHOSERVER_PORT
 from kubelab.lab.processes import ProcessTable
 from kubelab.lab.topology import API_PORT, CONTROLPLANE_IP, Lab
+from tests.kubelab.lab.chaos import Attempt, Workload, create_all, manifests, settled
 from tests.kubelab.lab.labs import UP_TIMEOUT, RunningLab
 
 HEALTHY_TIMEOUT = 120.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from kubelab.api.kinds.coordination_v1 import Lease, LeaseSpec
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.coordination_v1 import Lease, LeaseSpec
+from kube.api.meta_v1 import ObjectMeta
 from kubelab.lab.hastatus import (
     Backend,
     HAStatus,

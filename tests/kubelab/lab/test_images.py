@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from kubelab import __version__
+from kube import __version__
 from kubelab.cli import build_parser
 from kubelab.lab import images
 from kubelab.lab.images import (

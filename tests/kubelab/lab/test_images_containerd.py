@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelab import __version__
+from kube import __version__
 from kubelab.lab.images import (
     ECHOSERVER_IMAGE,
     ECHOSERVER_PORT,

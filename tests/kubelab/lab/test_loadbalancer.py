@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.lab.netns import Address, Backends, HealthCheck, NetnsForwarder, Probe
+from kubelab.lab.forward import Address, Backends, HealthCheck, NetnsForwarder, Probe
 
 A, B, C = ("10.0.0.1", 6443), ("10.0.0.2", 6443), ("10.0.0.3", 6443)
 CHECK = HealthCheck("/readyz", Path("ca.crt"), fall=2)

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from kubelab.iptables import FakeIptables
 from node.cni.network import (
     MASQ_CHAIN,
     Attached,
@@ -22,6 +21,7 @@ from node.cni.network import (
     hostport_chain,
 )
 from node.cni.plugin import Plugin, Reply
+from node.iptables import FakeIptables
 
 CID = "0123456789abcdef"
 NETNS = "/run/netns/pod-a"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.clock import FakeClock
+from kube.clock import FakeClock
 from node.cri.client import RuntimeClient
 from node.cri.fake import FakeRuntime
 from node.cri.pb import api_pb2 as pb

@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from kubelab.clock import FakeClock
+from kube.clock import FakeClock
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.fake import (
     NETWORK_READY,

@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from kubelab.api.kinds.coordination_v1 import Lease
-from kubelab.api.kinds.core_v1.node import Node, Taint
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
+from kube.api.kinds.coordination_v1 import Lease
+from kube.api.kinds.core_v1.node import Node, Taint
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.informers import SharedInformerFactory
+from kube.client.rest import Client
+from kube.clock import RealClock
 from node.hollow.nodes import NODE_LEASE_NAMESPACE, FleetSpec, NodeFleet, TaintRule
 from node.hollow.pods import HollowKubelet
 

@@ -6,9 +6,9 @@ import datetime
 
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.clock import FakeClock
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.meta_v1 import ObjectMeta
+from kube.clock import FakeClock
 from node.kubelet.backoff import BackoffKey, CrashLoopBackOff, go_duration
 
 KEY = BackoffKey("uid-1", "app", "h1")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.client import kubeconfig
-from kubelab.client.errors import ClientError
-from kubelab.clock import FakeClock
-from kubelab.pki import CertificateAuthority
+from kube.client import kubeconfig
+from kube.client.errors import ClientError
+from kube.clock import FakeClock
+from kube.pki import CertificateAuthority
 from node.kubelet import certificate
 from tests.fakeapi import Action, FakeApi
 

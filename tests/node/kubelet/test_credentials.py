@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.meta_v1 import ObjectMeta
 from node.kubelet.credentials import Credential, lookup, matches, parse_image, secret_entries
 
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, ServiceAccount
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import Container, Pod
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.cluster import ConfigMap, ServiceAccount
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import Container, Pod
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from node.cri.fake import FakeContainer, FakeRuntime
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.kubelet import Kubelet, KubeletConfig

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from kubelab.api.kinds.authentication_v1 import TokenReview, TokenReviewStatus, UserInfo
-from kubelab.api.kinds.authorization_v1 import SubjectAccessReview, SubjectAccessReviewStatus
-from kubelab.clock import FakeClock
-from kubelab.pki import CertificateAuthority
+from kube.api.kinds.authentication_v1 import TokenReview, TokenReviewStatus, UserInfo
+from kube.api.kinds.authorization_v1 import SubjectAccessReview, SubjectAccessReviewStatus
+from kube.clock import FakeClock
+from kube.pki import CertificateAuthority
 from node.kubelet.auth import (
     ANONYMOUS_USER,
     AuthOptions,

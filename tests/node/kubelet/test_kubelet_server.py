@@ -24,7 +24,7 @@ import grpc
 import pytest
 from aiohttp import web
 
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerState,
     ContainerStateRunning,
@@ -35,11 +35,11 @@ from kubelab.api.kinds.core_v1.pod import (
     PodSpec,
     PodStatus,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.kubeconfig import ClientConfig
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
-from kubelab.pki import CertificateAuthority, KeyPair, client_ssl_context
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.kubeconfig import ClientConfig
+from kube.client.rest import Client
+from kube.clock import RealClock
+from kube.pki import CertificateAuthority, KeyPair, client_ssl_context
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.fake import FakeRuntime
 from node.cri.pb import api_pb2 as pb

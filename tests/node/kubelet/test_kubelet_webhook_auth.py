@@ -19,23 +19,23 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from kubelab.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.node import (
+from kube.api.kinds.authentication_v1 import TokenRequest, TokenRequestSpec
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.kinds.core_v1.node import (
     DaemonEndpoint,
     Node,
     NodeAddress,
     NodeDaemonEndpoints,
     NodeStatus,
 )
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client import kubeconfig
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
-from kubelab.pki import CertificateAuthority, KeyPair, client_ssl_context, identity
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kube.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject
+from kube.api.meta_v1 import ObjectMeta
+from kube.client import kubeconfig
+from kube.client.errors import ApiError
+from kube.client.rest import Client
+from kube.clock import RealClock
+from kube.pki import CertificateAuthority, KeyPair, client_ssl_context, identity
 from node.cri.pb import api_pb2 as pb
 from node.kubelet import certificate
 from node.kubelet.auth import AuthOptions, KubeletAuth

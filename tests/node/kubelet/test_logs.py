@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     ContainerState,
     ContainerStateRunning,
     ContainerStateTerminated,
@@ -18,7 +18,7 @@ from kubelab.api.kinds.core_v1.pod import (
     ContainerStatus,
     PodStatus,
 )
-from kubelab.clock import FakeClock
+from kube.clock import FakeClock
 from node.kubelet.logs import (
     LogFormatError,
     LogOptions,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod, PodSpec
-from kubelab.api.meta_v1 import ObjectMeta, OwnerReference
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod, PodSpec
+from kube.api.meta_v1 import ObjectMeta, OwnerReference
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from node.kubelet.mirror import (
     MirrorClient,
     is_mirror_of,

@@ -15,11 +15,11 @@ from typing import Any
 import grpc
 import pytest
 
-from kubelab.api.kinds.coordination_v1 import Lease
-from kubelab.api.kinds.core_v1.node import Node, NodeCondition, Taint
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.rest import Client
-from kubelab.clock import FakeClock
+from kube.api.kinds.coordination_v1 import Lease
+from kube.api.kinds.core_v1.node import Node, NodeCondition, Taint
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.rest import Client
+from kube.clock import FakeClock
 from node.cri.client import RuntimeClient
 from node.cri.fake import FakeRuntime
 from node.cri.pb import api_pb2 as pb

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from kubelab.clock import FakeClock
+from kube.clock import FakeClock
 from node.kubelet.pleg import RELIST_THRESHOLD, PodLifecycleEventGenerator
 from node.kubelet.runtime.state import PodRuntimeState, SandboxState
 from node.kubelet.status import RuntimeContainer, RuntimeState

@@ -7,8 +7,8 @@ import datetime
 
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.clock import FakeClock
+from kube.api.kinds.core_v1.pod import Pod
+from kube.clock import FakeClock
 from node.kubelet.podworkers import (
     ERROR_BACKOFF,
     PodState,

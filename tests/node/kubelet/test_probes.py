@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerPort,
     ContainerState,
@@ -25,7 +25,7 @@ from kubelab.api.kinds.core_v1.pod import (
     Probe,
     TCPSocketAction,
 )
-from kubelab.clock import FakeClock
+from kube.clock import FakeClock
 from node.kubelet.probes import (
     NetworkProber,
     Outcome,

@@ -13,13 +13,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.certificates_v1 import (
     CertificateSigningRequest,
     CertificateSigningRequestStatus,
 )
-from kubelab.api.kinds.core_v1.node import NodeAddress
-from kubelab.clock import FakeClock
-from kubelab.pki import CertificateAuthority, KeyPair
+from kube.api.kinds.core_v1.node import NodeAddress
+from kube.clock import FakeClock
+from kube.pki import CertificateAuthority, KeyPair
 from node.kubelet import certificate
 from tests.fakeapi import Action, FakeApi
 

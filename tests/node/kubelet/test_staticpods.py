@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kubelab.api import walk
-from kubelab.api.kinds.core_v1.pod import Pod, PodSpec, Toleration
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.clock import FakeClock
+from kube.api import walk
+from kube.api.kinds.core_v1.pod import Pod, PodSpec, Toleration
+from kube.api.meta_v1 import ObjectMeta
+from kube.clock import FakeClock
 from node.kubelet.staticpods import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_SEEN_ANNOTATION,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerRestartRule,
     ContainerRestartRuleOnExitCodes,
@@ -25,7 +25,7 @@ from kubelab.api.kinds.core_v1.pod import (
     Probe,
     ResourceRequirements,
 )
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.meta_v1 import ObjectMeta
 from node.kubelet.status import (
     Observation,
     RuntimeContainer,

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from controlplane import bootstraptoken
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.certificates_v1 import (
     CertificateSigningRequest,
     CertificateSigningRequestSpec,
 )
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client import kubeconfig
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
-from kubelab.pki import KeyPair, certificate_request, generate_key, identity
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.kinds.core_v1.node import Node
+from kube.api.meta_v1 import ObjectMeta
+from kube.client import kubeconfig
+from kube.client.errors import ApiError
+from kube.client.rest import Client
+from kube.clock import RealClock
+from kube.pki import KeyPair, certificate_request, generate_key, identity
 from node.kubelet import certificate
 from tests.node.kubelet.certificate_servers import cluster
 

@@ -23,7 +23,7 @@ from typing import Any
 import iptc
 import pytest
 
-from kubelab.iptables import IptablesError, failing_line, restore_input
+from node.iptables import IptablesError, failing_line, restore_input
 from node.proxy.libiptc import Command, LibiptcIptables, RuleError, build_rule, parse_line
 from tests.netns import Netns, NetnsFactory
 
@@ -414,7 +414,7 @@ LOCK_WAIT = 60
 
 RUNNER = """
 import json, sys
-from kubelab.iptables import IptablesError
+from node.iptables import IptablesError
 from node.proxy.libiptc import LibiptcIptables
 request = json.load(sys.stdin)
 backend = LibiptcIptables(lock_wait=request["lock_wait"])

@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import pytest
 
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
-from kubelab.clock import FakeClock
-from kubelab.iptables import FakeIptables
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.informers import SharedInformerFactory
+from kube.client.rest import Client
+from kube.clock import FakeClock
+from node.iptables import FakeIptables
 from node.proxy import names
 from node.proxy.health import ServiceHealth, ServiceHealthServer
 from node.proxy.model import SERVICE_NAME_LABEL
@@ -240,7 +240,7 @@ async def test_read_only_sysctls_do_not_stop_the_proxier(running: Env) -> None:
 
 
 async def test_own_node_change_makes_next_sync_full(env: Env) -> None:
-    from kubelab.api.kinds.core_v1.node import Node
+    from kube.api.kinds.core_v1.node import Node
 
     await env.proxier.sync()
     env.proxier.on_node(Node(metadata=ObjectMeta(name="other")))

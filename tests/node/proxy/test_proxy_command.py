@@ -62,8 +62,8 @@ def test_bad_flags_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixtu
 
 
 def test_userspace_mode_runs_a_userspace_proxier() -> None:
-    from kubelab.clock import FakeClock
-    from kubelab.iptables import FakeIptables
+    from kube.clock import FakeClock
+    from node.iptables import FakeIptables
     from node.proxy.health import ProxyMetrics, ServiceHealthServer
     from node.proxy.userspace import UserspaceProxier
 
@@ -88,7 +88,7 @@ def test_userspace_mode_is_no_longer_refused() -> None:
     parser = argparse.ArgumentParser(prog="kubelab proxy")
     run = command.configure(parser)
     args = parser.parse_args(["--kubeconfig", "/tmp/k", "--proxy-mode", "userspace"])
-    with mock.patch("kubelab.component.run", return_value=0) as started:
+    with mock.patch("kube.component.run", return_value=0) as started:
         assert run(args) == 0
     started.assert_called_once()
     assert parse().udp_timeout == 0.25
@@ -105,6 +105,6 @@ def test_missing_libiptc_backend_exits_2(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_restore_backend() -> None:
-    from kubelab.iptables import RestoreIptables
+    from node.iptables import RestoreIptables
 
     assert isinstance(command.make_iptables("restore"), RestoreIptables)

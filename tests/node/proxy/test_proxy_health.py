@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from kubelab.clock import FakeClock
+from kube.clock import FakeClock
 from node.proxy.health import (
     ProxyMetrics,
     ServiceHealth,

@@ -31,11 +31,11 @@ from typing import Any
 
 import pytest
 
-from kubelab.client.rest import Client
+from kube.client.rest import Client
 from kubelab.lab import cluster
 from kubelab.lab.processes import ProcessTable, run
 from kubelab.lab.topology import Lab, LabSpec
-from kubelab.netns import socket_in_netns
+from node.netns import socket_in_netns
 from tests.servers import Kubectl
 
 pytestmark = [

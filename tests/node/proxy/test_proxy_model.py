@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.core_v1.service import (
+from kube.api.kinds.core_v1.service import (
     ClientIPConfig,
     LoadBalancerIngress,
     LoadBalancerStatus,
@@ -17,13 +17,13 @@ from kubelab.api.kinds.core_v1.service import (
     ServiceStatus,
     SessionAffinityConfig,
 )
-from kubelab.api.kinds.discovery_v1 import (
+from kube.api.kinds.discovery_v1 import (
     Endpoint,
     EndpointConditions,
     EndpointPort,
     EndpointSlice,
 )
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.meta_v1 import ObjectMeta
 from node.proxy.model import (
     SERVICE_NAME_LABEL,
     ChangeTracker,

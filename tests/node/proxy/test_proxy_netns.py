@@ -36,11 +36,11 @@ while True:
 
 PROXY = """
 import asyncio, json, socket, sys
-from kubelab.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.clock import RealClock
-from kubelab.iptables import RestoreIptables
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.meta_v1 import ObjectMeta
+from kube.clock import RealClock
+from node.iptables import RestoreIptables
 from node.proxy.model import SERVICE_NAME_LABEL
 from node.proxy.proxier import IptablesProxier
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from kubelab.iptables import FakeIptables
+from node.iptables import FakeIptables
 from node.proxy.model import EndpointInfo, ServicePortInfo, ServicePortName
 from node.proxy.names import endpoint_chain
 from node.proxy.ruleset import (

@@ -12,17 +12,17 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kubelab.api.kinds.core_v1.service import (
+from kube.api.kinds.core_v1.service import (
     ClientIPConfig,
     Service,
     ServicePort,
     ServiceSpec,
     SessionAffinityConfig,
 )
-from kubelab.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.clock import FakeClock
-from kubelab.iptables import FakeIptables
+from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.meta_v1 import ObjectMeta
+from kube.clock import FakeClock
+from node.iptables import FakeIptables
 from node.proxy import userspace
 from node.proxy.model import SERVICE_NAME_LABEL, EndpointInfo, ServicePortInfo, ServicePortName
 from node.proxy.userspace import (

@@ -56,13 +56,13 @@ from controlplane.apiserver.auth.admission import (
 )
 from controlplane.apiserver.registry.store import Admission, RequestContext
 from controlplane.apiserver.storage.watchcache import WatchCache
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import Container, Pod, Toleration
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
-from kubelab.api.kinds.scheduling_v1 import PriorityClass
-from kubelab.api.kinds.storage_v1 import StorageClass, is_default_class
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import KindInfo
+from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
+from kube.api.kinds.core_v1.pod import Container, Pod, Toleration
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kube.api.kinds.scheduling_v1 import PriorityClass
+from kube.api.kinds.storage_v1 import StorageClass, is_default_class
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import KindInfo
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 SYSTEM_PRIORITY_CLASSES = {

@@ -25,9 +25,9 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.auth import User
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from controlplane.apiserver.registry.store import Admission, RequestContext
-from kubelab.api.kinds.certificates_v1 import APPROVED, DENIED, CertificateSigningRequest
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import KindInfo
+from kube.api.kinds.certificates_v1 import APPROVED, DENIED, CertificateSigningRequest
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import KindInfo
 
 GROUP = "certificates.k8s.io"
 KUBE_APISERVER_CLIENT = "kubernetes.io/kube-apiserver-client"

@@ -29,12 +29,12 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import Admission, RequestContext
 from controlplane.apiserver.storage.watchcache import WatchCache
 from controlplane.controllers.resourcequota import pod_resources
-from kubelab.api.kinds.core_v1.cluster import LimitRange, LimitRangeItem
-from kubelab.api.kinds.core_v1.pod import Container, Pod, ResourceList, ResourceRequirements
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.quantity import Quantity
-from kubelab.api.scheme import KindInfo
+from kube.api.kinds.core_v1.cluster import LimitRange, LimitRangeItem
+from kube.api.kinds.core_v1.pod import Container, Pod, ResourceList, ResourceRequirements
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kube.api.meta_v1 import Resource
+from kube.api.quantity import Quantity
+from kube.api.scheme import KindInfo
 
 ANNOTATION = "kubernetes.io/limit-ranger"
 

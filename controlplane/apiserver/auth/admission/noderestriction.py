@@ -25,11 +25,11 @@ from collections.abc import Callable
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import Admission, RequestContext
 from controlplane.apiserver.storage.watchcache import WatchCache
-from kubelab.api.kinds.authentication_v1 import TokenRequest
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Pod
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import KindInfo
+from kube.api.kinds.authentication_v1 import TokenRequest
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Pod
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import KindInfo
 
 NODE_USER_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"

@@ -47,11 +47,11 @@ import msgspec
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import Admission, RequestContext
 from controlplane.apiserver.storage.watchcache import WatchCache
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.kinds.core_v1.volume import Volume
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import KindInfo
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kube.api.kinds.core_v1.volume import Volume
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import KindInfo
 
 LABEL_PREFIX = "pod-security.kubernetes.io/"
 MODES = ("enforce", "audit", "warn")

@@ -36,17 +36,17 @@ from controlplane.controllers.resourcequota import (
     pod_usage,
     service_usage,
 )
-from kubelab.api.kinds.core_v1.cluster import (
+from kube.api.kinds.core_v1.cluster import (
     ResourceQuota,
     ResourceQuotaStatus,
     ScopedResourceSelectorRequirement,
 )
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.core_v1.volume import PersistentVolumeClaim
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.quantity import Quantity
-from kubelab.api.scheme import KindInfo
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kube.api.meta_v1 import Resource
+from kube.api.quantity import Quantity
+from kube.api.scheme import KindInfo
 
 ATTEMPTS = 32
 CONTAINER_RESOURCES = ("cpu", "memory")

@@ -29,9 +29,9 @@ import secrets
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import NAME_ALPHABET, Admission, RequestContext
 from controlplane.apiserver.storage.watchcache import WatchCache
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
+from kube.api.kinds.core_v1.volume import (
     FILE_MODE_DEFAULT,
     ConfigMapProjection,
     DownwardAPIProjection,
@@ -45,8 +45,8 @@ from kubelab.api.kinds.core_v1.volume import (
     VolumeMount,
     VolumeProjection,
 )
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import KindInfo
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import KindInfo
 
 DEFAULT_ACCOUNT = "default"
 DEFAULT_ACCOUNT_ATTEMPTS = 10

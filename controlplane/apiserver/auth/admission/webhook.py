@@ -66,18 +66,18 @@ from controlplane.apiserver.endpoints import patch
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from controlplane.apiserver.registry.store import Admission, RequestContext, ResourceStore
 from controlplane.apiserver.storage.watchcache import WatchCache
-from kubelab import pki
-from kubelab.api import codec, names
-from kubelab.api.kinds.admissionregistration_v1 import (
+from kube import pki
+from kube.api import codec, names
+from kube.api.kinds.admissionregistration_v1 import (
     MutatingWebhook,
     MutatingWebhookConfiguration,
     RuleWithOperations,
     ValidatingWebhookConfiguration,
     WebhookBase,
 )
-from kubelab.api.labels import Selector
-from kubelab.api.meta_v1 import LabelSelector, Resource
-from kubelab.api.scheme import KindInfo
+from kube.api.labels import Selector
+from kube.api.meta_v1 import LabelSelector, Resource
+from kube.api.scheme import KindInfo
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod, Toleration
-from kubelab.api.kinds.scheduling_v1 import PriorityClass
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.pod import Container, Pod, Toleration
+from kube.api.kinds.scheduling_v1 import PriorityClass
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests import builders
 
 

@@ -23,7 +23,7 @@ from controlplane.apiserver.auth.admission import mutating as mutating_step
 from controlplane.apiserver.auth.admission.webhook import Reinvocation
 from controlplane.apiserver.registry.store import Admission
 from controlplane.apiserver.registry.store import RequestContext as Context
-from kubelab.api.kinds.admissionregistration_v1 import (
+from kube.api.kinds.admissionregistration_v1 import (
     MatchCondition,
     MutatingWebhook,
     MutatingWebhookConfiguration,
@@ -31,7 +31,7 @@ from kubelab.api.kinds.admissionregistration_v1 import (
     ValidatingWebhook,
     ValidatingWebhookConfiguration,
 )
-from kubelab.api.kinds.core_v1.cluster import (
+from kube.api.kinds.core_v1.cluster import (
     ConfigMap,
     LimitRange,
     LimitRangeItem,
@@ -41,7 +41,7 @@ from kubelab.api.kinds.core_v1.cluster import (
     ResourceQuotaSpec,
     ResourceQuotaStatus,
 )
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Capabilities,
     Container,
     Pod,
@@ -50,10 +50,10 @@ from kubelab.api.kinds.core_v1.pod import (
     SeccompProfile,
     SecurityContext,
 )
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Resource
-from kubelab.api.scheme import KindInfo
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.meta_v1 import LabelSelector, ObjectMeta, Resource
+from kube.api.scheme import KindInfo
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.controlplane.apiserver.webhook_servers import (
     Answer,

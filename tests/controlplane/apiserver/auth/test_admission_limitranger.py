@@ -7,16 +7,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import LimitRange, LimitRangeItem, LimitRangeSpec
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec, ResourceRequirements
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.cluster import LimitRange, LimitRangeItem, LimitRangeSpec
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec, ResourceRequirements
+from kube.api.kinds.core_v1.volume import (
     PersistentVolumeClaim,
     PersistentVolumeClaimSpec,
     VolumeResourceRequirements,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import ServerProcess
 

@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.authentication_v1 import (
+from kube.api.kinds.authentication_v1 import (
     BoundObjectReference,
     TokenRequest,
     TokenRequestSpec,
 )
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
-from kubelab.api.kinds.policy_v1 import Eviction
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
+from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
+from kube.api.kinds.policy_v1 import Eviction
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests import builders
 from tests.controlplane.apiserver.admission_servers import node_kubeconfig, serve
 from tests.servers import ServerProcess

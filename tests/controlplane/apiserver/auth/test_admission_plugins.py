@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from controlplane.apiserver.auth.admission import DEFAULT_PLUGINS, enabled
-from kubelab.api.kinds.core_v1.node import Node, NodeSpec, Taint
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kube.api.kinds.core_v1.volume import (
     PersistentVolumeClaim,
     PersistentVolumeClaimSpec,
     VolumeResourceRequirements,
 )
-from kubelab.api.kinds.storage_v1 import StorageClass
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.storage_v1 import StorageClass
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import REPO, ServerProcess
 

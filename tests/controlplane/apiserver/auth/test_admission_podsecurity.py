@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.pod import (
     Capabilities,
     Container,
     Pod,
@@ -20,8 +20,8 @@ from kubelab.api.kinds.core_v1.pod import (
     SecurityContext,
     Sysctl,
 )
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests import builders
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import Kubectl, ServerProcess

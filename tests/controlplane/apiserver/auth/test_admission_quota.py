@@ -9,16 +9,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import (
+from kube.api.kinds.core_v1.cluster import (
     ConfigMap,
     ResourceQuota,
     ResourceQuotaSpec,
     ResourceQuotaStatus,
 )
-from kubelab.api.kinds.core_v1.pod import Container, Pod, ResourceRequirements
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.pod import Container, Pod, ResourceRequirements
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests import builders
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import ServerProcess

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import ServiceAccount
-from kubelab.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
+from kube.api.kinds.core_v1.volume import (
     ConfigMapProjection,
     DownwardAPIProjection,
     DownwardAPIVolumeFile,
@@ -25,9 +25,9 @@ from kubelab.api.kinds.core_v1.volume import (
     VolumeMount,
     VolumeProjection,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests import builders
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import ServerProcess

@@ -8,16 +8,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubelab.api.kinds.admissionregistration_v1 import (
+from kube.api.kinds.admissionregistration_v1 import (
     MutatingWebhook,
     MutatingWebhookConfiguration,
     ValidatingWebhook,
     ValidatingWebhookConfiguration,
 )
-from kubelab.api.kinds.core_v1.cluster import ConfigMap
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.core_v1.cluster import ConfigMap
+from kube.api.meta_v1 import ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.controlplane.apiserver.webhook_servers import (
     Configure,

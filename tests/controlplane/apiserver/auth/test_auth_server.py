@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from kubelab.client import kubeconfig
-from kubelab.pki import CertificateAuthority
+from kube.client import kubeconfig
+from kube.pki import CertificateAuthority
 from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import BARE_APISERVER, Kubectl, ServerProcess, start_server, stop_server
 

@@ -29,9 +29,9 @@ from controlplane.apiserver.auth.authn import (
 from controlplane.apiserver.auth.tokens import ISSUER, TokenIssuer
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from controlplane.apiserver.errors import ApiError
-from kubelab.api.kinds.core_v1.cluster import Secret, ServiceAccount
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.meta_v1 import ObjectMeta, Resource
+from kube.api.kinds.core_v1.cluster import Secret, ServiceAccount
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.meta_v1 import ObjectMeta, Resource
 
 NOW = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
 

@@ -10,25 +10,25 @@ from pathlib import Path
 import pytest
 
 from controlplane.storage.sqlite import SQLiteStore
-from kubelab.api.kinds.certificates_v1 import (
+from kube.api.kinds.certificates_v1 import (
     APPROVED,
     CertificateSigningRequest,
     CertificateSigningRequestCondition,
     CertificateSigningRequestSpec,
     CertificateSigningRequestStatus,
 )
-from kubelab.api.kinds.rbac_v1 import (
+from kube.api.kinds.rbac_v1 import (
     ClusterRole,
     ClusterRoleBinding,
     PolicyRule,
     RoleRef,
     Subject,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client import kubeconfig
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
-from kubelab.pki import CertificateAuthority, certificate_request, generate_key
+from kube.api.meta_v1 import ObjectMeta
+from kube.client import kubeconfig
+from kube.client.errors import ApiError
+from kube.client.rest import Client
+from kube.pki import CertificateAuthority, certificate_request, generate_key
 from tests.controlplane.apiserver.inprocess import serving
 
 SIGNER = "example.com/widgets"

@@ -19,8 +19,8 @@ from controlplane.apiserver.auth.nodeauthz import NodeAuthorizer
 from controlplane.apiserver.auth.rbac import RBACAuthorizer, rule_allows
 from controlplane.apiserver.auth.reconcile import reconcile_binding, reconcile_role
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
-from kubelab.api.kinds.core_v1.pod import Container, EnvFromSource, Pod, PodSpec, SecretEnvSource
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.pod import Container, EnvFromSource, Pod, PodSpec, SecretEnvSource
+from kube.api.kinds.core_v1.volume import (
     ConfigMapVolumeSource,
     PersistentVolumeClaim,
     PersistentVolumeClaimSpec,
@@ -28,7 +28,7 @@ from kubelab.api.kinds.core_v1.volume import (
     SecretVolumeSource,
     Volume,
 )
-from kubelab.api.kinds.rbac_v1 import (
+from kube.api.kinds.rbac_v1 import (
     ClusterRole,
     ClusterRoleBinding,
     PolicyRule,
@@ -37,7 +37,7 @@ from kubelab.api.kinds.rbac_v1 import (
     RoleRef,
     Subject,
 )
-from kubelab.api.meta_v1 import ObjectMeta, Resource
+from kube.api.meta_v1 import ObjectMeta, Resource
 
 
 class Objects:

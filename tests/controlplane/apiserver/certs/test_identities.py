@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from controlplane.apiserver.certs import identities
-from kubelab.client import kubeconfig
-from kubelab.pki import (
+from kube.client import kubeconfig
+from kube.pki import (
     CertificateAuthority,
     KeyPair,
     certificate_request,

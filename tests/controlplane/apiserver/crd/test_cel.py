@@ -13,10 +13,10 @@ import yaml
 
 from controlplane.apiserver.crd import cel, customresources
 from controlplane.apiserver.crd import schema as crd_schema
-from kubelab.api import walk
-from kubelab.api.codec import from_builtins
-from kubelab.api.errors import ROOT, ErrorList, ErrorType
-from kubelab.api.kinds.apiextensions_v1 import CustomResourceDefinition
+from kube.api import walk
+from kube.api.codec import from_builtins
+from kube.api.errors import ROOT, ErrorList, ErrorType
+from kube.api.kinds.apiextensions_v1 import CustomResourceDefinition
 from tests.servers import KUBECTL, Kubectl, ServerProcess
 
 INT = {"type": "integer"}

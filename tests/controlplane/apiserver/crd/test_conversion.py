@@ -29,12 +29,12 @@ from kubernetes.dynamic.exceptions import ApiException
 from controlplane.apiserver import errors
 from controlplane.apiserver.crd import conversion
 from controlplane.apiserver.crd.conversion import ConversionError, Target
-from kubelab.api.kinds.apiextensions_v1 import (
+from kube.api.kinds.apiextensions_v1 import (
     ServiceReference,
     WebhookClientConfig,
     WebhookConversion,
 )
-from kubelab.pki import CertificateAuthority, KeyPair
+from kube.pki import CertificateAuthority, KeyPair
 from tests.servers import Kubectl, ServerProcess
 
 GROUP = "conv.example.com"

@@ -8,7 +8,7 @@ import pytest
 
 from controlplane.apiserver.crd import customresources
 from controlplane.apiserver.crd import schema as crd_schema
-from kubelab.api.errors import ROOT, ErrorList
+from kube.api.errors import ROOT, ErrorList
 
 SPEC: dict[str, Any] = {
     "type": "object",

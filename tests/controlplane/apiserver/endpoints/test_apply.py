@@ -13,9 +13,9 @@ from kubernetes.client.rest import ApiException
 from controlplane.apiserver import errors
 from controlplane.apiserver.endpoints import apply
 from controlplane.apiserver.registry.store import RequestContext
-from kubelab.api import codec
-from kubelab.api.meta_v1 import Resource
-from kubelab.api.scheme import SCHEME, KindInfo
+from kube.api import codec
+from kube.api.meta_v1 import Resource
+from kube.api.scheme import SCHEME, KindInfo
 from tests.servers import Kubectl
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)

@@ -10,16 +10,16 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kubelab.api.kinds  # noqa: F401  (registers every kind)
+import kube.api.kinds  # noqa: F401  (registers every kind)
 from controlplane.apiserver.endpoints.patch import (
     PatchError,
     apply_json_patch,
     apply_merge_patch,
     apply_strategic_merge_patch,
 )
-from kubelab.api.kinds.apps_v1 import Deployment
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.struct import RawJSON, Struct, merge_set, meta
+from kube.api.kinds.apps_v1 import Deployment
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.struct import RawJSON, Struct, merge_set, meta
 
 
 def y(text: str) -> Any:

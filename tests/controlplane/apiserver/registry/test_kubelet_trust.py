@@ -15,15 +15,15 @@ from aiohttp import web
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.proxy import KubeletConnector
-from kubelab.api.kinds.core_v1.node import (
+from kube.api.kinds.core_v1.node import (
     DaemonEndpoint,
     Node,
     NodeAddress,
     NodeDaemonEndpoints,
     NodeStatus,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.pki import CertificateAuthority
+from kube.api.meta_v1 import ObjectMeta
+from kube.pki import CertificateAuthority
 
 CLUSTER = CertificateAuthority.create("cluster")
 API_SERVER = CLUSTER.issue("kube-apiserver-kubelet-client", client=True)

@@ -20,16 +20,16 @@ from controlplane.apiserver.registry.proxy import (
     kubelet_address,
     pod_stream_path,
 )
-from kubelab.api.kinds.core_v1.node import (
+from kube.api.kinds.core_v1.node import (
     DaemonEndpoint,
     Node,
     NodeAddress,
     NodeDaemonEndpoints,
     NodeStatus,
 )
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.pki import CertificateAuthority, KeyPair, identity
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kube.api.meta_v1 import ObjectMeta
+from kube.pki import CertificateAuthority, KeyPair, identity
 from tests.servers import Kubectl, ServerProcess
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from kubelab.api.kinds.batch_v1 import Job, JobSpec
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.kinds.core_v1.pod import Container, PodSpec, PodTemplateSpec
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta
-from kubelab.client.errors import ApiError
-from kubelab.client.rest import Client
+from kube.api.kinds.batch_v1 import Job, JobSpec
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.kinds.core_v1.pod import Container, PodSpec, PodTemplateSpec
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
+from kube.client.errors import ApiError
+from kube.client.rest import Client
 
 
 def job(name: str, namespace: str, **spec: object) -> Job:

@@ -20,15 +20,15 @@ from controlplane.controllers import bootstrapsigner
 from controlplane.controllers.clientbuilder import ServiceAccountClients
 from controlplane.controllers.context import ControllerContext
 from controlplane.storage.sqlite import SQLiteStore
-from kubelab.api.kinds.certificates_v1 import CertificateSigningRequest
-from kubelab.api.kinds.core_v1.cluster import ConfigMap
-from kubelab.api.kinds.rbac_v1 import Role, RoleBinding
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.client import clusterinfo
-from kubelab.client.events import EventRecorder
-from kubelab.client.informers import SharedInformerFactory
-from kubelab.client.rest import Client
-from kubelab.clock import RealClock
+from kube.api.kinds.certificates_v1 import CertificateSigningRequest
+from kube.api.kinds.core_v1.cluster import ConfigMap
+from kube.api.kinds.rbac_v1 import Role, RoleBinding
+from kube.api.meta_v1 import ObjectMeta
+from kube.client import clusterinfo
+from kube.client.events import EventRecorder
+from kube.client.informers import SharedInformerFactory
+from kube.client.rest import Client
+from kube.clock import RealClock
 from tests.controlplane.apiserver.inprocess import serving
 
 

@@ -49,8 +49,8 @@ from controlplane.scheduler.framework.runtime import (
     go_duration,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.metrics import Registry
+from kube.api.kinds.core_v1.pod import Pod
+from kube.metrics import Registry
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 T = TypeVar("T")

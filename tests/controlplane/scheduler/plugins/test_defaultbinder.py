@@ -7,10 +7,10 @@ import pytest
 from controlplane.scheduler.framework.interface import Code, CycleState
 from controlplane.scheduler.framework.types import PodInfo
 from controlplane.scheduler.plugins import defaultbinder
-from kubelab.api.kinds.core_v1.pod import Binding
-from kubelab.api.kinds.core_v1.volume import ObjectReference
-from kubelab.api.meta_v1 import ObjectMeta, Status
-from kubelab.client.errors import ApiError
+from kube.api.kinds.core_v1.pod import Binding
+from kube.api.kinds.core_v1.volume import ObjectReference
+from kube.api.meta_v1 import ObjectMeta, Status
+from kube.client.errors import ApiError
 from tests.controlplane.scheduler.builders import FakeHandle, make_pod
 from tests.fakeapi import FakeApi
 

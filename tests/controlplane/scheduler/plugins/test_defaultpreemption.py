@@ -21,15 +21,15 @@ from controlplane.scheduler.framework.interface import (
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import defaultpreemption, noderesourcesfit
 from controlplane.scheduler.plugins.defaultpreemption import Candidate
-from kubelab.api.kinds.core_v1.pod import Pod, PodCondition, PodStatus
-from kubelab.api.kinds.policy_v1 import (
+from kube.api.kinds.core_v1.pod import Pod, PodCondition, PodStatus
+from kube.api.kinds.policy_v1 import (
     PodDisruptionBudget,
     PodDisruptionBudgetSpec,
     PodDisruptionBudgetStatus,
 )
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, Resource
-from kubelab.api.meta_v1 import Status as ApiStatus
-from kubelab.client.errors import ApiError
+from kube.api.meta_v1 import LabelSelector, ObjectMeta, Resource
+from kube.api.meta_v1 import Status as ApiStatus
+from kube.client.errors import ApiError
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 from tests.fakeapi import FakeApi
 

@@ -5,7 +5,7 @@ import pytest
 from controlplane.scheduler.framework.interface import SUCCESS, CycleState
 from controlplane.scheduler.framework.types import PodInfo
 from controlplane.scheduler.plugins import imagelocality
-from kubelab.api.kinds.core_v1.pod import Container
+from kube.api.kinds.core_v1.pod import Container
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 MB = 1024 * 1024

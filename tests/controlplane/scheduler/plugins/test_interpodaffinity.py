@@ -19,9 +19,9 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import interpodaffinity
-from kubelab.api.kinds.core_v1.cluster import Namespace
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.cluster import Namespace
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import (
     Affinity,
     Pod,
     PodAffinity,
@@ -29,7 +29,7 @@ from kubelab.api.kinds.core_v1.pod import (
     PodAntiAffinity,
     WeightedPodAffinityTerm,
 )
-from kubelab.api.meta_v1 import LabelSelector, LabelSelectorRequirement, ObjectMeta
+from kube.api.meta_v1 import LabelSelector, LabelSelectorRequirement, ObjectMeta
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 AFFINITY = interpodaffinity.ERR_REASON_AFFINITY_RULES_NOT_MATCH

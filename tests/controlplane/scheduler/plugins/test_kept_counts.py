@@ -15,8 +15,8 @@ from controlplane.scheduler.cache import SchedulerCache, Snapshot
 from controlplane.scheduler.framework.interface import CycleState
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import interpodaffinity, podtopologyspread
-from kubelab.api.kinds.core_v1.node import Node
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.pod import (
     Affinity,
     Pod,
     PodAffinity,
@@ -25,8 +25,8 @@ from kubelab.api.kinds.core_v1.pod import (
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 )
-from kubelab.api.meta_v1 import LabelSelector
-from kubelab.clock import FakeClock
+from kube.api.meta_v1 import LabelSelector
+from kube.clock import FakeClock
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_pod
 
 HOSTNAME = podtopologyspread.LABEL_HOSTNAME

@@ -15,8 +15,8 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import nodeaffinity
-from kubelab.api.kinds.core_v1.pod import Affinity, NodeAffinity, Pod, PreferredSchedulingTerm
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.pod import Affinity, NodeAffinity, Pod, PreferredSchedulingTerm
+from kube.api.kinds.core_v1.volume import (
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,

@@ -12,7 +12,7 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import nodename
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 MISMATCH = Status.unresolvable("node(s) didn't match the requested node name")

@@ -13,7 +13,7 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import HostPort, NodeInfo, PodInfo
 from controlplane.scheduler.plugins import nodeports
-from kubelab.api.kinds.core_v1.pod import ContainerPort, Pod, PodStatus
+from kube.api.kinds.core_v1.pod import ContainerPort, Pod, PodStatus
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 CONFLICT = Status.unschedulable("node(s) didn't have free ports for the requested pod ports")

@@ -13,7 +13,7 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import noderesourcesfit
-from kubelab.api.kinds.core_v1.pod import Container, PodStatus, ResourceRequirements
+from kube.api.kinds.core_v1.pod import Container, PodStatus, ResourceRequirements
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 SMALL = {"cpu": "4", "memory": "10000", "pods": "110"}

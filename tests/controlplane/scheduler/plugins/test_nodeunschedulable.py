@@ -13,7 +13,7 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import nodeunschedulable
-from kubelab.api.kinds.core_v1.pod import Pod, Toleration
+from kube.api.kinds.core_v1.pod import Pod, Toleration
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 UNSCHEDULABLE = Status.unresolvable("node(s) were unschedulable")

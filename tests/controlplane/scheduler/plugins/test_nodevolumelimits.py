@@ -18,8 +18,8 @@ from controlplane.scheduler.plugins.nodevolumelimits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
     csi_attach_limit_key,
 )
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import (
     CSIPersistentVolumeSource,
     EmptyDirVolumeSource,
     EphemeralVolumeSource,
@@ -32,8 +32,8 @@ from kubelab.api.kinds.core_v1.volume import (
     PersistentVolumeSpec,
     Volume,
 )
-from kubelab.api.kinds.storage_v1 import StorageClass
-from kubelab.api.meta_v1 import ObjectMeta, Resource
+from kube.api.kinds.storage_v1 import StorageClass
+from kube.api.meta_v1 import ObjectMeta, Resource
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 EBS = "ebs.csi.aws.com"

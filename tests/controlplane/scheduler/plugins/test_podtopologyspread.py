@@ -25,17 +25,17 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import podtopologyspread
-from kubelab.api.kinds.apps_v1 import ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec
-from kubelab.api.kinds.core_v1.node import Node, Taint
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.apps_v1 import ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec
+from kube.api.kinds.core_v1.node import Node, Taint
+from kube.api.kinds.core_v1.pod import (
     Pod,
     ReplicationController,
     ReplicationControllerSpec,
     Toleration,
     TopologySpreadConstraint,
 )
-from kubelab.api.kinds.core_v1.service import Service, ServiceSpec
-from kubelab.api.meta_v1 import (
+from kube.api.kinds.core_v1.service import Service, ServiceSpec
+from kube.api.meta_v1 import (
     LabelSelector,
     LabelSelectorRequirement,
     ObjectMeta,

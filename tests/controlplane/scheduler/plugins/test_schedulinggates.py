@@ -11,7 +11,7 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.plugins import schedulinggates
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 from tests.controlplane.scheduler.builders import FakeHandle, make_pod
 
 

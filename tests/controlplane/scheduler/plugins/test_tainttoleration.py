@@ -14,8 +14,8 @@ from controlplane.scheduler.framework.interface import (
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import tainttoleration
-from kubelab.api.kinds.core_v1.node import Taint
-from kubelab.api.kinds.core_v1.pod import Pod, Toleration
+from kube.api.kinds.core_v1.node import Taint
+from kube.api.kinds.core_v1.pod import Pod, Toleration
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 

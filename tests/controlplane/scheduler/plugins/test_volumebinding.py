@@ -21,8 +21,8 @@ from controlplane.scheduler.plugins.volumebinding import (
     ERR_REASON_UNBOUND_IMMEDIATE,
     SELECTED_NODE_ANNOTATION,
 )
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import (
     EphemeralVolumeSource,
     NodeSelector,
     NodeSelectorRequirement,
@@ -39,14 +39,14 @@ from kubelab.api.kinds.core_v1.volume import (
     VolumeNodeAffinity,
     VolumeResourceRequirements,
 )
-from kubelab.api.kinds.storage_v1 import (
+from kube.api.kinds.storage_v1 import (
     StorageClass,
     TopologySelectorLabelRequirement,
     TopologySelectorTerm,
 )
-from kubelab.api.meta_v1 import LabelSelector, ObjectMeta, OwnerReference, Resource
-from kubelab.api.meta_v1 import Status as ApiStatus
-from kubelab.client.errors import ApiError
+from kube.api.meta_v1 import LabelSelector, ObjectMeta, OwnerReference, Resource
+from kube.api.meta_v1 import Status as ApiStatus
+from kube.client.errors import ApiError
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 HOSTNAME = "kubernetes.io/hostname"

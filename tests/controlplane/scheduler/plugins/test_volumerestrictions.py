@@ -17,8 +17,8 @@ from controlplane.scheduler.plugins.volumerestrictions import (
     ERR_REASON_DISK_CONFLICT,
     ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT,
 )
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import (
     AWSElasticBlockStoreVolumeSource,
     EmptyDirVolumeSource,
     GCEPersistentDiskVolumeSource,
@@ -29,7 +29,7 @@ from kubelab.api.kinds.core_v1.volume import (
     RBDVolumeSource,
     Volume,
 )
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 from node.kubelet.runtime.cgroups import FakeCgroups, SysCgroups, pod_cgroup_parent
 from node.kubelet.runtime.options import NodeRuntimeOptions
 

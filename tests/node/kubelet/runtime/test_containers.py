@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Container, Pod
+from kube.api.kinds.core_v1.pod import Container, Pod
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.runtime.containers import (
     DEFAULT_MASKED_PATHS,

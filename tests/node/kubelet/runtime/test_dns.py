@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 from node.kubelet.runtime.dns import dns_config, parse_resolv_conf
 from node.kubelet.runtime.options import NodeRuntimeOptions
 

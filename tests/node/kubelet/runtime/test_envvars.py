@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.api.kinds.core_v1.pod import Pod
-from kubelab.api.kinds.core_v1.service import Service
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.service import Service
 from node.kubelet.runtime.envvars import ConfigError, container_env, expand, service_env
 
 

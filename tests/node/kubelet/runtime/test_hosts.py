@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 from node.kubelet.runtime.hosts import pod_hostname, write_etc_hosts
 from node.kubelet.runtime.options import NodeRuntimeOptions
 

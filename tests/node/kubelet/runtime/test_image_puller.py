@@ -10,11 +10,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import Secret
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec
-from kubelab.api.kinds.core_v1.volume import LocalObjectReference
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.clock import FakeClock
+from kube.api.kinds.core_v1.cluster import Secret
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
+from kube.api.kinds.core_v1.volume import LocalObjectReference
+from kube.api.meta_v1 import ObjectMeta
+from kube.clock import FakeClock
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.fake import FakeRuntime
 from node.cri.pb import api_pb2 as pb

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerPort,
     ExecAction,
@@ -21,8 +21,8 @@ from kubelab.api.kinds.core_v1.pod import (
     SleepAction,
     TCPSocketAction,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.clock import FakeClock
+from kube.api.meta_v1 import ObjectMeta
+from kube.clock import FakeClock
 from node.cri.client import RuntimeClient
 from node.cri.fake import FakeRuntime
 from node.cri.pb import api_pb2 as pb

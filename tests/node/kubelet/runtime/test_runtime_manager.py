@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.api.kinds.core_v1.pod import (
     ConfigMapKeySelector,
     Container,
     ContainerStatus,
@@ -26,10 +26,10 @@ from kubelab.api.kinds.core_v1.pod import (
     PodSpec,
     PodStatus,
 )
-from kubelab.api.kinds.core_v1.service import Service
-from kubelab.api.kinds.core_v1.volume import ObjectFieldSelector
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.clock import FakeClock
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.core_v1.volume import ObjectFieldSelector
+from kube.api.meta_v1 import ObjectMeta
+from kube.clock import FakeClock
 from node.cri.client import RuntimeClient
 from node.cri.fake import ExecResult, FakeContainer, FakeRuntime
 from node.cri.pb import api_pb2 as pb

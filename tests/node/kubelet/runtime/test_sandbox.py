@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from google.protobuf import json_format
 
-from kubelab.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.runtime.envvars import ConfigError
 from node.kubelet.runtime.options import NodeRuntimeOptions

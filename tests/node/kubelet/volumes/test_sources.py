@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.api.kinds.core_v1.pod import (
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.api.kinds.core_v1.pod import (
     Container,
     HostIP,
     Pod,
@@ -19,7 +19,7 @@ from kubelab.api.kinds.core_v1.pod import (
     ResourceRequirements,
     SecurityContext,
 )
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.volume import (
     ConfigMapProjection,
     ConfigMapVolumeSource,
     DownwardAPIProjection,
@@ -35,7 +35,7 @@ from kubelab.api.kinds.core_v1.volume import (
     Volume,
     VolumeProjection,
 )
-from kubelab.api.meta_v1 import ObjectMeta
+from kube.api.meta_v1 import ObjectMeta
 from node.kubelet.volumes.atomic import FileProjection
 from node.kubelet.volumes.sources import (
     Objects,

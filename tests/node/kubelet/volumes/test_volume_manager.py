@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.kinds.core_v1.cluster import ConfigMap, Secret
-from kubelab.api.kinds.core_v1.pod import Container, Pod, PodSpec, ResourceRequirements
-from kubelab.api.kinds.core_v1.volume import (
+from kube.api.kinds.core_v1.cluster import ConfigMap, Secret
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec, ResourceRequirements
+from kube.api.kinds.core_v1.volume import (
     ConfigMapVolumeSource,
     EmptyDirVolumeSource,
     HostPathVolumeSource,
@@ -23,8 +23,8 @@ from kubelab.api.kinds.core_v1.volume import (
     Volume,
     VolumeProjection,
 )
-from kubelab.api.meta_v1 import ObjectMeta
-from kubelab.clock import FakeClock
+from kube.api.meta_v1 import ObjectMeta
+from kube.clock import FakeClock
 from node.kubelet.volumes.manager import (
     FakeMounter,
     MountError,

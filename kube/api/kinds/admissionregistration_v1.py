@@ -1,0 +1,697 @@
+"""admissionregistration.k8s.io/v1: admission webhooks and validating admission policies.
+
+A MutatingWebhookConfiguration or ValidatingWebhookConfiguration lists webhooks the API server
+calls for matching requests: which operations on which resources, where the webhook lives (a
+URL or an in-cluster Service), what to do when it fails and how long to wait.  A
+ValidatingAdmissionPolicy states CEL validations in-process, and a
+ValidatingAdmissionPolicyBinding applies one to a set of resources, optionally with parameters.
+
+The webhook client configuration and its checks are shared with CRD conversion webhooks
+(``apiextensions_v1``).  Webhooks' match conditions are compiled when a configuration is
+written (by the compiler the control plane installs); the policies' CEL is stored as written,
+only its presence checked.
+"""
+
+from __future__ import annotations
+
+import datetime
+import urllib.parse
+from collections.abc import Callable, Sequence
+from typing import Annotated
+
+from kube.api import names
+from kube.api.errors import ErrorList, Path
+from kube.api.meta_v1 import Condition, LabelSelector, Resource
+from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
+from kube.api.scheme import kind
+from kube.api.struct import QUALIFIED_NAME, Struct, atomic, meta
+
+GROUP = "admissionregistration.k8s.io"
+CATEGORIES = ("api-extensions",)
+
+FAILURE_POLICIES = ("Ignore", "Fail")
+MATCH_POLICIES = ("Exact", "Equivalent")
+NO_SIDE_EFFECTS = ("None", "NoneOnDryRun")
+OPERATIONS = ("*", "CREATE", "UPDATE", "DELETE", "CONNECT")
+SCOPES = ("Cluster", "Namespaced", "*")
+REINVOCATION_POLICIES = ("Never", "IfNeeded")
+VALIDATION_ACTIONS = ("Deny", "Warn", "Audit")
+PARAMETER_NOT_FOUND_ACTIONS = ("Deny", "Allow")
+VALIDATION_REASONS = ("Forbidden", "Invalid", "RequestEntityTooLarge")
+ACCEPTED_REVIEW_VERSIONS = ("v1", "v1beta1")
+MAX_MATCH_CONDITIONS = 64
+
+
+def _is_wildcard_mixed(values: list[str] | None) -> bool:
+    """``*`` together with anything else, which the rules forbid."""
+    return values is not None and len(values) > 1 and "*" in values
+
+
+def _validate_resources(resources: list[str] | None, path: Path, errors: ErrorList) -> None:
+    """Resources and ``resource/subresource`` patterns, with upstream's wildcard rules."""
+    if not resources:
+        errors.required(path)
+        return
+    with_wildcard_sub: set[str] = set()
+    with_wildcard_resource: set[str] = set()
+    double_wildcard = single_wildcard = plain_resource = False
+    for i, entry in enumerate(resources):
+        if not entry:
+            errors.required(path.index(i))
+            continue
+        double_wildcard = double_wildcard or entry == "*/*"
+        single_wildcard = single_wildcard or entry == "*"
+        resource, slash, sub = entry.partition("/")
+        if not slash:
+            plain_resource = entry != "*"
+            continue
+        if resource in with_wildcard_sub:
+            errors.invalid(
+                path.index(i), entry, f"if '{resource}/*' is present, must not specify {entry}"
+            )
+        if sub in with_wildcard_resource:
+            errors.invalid(
+                path.index(i), entry, f"if '*/{sub}' is present, must not specify {entry}"
+            )
+        if sub == "*":
+            with_wildcard_sub.add(resource)
+        if resource == "*":
+            with_wildcard_resource.add(sub)
+    if len(resources) > 1 and double_wildcard:
+        errors.invalid(path, resources, "if '*/*' is present, must not specify other resources")
+    if single_wildcard and plain_resource:
+        errors.invalid(
+            path,
+            resources,
+            "if '*' is present, must not specify other resources without subresources",
+        )
+
+
+class RuleWithOperations(Struct):
+    """Operations on resources of API groups and versions that a webhook or policy matches."""
+
+    operations: Annotated[list[Annotated[str, meta(enum=OPERATIONS)]] | None, atomic()] = None
+    api_groups: Annotated[list[str] | None, atomic()] = None
+    api_versions: Annotated[list[str] | None, atomic()] = None
+    resources: Annotated[list[str] | None, atomic()] = None
+    scope: Annotated[str | None, meta(enum=SCOPES)] = None
+
+    def set_defaults(self) -> None:
+        if self.scope is None:
+            self.scope = "*"
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if not self.operations:
+            errors.required(path.child("operations"))
+        if _is_wildcard_mixed(self.operations):
+            errors.invalid(
+                path.child("operations"),
+                self.operations,
+                "if '*' is present, must not specify other operations",
+            )
+        if not self.api_groups:
+            errors.required(path.child("apiGroups"))
+        if _is_wildcard_mixed(self.api_groups):
+            errors.invalid(
+                path.child("apiGroups"),
+                self.api_groups,
+                "if '*' is present, must not specify other API groups",
+            )
+        if not self.api_versions:
+            errors.required(path.child("apiVersions"))
+        if _is_wildcard_mixed(self.api_versions):
+            errors.invalid(
+                path.child("apiVersions"),
+                self.api_versions,
+                "if '*' is present, must not specify other API versions",
+            )
+        for i, version in enumerate(self.api_versions or ()):
+            if not version:
+                errors.required(path.child("apiVersions").index(i))
+        _validate_resources(self.resources, path.child("resources"), errors)
+
+
+class ServiceReference(Struct):
+    """An in-cluster Service a webhook is called through (port 443 unless given)."""
+
+    namespace: Annotated[str | None, meta(required=True)] = None
+    name: Annotated[str | None, meta(required=True)] = None
+    path: str | None = None
+    port: int | None = None
+
+    def set_defaults(self) -> None:
+        if self.port is None:
+            self.port = 443
+
+
+class WebhookClientConfig(Struct):
+    """How to reach a webhook: exactly one of an https URL or a Service; the CA to trust."""
+
+    url: str | None = None
+    service: ServiceReference | None = None
+    ca_bundle: bytes | None = None
+
+
+_URL_FORM = "; desired format: https://host[/path]"
+
+
+def _validate_url(url: str, path: Path, errors: ErrorList) -> None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as error:
+        errors.required(path, f"url must be a valid URL: {error}{_URL_FORM}")
+        return
+    user, at, host = parts.netloc.rpartition("@")
+    if parts.scheme != "https":
+        errors.invalid(path, parts.scheme, "'https' is the only allowed URL scheme" + _URL_FORM)
+    if not host:
+        errors.invalid(path, host, "host must be specified" + _URL_FORM)
+    if at:
+        errors.invalid(path, user, "user information is not permitted in the URL")
+    if parts.fragment:
+        errors.invalid(path, parts.fragment, "fragments are not permitted in the URL")
+    if parts.query:
+        errors.invalid(path, parts.query, "query parameters are not permitted in the URL")
+
+
+def _validate_service(service: ServiceReference, path: Path, errors: ErrorList) -> None:
+    # name and namespace are required by their declarations.
+    port_problems = names.is_valid_port_num(service.port) if service.port is not None else []
+    if port_problems:
+        errors.invalid(
+            path.child("port"), service.port, "port is not valid: " + ", ".join(port_problems)
+        )
+    url_path = service.path
+    if url_path is None or url_path in ("", "/"):
+        return
+    if url_path == "//":
+        errors.invalid(path.child("path"), url_path, "segment[0] may not be empty")
+        return
+    if not url_path.startswith("/"):
+        errors.invalid(path.child("path"), url_path, "must start with a '/'")
+    steps = url_path[1:]
+    if steps.endswith("/"):
+        steps = steps[:-1]
+    for i, step in enumerate(steps.split("/")):
+        if not step:
+            errors.invalid(path.child("path"), url_path, f"segment[{i}] may not be empty")
+            continue
+        for problem in names.is_dns1123_subdomain(step):
+            errors.invalid(path.child("path"), url_path, f"segment[{i}]: {problem}")
+
+
+def validate_client_config(
+    config: WebhookClientConfig | None, path: Path, errors: ErrorList
+) -> None:
+    """Exactly one of an https URL without user, query or fragment, or a Service with a path."""
+    url = config.url if config is not None else None
+    service = config.service if config is not None else None
+    if (url is None) == (service is None):
+        errors.required(path, "exactly one of url or service is required")
+    elif url is not None:
+        _validate_url(url, path.child("url"), errors)
+    elif service is not None:
+        _validate_service(service, path.child("service"), errors)
+
+
+def validate_review_versions(
+    versions: list[str] | None, path: Path, errors: ErrorList, required_detail: str
+) -> None:
+    """AdmissionReview or ConversionReview versions a webhook speaks: one the server knows."""
+    if not versions:
+        errors.required(path, required_detail)
+        return
+    seen: set[str] = set()
+    for i, version in enumerate(versions):
+        if version in seen:
+            errors.invalid(path.index(i), version, "duplicate version")
+            continue
+        seen.add(version)
+        for problem in names.is_dns1035_label(version):
+            errors.invalid(path.index(i), version, problem)
+    if not seen & set(ACCEPTED_REVIEW_VERSIONS):
+        errors.invalid(
+            path,
+            versions,
+            "must include at least one of " + ", ".join(ACCEPTED_REVIEW_VERSIONS),
+        )
+
+
+ExpressionCompiler = Callable[[str], str | None]
+"""Compiles a webhook's match condition: None, or why it does not compile (cel-go-like issue
+text).  Policies' conditions, which may name more variables, are not compiled here."""
+
+_condition_compiler: ExpressionCompiler | None = None
+
+
+def use_condition_compiler(compiler: ExpressionCompiler | None) -> None:
+    """Install the compiler webhooks' match conditions are checked with
+    (``controlplane.apiserver.crd.cel`` installs its own on import)."""
+    global _condition_compiler
+    _condition_compiler = compiler
+
+
+class MatchCondition(Struct):
+    """A named CEL expression a request must satisfy to be sent to the webhook or policy."""
+
+    name: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
+    expression: str | None = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if not (self.expression or "").strip():
+            errors.required(path.child("expression"))
+
+
+def _validate_unique_names(item_names: Sequence[str | None], path: Path, errors: ErrorList) -> None:
+    """Names of the items of a list that must differ (webhooks, match conditions)."""
+    seen: set[str] = set()
+    for i, name in enumerate(item_names):
+        if name and name in seen:
+            errors.duplicate(path.index(i).child("name"), name)
+        seen.add(name or "")
+
+
+def _validate_match_conditions(
+    conditions: list[MatchCondition] | None, path: Path, errors: ErrorList
+) -> None:
+    if conditions and len(conditions) > MAX_MATCH_CONDITIONS:
+        errors.too_many(path, len(conditions), MAX_MATCH_CONDITIONS)
+    _validate_unique_names([c.name for c in conditions or ()], path, errors)
+
+
+def _validate_fully_qualified_name(name: str | None, path: Path, errors: ErrorList) -> None:
+    if not name:
+        errors.required(path)
+        return
+    problems = names.is_dns1123_subdomain(name)
+    if problems:
+        errors.invalid(path, name, ",".join(problems))
+    elif len(name.split(".")) < 3:
+        errors.invalid(
+            path, name, "should be a domain with at least three segments separated by dots"
+        )
+
+
+class WebhookBase(Struct):
+    """What validating and mutating webhooks share: matching, calling and failing."""
+
+    name: Annotated[
+        str | None, meta(doc="A fully qualified name, e.g. imagepolicy.example.com.")
+    ] = None
+    client_config: WebhookClientConfig | None = None
+    rules: Annotated[list[RuleWithOperations] | None, atomic()] = None
+    failure_policy: Annotated[str | None, meta(enum=FAILURE_POLICIES)] = None
+    match_policy: Annotated[str | None, meta(enum=MATCH_POLICIES)] = None
+    namespace_selector: LabelSelector | None = None
+    object_selector: LabelSelector | None = None
+    side_effects: Annotated[str | None, meta(enum=NO_SIDE_EFFECTS)] = None
+    timeout_seconds: Annotated[int | None, meta(doc="Seconds to wait, 1 to 30 (default 10).")] = (
+        None
+    )
+    admission_review_versions: Annotated[list[str] | None, atomic()] = None
+    match_conditions: Annotated[list[MatchCondition] | None, meta(merge_key="name")] = None
+
+    def set_defaults(self) -> None:
+        if self.failure_policy is None:
+            self.failure_policy = "Fail"
+        if self.match_policy is None:
+            self.match_policy = "Equivalent"
+        if self.namespace_selector is None:
+            self.namespace_selector = LabelSelector()
+        if self.object_selector is None:
+            self.object_selector = LabelSelector()
+        if self.timeout_seconds is None:
+            self.timeout_seconds = 10
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        _validate_fully_qualified_name(self.name, path.child("name"), errors)
+        if not self.side_effects:
+            errors.required(
+                path.child("sideEffects"), "must specify one of " + ", ".join(NO_SIDE_EFFECTS)
+            )
+        if self.timeout_seconds is not None and not 1 <= self.timeout_seconds <= 30:
+            errors.invalid(
+                path.child("timeoutSeconds"),
+                self.timeout_seconds,
+                "the timeout value must be between 1 and 30 seconds",
+            )
+        validate_client_config(self.client_config, path.child("clientConfig"), errors)
+        _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
+        for i, condition in enumerate(self.match_conditions or ()):
+            expression = (condition.expression or "").strip()
+            problem = (
+                _condition_compiler(expression) if _condition_compiler and expression else None
+            )
+            if problem is not None:
+                errors.invalid(
+                    path.child("matchConditions").index(i).child("expression"),
+                    expression,
+                    f"compilation failed: {problem}",
+                )
+        validate_review_versions(
+            self.admission_review_versions,
+            path.child("admissionReviewVersions"),
+            errors,
+            "must specify one of " + ", ".join(ACCEPTED_REVIEW_VERSIONS),
+        )
+
+
+class ValidatingWebhook(WebhookBase):
+    """A webhook that may reject matching requests but never changes them."""
+
+
+class MutatingWebhook(WebhookBase):
+    """A webhook that may change matching requests (with JSON patches) or reject them."""
+
+    reinvocation_policy: Annotated[str | None, meta(enum=REINVOCATION_POLICIES)] = None
+
+    def set_defaults(self) -> None:
+        super().set_defaults()
+        if self.reinvocation_policy is None:
+            self.reinvocation_policy = "Never"
+
+
+WEBHOOK_COLUMNS = (
+    NAME_COLUMN,
+    Column(
+        "Webhooks",
+        lambda o, now: len(o.webhooks or ()),
+        type="integer",
+        description="Webhooks indicates the number of webhooks registered in this configuration",
+    ),
+    AGE_COLUMN,
+)
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="validatingwebhookconfigurations",
+    namespaced=False,
+    categories=CATEGORIES,
+    columns=WEBHOOK_COLUMNS,
+)
+class ValidatingWebhookConfiguration(Resource):
+    """Webhooks called to accept or reject requests, after mutation."""
+
+    webhooks: Annotated[
+        list[ValidatingWebhook] | None, meta(merge_key="name", doc="The webhooks, by name.")
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        _validate_unique_names(
+            [w.name for w in self.webhooks or ()], path.child("webhooks"), errors
+        )
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="mutatingwebhookconfigurations",
+    namespaced=False,
+    categories=CATEGORIES,
+    columns=WEBHOOK_COLUMNS,
+)
+class MutatingWebhookConfiguration(Resource):
+    """Webhooks called, in order, to change or reject requests before validation."""
+
+    webhooks: Annotated[
+        list[MutatingWebhook] | None, meta(merge_key="name", doc="The webhooks, by name.")
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        _validate_unique_names(
+            [w.name for w in self.webhooks or ()], path.child("webhooks"), errors
+        )
+
+
+# ValidatingAdmissionPolicy and its binding.
+
+
+class ParamKind(Struct):
+    """The kind of the objects that parameterize a policy."""
+
+    api_version: Annotated[str | None, meta(required=True)] = None
+    kind: Annotated[str | None, meta(required=True)] = None
+
+
+class NamedRuleWithOperations(RuleWithOperations):
+    """A rule that may also be limited to objects of the given names."""
+
+    resource_names: Annotated[list[str] | None, atomic()] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        seen: set[str] = set()
+        for i, name in enumerate(self.resource_names or ()):
+            item = path.child("resourceNames").index(i)
+            errors.extend_checked(item, name, names.is_path_segment_name(name))
+            if name in seen:
+                errors.duplicate(item, name)
+            seen.add(name)
+        super().validate(path, errors)
+
+
+class MatchResources(Struct):
+    """Which requests a policy or binding applies to: by namespace, object and rules."""
+
+    namespace_selector: Annotated[LabelSelector | None, meta(required=True)] = None
+    object_selector: Annotated[LabelSelector | None, meta(required=True)] = None
+    resource_rules: Annotated[list[NamedRuleWithOperations] | None, atomic()] = None
+    exclude_resource_rules: Annotated[list[NamedRuleWithOperations] | None, atomic()] = None
+    match_policy: Annotated[str | None, meta(required=True, enum=MATCH_POLICIES)] = None
+
+    def set_defaults(self) -> None:
+        if self.match_policy is None:
+            self.match_policy = "Equivalent"
+        if self.namespace_selector is None:
+            self.namespace_selector = LabelSelector()
+        if self.object_selector is None:
+            self.object_selector = LabelSelector()
+
+
+class Validation(Struct):
+    """A CEL expression every matching request must satisfy, and what to say when it does not."""
+
+    expression: Annotated[str | None, meta(required=True)] = None
+    message: str | None = None
+    reason: Annotated[str | None, meta(enum=VALIDATION_REASONS)] = None
+    message_expression: str | None = None
+
+
+class Variable(Struct):
+    """A named CEL expression the other expressions can use as ``variables.<name>``."""
+
+    name: Annotated[str | None, meta(required=True)] = None
+    expression: Annotated[str | None, meta(required=True)] = None
+
+
+class AuditAnnotation(Struct):
+    """An audit annotation whose value a CEL expression computes."""
+
+    key: Annotated[str | None, meta(required=True)] = None
+    value_expression: Annotated[str | None, meta(required=True)] = None
+
+
+class ValidatingAdmissionPolicySpec(Struct):
+    """The parameters, matching, validations and failure policy of a policy."""
+
+    param_kind: ParamKind | None = None
+    match_constraints: Annotated[
+        MatchResources | None, meta(required=True, doc="The requests the policy applies to.")
+    ] = None
+    validations: Annotated[list[Validation] | None, atomic()] = None
+    failure_policy: Annotated[str | None, meta(required=True, enum=FAILURE_POLICIES)] = None
+    audit_annotations: Annotated[list[AuditAnnotation] | None, atomic()] = None
+    match_conditions: Annotated[list[MatchCondition] | None, meta(merge_key="name")] = None
+    variables: Annotated[list[Variable] | None, meta(merge_key="name")] = None
+
+    def set_defaults(self) -> None:
+        if self.failure_policy is None:
+            self.failure_policy = "Fail"
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.match_constraints is not None and not self.match_constraints.resource_rules:
+            errors.required(path.child("matchConstraints").child("resourceRules"))
+        _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
+        if not self.validations and not self.audit_annotations:
+            detail = "validations or auditAnnotations must contain at least one item"
+            errors.required(path.child("validations"), detail)
+            errors.required(path.child("auditAnnotations"), detail)
+
+
+class ExpressionWarning(Struct):
+    """A type-checking warning about one expression of a policy."""
+
+    field_ref: str | None = None
+    warning: str | None = None
+
+
+class TypeChecking(Struct):
+    """The results of type-checking a policy's expressions against its matched types."""
+
+    expression_warnings: Annotated[list[ExpressionWarning] | None, atomic()] = None
+
+
+class ValidatingAdmissionPolicyStatus(Struct):
+    """Type-checking results and conditions, written by the API server."""
+
+    observed_generation: int | None = None
+    type_checking: TypeChecking | None = None
+    conditions: Annotated[
+        list[Condition] | None, meta(list_type="map", list_map_keys=("type",))
+    ] = None
+
+
+def _param_kind_cell(o: ValidatingAdmissionPolicy, now: datetime.datetime) -> str:
+    param_kind = o.spec.param_kind if o.spec else None
+    if param_kind is None:
+        return "<unset>"
+    return f"{param_kind.api_version or ''}/{param_kind.kind or ''}"
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="validatingadmissionpolicies",
+    namespaced=False,
+    categories=CATEGORIES,
+    subresources=("status",),
+    columns=(
+        NAME_COLUMN,
+        Column(
+            "Validations",
+            lambda o, now: len((o.spec and o.spec.validations) or ()),
+            type="integer",
+            description="Validations indicates the number of validation rules defined in this "
+            "configuration",
+        ),
+        Column(
+            "ParamKind",
+            _param_kind_cell,
+            description="ParamKind specifies the kind of resources used to parameterize this "
+            "policy",
+        ),
+        AGE_COLUMN,
+    ),
+)
+class ValidatingAdmissionPolicy(Resource):
+    """CEL validations the API server runs itself on the requests a binding matches."""
+
+    spec: Annotated[
+        ValidatingAdmissionPolicySpec | None, meta(required=True, doc="The policy.")
+    ] = None
+    status: Annotated[
+        ValidatingAdmissionPolicyStatus | None, meta(doc="Type checking and conditions.")
+    ] = None
+
+
+class ParamRef(Struct):
+    """The parameter object(s) a binding passes to its policy: by name or by selector."""
+
+    name: str | None = None
+    namespace: str | None = None
+    selector: LabelSelector | None = None
+    parameter_not_found_action: Annotated[
+        str | None, meta(required=True, enum=PARAMETER_NOT_FOUND_ACTIONS)
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.name:
+            errors.extend_checked(
+                path.child("name"), self.name, names.is_path_segment_name(self.name)
+            )
+            if self.selector is not None:
+                errors.forbidden(path.child("name"), "name and selector are mutually exclusive")
+        if self.selector is not None and self.name:
+            errors.forbidden(path.child("selector"), "name and selector are mutually exclusive")
+        if not self.name and self.selector is None:
+            errors.required(path, "one of name or selector must be specified")
+
+
+class ValidatingAdmissionPolicyBindingSpec(Struct):
+    """The policy bound, its parameters, the resources matched and what a failure does."""
+
+    policy_name: Annotated[str | None, meta(required=True)] = None
+    param_ref: ParamRef | None = None
+    match_resources: MatchResources | None = None
+    validation_actions: Annotated[
+        list[Annotated[str, meta(enum=VALIDATION_ACTIONS)]] | None, meta(list_type="set")
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.policy_name:
+            errors.extend_checked(
+                path.child("policyName"),
+                self.policy_name,
+                names.is_dns1123_subdomain(self.policy_name),
+            )
+        actions_path = path.child("validationActions")
+        seen: set[str] = set()
+        for i, action in enumerate(self.validation_actions or ()):
+            if action in seen:
+                errors.duplicate(actions_path.index(i), action)
+            seen.add(action)
+        if {"Deny", "Warn"} <= seen:
+            errors.invalid(
+                actions_path,
+                self.validation_actions,
+                "must not contain both Deny and Warn (repeating the same validation failure "
+                "information in the API response and headers serves no purpose)",
+            )
+        if not seen:
+            errors.required(actions_path, "at least one validation action is required")
+
+
+def go_selector_string(selector: LabelSelector) -> str:
+    """A label selector as Go's generated ``String()`` prints it (the ParamRef column)."""
+    labels = "".join(f"{k}: {v}," for k, v in sorted((selector.match_labels or {}).items()))
+    expressions = "".join(
+        f"LabelSelectorRequirement{{Key:{r.key or ''},Operator:{r.operator or ''},"
+        f"Values:[{' '.join(r.values or ())}],}},"
+        for r in selector.match_expressions or ()
+    )
+    return (
+        f"&LabelSelector{{MatchLabels:map[string]string{{{labels}}},"
+        f"MatchExpressions:[]LabelSelectorRequirement{{{expressions}}},}}"
+    )
+
+
+def _param_ref_cell(o: ValidatingAdmissionPolicyBinding, now: datetime.datetime) -> str:
+    ref = o.spec.param_ref if o.spec else None
+    if ref is None:
+        return "<unset>"
+    if ref.name:
+        return f"{ref.namespace}/{ref.name}" if ref.namespace else f"*/{ref.name}"
+    if ref.selector is not None:
+        return go_selector_string(ref.selector)
+    return "<unset>"
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="validatingadmissionpolicybindings",
+    namespaced=False,
+    categories=CATEGORIES,
+    columns=(
+        NAME_COLUMN,
+        Column(
+            "PolicyName",
+            lambda o, now: (o.spec and o.spec.policy_name) or "",
+            description="PolicyName indicates the policy definition which the policy binding "
+            "binded to",
+        ),
+        Column(
+            "ParamRef",
+            _param_ref_cell,
+            description="ParamRef indicates the param resource which sets the configration param",
+        ),
+        AGE_COLUMN,
+    ),
+)
+class ValidatingAdmissionPolicyBinding(Resource):
+    """Applies a ValidatingAdmissionPolicy to matching requests, with parameters and actions."""
+
+    spec: Annotated[
+        ValidatingAdmissionPolicyBindingSpec | None, meta(required=True, doc="The binding.")
+    ] = None

@@ -1,0 +1,45 @@
+"""coordination.k8s.io/v1: Lease, the lock behind leader election and node heartbeats."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from kube.api.errors import ErrorList, Path
+from kube.api.meta_v1 import Resource
+from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
+from kube.api.scheme import kind
+from kube.api.struct import MicroTime, Struct, meta
+
+
+class LeaseSpec(Struct):
+    """Who holds the lease, for how long, and since when."""
+
+    holder_identity: str | None = None
+    lease_duration_seconds: Annotated[int | None, meta(minimum=1)] = None
+    acquire_time: MicroTime | None = None
+    renew_time: MicroTime | None = None
+    lease_transitions: Annotated[int | None, meta(minimum=0)] = None
+    strategy: str | None = None
+    preferred_holder: str | None = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.preferred_holder and not self.strategy:
+            errors.forbidden(
+                path.child("preferredHolder"), "may only be specified if `strategy` is defined"
+            )
+
+
+@kind(
+    group="coordination.k8s.io",
+    version="v1",
+    plural="leases",
+    columns=(
+        NAME_COLUMN,
+        Column("Holder", lambda o, now: o.spec.holder_identity or ""),
+        AGE_COLUMN,
+    ),
+)
+class Lease(Resource):
+    """A lease on a name, renewed by its holder; stale when not renewed in time."""
+
+    spec: LeaseSpec | None = None

@@ -1,0 +1,187 @@
+"""The scheme: every kind the project serves, registered once, found by any of its names.
+
+A kind module declares its top-level type and decorates it with ``@kind(...)``: group, version,
+plural, scope, short names, categories, subresources, verbs, printer columns, the field
+selectors it supports and the rule its names follow.  The API server builds discovery, routing,
+OpenAPI and tables from these records; clients resolve ``deploy`` or ``deployments.apps`` with
+them.  Importing ``kube.api.kinds`` registers everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kube.api.printing import DEFAULT_COLUMNS, Column
+from kube.api.struct import DNS1123_SUBDOMAIN
+
+if TYPE_CHECKING:
+    from kube.api.meta_v1 import Resource
+
+STANDARD_VERBS = (
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+)
+CREATE_ONLY = ("create",)
+NOT_SERVED = ()
+"""Verbs of a kind that only travels through a subresource (autoscaling/v1 Scale)."""
+
+PATH_SEGMENT = "path-segment"
+"""Name rule of kinds whose names only need to be a valid URL path segment (RBAC roles)."""
+
+FieldGetter = Callable[[Any], str | None]
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """How one kind is served."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    cls: type[Resource]
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = STANDARD_VERBS
+    columns: tuple[Column, ...] = DEFAULT_COLUMNS
+    field_selectors: Mapping[str, FieldGetter] = field(default_factory=dict)
+    name_format: str = DNS1123_SUBDOMAIN
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> tuple[str, str]:
+        return (self.group, self.version)
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def group_resource(self) -> str:
+        """``deployments.apps``, or ``pods`` for the core group: how messages name it."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def selectable_fields(self, obj: Any) -> dict[str, str]:
+        """The values of every field this kind can be selected by (``metadata.name`` always)."""
+        values = {"metadata.name": obj.metadata.name or ""}
+        if self.namespaced:
+            values["metadata.namespace"] = obj.metadata.namespace or ""
+        for name, getter in self.field_selectors.items():
+            got = getter(obj)
+            values[name] = "" if got is None else got
+        return values
+
+    def supports_field(self, name: str) -> bool:
+        if name == "metadata.name" or (self.namespaced and name == "metadata.namespace"):
+            return True
+        return name in self.field_selectors
+
+
+class SchemeError(LookupError):
+    """A kind registered twice, or looked up by a name nothing answers to."""
+
+
+class Scheme:
+    """All registered kinds, indexed by class, by (apiVersion, kind) and by resource."""
+
+    def __init__(self) -> None:
+        self._by_class: dict[type[Any], KindInfo] = {}
+        self._by_kind: dict[tuple[str, str], KindInfo] = {}
+        self._by_resource: dict[tuple[str, str, str], KindInfo] = {}
+
+    def register(self, info: KindInfo) -> None:
+        key = (info.api_version, info.kind)
+        if key in self._by_kind:
+            raise SchemeError(f"kind {info.kind} in {info.api_version} is registered twice")
+        self._by_class[info.cls] = info
+        self._by_kind[key] = info
+        if info.verbs:
+            self._by_resource[(info.group, info.version, info.plural)] = info
+
+    def for_class(self, cls: type[Any]) -> KindInfo:
+        try:
+            return self._by_class[cls]
+        except KeyError:
+            raise SchemeError(f"{cls.__name__} is not a registered kind") from None
+
+    def by_kind(self, api_version: str, kind: str) -> KindInfo | None:
+        return self._by_kind.get((api_version, kind))
+
+    def by_resource(self, group: str, version: str, plural: str) -> KindInfo | None:
+        return self._by_resource.get((group, version, plural))
+
+    def __iter__(self) -> Iterator[KindInfo]:
+        return iter(self._by_kind.values())
+
+    def served(self) -> Iterator[KindInfo]:
+        """Kinds reachable at a resource path of their own, in registration order."""
+        return iter(self._by_resource.values())
+
+    def group_versions(self) -> list[tuple[str, str]]:
+        """Every (group, version) with a kind, core first, in registration order."""
+        seen: dict[tuple[str, str], None] = {}
+        for info in self._by_kind.values():
+            seen.setdefault(info.group_version, None)
+        return sorted(seen, key=lambda gv: gv[0] != "")
+
+
+SCHEME = Scheme()
+
+R = TypeVar("R", bound="type[Resource]")
+
+
+def kind(
+    *,
+    group: str,
+    version: str,
+    plural: str,
+    namespaced: bool = True,
+    singular: str | None = None,
+    short_names: tuple[str, ...] = (),
+    categories: tuple[str, ...] = (),
+    subresources: tuple[str, ...] = (),
+    verbs: tuple[str, ...] = STANDARD_VERBS,
+    columns: tuple[Column, ...] = DEFAULT_COLUMNS,
+    field_selectors: Mapping[str, FieldGetter] | None = None,
+    name_format: str = DNS1123_SUBDOMAIN,
+) -> Callable[[R], R]:
+    """Register the decorated class as a kind served at ``group/version/plural``."""
+
+    def register(cls: R) -> R:
+        info = KindInfo(
+            group=group,
+            version=version,
+            kind=cls.__name__,
+            plural=plural,
+            singular=singular or cls.__name__.lower(),
+            namespaced=namespaced,
+            cls=cls,
+            short_names=short_names,
+            categories=categories,
+            subresources=subresources,
+            verbs=verbs,
+            columns=columns,
+            field_selectors=dict(field_selectors or {}),
+            name_format=name_format,
+        )
+        cls.API_VERSION = info.api_version
+        cls.KIND = info.kind
+        cls.kind_info = info
+        SCHEME.register(info)
+        return cls
+
+    return register
