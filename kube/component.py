@@ -40,6 +40,29 @@ def parse_duration(text: str) -> float:
     return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
+def go_duration(seconds: float) -> str:
+    """``seconds`` as Go prints a ``time.Duration`` (``500ms``, ``10s``, ``1m30s``, ``1h0m0s``), for
+    messages that follow upstream's."""
+
+    def trim(value: float) -> str:
+        return f"{value:.9f}".rstrip("0").rstrip(".")
+
+    if seconds == 0:
+        return "0s"
+    if seconds < 1:
+        for unit, scale in (("ms", 1e3), ("µs", 1e6)):
+            if seconds * scale >= 1:
+                return trim(seconds * scale) + unit
+        return trim(seconds * 1e9) + "ns"
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    if hours:
+        return f"{hours}h{minutes}m{trim(secs)}s"
+    if minutes:
+        return f"{minutes}m{trim(secs)}s"
+    return f"{trim(secs)}s"
+
+
 def boolean(text: str) -> bool:
     """A Go boolean flag value given with ``=`` (``--anonymous-auth=false``)."""
     if text.lower() in ("true", "1", "yes"):

@@ -42,6 +42,7 @@ from controlplane.scheduler.config import (
     KubeSchedulerConfiguration,
     num_feasible_nodes_to_find,
 )
+from controlplane.scheduler.framework.decisions import DecisionRecord, NodeScores
 from controlplane.scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -53,14 +54,9 @@ from controlplane.scheduler.framework.interface import (
     PluginFactory,
     Status,
 )
-from controlplane.scheduler.framework.runtime import (
-    DecisionRecord,
-    Framework,
-    NodeScores,
-    WaitingPods,
-    extension_point_histogram,
-)
+from controlplane.scheduler.framework.runtime import Framework, extension_point_histogram
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from controlplane.scheduler.framework.waiting import WaitingPods
 from controlplane.scheduler.plugins.registry import REGISTRY
 from controlplane.scheduler.queue import Closed, SchedulingQueue
 from kube.api.kinds.apps_v1 import ReplicaSet, StatefulSet

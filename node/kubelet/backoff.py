@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from kube.api.kinds.core_v1.pod import Pod
 from kube.clock import Clock
+from kube.component import go_duration
 
 INITIAL_DELAY = 10.0
 MAX_DELAY = 300.0
@@ -94,7 +95,7 @@ class CrashLoopBackOff:
         """Upstream's waiting message for a container in back-off."""
         meta = pod.metadata
         return (
-            f"back-off {go_duration(self.delay(key))} restarting failed "
+            f"back-off {go_duration(round(self.delay(key)))} restarting failed "
             f"container={key.container} pod={meta.name}_{meta.namespace}({meta.uid})"
         )
 
@@ -111,15 +112,3 @@ class CrashLoopBackOff:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-def go_duration(seconds: float) -> str:
-    """A whole number of seconds as Go prints a ``time.Duration``: 10s, 1m20s, 5m0s, 1h0m0s."""
-    total = round(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{minutes}m{secs}s"
-    return f"{secs}s"

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from kube.component import duration, parse_duration
+from kube.component import duration, go_duration, parse_duration
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,22 @@ def test_duration_flags_are_non_negative() -> None:
     assert duration("5m") == 300.0
     with pytest.raises(argparse.ArgumentTypeError, match="expected a duration"):
         duration("-5m")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        pytest.param(0, "0s", id="zero"),
+        pytest.param(0.5, "500ms", id="milliseconds"),
+        pytest.param(0.0000025, "2.5µs", id="microseconds"),
+        pytest.param(3, "3s", id="seconds"),
+        pytest.param(1.5, "1.5s", id="fractional-seconds"),
+        pytest.param(90, "1m30s", id="minutes"),
+        pytest.param(160, "2m40s", id="more-minutes"),
+        pytest.param(900, "15m0s", id="whole-minutes"),
+        pytest.param(3600, "1h0m0s", id="hours"),
+        pytest.param(3661, "1h1m1s", id="hours-minutes-seconds"),
+    ],
+)
+def test_go_duration(seconds: float, text: str) -> None:
+    assert go_duration(seconds) == text

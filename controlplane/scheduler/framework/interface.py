@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import builtins
 import enum
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
@@ -235,22 +235,26 @@ class ClusterEventWithHint:
     hint: QueueingHintFn | None = None
 
 
+@runtime_checkable
 class Plugin(Protocol):
     NAME: ClassVar[str]
 
 
+@runtime_checkable
 class EnqueueExtensions(Plugin, Protocol):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """The cluster events that may make a pod this plugin rejected schedulable."""
         ...
 
 
+@runtime_checkable
 class PreEnqueuePlugin(Plugin, Protocol):
     def pre_enqueue(self, pod: Pod) -> Status:
         """Whether the pod may enter the active queue at all (scheduling gates)."""
         ...
 
 
+@runtime_checkable
 class QueueSortPlugin(Plugin, Protocol):
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
 
@@ -267,6 +271,7 @@ class PreFilterExtensions(Protocol):
     ) -> Status: ...
 
 
+@runtime_checkable
 class PreFilterPlugin(Plugin, Protocol):
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
@@ -277,12 +282,14 @@ class PreFilterPlugin(Plugin, Protocol):
     def pre_filter_extensions(self) -> PreFilterExtensions | None: ...
 
 
+@runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Whether the pod may run on the node.  Read-only: called for many nodes."""
         ...
 
 
+@runtime_checkable
 class BatchFilterPlugin(FilterPlugin, Protocol):
     """A Filter plugin that judges many nodes in one call.
 
@@ -297,6 +304,23 @@ class BatchFilterPlugin(FilterPlugin, Protocol):
     ) -> list[Status]: ...
 
 
+@runtime_checkable
+@runtime_checkable
+class FilterCacheKey(Protocol):
+    """A Filter plugin that names what it reads of the pod: while that key and a node's
+    generation are unchanged, the framework reuses the node's last verdict."""
+
+    def filter_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None: ...
+
+
+@runtime_checkable
+class ScoreCacheKey(Protocol):
+    """``FilterCacheKey`` for Score: a node's last score is reused while the key holds."""
+
+    def score_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None: ...
+
+
+@runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
     async def post_filter(
         self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
@@ -305,6 +329,7 @@ class PostFilterPlugin(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
 class PreScorePlugin(Plugin, Protocol):
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status: ...
 
@@ -319,12 +344,14 @@ class ScoreExtensions(Protocol):
         ...
 
 
+@runtime_checkable
 class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]: ...
 
     def score_extensions(self) -> ScoreExtensions | None: ...
 
 
+@runtime_checkable
 class BatchScorePlugin(ScorePlugin, Protocol):
     """A Score plugin that scores many nodes in one call (see ``BatchFilterPlugin``): the
     scores in the nodes' order, exactly what ``score`` gives node by node, or the first
@@ -335,6 +362,7 @@ class BatchScorePlugin(ScorePlugin, Protocol):
     ) -> tuple[list[int], Status]: ...
 
 
+@runtime_checkable
 class ReservePlugin(Plugin, Protocol):
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
 
@@ -343,6 +371,7 @@ class ReservePlugin(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
 class PermitPlugin(Plugin, Protocol):
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
         """SUCCESS, a rejection, or WAIT with a timeout in seconds (approve/reject later
@@ -350,16 +379,19 @@ class PermitPlugin(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
 class PreBindPlugin(Plugin, Protocol):
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
 
 
+@runtime_checkable
 class BindPlugin(Plugin, Protocol):
     async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """Bind the pod, or SKIP to let the next Bind plugin do it."""
         ...
 
 
+@runtime_checkable
 class PostBindPlugin(Plugin, Protocol):
     async def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 

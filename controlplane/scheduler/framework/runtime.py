@@ -18,37 +18,40 @@ metrics, both free when unused: the filter and score runners take an optional
 ``DecisionRecord`` that keeps every node's verdict and every plugin's raw, normalized and
 weighted score, and the runners observe their latency into an optional histogram.
 
-Permit may hold a pod: each plugin that answers WAIT gets a timer, and the pod becomes a
-``WaitingPod`` until every waiting plugin allows it, any one rejects it, or a timer expires.
-The binding cycle awaits that verdict in ``wait_on_permit``.  Timers run on the services'
-clock, so tests drive them with ``FakeClock.advance``.
+Permit may hold a pod (``waiting.WaitingPod``); the binding cycle awaits its verdict in
+``wait_on_permit``.  What the runners record for explain is ``decisions``, the per-node answers
+they reuse across cycles ``memo``.  Plugins are dispatched on the interfaces they implement
+(``interface``'s runtime-checkable protocols), resolved once per plugin when the framework is
+built: the Filter and Score loops call what was resolved.
 """
 
 from __future__ import annotations
 
-import asyncio
-import builtins
 import functools
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, NamedTuple, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from controlplane.scheduler.config import ExtensionPoint, Profile
 from controlplane.scheduler.framework import interface
+from controlplane.scheduler.framework.decisions import DecisionRecord, FeasibleNodes, NodeScores
 from controlplane.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     SKIP,
     SUCCESS,
     ActionType,
+    BatchFilterPlugin,
+    BatchScorePlugin,
     BindPlugin,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
     CycleState,
+    EnqueueExtensions,
     EventResource,
+    FilterCacheKey,
     FilterPlugin,
     Lister,
     NodeInfoLister,
@@ -65,11 +68,14 @@ from controlplane.scheduler.framework.interface import (
     PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
+    ScoreCacheKey,
     ScorePlugin,
     Services,
     Status,
 )
+from controlplane.scheduler.framework.memo import NodeMemo
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from controlplane.scheduler.framework.waiting import WaitingPod, WaitingPods
 from kube.metrics import Histogram, Registry
 
 if TYPE_CHECKING:
@@ -127,168 +133,6 @@ def extension_point_histogram(registry: Registry) -> Histogram:
         ("extension_point", "status", "profile"),
         buckets=tuple(0.0001 * 2**i for i in range(12)),
     )
-
-
-class ScoreBreakdown(NamedTuple):
-    raw: int
-    normalized: int
-    weighted: int
-
-
-@dataclass(slots=True)
-class NodeScores:
-    """The scored nodes, in order, with their totals and each plugin's scores.
-
-    Kept as one list per plugin (not an object per node per plugin): scoring is the hot
-    path, and the per-node view is only built when someone asks why (``breakdown``).
-    """
-
-    names: list[str]
-    totals: list[int]
-    raw: dict[str, list[int]] = field(default_factory=dict)
-    normalized: dict[str, list[int]] = field(default_factory=dict)
-    weights: dict[str, int] = field(default_factory=dict)
-
-    def total(self) -> dict[str, int]:
-        return dict(zip(self.names, self.totals, strict=True))
-
-    def breakdown(self) -> dict[str, dict[str, ScoreBreakdown]]:
-        """Node → plugin → its score before and after normalizing, and weighted."""
-        return {
-            node: {
-                plugin: ScoreBreakdown(
-                    self.raw[plugin][i],
-                    normalized[i],
-                    normalized[i] * self.weights[plugin],
-                )
-                for plugin, normalized in self.normalized.items()
-            }
-            for i, node in enumerate(self.names)
-        }
-
-
-@dataclass(slots=True)
-class DecisionRecord:
-    """Why a pod went where it went: what the framework decided about every node it examined.
-
-    Pass one to the filter and score runners to fill it; without one they record nothing.
-    """
-
-    pre_filter: Status = SUCCESS
-    filter_verdicts: dict[str, Status] = field(default_factory=dict)
-    """Node → its Filter status (SUCCESS: feasible)."""
-    scores: NodeScores | None = None
-
-
-@dataclass(slots=True)
-class FeasibleNodes:
-    """The outcome of filtering: the nodes that fit and why the others do not."""
-
-    nodes: list[NodeInfo]
-    statuses: dict[str, Status]
-    """Rejected nodes → why."""
-    error: Status | None = None
-    """A plugin failed; the search stopped there."""
-
-    @property
-    def processed(self) -> int:
-        """How many nodes were examined (where the next cycle's search starts)."""
-        return len(self.nodes) + len(self.statuses)
-
-
-def go_duration(seconds: float) -> str:
-    """``seconds`` as Go prints a ``time.Duration`` (``500ms``, ``10s``, ``1m30s``)."""
-
-    def trim(value: float) -> str:
-        return f"{value:.9f}".rstrip("0").rstrip(".")
-
-    if seconds == 0:
-        return "0s"
-    if seconds < 1:
-        for unit, scale in (("ms", 1e3), ("µs", 1e6)):
-            if seconds * scale >= 1:
-                return trim(seconds * scale) + unit
-        return trim(seconds * 1e9) + "ns"
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(int(minutes), 60)
-    if hours:
-        return f"{hours}h{minutes}m{trim(secs)}s"
-    if minutes:
-        return f"{minutes}m{trim(secs)}s"
-    return f"{trim(secs)}s"
-
-
-class WaitingPod:
-    """A pod held at Permit until each waiting plugin allows it or any one rejects it.
-
-    ``allow`` and ``reject`` never block; the first verdict is the one ``wait_on_permit``
-    sees, later ones are ignored (upstream: a non-blocking send on a one-slot channel).
-    Each waiting plugin has a timer that rejects the pod when it expires.  Create within a
-    running event loop: the timers are tasks.
-    """
-
-    def __init__(self, pod: Pod, timeouts: Mapping[str, float], clock: Clock) -> None:
-        self._pod = pod
-        self._verdict: asyncio.Future[Status] = asyncio.get_running_loop().create_future()
-        self._timers = {
-            plugin: asyncio.create_task(self._expire(plugin, timeout, clock))
-            for plugin, timeout in timeouts.items()
-        }
-
-    @property
-    def pod(self) -> Pod:
-        return self._pod
-
-    @property
-    def pending_plugins(self) -> list[str]:
-        """The plugins that have not allowed the pod yet."""
-        return list(self._timers)
-
-    async def _expire(self, plugin: str, seconds: float, clock: Clock) -> None:
-        await clock.sleep(seconds)
-        self._timers.pop(plugin, None)
-        self.reject(
-            plugin,
-            f"rejected due to timeout after waiting {go_duration(seconds)} at plugin {plugin}",
-        )
-
-    def allow(self, plugin: str) -> None:
-        timer = self._timers.pop(plugin, None)
-        if timer is not None:
-            timer.cancel()
-        if not self._timers:
-            self._deliver(SUCCESS)
-
-    def reject(self, plugin: str, message: str) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        self._deliver(Status.unschedulable(message).with_plugin(plugin))
-
-    def _deliver(self, status: Status) -> None:
-        if not self._verdict.done():
-            self._verdict.set_result(status)
-
-    async def verdict(self) -> Status:
-        return await self._verdict
-
-
-class WaitingPods:
-    """The pods waiting at Permit, by uid; shared by every profile of a scheduler."""
-
-    def __init__(self) -> None:
-        self._pods: dict[str, WaitingPod] = {}
-
-    def add(self, uid: str, pod: WaitingPod) -> None:
-        self._pods[uid] = pod
-
-    def remove(self, uid: str) -> None:
-        self._pods.pop(uid, None)
-
-    def get(self, uid: str) -> WaitingPod | None:
-        return self._pods.get(uid)
-
-    def list(self) -> builtins.list[interface.WaitingPod]:
-        return builtins.list(self._pods.values())
 
 
 def _status_of(result: object) -> Status:
@@ -356,98 +200,63 @@ def _failed(context: str, status: Status, plugin: str) -> Status:
     return Status(Code.ERROR, (f"{context}: {status.message}",), plugin, status.error)
 
 
-V = TypeVar("V")
+Judge = Callable[[CycleState, PodInfo, list[NodeInfo]], list[Status]]
+"""A Filter plugin's verdicts on a batch of nodes."""
+Scores = Callable[[CycleState, PodInfo, list[NodeInfo]], tuple[list[int], Status]]
+"""A Score plugin's scores of a batch of nodes, or the first failure."""
+CacheKey = Callable[[CycleState, PodInfo], Hashable | None]
 
 
-class NodeMemo(Generic[V]):
-    """One plugin's last answer per node, reused while neither the node nor the pod's key
-    changed.
-
-    Filter and Score run for hundreds of nodes per pod, and between two cycles almost every
-    node is unchanged (only the one the last pod went to, and the one whose pod the watch
-    confirmed, move).  A plugin that names what it reads of the pod (``filter_cache_key``,
-    ``score_cache_key``: a hashable such as the pod's requests) lets the framework reuse a
-    node's answer while the node's ``generation`` and that key are what they were; every
-    change to a NodeInfo bumps its generation.  Answers computed on what-if states
-    (nominated pods, preemption) never pass through here.
-    """
-
-    __slots__ = ("_entries", "_key")
-
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[int, V]] = {}
-        self._key: Hashable | None = None
-
-    def reuse(
-        self,
-        nodes: list[NodeInfo],
-        key: Hashable | None,
-        compute: Callable[[list[NodeInfo]], list[V] | None],
-    ) -> list[V]:
-        """``compute`` over ``nodes``, asking it only about nodes without a reusable answer;
-        a ``None`` from ``compute`` (a failure) is passed on as an empty list.  Answers are
-        kept for one key at a time: a pod with another key starts afresh."""
-        if key is None:
-            return compute(nodes) or []
-        if key != self._key:
-            self._entries, self._key = {}, key
-        entries = self._entries
-        answers: list[Any] = []
-        fresh: list[NodeInfo] = []
-        for node in nodes:
-            entry = entries.get(node.name)
-            if entry is not None and entry[0] == node.generation:
-                answers.append(entry[1])
-            else:
-                answers.append(_STALE)
-                fresh.append(node)
-        if not fresh:
-            return answers
-        computed = compute(fresh)
-        if computed is None:
-            return []
-        found = iter(computed)
-        for i, node in enumerate(nodes):
-            if answers[i] is _STALE:
-                answer = answers[i] = next(found)
-                entries[node.name] = (node.generation, answer)
-        return answers
+def _judge(plugin: FilterPlugin) -> Judge:
+    """The plugin's batch Filter, or its Filter node by node."""
+    if isinstance(plugin, BatchFilterPlugin):
+        return plugin.filter_nodes
+    return lambda state, pod, nodes: [plugin.filter(state, pod, node) for node in nodes]
 
 
-_STALE = object()
+def _scores(plugin: ScorePlugin) -> Scores:
+    """The plugin's batch Score, or its Score node by node (stopping at the first failure)."""
+    if isinstance(plugin, BatchScorePlugin):
+        return plugin.score_nodes
 
-
-def _key_of(plugin: Any, method: str, state: CycleState, pod: PodInfo) -> Hashable | None:
-    key_of = getattr(plugin, method, None)
-    return key_of(state, pod) if key_of is not None else None
-
-
-def _judge(plugin: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status]:
-    judge = getattr(plugin, "filter_nodes", None)
-    if judge is not None:
-        verdicts: list[Status] = judge(state, pod, nodes)
-        return verdicts
-    return [plugin.filter(state, pod, node) for node in nodes]
-
-
-def _raw_scores(
-    plugin: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], *, failure: list[Status]
-) -> list[int] | None:
-    """The plugin's scores of ``nodes``, or None with the failure appended to ``failure``."""
-    batch = getattr(plugin, "score_nodes", None)
-    if batch is not None:
-        scores, status = batch(state, pod, nodes)
-    else:
-        scores, status = [], SUCCESS
+    def each(state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        scores: list[int] = []
         for node in nodes:
             score, status = plugin.score(state, pod, node)
             if not status.is_success:
-                break
+                return scores, status
             scores.append(score)
+        return scores, SUCCESS
+
+    return each
+
+
+def _raw_scores(
+    scores: Scores, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], *, failure: list[Status]
+) -> list[int] | None:
+    """The scores of ``nodes``, or None with the failure appended to ``failure``."""
+    raw, status = scores(state, pod, nodes)
     if not status.is_success:
         failure.append(status)
         return None
-    return list(scores)
+    return list(raw)
+
+
+_INTERFACES: dict[ExtensionPoint, Any] = {  # Protocol classes, which mypy calls abstract
+    ExtensionPoint.PRE_ENQUEUE: PreEnqueuePlugin,
+    ExtensionPoint.QUEUE_SORT: QueueSortPlugin,
+    ExtensionPoint.PRE_FILTER: PreFilterPlugin,
+    ExtensionPoint.FILTER: FilterPlugin,
+    ExtensionPoint.POST_FILTER: PostFilterPlugin,
+    ExtensionPoint.PRE_SCORE: PreScorePlugin,
+    ExtensionPoint.SCORE: ScorePlugin,
+    ExtensionPoint.RESERVE: ReservePlugin,
+    ExtensionPoint.PERMIT: PermitPlugin,
+    ExtensionPoint.PRE_BIND: PreBindPlugin,
+    ExtensionPoint.BIND: BindPlugin,
+    ExtensionPoint.POST_BIND: PostBindPlugin,
+}
+"""The interface that makes a plugin one of each extension point's."""
 
 
 class Framework:
@@ -497,6 +306,17 @@ class Framework:
         self._bind: list[tuple[str, BindPlugin]] = self._at(ExtensionPoint.BIND)
         self._post_bind: list[tuple[str, PostBindPlugin]] = self._at(ExtensionPoint.POST_BIND)
         self._memo: defaultdict[str, NodeMemo[Any]] = defaultdict(NodeMemo)
+        # What the Filter and Score loops call, resolved once per plugin: they run per node.
+        self._judges = {name: _judge(plugin) for name, plugin in self._filter}
+        self._filter_keys: dict[str, CacheKey | None] = {
+            name: plugin.filter_cache_key if isinstance(plugin, FilterCacheKey) else None
+            for name, plugin in self._filter
+        }
+        self._scorers = {name: _scores(plugin) for name, plugin in self._score}
+        self._score_keys: dict[str, CacheKey | None] = {
+            name: plugin.score_cache_key if isinstance(plugin, ScoreCacheKey) else None
+            for name, plugin in self._score
+        }
 
     # Construction.
 
@@ -515,7 +335,7 @@ class Framework:
         return plugins
 
     def _implements(self, name: str, point: ExtensionPoint) -> bool:
-        return callable(getattr(self._plugins[name], point.method, None))
+        return isinstance(self._plugins[name], _INTERFACES[point])
 
     def _plugins_at(self, profile: Profile, point: ExtensionPoint) -> list[str]:
         """The names of the plugins that run at ``point``, in order (see the module doc)."""
@@ -606,8 +426,10 @@ class Framework:
         for name, plugin in self._plugins.items():
             if not any(self._implements(name, point) for point in _REQUEUEING_POINTS):
                 continue
-            register = getattr(plugin, "events_to_register", None)
-            events[name] = list(register()) if callable(register) else list(_ALL_EVENTS)
+            registered = (
+                plugin.events_to_register() if isinstance(plugin, EnqueueExtensions) else None
+            )
+            events[name] = list(registered) if registered is not None else list(_ALL_EVENTS)
         return events
 
     # The scheduling queue.
@@ -801,7 +623,7 @@ class Framework:
         outcome = FeasibleNodes([], {})
         count = len(nodes)
         ordered = nodes[start:] + nodes[:start] if start else nodes
-        filters = [(n, p) for n, p in self._filter if n not in state.skip_filter_plugins]
+        filters = [n for n, _ in self._filter if n not in state.skip_filter_plugins]
         for offset in range(0, count, FILTER_BATCH):
             batch = ordered[offset : offset + FILTER_BATCH]
             verdicts = self._filter_batch(state, pod, batch, filters)
@@ -824,7 +646,7 @@ class Framework:
         state: CycleState,
         pod: PodInfo,
         batch: list[NodeInfo],
-        filters: list[tuple[str, FilterPlugin]],
+        filters: list[str],
     ) -> list[Status]:
         """Each node's verdict: SUCCESS or the first plugin's rejection (or error)."""
         verdicts: list[Status] = [SUCCESS] * len(batch)
@@ -836,14 +658,14 @@ class Framework:
             else:
                 alive.append(i)
         tagged: dict[int, Status] = {}
-        for name, plugin in filters:
+        for name in filters:
             if not alive:
                 break
             nodes = [batch[i] for i in alive]
             results = self._memo[name].reuse(
                 nodes,
-                _key_of(plugin, "filter_cache_key", state, pod),
-                functools.partial(_judge, plugin, state, pod),
+                None if (key := self._filter_keys[name]) is None else key(state, pod),
+                functools.partial(self._judges[name], state, pod),
             )
             survivors = []
             for i, status in zip(alive, results, strict=True):
@@ -925,8 +747,8 @@ class Framework:
             failure: list[Status] = []
             raw = self._memo[f"{name}/score"].reuse(
                 nodes,
-                _key_of(plugin, "score_cache_key", state, pod),
-                functools.partial(_raw_scores, plugin, state, pod, failure=failure),
+                None if (key := self._score_keys[name]) is None else key(state, pod),
+                functools.partial(_raw_scores, self._scorers[name], state, pod, failure=failure),
             )
             status = failure[0] if failure else SUCCESS
             if not status.is_success:

@@ -9,7 +9,7 @@ import pytest
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.meta_v1 import ObjectMeta
 from kube.clock import FakeClock
-from node.kubelet.backoff import BackoffKey, CrashLoopBackOff, go_duration
+from node.kubelet.backoff import BackoffKey, CrashLoopBackOff
 
 KEY = BackoffKey("uid-1", "app", "h1")
 
@@ -100,20 +100,6 @@ async def test_message_matches_upstream() -> None:
     assert backoff.message(KEY, pod) == (
         "back-off 1m20s restarting failed container=app pod=web_default(uid-1)"
     )
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        pytest.param(0, "0s", id="zero"),
-        pytest.param(10, "10s", id="seconds"),
-        pytest.param(160, "2m40s", id="minutes"),
-        pytest.param(300, "5m0s", id="whole-minutes"),
-        pytest.param(3661, "1h1m1s", id="hours"),
-    ],
-)
-def test_go_duration(seconds: float, text: str) -> None:
-    assert go_duration(seconds) == text
 
 
 def test_in_backoff_unknown_key() -> None:

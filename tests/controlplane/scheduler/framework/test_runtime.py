@@ -21,6 +21,7 @@ from controlplane.scheduler.config import (
     PluginSet,
     Profile,
 )
+from controlplane.scheduler.framework.decisions import DecisionRecord, ScoreBreakdown
 from controlplane.scheduler.framework.interface import (
     SKIP,
     SUCCESS,
@@ -38,17 +39,14 @@ from controlplane.scheduler.framework.interface import (
     PreFilterResult,
     Status,
 )
+from controlplane.scheduler.framework.memo import NodeMemo
 from controlplane.scheduler.framework.runtime import (
-    DecisionRecord,
     Framework,
     FrameworkError,
-    NodeMemo,
-    ScoreBreakdown,
-    WaitingPods,
     extension_point_histogram,
-    go_duration,
 )
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from controlplane.scheduler.framework.waiting import WaitingPods
 from kube.api.kinds.core_v1.pod import Pod
 from kube.metrics import Registry
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
@@ -158,13 +156,22 @@ def factory_of(plugin: Plugin, calls: list[str] | None = None) -> PluginFactory:
     return new
 
 
+class KeyedFake(Fake):
+    """A ``Fake`` whose Filter reads nothing of the pod that changes: one cache key for all."""
+
+    def filter_cache_key(self, state: CycleState, pod: PodInfo) -> str:
+        return "same"
+
+
 class Built:
-    """A framework of ``Fake``s placed at the points a test names, with its log and fakes."""
+    """A framework of ``Fake``s placed at the points a test names (``keyed`` ones name a
+    Filter cache key), with its log and fakes."""
 
     def __init__(
         self,
         services: FakeHandle | None = None,
         durations: Any = None,
+        keyed: Sequence[str] = (),
         **points: Sequence[str | PluginRef],
     ) -> None:
         self.log: list[str] = []
@@ -177,7 +184,9 @@ class Built:
             for key, refs in points.items()
         }
         names = {ref.name for plugin_set in sets.values() for ref in plugin_set.enabled}
-        self.fakes = {name: Fake(name, self.log) for name in names}
+        self.fakes = {
+            name: (KeyedFake if name in keyed else Fake)(name, self.log) for name in names
+        }
         self.framework = Framework(
             Profile(plugins=Plugins(points=sets)),
             {name: factory_of(fake) for name, fake in self.fakes.items()},
@@ -1093,23 +1102,6 @@ async def test_extension_point_latency_is_observed_per_status_and_profile() -> N
     ) in metrics.render()
 
 
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        pytest.param(0, "0s", id="zero"),
-        pytest.param(0.5, "500ms", id="milliseconds"),
-        pytest.param(0.0000025, "2.5µs", id="microseconds"),
-        pytest.param(3, "3s", id="seconds"),
-        pytest.param(1.5, "1.5s", id="fractional-seconds"),
-        pytest.param(90, "1m30s", id="minutes"),
-        pytest.param(900, "15m0s", id="whole-minutes"),
-        pytest.param(3600, "1h0m0s", id="hours"),
-    ],
-)
-def test_go_duration(seconds: float, text: str) -> None:
-    assert go_duration(seconds) == text
-
-
 # Reusing a node's answer while neither it nor the pod's key changed.
 
 
@@ -1140,8 +1132,7 @@ def test_node_memo_passes_failures_on_without_keeping_them() -> None:
 
 
 def test_filter_answers_are_reused_only_for_plugins_that_name_a_key() -> None:
-    built = Built(filter=["A", "B"])
-    built["A"].filter_cache_key = lambda state, pod: "same"  # type: ignore[attr-defined]
+    built = Built(filter=["A", "B"], keyed=["A"])
     nodes = [make_node_info(make_node(name)) for name in ("x", "y")]
     for _ in range(2):
         state = CycleState()

@@ -1,0 +1,68 @@
+"""Plugins' answers per node, reused across scheduling cycles while nothing they read changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+from controlplane.scheduler.framework.types import NodeInfo
+
+V = TypeVar("V")
+
+
+class NodeMemo(Generic[V]):
+    """One plugin's last answer per node, reused while neither the node nor the pod's key
+    changed.
+
+    Filter and Score run for hundreds of nodes per pod, and between two cycles almost every
+    node is unchanged (only the one the last pod went to, and the one whose pod the watch
+    confirmed, move).  A plugin that names what it reads of the pod (``filter_cache_key``,
+    ``score_cache_key``: a hashable such as the pod's requests) lets the framework reuse a
+    node's answer while the node's ``generation`` and that key are what they were; every
+    change to a NodeInfo bumps its generation.  Answers computed on what-if states
+    (nominated pods, preemption) never pass through here.
+    """
+
+    __slots__ = ("_entries", "_key")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[int, V]] = {}
+        self._key: Hashable | None = None
+
+    def reuse(
+        self,
+        nodes: list[NodeInfo],
+        key: Hashable | None,
+        compute: Callable[[list[NodeInfo]], list[V] | None],
+    ) -> list[V]:
+        """``compute`` over ``nodes``, asking it only about nodes without a reusable answer;
+        a ``None`` from ``compute`` (a failure) is passed on as an empty list.  Answers are
+        kept for one key at a time: a pod with another key starts afresh."""
+        if key is None:
+            return compute(nodes) or []
+        if key != self._key:
+            self._entries, self._key = {}, key
+        entries = self._entries
+        answers: list[Any] = []
+        fresh: list[NodeInfo] = []
+        for node in nodes:
+            entry = entries.get(node.name)
+            if entry is not None and entry[0] == node.generation:
+                answers.append(entry[1])
+            else:
+                answers.append(_STALE)
+                fresh.append(node)
+        if not fresh:
+            return answers
+        computed = compute(fresh)
+        if computed is None:
+            return []
+        found = iter(computed)
+        for i, node in enumerate(nodes):
+            if answers[i] is _STALE:
+                answer = answers[i] = next(found)
+                entries[node.name] = (node.generation, answer)
+        return answers
+
+
+_STALE = object()
