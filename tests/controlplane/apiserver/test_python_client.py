@@ -20,7 +20,7 @@ from kube.api import codec
 from kube.api.scheme import SCHEME
 from tests.servers import BARE_APISERVER, start_server, stop_server
 
-MANIFESTS = pathlib.Path(__file__).parents[2] / "kubelab" / "api" / "manifests"
+MANIFESTS = pathlib.Path(__file__).parents[2] / "kube" / "api" / "manifests"
 
 
 def _configmap(name: str, **data: str) -> k8s.V1ConfigMap:

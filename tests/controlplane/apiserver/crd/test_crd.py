@@ -21,7 +21,7 @@ from kubernetes.dynamic.exceptions import ApiException
 
 from tests.servers import KUBECTL, Kubectl, ServerProcess
 
-MANIFESTS = Path(__file__).parents[3] / "kubelab" / "api" / "manifests"
+MANIFESTS = Path(__file__).parents[3] / "kube" / "api" / "manifests"
 CRONTAB_CRD = MANIFESTS / "apiextensions-customresourcedefinition-crontab.yaml"
 WEBAPP_CRD = MANIFESTS / "apiextensions-customresourcedefinition-webapp-operator.yaml"
 CRONTABS = MANIFESTS / "stable.example.com-crontab-my-new-cron-object.yaml"
