@@ -80,7 +80,7 @@ PIP_INSTALL: Final = (
     "install", "--quiet", "--no-index", "--break-system-packages",
     "--root-user-action=ignore", "--disable-pip-version-check", "--no-warn-script-location",
 )  # fmt: skip
-SOURCE_PARTS: Final = ("kubelab", "controlplane", "node", "pyproject.toml", "README.md")
+SOURCE_PARTS: Final = ("kube", "controlplane", "node", "kubelab", "pyproject.toml", "README.md")
 """What of the source tree goes into kubelab's wheel (the packages, and what pyproject.toml
 reads)."""
 
