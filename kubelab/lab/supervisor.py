@@ -31,8 +31,6 @@ from typing import Final
 from kube.backoff import Backoff
 from kubelab.lab.processes import CommandError, ProcessTable
 
-__all__ = ["POLL", "SUPERVISOR_KEY", "Backoff", "Supervisor"]
-
 POLL: Final = 0.5
 SUPERVISOR_KEY: Final = "router/supervisor"
 

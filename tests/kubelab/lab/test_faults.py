@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from kube.backoff import Backoff
 from kubelab.lab import faults
 from kubelab.lab.cluster import LabError
 from kubelab.lab.processes import ProcessRecord, ProcessTable
-from kubelab.lab.supervisor import Backoff, Supervisor
+from kubelab.lab.supervisor import Supervisor
 from kubelab.lab.topology import Lab, LabSpec
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from kube.backoff import Backoff
 from kubelab.lab.processes import ProcessTable
-from kubelab.lab.supervisor import SUPERVISOR_KEY, Backoff, Supervisor
+from kubelab.lab.supervisor import SUPERVISOR_KEY, Supervisor
 
 
 @pytest.fixture(name="table")
