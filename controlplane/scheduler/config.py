@@ -20,7 +20,6 @@ just the scoring of a multi-point plugin.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -79,13 +78,6 @@ class ExtensionPoint(enum.Enum):
     PRE_BIND = "preBind"
     BIND = "bind"
     POST_BIND = "postBind"
-
-    @property
-    def method(self) -> str:
-        """The plugin method that makes a plugin one of this point's (``less`` for queueSort)."""
-        if self is ExtensionPoint.QUEUE_SORT:
-            return "less"
-        return re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), self.value)
 
     @property
     def label(self) -> str:

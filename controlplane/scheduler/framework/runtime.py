@@ -242,7 +242,7 @@ def _raw_scores(
     return list(raw)
 
 
-_INTERFACES: dict[ExtensionPoint, Any] = {  # Protocol classes, which mypy calls abstract
+PLUGIN_INTERFACES: dict[ExtensionPoint, Any] = {  # Protocol classes, which mypy calls abstract
     ExtensionPoint.PRE_ENQUEUE: PreEnqueuePlugin,
     ExtensionPoint.QUEUE_SORT: QueueSortPlugin,
     ExtensionPoint.PRE_FILTER: PreFilterPlugin,
@@ -335,7 +335,7 @@ class Framework:
         return plugins
 
     def _implements(self, name: str, point: ExtensionPoint) -> bool:
-        return isinstance(self._plugins[name], _INTERFACES[point])
+        return isinstance(self._plugins[name], PLUGIN_INTERFACES[point])
 
     def _plugins_at(self, profile: Profile, point: ExtensionPoint) -> list[str]:
         """The names of the plugins that run at ``point``, in order (see the module doc)."""
