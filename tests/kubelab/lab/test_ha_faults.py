@@ -37,6 +37,7 @@ import pytest
 from kube.api.kinds.apps_v1 import Deployment
 from kube.api.kinds.coordination_v1 import Lease
 from kube.api.kinds.core_v1.cluster import ConfigMap, Namespace
+from kube.api.kinds.core_v1.service import Endpoints
 from kube.api.struct import parse_micro_time
 from kube.client.errors import ApiError, ClientError
 from kube.client.leaderelection import JITTER_FACTOR
@@ -109,7 +110,8 @@ async def caught_up(lab: Lab, node: str, within: float = 30.0) -> float:
 
 async def lab_problems(lab: Lab) -> list[str]:
     """What is not healthy: dead components, etcd members, API servers out of the load
-    balancer."""
+    balancer or missing from the ``kubernetes`` Service's endpoints (a restarted server
+    adds itself back on its next lease reconcile)."""
     problems = []
     table = ProcessTable(lab.process_file)
     wanted = components.lab_components(lab)
@@ -129,7 +131,23 @@ async def lab_problems(lab: Lab) -> list[str]:
         ok, answer = await probe(health)
         if not ok:
             problems.append(f"{cp.name} server /readyz: {answer}")
+    advertised = await kubernetes_endpoints(lab)
+    problems += [
+        f"kubernetes endpoints: {cp.ip} missing"
+        for cp in lab.controlplanes
+        if cp.ip not in advertised
+    ]
     return problems
+
+
+async def kubernetes_endpoints(lab: Lab) -> set[str]:
+    """The addresses the ``kubernetes`` Service leads to (empty while the API is away)."""
+    async with Client.from_kubeconfig(lab.host_kubeconfig, max_retries=0) as client:
+        try:
+            endpoints = await client.get(Endpoints, "kubernetes", "default")
+        except (ApiError, ClientError):
+            return set()
+    return {a.ip for subset in endpoints.subsets or () for a in subset.addresses or () if a.ip}
 
 
 @dataclass
