@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from controlplane.apiserver import auth, errors
@@ -54,6 +53,7 @@ from controlplane.apiserver.certs import identities, serving
 from controlplane.apiserver.crd import customresources
 from controlplane.apiserver.endpoints import apply, audit, discovery, negotiation
 from controlplane.apiserver.endpoints.handlers import Request, ResourceHandler, json_response
+from controlplane.apiserver.endpoints.openapi import OpenAPIDocuments
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
 from controlplane.apiserver.registry.proxy import KubeletConnector
 from controlplane.apiserver.registry.rest import Backends
@@ -65,7 +65,6 @@ from controlplane.apiserver.system.apiserverleases import ApiServerLeases
 from controlplane.storage.interface import Store, Unavailable
 from controlplane.storage.metered import MeteredStore
 from kube import KUBERNETES_VERSION, __version__
-from kube.api import openapi, openapi_proto
 from kube.api.kinds.rbac_v1 import GROUP as RBAC_GROUP
 from kube.api.scheme import SCHEME, KindInfo
 from kube.clock import Clock, RealClock
@@ -242,7 +241,7 @@ class APIServer:
         self._inflight = {"readOnly": 0, "mutating": 0}
         self.port = config.secure_port
         self._ready = False
-        self._openapi_cache: dict[tuple[str, str], bytes] = {}
+        self.openapi = OpenAPIDocuments(self.kinds)
 
     def _cache(self, key: tuple[str, str, str]) -> WatchCache:
         if key not in self.caches:
@@ -345,12 +344,12 @@ class APIServer:
         key = (info.group, info.version, info.plural)
         if SCHEME.by_resource(*key) is None:
             self.stores[key] = store
-            self._openapi_cache.pop((info.group, info.version), None)
+            self.openapi.forget(info.group, info.version)
 
     def remove_store(self, key: tuple[str, str, str]) -> None:
         """Stop serving a kind added with ``add_store``."""
         if SCHEME.by_resource(*key) is None and self.stores.pop(key, None) is not None:
-            self._openapi_cache.pop(key[:2], None)
+            self.openapi.forget(*key[:2])
             cache = self.caches.pop(key, None)
             if cache is not None:
                 cache.stop()
@@ -515,7 +514,7 @@ class APIServer:
                 return _discovery_response(discovery.aggregated(self.kinds(), core=False))
             return json_response(discovery.api_group_list(self.kinds()))
         if path.startswith("/openapi/"):
-            return self._openapi(request, path)
+            return self.openapi.respond(request, path)
         if info.api_prefix == "apis" and not info.version:
             group = path.split("/")[2] if path.count("/") == 2 else ""
             found = discovery.api_group(self.kinds(), group)
@@ -587,32 +586,6 @@ class APIServer:
         except Exception:
             return False
         return True
-
-    def _openapi(self, request: web.Request, path: str) -> web.Response:
-        if path == "/openapi/v3":
-            return json_response(openapi.root(self.kinds()))
-        if path == "/openapi/v2":
-            # Built-in kinds only (as before), so computed once; kubectl asks for protobuf.
-            accept = request.headers.get("Accept") or ""
-            protobuf = any(media in accept for media in openapi_proto.ACCEPTED)
-            key = ("openapi/v2", "protobuf" if protobuf else "json")
-            if key not in self._openapi_cache:
-                swagger = openapi.swagger_v2()
-                self._openapi_cache[key] = (
-                    openapi_proto.document(swagger) if protobuf else msgspec.json.encode(swagger)
-                )
-            media = openapi_proto.MEDIA_TYPE if protobuf else "application/json"
-            return web.Response(body=self._openapi_cache[key], headers={"Content-Type": media})
-        rest = path.removeprefix("/openapi/v3/")
-        for group, version in {(k.group, k.version) for k in self.kinds()}:
-            if openapi.group_version_path(group, version) == rest:
-                key = (group, version)
-                if key not in self._openapi_cache:
-                    self._openapi_cache[key] = msgspec.json.encode(
-                        openapi.document(group, version, self.kinds())
-                    )
-                return web.Response(body=self._openapi_cache[key], content_type="application/json")
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
 
 
 @dataclass

@@ -14,10 +14,10 @@ Schemas are named as upstream names them (``io.k8s.api.core.v1.Pod``,
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+import msgspec
 from msgspec import inspect as mi
 
 from kube import KUBERNETES_VERSION
@@ -232,21 +232,23 @@ def document(group: str, version: str, kinds: Iterable[KindInfo] | None = None) 
     }
 
 
-def document_hash(doc: Schema) -> str:
-    """A content hash for the ``?hash=`` of the v3 root (clients cache by it)."""
-    data = json.dumps(doc, sort_keys=True).encode()
+def encoded_document(group: str, version: str, kinds: Iterable[KindInfo] | None = None) -> bytes:
+    """``document`` as served: the JSON bytes that ``document_hash`` names."""
+    return msgspec.json.encode(document(group, version, kinds))
+
+
+def document_hash(data: bytes) -> str:
+    """The content hash of an encoded document, the ``?hash=`` of its link in the v3 root
+    (clients cache a document by it)."""
     return hashlib.sha512(data).hexdigest()[:32].upper()
 
 
-def root(kinds: Iterable[KindInfo] | None = None) -> Schema:
-    """The ``/openapi/v3`` root listing the document of every group-version of ``kinds``."""
-    kinds = list(SCHEME if kinds is None else kinds)
-    group_versions = sorted({k.group_version for k in kinds}, key=lambda gv: (gv[0] != "", gv))
+def root(hashes: Mapping[tuple[str, str], str]) -> Schema:
+    """The ``/openapi/v3`` root linking the document of each group-version, by its hash."""
     paths = {}
-    for group, version in group_versions:
+    for group, version in sorted(hashes, key=lambda gv: (gv[0] != "", gv)):
         key = group_version_path(group, version)
-        digest = document_hash(document(group, version, kinds))
-        paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={digest}"}
+        paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={hashes[group, version]}"}
     return {"paths": paths}
 
 
