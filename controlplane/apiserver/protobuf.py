@@ -15,26 +15,27 @@ the CertificateSigningRequest to ``/approval`` the same way.  Such a body is an 
         4: contentType        -- likewise
     }
 
-``decode_body`` opens the envelope, looks the kind up in ``KINDS`` and turns the object into
-exactly what the client would have sent as JSON: JSON field names, int64 as int, ``bytes`` as
-base64 text, ``Time`` as RFC 3339 (``2024-01-01T00:00:00Z``), ``Quantity`` as its string,
-``IntOrString`` as int or str, map entries (key=1, value=2) as dicts, repeated fields as lists,
-inline structs (``VolumeSource`` in ``Volume``, ``ProbeHandler`` in ``Probe``, ...) merged into
-their parent.  The rest of the server then never knows which encoding arrived.
+``decode_body`` opens the envelope, looks the kind up in ``tables().kinds`` and turns the
+object into exactly what the client would have sent as JSON: JSON field names, int64 as int,
+``bytes`` as base64 text, ``Time`` as RFC 3339 (``2024-01-01T00:00:00Z``), ``Quantity`` as its
+string, ``IntOrString`` as int or str, map entries (key=1, value=2) as dicts, repeated fields
+as lists, inline structs (``VolumeSource`` in ``Volume``, ``ProbeHandler`` in ``Probe``, ...)
+merged into their parent.  The rest of the server then never knows which encoding arrived.
 ``encode_body`` is its inverse and writes what Go writes (fields in number order, value fields
 always, map entries sorted by key): kubectl's bodies come back byte for byte, which is how the
 tests hold the declarations to upstream's numbers.
 
 The tables.  Every field number is declared once, on the field, beside its type
-(``meta(proto=N)``, see ``kube.api.struct``); ``MESSAGES`` and ``KINDS`` are derived from
-those declarations when this module is imported.  A kind is in ``KINDS`` when all of its own
-fields carry a number (``metadata`` alone does not count); then every struct it reaches must
-number all of its fields, or the import fails naming the field.  The wire type of a field comes
-from its Python type: ``str``/``int``/``bool``/``float`` are string/int32 (int64 when declared
-so)/bool/double; ``datetime`` is ``Time``; a field declared with the quantity format is
-``Quantity``; ``int | str`` is ``IntOrString``; free-form JSON is ``FieldsV1`` (the JSON bytes in
-field 1); a ``str`` declared ``base64`` is ``bytes``; ``dict[str, T]`` is a map, and
-``dict[str, list[str]]`` a map of ``ExtraValue``; a struct is the message of the same name.
+(``meta(proto=N)``, see ``kube.api.struct``); ``tables()`` derives the messages and kinds from
+those declarations on first use (the first protobuf request, not the server's start: reading
+every kind's type hints takes a good part of a second).  A kind has a message when all of its
+own fields carry a number (``metadata`` alone does not count); then every struct it reaches
+must number all of its fields, or building the tables fails naming the field.  The wire type of
+a field comes from its Python type: ``str``/``int``/``bool``/``float`` are string/int32 (int64
+when declared so)/bool/double; ``datetime`` is ``Time``; a field declared with the quantity
+format is ``Quantity``; ``int | str`` is ``IntOrString``; free-form JSON is ``FieldsV1`` (the
+JSON bytes in field 1); a ``str`` declared ``base64`` is ``bytes``; ``dict[str, T]`` is a map,
+and ``dict[str, list[str]]`` a map of ``ExtraValue``; a struct is the message of the same name.
 
 Absent and zero.  Go's protobuf encoder always writes value (non-pointer) fields, zeros
 included, and writes pointer fields only when set; Go's JSON encoder drops zero values of
@@ -59,11 +60,12 @@ Go struct tags of the same release.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import struct
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Final, Literal, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, NamedTuple, get_args, get_origin
 
 import msgspec
 from msgspec import inspect as mi
@@ -284,8 +286,8 @@ def _map_entry(kind: str, data: bytes, where: str) -> tuple[str, Any]:
 
 
 def _message(name: str, data: bytes) -> dict[str, Any]:
-    """A message as a JSON object, following ``MESSAGES[name]``."""
-    table = MESSAGES[name]
+    """A message as a JSON object, following ``tables().messages[name]``."""
+    table = tables().messages[name]
     result: dict[str, Any] = {}
     singular_messages: dict[int, bytes] = {}
     for number, wire, value in _fields(data, name):
@@ -366,7 +368,7 @@ def decode_body(data: bytes) -> dict[str, Any]:
 
 def _kind(api_version: str, kind: str) -> str:
     """The message of a kind, which must have one."""
-    name = KINDS.get((api_version, kind))
+    name = tables().kinds.get((api_version, kind))
     if name is None:
         raise ProtobufError(f"no protobuf schema for kind {kind!r} in apiVersion {api_version!r}")
     return name
@@ -451,7 +453,7 @@ def _encode_message(name: str, obj: dict[str, Any]) -> bytes:
     """A message from its JSON object, the inverse of ``_message``, written as Go writes it:
     fields in number order, value fields always (zeros included), map entries by key."""
     out = bytearray()
-    for number, (json_name, kind, presence) in sorted(MESSAGES[name].items()):
+    for number, (json_name, kind, presence) in sorted(tables().messages[name].items()):
         where = f"{name}.{json_name or kind}"
         if not json_name:
             out += _length_delimited(number, _encode_message(kind, obj))
@@ -641,19 +643,22 @@ def _protobuf_kinds() -> Iterator[type[Resource]]:
     yield from _NOT_SERVED
 
 
-def _tables() -> tuple[dict[tuple[str, str], str], dict[str, dict[int, Field]]]:
-    tables = _Tables()
+class Tables(NamedTuple):
+    """``kinds``: (apiVersion, kind) → the message of the object.  ``messages``: every message
+    reachable from them, name → {field number: (json name, type, presence)}; the type is a
+    scalar (``SCALARS``), a special message (``SPECIALS``), another entry's name, or
+    ``map<string,T>``."""
+
+    kinds: dict[tuple[str, str], str]
+    messages: dict[str, dict[int, Field]]
+
+
+@functools.cache
+def tables() -> Tables:
+    building = _Tables()
     kinds: dict[tuple[str, str], str] = {}
     for cls in _protobuf_kinds():
         tree = type_tree(cls)
         assert isinstance(tree, mi.StructType)
-        kinds[(cls.API_VERSION, cls.KIND)] = tables.message(tree)
-    return kinds, tables.tables()
-
-
-_DERIVED: Final = _tables()
-KINDS: Final = _DERIVED[0]
-MESSAGES: Final = _DERIVED[1]
-"""``KINDS``: (apiVersion, kind) → the message of the object.  ``MESSAGES``: every message
-reachable from them, name → {field number: (json name, type, presence)}; the type is a scalar
-(``SCALARS``), a special message (``SPECIALS``), another entry's name, or ``map<string,T>``."""
+        kinds[(cls.API_VERSION, cls.KIND)] = building.message(tree)
+    return Tables(kinds, building.tables())

@@ -27,13 +27,12 @@ from msgspec import inspect as mi
 
 from controlplane.apiserver import protobuf
 from controlplane.apiserver.protobuf import (
-    KINDS,
-    MESSAGES,
     SCALARS,
     SPECIALS,
     ProtobufError,
     decode_body,
     encode_body,
+    tables,
 )
 from kube.api import codec
 from kube.api import struct as declare
@@ -860,7 +859,7 @@ def test_malformed(data: bytes, message: str) -> None:
 
 def test_tables_are_closed_and_acyclic() -> None:
     """Every type named exists, every kind has a table, and no message contains itself."""
-    assert all(name in MESSAGES for name in KINDS.values())
+    assert all(name in tables().messages for name in tables().kinds.values())
 
     def referenced(kind: str) -> str | None:
         if kind.startswith("map<"):
@@ -872,12 +871,12 @@ def test_tables_are_closed_and_acyclic() -> None:
     done: set[str] = set()
 
     def visit(name: str) -> None:
-        assert name in MESSAGES, name
+        assert name in tables().messages, name
         assert name not in visiting, f"{name} contains itself"
         if name in done:
             return
         visiting.add(name)
-        for json_name, kind, presence in MESSAGES[name].values():
+        for json_name, kind, presence in tables().messages[name].values():
             assert presence in ("omit", "keep", "list")
             assert json_name or (presence == "keep" and referenced(kind)), (name, kind)
             child = referenced(kind)
@@ -886,9 +885,9 @@ def test_tables_are_closed_and_acyclic() -> None:
         visiting.discard(name)
         done.add(name)
 
-    for name in KINDS.values():
+    for name in tables().kinds.values():
         visit(name)
-    assert done == set(MESSAGES), "messages no kind reaches"
+    assert done == set(tables().messages), "messages no kind reaches"
 
 
 # --- every declared kind -----------------------------------------------------------------------
@@ -911,7 +910,7 @@ SAMPLES: dict[str, Any] = {
 def _full(name: str, turn: int = 0) -> dict[str, Any]:
     """An object of message ``name`` with every field set (inlined messages merged in)."""
     obj: dict[str, Any] = {}
-    for json_name, kind, presence in MESSAGES[name].values():
+    for json_name, kind, presence in tables().messages[name].values():
         value_kind = kind[len("map<string,") : -1] if kind.startswith("map<") else kind
         if value_kind == "IntOrString":
             value: Any = 8080 if turn % 2 else "http"
@@ -933,11 +932,11 @@ def _declared(api_version: str, kind: str) -> type[Resource]:
     return Ingress if info is None else info.cls
 
 
-@pytest.mark.parametrize(("api_version", "kind"), sorted(KINDS), ids=lambda key: str(key))
+@pytest.mark.parametrize(("api_version", "kind"), sorted(tables().kinds), ids=lambda key: str(key))
 def test_every_kind_round_trips(api_version: str, kind: str) -> None:
     """Every field of every kind travels: an object with all of them set comes back equal from
     its encoding, and is exactly an object of the declared class (no field unknown to it)."""
-    obj = {"kind": kind, "apiVersion": api_version, **_full(KINDS[(api_version, kind)])}
+    obj = {"kind": kind, "apiVersion": api_version, **_full(tables().kinds[(api_version, kind)])}
     assert decode_body(encode_body(obj)) == obj
     decoded = codec.from_builtins(obj, _declared(api_version, kind))
     assert decoded.unknown_fields == []
@@ -946,14 +945,16 @@ def test_every_kind_round_trips(api_version: str, kind: str) -> None:
 
 def test_kubectl_generator_kinds_are_all_declared() -> None:
     """The tables come from the declarations of every kind kubectl's generators send."""
-    assert {case[3]["kind"] for case in CASES if case[3] is not None} <= {k for _, k in KINDS}
-    assert {kind for _, _, _, kind, _, _ in RESOURCES} <= {k for _, k in KINDS}
-    assert KINDS[("v1", "Pod")] == "Pod"
+    assert {case[3]["kind"] for case in CASES if case[3] is not None} <= {
+        k for _, k in tables().kinds
+    }
+    assert {kind for _, _, _, kind, _, _ in RESOURCES} <= {k for _, k in tables().kinds}
+    assert tables().kinds[("v1", "Pod")] == "Pod"
     # Upstream's inlined messages keep their names, and their fields, in the tables.
-    assert MESSAGES["Probe"][1] == ("", "ProbeHandler", "keep")
-    assert MESSAGES["EphemeralContainerCommon"] == MESSAGES["Container"]
-    assert MESSAGES["Volume"][2] == ("", "VolumeSource", "keep")
-    assert MESSAGES["SecretKeySelector"][1] == ("", "LocalObjectReference", "keep")
+    assert tables().messages["Probe"][1] == ("", "ProbeHandler", "keep")
+    assert tables().messages["EphemeralContainerCommon"] == tables().messages["Container"]
+    assert tables().messages["Volume"][2] == ("", "VolumeSource", "keep")
+    assert tables().messages["SecretKeySelector"][1] == ("", "LocalObjectReference", "keep")
 
 
 def test_encoding_an_undeclared_kind_is_refused() -> None:
