@@ -47,6 +47,9 @@ class Cluster:
     kubelet_informers: SharedInformerFactory
     fleets: list[NodeFleet] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    """The scheduler, the controller-manager and each fleet's kubelet and lease renewal."""
+    controllers: asyncio.Task[None] | None = None
+    """The controller-manager's task (also in ``tasks``), for a test that restarts it."""
 
     async def add_nodes(self, count: int, suffix: str = "") -> NodeFleet:
         clock = RealClock()
@@ -110,10 +113,8 @@ async def cluster(
         SharedInformerFactory(client, clock=clock),
     )
     await recorder.start()
-    cluster.tasks += [
-        asyncio.create_task(scheduler.run()),
-        asyncio.create_task(run_controllers(ctx, CONTROLLERS, list(CONTROLLERS))),
-    ]
+    cluster.controllers = asyncio.create_task(run_controllers(ctx, CONTROLLERS, list(CONTROLLERS)))
+    cluster.tasks += [asyncio.create_task(scheduler.run()), cluster.controllers]
     try:
         yield cluster
     finally:
@@ -467,31 +468,35 @@ async def test_restarting_the_controllers_mid_rollout_adds_no_pods(
     """Stop every controller while a Deployment is being created and start fresh ones (new
     caches, no memory of what was in flight): the rollout finishes with exactly its pods."""
     await cluster.add_nodes(3)
-    controllers = cluster.tasks.pop()  # the fixture's controller-manager
     await cluster.kube("create", "deployment", "big", "--image=nginx", "--replicas=30")
 
     async def some() -> bool:
         return len(await cluster.pods(label_selector="app=big")) >= 5
 
     await eventually(some)
+    controllers = cluster.controllers
+    assert controllers is not None
     controllers.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await controllers
+    cluster.tasks.remove(controllers)
     clock = RealClock()
     informers = SharedInformerFactory(client, clock=clock)
     recorder = EventRecorder(client, component="kube-controller-manager", clock=clock)
-    ctx = ControllerContext(client, informers, recorder, clock)
-    cluster.tasks.append(asyncio.create_task(run_controllers(ctx, CONTROLLERS, list(CONTROLLERS))))
+    options = ControllerOptions(node_monitor_grace_period=GRACE)
+    ctx = ControllerContext(client, informers, recorder, clock, options)
+    cluster.controllers = asyncio.create_task(run_controllers(ctx, CONTROLLERS, list(CONTROLLERS)))
+    cluster.tasks.append(cluster.controllers)
     try:
         await cluster.kube("rollout", "status", "deployment/big", "--timeout=90s")
         await asyncio.sleep(1)
         pods = await cluster.pods(label_selector="app=big")
         assert len([p for p in pods if not p.metadata.deletion_timestamp]) == 30
     finally:
-        task = cluster.tasks.pop()
-        task.cancel()
+        cluster.controllers.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await task
+            await cluster.controllers
+        cluster.tasks.remove(cluster.controllers)
         await informers.shutdown()
 
 
