@@ -11,8 +11,8 @@ V = TypeVar("V")
 
 
 class NodeMemo(Generic[V]):
-    """One plugin's last answer per node, reused while neither the node nor the pod's key
-    changed.
+    """Last answers per node (one Score plugin's scores, or the first rejection among the
+    keyed Filter plugins), reused while neither the node nor the pod's key changed.
 
     Filter and Score run for hundreds of nodes per pod, and between two cycles almost every
     node is unchanged (only the one the last pod went to, and the one whose pod the watch
@@ -42,22 +42,21 @@ class NodeMemo(Generic[V]):
             return compute(nodes) or []
         if key != self._key:
             self._entries, self._key = {}, key
-        entries = self._entries
-        answers: list[Any] = []
-        fresh: list[NodeInfo] = []
-        for node in nodes:
-            entry = entries.get(node.name)
-            if entry is not None and entry[0] == node.generation:
-                answers.append(entry[1])
-            else:
-                answers.append(_STALE)
-                fresh.append(node)
+        get = self._entries.get
+        answers: list[Any] = [
+            entry[1]
+            if (entry := get(node.name)) is not None and entry[0] == node.generation
+            else _STALE
+            for node in nodes
+        ]
+        fresh = [node for node, answer in zip(nodes, answers, strict=True) if answer is _STALE]
         if not fresh:
             return answers
         computed = compute(fresh)
         if computed is None:
             return []
         found = iter(computed)
+        entries = self._entries
         for i, node in enumerate(nodes):
             if answers[i] is _STALE:
                 answer = answers[i] = next(found)

@@ -1138,3 +1138,20 @@ def test_filter_answers_are_reused_only_for_plugins_that_name_a_key() -> None:
         state = CycleState()
         built.framework.find_nodes_that_pass_filters(state, POD, nodes, 10)
     assert built.log.count("A.filter(x)") == 1 and built.log.count("B.filter(x)") == 2
+
+
+def test_a_reused_rejection_yields_to_an_earlier_unkeyed_plugin() -> None:
+    built = Built(filter=["A", "B", "C"], keyed=["B"])
+    built["A"].answers["filter"] = {"y": Status.unschedulable("a")}
+    built["B"].answers["filter"] = {"x": Status.unschedulable("b"), "y": Status.unschedulable("b")}
+    built["C"].answers["filter"] = {"x": Status.unschedulable("c")}
+    nodes = [make_node_info(make_node(name)) for name in ("x", "y")]
+    for _ in range(2):
+        outcome = built.framework.find_nodes_that_pass_filters(CycleState(), POD, nodes, 10)
+        assert outcome.statuses == {
+            "x": Status(Code.UNSCHEDULABLE, ("b",), "B"),
+            "y": Status(Code.UNSCHEDULABLE, ("a",), "A"),
+        }
+    # B judged both nodes once; C never saw x, which B had already rejected.
+    assert built.log.count("B.filter(x)") == 1 and built.log.count("B.filter(y)") == 1
+    assert "C.filter(x)" not in built.log
