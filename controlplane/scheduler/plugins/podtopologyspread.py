@@ -586,21 +586,23 @@ class PodTopologySpread:
             (c.topology_key, s.match_counts[i], c.max_skew - s.self_match[i] + s.min_match_num(i))
             for i, c in enumerate(s.constraints)
         ]
-        statuses: list[Status] = []
-        append = statuses.append
-        for node_info in nodes:
-            node = node_info.node
-            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
-            status = SUCCESS
-            for key, counts, most in checks:
-                value = labels.get(key)
-                if value is None:
-                    status = _LABEL_MISSING
-                    break
-                if counts.get(value, 0) > most:
-                    status = _SKEW_EXCEEDED
-                    break
-            append(status)
+        node_labels = [
+            (node.metadata.labels or _NO_LABELS) if (node := info.node) is not None else _NO_LABELS
+            for info in nodes
+        ]
+        # Constraint by constraint; a node keeps the first rejection.
+        statuses: list[Status] = [SUCCESS] * len(nodes)
+        for key, counts, most in checks:
+            statuses = [
+                status
+                if status is not SUCCESS
+                else _LABEL_MISSING
+                if (value := labels.get(key)) is None
+                else _SKEW_EXCEEDED
+                if counts.get(value, 0) > most
+                else SUCCESS
+                for status, labels in zip(statuses, node_labels, strict=True)
+            ]
         return statuses
 
     # PreScore, Score and NormalizeScore.
