@@ -1,7 +1,8 @@
 """The batched, memoized Filter search (``find_nodes_that_pass_filters``) against the plain
 one (every Filter plugin node by node, in order, nothing reused): on random clusters, through
 random cycles that place pods and change nodes, both give every node the same verdict, the
-same rejecting plugin and the same reasons, with the default profile's real plugins."""
+same rejecting plugin and the same reasons, with the default profile's real plugins.  Scores
+reused across those cycles equal a fresh framework's."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from controlplane.scheduler.cache import SchedulerCache, Snapshot
 from controlplane.scheduler.config import Profile, default_plugins
 from controlplane.scheduler.framework.interface import SUCCESS, Code, CycleState
 from controlplane.scheduler.framework.runtime import Framework
-from controlplane.scheduler.framework.types import PodInfo
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.registry import REGISTRY
 from kube.api.kinds.core_v1.node import Node, Taint
 from kube.api.kinds.core_v1.pod import Pod, Toleration, TopologySpreadConstraint
@@ -23,11 +24,16 @@ from tests.controlplane.scheduler.builders import SnapshotHandle, make_node, mak
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
-TAINTS = (Taint(key="gpu", effect="NoSchedule"), Taint(key="spot", value="yes", effect="NoExecute"))
+TAINTS = (
+    Taint(key="gpu", effect="NoSchedule"),
+    Taint(key="spot", value="yes", effect="NoExecute"),
+    Taint(key="slow", effect="PreferNoSchedule"),
+)
 TOLERATIONS = (
     Toleration(key="gpu", operator="Exists"),
     Toleration(key="spot", value="yes", effect="NoExecute"),
     Toleration(key="node.kubernetes.io/unschedulable", operator="Exists"),
+    Toleration(key="slow", operator="Exists", effect="PreferNoSchedule"),
 )
 
 
@@ -67,6 +73,15 @@ def random_pod(rng: random.Random, name: str) -> Pod:
     )
 
 
+def scores(framework: Framework, pod: PodInfo, nodes: list[NodeInfo]) -> dict[str, list[int]]:
+    """Each Score plugin's normalized scores of ``nodes`` (PreScore run first)."""
+    state = CycleState()
+    assert framework.run_pre_score_plugins(state, pod, nodes).is_success
+    result, status = framework.run_score_plugins(state, pod, nodes)
+    assert status.is_success
+    return result.normalized
+
+
 @pytest.mark.parametrize("seed", range(8), ids=lambda seed: f"seed {seed}")
 def test_the_fast_search_judges_every_node_as_the_plain_one(seed: int) -> None:
     rng = random.Random(seed)
@@ -75,7 +90,11 @@ def test_the_fast_search_judges_every_node_as_the_plain_one(seed: int) -> None:
     for node in nodes.values():
         cache.add_node(node)
     snapshot = Snapshot()
-    framework = Framework(Profile(plugins=default_plugins()), REGISTRY, SnapshotHandle(snapshot))
+
+    def fresh() -> Framework:
+        return Framework(Profile(plugins=default_plugins()), REGISTRY, SnapshotHandle(snapshot))
+
+    framework = fresh()
     # A few pod shapes (the seeds that make them), repeated, so verdicts get reused.
     shapes = [rng.random() for _ in range(4)]
     for cycle in range(40):
@@ -101,6 +120,8 @@ def test_the_fast_search_judges_every_node_as_the_plain_one(seed: int) -> None:
             name: verdict for name, verdict in plain.items() if verdict is not SUCCESS
         }
         assert all(verdict.code is not Code.ERROR for verdict in plain.values())
+        if len(found.nodes) > 1:
+            assert scores(framework, info, found.nodes) == scores(fresh(), info, found.nodes)
         if found.nodes:
             cache.assume_pod(info, rng.choice(found.nodes).name)
         if rng.random() < 0.3:
