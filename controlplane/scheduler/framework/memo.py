@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from controlplane.scheduler.framework.parts import Recent
 from controlplane.scheduler.framework.types import NodeInfo
 
 V = TypeVar("V")
@@ -21,13 +22,15 @@ class NodeMemo(Generic[V]):
     node's answer while the node's ``generation`` and that key are what they were; every
     change to a NodeInfo bumps its generation.  Answers computed on what-if states
     (nominated pods, preemption) never pass through here.
+
+    Answers are kept for the ``keys`` keys used most recently: a key that comes back (the
+    domains a spread constraint rejects take turns as pods land) finds its answers again.
     """
 
-    __slots__ = ("_entries", "_key")
+    __slots__ = ("_tables",)
 
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[int, V]] = {}
-        self._key: Hashable | None = None
+    def __init__(self, keys: int = 1) -> None:
+        self._tables: Recent[Hashable, dict[str, tuple[int, V]]] = Recent(lambda _: {}, keys)
 
     def reuse(
         self,
@@ -36,13 +39,11 @@ class NodeMemo(Generic[V]):
         compute: Callable[[list[NodeInfo]], list[V] | None],
     ) -> list[V]:
         """``compute`` over ``nodes``, asking it only about nodes without a reusable answer;
-        a ``None`` from ``compute`` (a failure) is passed on as an empty list.  Answers are
-        kept for one key at a time: a pod with another key starts afresh."""
+        a ``None`` from ``compute`` (a failure) is passed on as an empty list."""
         if key is None:
             return compute(nodes) or []
-        if key != self._key:
-            self._entries, self._key = {}, key
-        get = self._entries.get
+        entries = self._tables.get(key)
+        get = entries.get
         answers: list[Any] = [
             entry[1]
             if (entry := get(node.name)) is not None and entry[0] == node.generation
@@ -56,7 +57,6 @@ class NodeMemo(Generic[V]):
         if computed is None:
             return []
         found = iter(computed)
-        entries = self._entries
         for i, node in enumerate(nodes):
             if answers[i] is _STALE:
                 answer = answers[i] = next(found)

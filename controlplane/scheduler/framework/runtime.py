@@ -98,6 +98,10 @@ FILTER_BATCH = 64
 """Nodes judged per batch: large enough that batch plugins pay their call once per many
 nodes, small enough that a search stopping at ``num_to_find`` wastes little."""
 
+FILTER_MEMO_KEYS = 16
+"""Filter keys whose verdicts are kept at once: enough for the turns a few spread domains
+take being full (PodTopologySpread's key is the domains it rejects)."""
+
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
 """What a plugin that registers no events is assumed to care about: everything."""
 
@@ -318,7 +322,7 @@ class Framework:
         self._pre_bind: list[tuple[str, PreBindPlugin]] = self._at(ExtensionPoint.PRE_BIND)
         self._bind: list[tuple[str, BindPlugin]] = self._at(ExtensionPoint.BIND)
         self._post_bind: list[tuple[str, PostBindPlugin]] = self._at(ExtensionPoint.POST_BIND)
-        self._filter_memo: NodeMemo[_Rejection | None] = NodeMemo()
+        self._filter_memo: NodeMemo[_Rejection | None] = NodeMemo(FILTER_MEMO_KEYS)
         self._score_memo: defaultdict[str, NodeMemo[Any]] = defaultdict(NodeMemo)
         # What the Filter and Score loops call, resolved once per plugin: they run per node.
         self._judges = {name: _judge(plugin) for name, plugin in self._filter}

@@ -1124,6 +1124,24 @@ def test_node_memo_asks_only_about_changed_nodes() -> None:
     assert asked == [["a", "b", "c"], ["b"], ["a", "b", "c"], ["a", "b", "c"]]
 
 
+def test_node_memo_keeps_the_answers_of_its_most_recent_keys() -> None:
+    memo: NodeMemo[str] = NodeMemo(keys=2)
+    nodes = [N1, N2]
+    asked: list[str] = []
+
+    def compute(key: str) -> Callable[[list[NodeInfo]], list[str]]:
+        def answers(fresh: list[NodeInfo]) -> list[str]:
+            asked.append(key)
+            return [f"{key}:{node.name}" for node in fresh]
+
+        return answers
+
+    for key in ("a", "b", "a", "b", "c", "a"):
+        assert memo.reuse(nodes, key, compute(key)) == [f"{key}:n1", f"{key}:n2"]
+    # "a" and "b" were each asked once while both were kept; "c" pushed "a" out.
+    assert asked == ["a", "b", "c", "a"]
+
+
 def test_node_memo_passes_failures_on_without_keeping_them() -> None:
     memo: NodeMemo[int] = NodeMemo()
     nodes = [N1, N2]
