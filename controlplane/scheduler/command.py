@@ -230,6 +230,8 @@ async def run_scheduler(options: SchedulerOptions, stop: asyncio.Event) -> int:
 
         async def sync_then_schedule() -> None:
             await scheduler.sync()
+            # The synced caches (every node and pod) live as long as the process.
+            component.tune_garbage_collector()
             await (elector.run(scheduler.run) if elector is not None else scheduler.run())
 
         try:

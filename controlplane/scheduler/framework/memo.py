@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from controlplane.scheduler.framework.parts import Recent
 from controlplane.scheduler.framework.types import NodeInfo
 
 V = TypeVar("V")
 
 
 class NodeMemo(Generic[V]):
-    """One plugin's last answer per node, reused while neither the node nor the pod's key
-    changed.
+    """Last answers per node (one Score plugin's scores, or the first rejection among the
+    keyed Filter plugins), reused while neither the node nor the pod's key changed.
 
     Filter and Score run for hundreds of nodes per pod, and between two cycles almost every
     node is unchanged (only the one the last pod went to, and the one whose pod the watch
@@ -21,13 +22,15 @@ class NodeMemo(Generic[V]):
     node's answer while the node's ``generation`` and that key are what they were; every
     change to a NodeInfo bumps its generation.  Answers computed on what-if states
     (nominated pods, preemption) never pass through here.
+
+    Answers are kept for the ``keys`` keys used most recently: a key that comes back (the
+    domains a spread constraint rejects take turns as pods land) finds its answers again.
     """
 
-    __slots__ = ("_entries", "_key")
+    __slots__ = ("_tables",)
 
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[int, V]] = {}
-        self._key: Hashable | None = None
+    def __init__(self, keys: int = 1) -> None:
+        self._tables: Recent[Hashable, dict[str, tuple[int, V]]] = Recent(lambda _: {}, keys)
 
     def reuse(
         self,
@@ -36,22 +39,18 @@ class NodeMemo(Generic[V]):
         compute: Callable[[list[NodeInfo]], list[V] | None],
     ) -> list[V]:
         """``compute`` over ``nodes``, asking it only about nodes without a reusable answer;
-        a ``None`` from ``compute`` (a failure) is passed on as an empty list.  Answers are
-        kept for one key at a time: a pod with another key starts afresh."""
+        a ``None`` from ``compute`` (a failure) is passed on as an empty list."""
         if key is None:
             return compute(nodes) or []
-        if key != self._key:
-            self._entries, self._key = {}, key
-        entries = self._entries
-        answers: list[Any] = []
-        fresh: list[NodeInfo] = []
-        for node in nodes:
-            entry = entries.get(node.name)
-            if entry is not None and entry[0] == node.generation:
-                answers.append(entry[1])
-            else:
-                answers.append(_STALE)
-                fresh.append(node)
+        entries = self._tables.get(key)
+        get = entries.get
+        answers: list[Any] = [
+            entry[1]
+            if (entry := get(node.name)) is not None and entry[0] == node.generation
+            else _STALE
+            for node in nodes
+        ]
+        fresh = [node for node, answer in zip(nodes, answers, strict=True) if answer is _STALE]
         if not fresh:
             return answers
         computed = compute(fresh)

@@ -31,6 +31,7 @@ import functools
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from controlplane.scheduler.config import ExtensionPoint, Profile
@@ -96,6 +97,10 @@ EXTENSION_POINT_DURATION = "scheduler_framework_extension_point_duration_seconds
 FILTER_BATCH = 64
 """Nodes judged per batch: large enough that batch plugins pay their call once per many
 nodes, small enough that a search stopping at ``num_to_find`` wastes little."""
+
+FILTER_MEMO_KEYS = 16
+"""Filter keys whose verdicts are kept at once: enough for the turns a few spread domains
+take being full (PodTopologySpread's key is the domains it rejects)."""
 
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
 """What a plugin that registers no events is assumed to care about: everything."""
@@ -205,6 +210,18 @@ Judge = Callable[[CycleState, PodInfo, list[NodeInfo]], list[Status]]
 Scores = Callable[[CycleState, PodInfo, list[NodeInfo]], tuple[list[int], Status]]
 """A Score plugin's scores of a batch of nodes, or the first failure."""
 CacheKey = Callable[[CycleState, PodInfo], Hashable | None]
+_Rejection = tuple[int, Status]
+"""A node's first Filter rejection: the plugin's position in the cycle's order, its status."""
+
+
+@dataclass(frozen=True, slots=True)
+class _FilterPlan:
+    """One cycle's Filter plugins (position, name), split by whether a node's verdict may be
+    reused across cycles: ``key`` is every keyed plugin's position, name and cache key."""
+
+    keyed: tuple[tuple[int, str], ...]
+    unkeyed: tuple[tuple[int, str], ...]
+    key: tuple[tuple[int, str, Hashable], ...]
 
 
 def _judge(plugin: FilterPlugin) -> Judge:
@@ -305,7 +322,8 @@ class Framework:
         self._pre_bind: list[tuple[str, PreBindPlugin]] = self._at(ExtensionPoint.PRE_BIND)
         self._bind: list[tuple[str, BindPlugin]] = self._at(ExtensionPoint.BIND)
         self._post_bind: list[tuple[str, PostBindPlugin]] = self._at(ExtensionPoint.POST_BIND)
-        self._memo: defaultdict[str, NodeMemo[Any]] = defaultdict(NodeMemo)
+        self._filter_memo: NodeMemo[_Rejection | None] = NodeMemo(FILTER_MEMO_KEYS)
+        self._score_memo: defaultdict[str, NodeMemo[Any]] = defaultdict(NodeMemo)
         # What the Filter and Score loops call, resolved once per plugin: they run per node.
         self._judges = {name: _judge(plugin) for name, plugin in self._filter}
         self._filter_keys: dict[str, CacheKey | None] = {
@@ -623,54 +641,103 @@ class Framework:
         outcome = FeasibleNodes([], {})
         count = len(nodes)
         ordered = nodes[start:] + nodes[:start] if start else nodes
-        filters = [n for n, _ in self._filter if n not in state.skip_filter_plugins]
+        plan = self._filter_plan(state, pod)
+        feasible, statuses = outcome.nodes, outcome.statuses
+        verdicts_of = record.filter_verdicts if record is not None else None
         for offset in range(0, count, FILTER_BATCH):
             batch = ordered[offset : offset + FILTER_BATCH]
-            verdicts = self._filter_batch(state, pod, batch, filters)
+            verdicts = self._filter_batch(state, pod, batch, plan)
             for node, status in zip(batch, verdicts, strict=True):
-                if record is not None:
-                    record.filter_verdicts[node.name] = status
+                if verdicts_of is not None:
+                    verdicts_of[node.name] = status
                 if status is SUCCESS:
-                    outcome.nodes.append(node)
-                    if len(outcome.nodes) >= num_to_find:
+                    feasible.append(node)
+                    if len(feasible) >= num_to_find:
                         return outcome
                 elif status.code is Code.ERROR:
                     outcome.error = status
                     return outcome
                 else:
-                    outcome.statuses[node.name] = status
+                    statuses[node.name] = status
         return outcome
 
+    def _filter_plan(self, state: CycleState, pod: PodInfo) -> _FilterPlan:
+        """This cycle's Filter plugins by position, split by whether they name a cache key."""
+        keyed: list[tuple[int, str]] = []
+        unkeyed: list[tuple[int, str]] = []
+        keys: list[tuple[int, str, Hashable]] = []
+        names = (name for name, _ in self._filter if name not in state.skip_filter_plugins)
+        for position, name in enumerate(names):
+            key_of = self._filter_keys[name]
+            key = None if key_of is None else key_of(state, pod)
+            if key is None:
+                unkeyed.append((position, name))
+            else:
+                keyed.append((position, name))
+                keys.append((position, name, key))
+        return _FilterPlan(tuple(keyed), tuple(unkeyed), tuple(keys))
+
     def _filter_batch(
-        self,
-        state: CycleState,
-        pod: PodInfo,
-        batch: list[NodeInfo],
-        filters: list[str],
+        self, state: CycleState, pod: PodInfo, batch: list[NodeInfo], plan: _FilterPlan
     ) -> list[Status]:
-        """Each node's verdict: SUCCESS or the first plugin's rejection (or error)."""
-        verdicts: list[Status] = [SUCCESS] * len(batch)
-        alive: list[int] = []
+        """Each node's verdict: SUCCESS or the first plugin's rejection (or error); nodes
+        with nominated pods to account for go one by one."""
         nominated = self._services.nominated_nodes()
+        if not nominated:
+            return self._judge_batch(state, pod, batch, plan)
+        verdicts: list[Status] = [SUCCESS] * len(batch)
+        others: list[int] = []
         for i, node in enumerate(batch):
             if node.name in nominated and self._has_nominated_pods(pod, node):
                 verdicts[i] = self._filter_with_nominated_pods(state, pod, node)
             else:
-                alive.append(i)
+                others.append(i)
+        judged = self._judge_batch(state, pod, [batch[i] for i in others], plan)
+        for i, status in zip(others, judged, strict=True):
+            verdicts[i] = status
+        return verdicts
+
+    def _judge_batch(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], plan: _FilterPlan
+    ) -> list[Status]:
+        """The keyed plugins' first rejection of a node is reused from ``_filter_memo`` while
+        the node and every keyed plugin's key are unchanged (one lookup a node, however many
+        plugins); the unkeyed plugins then judge only the nodes no earlier plugin rejected."""
+        firsts: list[_Rejection | None]
+        if plan.keyed:
+            firsts = self._filter_memo.reuse(
+                nodes,
+                plan.key,
+                functools.partial(self._first_rejections, state, pod, plan.keyed, None),
+            )
+        else:
+            firsts = [None] * len(nodes)
+        if plan.unkeyed:
+            firsts = self._first_rejections(state, pod, plan.unkeyed, firsts, nodes)
+        return [SUCCESS if first is None else first[1] for first in firsts]
+
+    def _first_rejections(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        plugins: tuple[tuple[int, str], ...],
+        found: list[_Rejection | None] | None,
+        nodes: list[NodeInfo],
+    ) -> list[_Rejection | None]:
+        """Per node, the first rejection (position and status, tagged with the plugin) among
+        ``found`` (rejections already known) and ``plugins`` (in position order), or None.
+
+        A plugin judges only the nodes nothing at an earlier position rejected.
+        """
+        firsts: list[_Rejection | None] = list(found) if found is not None else [None] * len(nodes)
         tagged: dict[int, Status] = {}
-        for name in filters:
+        for position, name in plugins:
+            alive = [i for i, first in enumerate(firsts) if first is None or first[0] > position]
             if not alive:
                 break
-            nodes = [batch[i] for i in alive]
-            results = self._memo[name].reuse(
-                nodes,
-                None if (key := self._filter_keys[name]) is None else key(state, pod),
-                functools.partial(self._judges[name], state, pod),
-            )
-            survivors = []
+            results = self._judges[name](state, pod, [nodes[i] for i in alive])
             for i, status in zip(alive, results, strict=True):
                 if status is SUCCESS or status.code is Code.SUCCESS:
-                    survivors.append(i)
                     continue
                 tag = tagged.get(id(status))
                 if tag is None:
@@ -679,9 +746,8 @@ class Framework:
                         if status.is_rejected
                         else _failed(f"running {_q(name)} filter plugin", status, name)
                     )
-                verdicts[i] = tag
-            alive = survivors
-        return verdicts
+                firsts[i] = (position, tag)
+        return firsts
 
     def _has_nominated_pods(self, pod: PodInfo, node: NodeInfo) -> bool:
         return any(
@@ -745,7 +811,7 @@ class Framework:
             if name in state.skip_score_plugins:
                 continue
             failure: list[Status] = []
-            raw = self._memo[f"{name}/score"].reuse(
+            raw = self._score_memo[name].reuse(
                 nodes,
                 None if (key := self._score_keys[name]) is None else key(state, pod),
                 functools.partial(_raw_scores, self._scorers[name], state, pod, failure=failure),

@@ -4,12 +4,13 @@
 Nothing about an existing node can change its name, so only a node being added can help a
 rejected pod.  Filter runs for every node, so ``filter_nodes`` is the implementation; most
 pods the scheduler sees name no node, and for them the batch only checks that each node
-exists.
+exists.  The node the pod names is all Filter reads of it, its cache key: a node's verdict is
+reused while the node is unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from controlplane.scheduler import names
@@ -55,6 +56,11 @@ class NodeName:
             SUCCESS if (node := info.node) is not None and fits(pod.pod, node) else _MISMATCH
             for info in nodes
         ]
+
+    def filter_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """The node the pod names ("" for none): all Filter reads of the pod."""
+        spec = pod.pod.spec
+        return (spec.node_name if spec else None) or ""
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

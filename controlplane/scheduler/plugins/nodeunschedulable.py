@@ -6,12 +6,14 @@ Tolerating that taint is how DaemonSet pods land on cordoned nodes; the node lif
 controller also adds the taint itself, which TaintToleration checks separately.
 
 Filter runs for every node, so ``filter_nodes`` is the implementation: whether the pod
-tolerates the taint is decided once per batch, leaving one attribute check per node.
+tolerates the taint is decided once per batch, leaving one attribute check per node.  That is
+all Filter reads of the pod, so it is the Filter cache key: a node's verdict is reused while
+the node is unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from controlplane.scheduler import names
@@ -74,6 +76,11 @@ class NodeUnschedulable:
             else SUCCESS
             for info in nodes
         ]
+
+    def filter_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """Whether the pod tolerates the unschedulable taint: all Filter reads of it."""
+        spec = pod.pod.spec
+        return _tolerates_unschedulable(spec.tolerations if spec else None)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

@@ -29,13 +29,18 @@ changes its copy.  Other pods get the walk over every node.  PreScore counts onl
 candidate nodes; per-hostname counts are done in Score.  Each node's count for a selector is
 remembered until the node changes (``_NodeCounts``), so a walk recounts only the pods of
 changed nodes rather than every pod in the cluster.
+
+Filter is a lookup per node and constraint; its cache key names the domains each constraint
+rejects (while every constraint has at most ``FEW_DOMAINS``), so the framework reuses a node's
+verdict, with the other keyed plugins' in one lookup, while the node and that key are
+unchanged: with a zone constraint the rejected zones take a few turns as pods land.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgspec
@@ -98,6 +103,9 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 _NO_LABELS: Mapping[str, str] = {}
 _LABEL_MISSING = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
 _SKEW_EXCEEDED = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
+
+FEW_DOMAINS = 16
+"""Constraints with at most this many domains name the ones they reject as Filter's cache key."""
 
 _DomainsKey = tuple[str, tuple[tuple[str, Selector], ...]]
 """A namespace and each DoNotSchedule constraint's topology key and selector."""
@@ -312,6 +320,11 @@ class _PreFilterState:
         if len(self.match_counts[i]) < self.constraints[i].min_domains:
             return 0
         return self.min_match[i]
+
+    def most(self, i: int) -> int:
+        """The most matching pods a domain may hold for a node in it to pass constraint
+        ``i``: skew = matching pods in the domain + self match - global minimum."""
+        return self.constraints[i].max_skew - self.self_match[i] + self.min_match_num(i)
 
     def update(self, i: int, value: str, delta: int) -> None:
         if self.shared:
@@ -580,28 +593,41 @@ class PodTopologySpread:
         except (KeyError, TypeError) as error:
             failed = Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
             return [failed] * len(nodes)
-        # skew = matching pods in the node's domain + self match - global minimum, so a node
-        # passes while its domain's count is at most maxSkew - self match + minimum.
         checks = [
-            (c.topology_key, s.match_counts[i], c.max_skew - s.self_match[i] + s.min_match_num(i))
-            for i, c in enumerate(s.constraints)
+            (c.topology_key, s.match_counts[i], s.most(i)) for i, c in enumerate(s.constraints)
         ]
-        statuses: list[Status] = []
-        append = statuses.append
-        for node_info in nodes:
-            node = node_info.node
-            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
-            status = SUCCESS
-            for key, counts, most in checks:
-                value = labels.get(key)
-                if value is None:
-                    status = _LABEL_MISSING
-                    break
-                if counts.get(value, 0) > most:
-                    status = _SKEW_EXCEEDED
-                    break
-            append(status)
+        node_labels = [
+            (node.metadata.labels or _NO_LABELS) if (node := info.node) is not None else _NO_LABELS
+            for info in nodes
+        ]
+        # Constraint by constraint; a node keeps the first rejection.
+        statuses: list[Status] = [SUCCESS] * len(nodes)
+        for key, counts, most in checks:
+            statuses = [
+                status
+                if status is not SUCCESS
+                else _LABEL_MISSING
+                if (value := labels.get(key)) is None
+                else _SKEW_EXCEEDED
+                if counts.get(value, 0) > most
+                else SUCCESS
+                for status, labels in zip(statuses, node_labels, strict=True)
+            ]
         return statuses
+
+    def filter_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """Each constraint's topology key and the domains it rejects: with those, a node's
+        verdict depends only on its labels.  None (nothing reused) while some constraint has
+        more than ``FEW_DOMAINS`` domains: listing them would cost more than judging nodes."""
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, _PreFilterState) or any(
+            len(counts) > FEW_DOMAINS for counts in s.match_counts
+        ):
+            return None
+        return tuple(
+            (c.topology_key, frozenset(v for v, n in s.match_counts[i].items() if n > s.most(i)))
+            for i, c in enumerate(s.constraints)
+        )
 
     # PreScore, Score and NormalizeScore.
 

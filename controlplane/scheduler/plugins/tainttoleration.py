@@ -10,13 +10,15 @@ node.
 Filter and Score run for every node, so the batch forms (``filter_nodes``, ``score_nodes``)
 are the implementation and the one-node forms delegate to them.  Most nodes have no taints:
 the loops answer those with one attribute check, and only tainted nodes go through the
-toleration matching.  The rejection for a given taint is built once and remembered.
+toleration matching.  The rejection for a given taint is built once and remembered.  Filter
+reads only the pod's tolerations (their key, operator, value and effect), its cache key: a
+node's verdict is reused while the node and those are unchanged.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -100,6 +102,10 @@ class TaintToleration:
             taint = find_untolerated_taint(spec.taints, tolerations, do_not_schedule_taints)
             append(SUCCESS if taint is None else _untolerated(taint.key, taint.value))
         return statuses
+
+    def filter_cache_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """What Filter reads of the pod: each toleration's key, operator, value and effect."""
+        return tuple((t.key, t.operator, t.value, t.effect) for t in _tolerations(pod.pod))
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
         # An empty effect tolerates every effect, PreferNoSchedule included.

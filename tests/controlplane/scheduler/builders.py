@@ -17,6 +17,7 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
+from controlplane.scheduler.cache import Snapshot
 from controlplane.scheduler.framework.interface import (
     SUCCESS,
     CycleState,
@@ -303,3 +304,15 @@ class FakeHandle:
 
     def iterate_over_waiting_pods(self) -> list[WaitingPod]:
         return list(self.waiting.values())
+
+
+class SnapshotHandle(FakeHandle):
+    """A handle whose snapshot is the scheduler's real one (``cache.Snapshot``)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self._real = snapshot
+
+    @property
+    def snapshot(self) -> Snapshot:  # type: ignore[override]
+        return self._real

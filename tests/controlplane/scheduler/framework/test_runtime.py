@@ -1124,6 +1124,24 @@ def test_node_memo_asks_only_about_changed_nodes() -> None:
     assert asked == [["a", "b", "c"], ["b"], ["a", "b", "c"], ["a", "b", "c"]]
 
 
+def test_node_memo_keeps_the_answers_of_its_most_recent_keys() -> None:
+    memo: NodeMemo[str] = NodeMemo(keys=2)
+    nodes = [N1, N2]
+    asked: list[str] = []
+
+    def compute(key: str) -> Callable[[list[NodeInfo]], list[str]]:
+        def answers(fresh: list[NodeInfo]) -> list[str]:
+            asked.append(key)
+            return [f"{key}:{node.name}" for node in fresh]
+
+        return answers
+
+    for key in ("a", "b", "a", "b", "c", "a"):
+        assert memo.reuse(nodes, key, compute(key)) == [f"{key}:n1", f"{key}:n2"]
+    # "a" and "b" were each asked once while both were kept; "c" pushed "a" out.
+    assert asked == ["a", "b", "c", "a"]
+
+
 def test_node_memo_passes_failures_on_without_keeping_them() -> None:
     memo: NodeMemo[int] = NodeMemo()
     nodes = [N1, N2]
@@ -1138,3 +1156,20 @@ def test_filter_answers_are_reused_only_for_plugins_that_name_a_key() -> None:
         state = CycleState()
         built.framework.find_nodes_that_pass_filters(state, POD, nodes, 10)
     assert built.log.count("A.filter(x)") == 1 and built.log.count("B.filter(x)") == 2
+
+
+def test_a_reused_rejection_yields_to_an_earlier_unkeyed_plugin() -> None:
+    built = Built(filter=["A", "B", "C"], keyed=["B"])
+    built["A"].answers["filter"] = {"y": Status.unschedulable("a")}
+    built["B"].answers["filter"] = {"x": Status.unschedulable("b"), "y": Status.unschedulable("b")}
+    built["C"].answers["filter"] = {"x": Status.unschedulable("c")}
+    nodes = [make_node_info(make_node(name)) for name in ("x", "y")]
+    for _ in range(2):
+        outcome = built.framework.find_nodes_that_pass_filters(CycleState(), POD, nodes, 10)
+        assert outcome.statuses == {
+            "x": Status(Code.UNSCHEDULABLE, ("b",), "B"),
+            "y": Status(Code.UNSCHEDULABLE, ("a",), "A"),
+        }
+    # B judged both nodes once; C never saw x, which B had already rejected.
+    assert built.log.count("B.filter(x)") == 1 and built.log.count("B.filter(y)") == 1
+    assert "C.filter(x)" not in built.log

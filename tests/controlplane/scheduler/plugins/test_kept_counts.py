@@ -27,23 +27,11 @@ from kube.api.kinds.core_v1.pod import (
 )
 from kube.api.meta_v1 import LabelSelector
 from kube.clock import FakeClock
-from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_pod
+from tests.controlplane.scheduler.builders import SnapshotHandle, make_node, make_pod
 
 HOSTNAME = podtopologyspread.LABEL_HOSTNAME
 ZONE = podtopologyspread.LABEL_TOPOLOGY_ZONE
 ZONES = ("a", "b", "c")
-
-
-class SnapshotHandle(FakeHandle):
-    """A handle whose snapshot is the scheduler's real one."""
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        super().__init__()
-        self._real = snapshot
-
-    @property
-    def snapshot(self) -> Snapshot:  # type: ignore[override]
-        return self._real
 
 
 def constraint(key: str, app: str) -> TopologySpreadConstraint:

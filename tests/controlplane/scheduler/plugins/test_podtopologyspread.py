@@ -856,3 +856,38 @@ def test_skips_without_constraints_of_the_kind(
     _, pre_filter = plugin.pre_filter(CycleState(), info, handle.nodes)
     assert pre_filter.is_skip is pre_filter_skips
     assert plugin.pre_score(CycleState(), info, handle.nodes).is_skip is pre_score_skips
+
+
+@pytest.mark.parametrize(
+    ("constraints", "nodes", "want"),
+    [
+        pytest.param([spread()], NODES, ((ZONE, frozenset({"z1"})),), id="the-crowded-zone"),
+        pytest.param([spread(max_skew=3)], NODES, ((ZONE, frozenset()),), id="none-rejected"),
+        pytest.param(
+            [spread(), spread(HOSTNAME)],
+            NODES,
+            ((ZONE, frozenset({"z1"})), (HOSTNAME, frozenset({"a", "b", "x"}))),
+            id="each-constraint",
+        ),
+        pytest.param(
+            [spread(HOSTNAME)],
+            {f"n{i}": {ZONE: "z1", HOSTNAME: f"n{i}"} for i in range(17)},
+            None,
+            id="too-many-domains",
+        ),
+    ],
+)
+def test_filter_cache_key_names_the_rejected_domains(
+    constraints: list[TopologySpreadConstraint],
+    nodes: Mapping[str, Mapping[str, str]],
+    want: object,
+) -> None:
+    """z1 holds 3 matching pods (a: 2, b: 1), z2 one (x: 1, y: none): the zones' minimum is
+    1, the hostnames' 0."""
+    handle = FakeHandle(cluster(pods_on(a=2, b=1, x=1), nodes=nodes))
+    plugin = podtopologyspread.new(None, handle)
+    state = CycleState()
+    info = PodInfo.of(pod(constraints=constraints))
+    assert plugin.filter_cache_key(state, info) is None  # no PreFilter state yet
+    assert plugin.pre_filter(state, info, handle.nodes)[1].is_success
+    assert plugin.filter_cache_key(state, info) == want
