@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 
 from kube.client import kubeconfig
@@ -163,8 +166,16 @@ def _pki(lab: Lab) -> CertificateAuthority:
     return ca
 
 
-def test_node_credentials_are_written_where_the_node_flags_name_them(tmp_path: Path) -> None:
-    lab = Lab(LabSpec(name="demo"), run_root=tmp_path)
+@pytest.fixture
+def run_root() -> Iterator[Path]:
+    """A lab's run root short enough for containerd's socket paths (107 bytes at most), which
+    pytest's per-test (and per-worker) temporary directories are not."""
+    with tempfile.TemporaryDirectory(prefix="kl-") as root:
+        yield Path(root)
+
+
+def test_node_credentials_are_written_where_the_node_flags_name_them(run_root: Path) -> None:
+    lab = Lab(LabSpec(name="demo"), run_root=run_root)
     _pki(lab)
     node = lab.node("node1")
     kubelet = components.kubelet(lab, node).command
@@ -191,9 +202,9 @@ def test_node_credentials_are_written_where_the_node_flags_name_them(tmp_path: P
 
 
 def test_a_joining_node_gets_a_bootstrap_kubeconfig_and_no_client_certificate(
-    tmp_path: Path,
+    run_root: Path,
 ) -> None:
-    lab = Lab(LabSpec(name="demo"), run_root=tmp_path)
+    lab = Lab(LabSpec(name="demo"), run_root=run_root)
     _pki(lab)
     node = lab.node("node2")
     kubelet = components.kubelet(lab, node, bootstrap=True).command

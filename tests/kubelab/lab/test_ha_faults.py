@@ -63,6 +63,7 @@ TAKEOVER_SLACK = 2 * 2.0 * (1 + JITTER_FACTOR)
 plus up to 120 % jitter, so it sees the holder's last renewal up to one such period late,
 counts the lease duration from then, and takes the lease at its next try."""
 pytestmark = [
+    pytest.mark.lab,
     pytest.mark.privileged,
     pytest.mark.containerd,
     pytest.mark.etcd,

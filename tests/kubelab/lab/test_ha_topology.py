@@ -23,6 +23,7 @@ from tests.servers import Kubectl
 BUSYBOX = "busybox"
 
 pytestmark = [
+    pytest.mark.lab,
     pytest.mark.privileged,
     pytest.mark.etcd,
     pytest.mark.containerd,

@@ -25,7 +25,7 @@ import pytest
 
 from tests.servers import Kubectl
 
-pytestmark = [pytest.mark.privileged, pytest.mark.containerd]
+pytestmark = [pytest.mark.lab, pytest.mark.privileged, pytest.mark.containerd]
 
 IMAGE = ("--image=busybox",)
 DEADLINE = 60.0

@@ -51,7 +51,7 @@ TEST_API_PORT = int(os.environ.get("KUBELAB_TEST_PORT", "16443"))  # not 6443: a
 BUSYBOX = "busybox"
 # A test's time limit includes its fixtures' setup: the first privileged test's covers the
 # module lab's `up`.
-pytestmark = pytest.mark.timeout(UP_TIMEOUT + 120)
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(UP_TIMEOUT + 120)]
 
 
 # -- without root -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from kubelab.lab.components import containerd_layout
 from tests.kubelab.lab.labs import RunningLab
 
-pytestmark = [pytest.mark.privileged, pytest.mark.containerd]
+pytestmark = [pytest.mark.lab, pytest.mark.privileged, pytest.mark.containerd]
 
 
 def running_container_ids(lab: RunningLab, node: str) -> set[str]:

@@ -18,6 +18,7 @@ from tests.kubelab.lab.labs import UP_TIMEOUT
 from tests.servers import Kubectl
 
 pytestmark = [
+    pytest.mark.lab,
     pytest.mark.privileged,
     pytest.mark.containerd,
     pytest.mark.timeout(UP_TIMEOUT + 120),

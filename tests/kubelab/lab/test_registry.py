@@ -27,6 +27,8 @@ from node.kubelet.runtimeconfig import containerd_config
 from tests.kubelab.lab.labs import RunningLab
 from tests.servers import REPO, Kubectl
 
+pytestmark = pytest.mark.lab
+
 WORKERS = ("node1", "node2")
 PRIVATE = f"{registry.PRIVATE_SEED}:latest"
 FAIL_FAST = 2.0

@@ -39,6 +39,7 @@ from node.netns import socket_in_netns
 from tests.servers import Kubectl
 
 pytestmark = [
+    pytest.mark.lab,
     pytest.mark.privileged,
     pytest.mark.containerd,
     pytest.mark.slow,
