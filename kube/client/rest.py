@@ -35,6 +35,7 @@ from urllib.parse import quote
 
 import aiohttp
 import msgspec
+from aiohttp.connector import NEEDS_CLEANUP_CLOSED
 
 from kube import __version__
 from kube.api import codec
@@ -181,7 +182,12 @@ class Client:
         self._session = aiohttp.ClientSession(
             base_url=config.server.rstrip("/"),
             headers=headers,
-            connector=aiohttp.TCPConnector(ssl=self._ssl, limit=connections),
+            # CPython before 3.12.8 leaks a TLS connection closed while its shutdown is still
+            # in flight (python/cpython#118960), as a watch's is when it is cancelled; aiohttp
+            # aborts those when its connector closes if asked to.
+            connector=aiohttp.TCPConnector(
+                ssl=self._ssl, limit=connections, enable_cleanup_closed=NEEDS_CLEANUP_CLOSED
+            ),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
         )
         self._resources: dict[str, ResourcePath] = {}
