@@ -144,7 +144,10 @@ _TYPE_NAMES = frozenset(
 )
 _lock = threading.Lock()
 _cache: dict[tuple[str, Declarations], Program | CompileError] = {}
-_environment: celpy.Environment | None = None
+_ENVIRONMENT = celpy.Environment()
+"""Made on import (a tenth of a second): celpy sets the interpreter's recursion limit (to
+2500) whenever it makes one, and that global change belongs at start, not in the middle of
+the first request that compiles a rule."""
 
 
 def compile_expression(text: str, declarations: Declarations | None = None) -> Program:
@@ -174,16 +177,8 @@ def compile_problem(text: str, declarations: Declarations | None = None) -> str 
     return None
 
 
-def _env() -> celpy.Environment:
-    global _environment
-    if _environment is None:
-        # celpy raises the interpreter's recursion limit (to 2500) here, once.
-        _environment = celpy.Environment()
-    return _environment
-
-
 def _compile(text: str, declarations: Declarations) -> Program:
-    env = _env()
+    env = _ENVIRONMENT
     try:
         tree = env.compile(text)
     except CELParseError as error:
