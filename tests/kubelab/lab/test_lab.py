@@ -902,10 +902,13 @@ def test_a_load_balancer_spreads_over_the_nodes_and_refuses_without_endpoints(
     while lab.kubectl.json("get", "endpoints", SPREAD_LB).get("subsets"):
         assert time.monotonic() < deadline, "the Service kept endpoints"
         time.sleep(0.5)
-    # Until every node's proxy has synced, some still DNAT to the deleted pods (no answer).
-    while (code := refused_or_answered(url)) != 7:
-        assert time.monotonic() < deadline, f"curl's exit code stayed {code}"
-        time.sleep(0.5)
+    # Until every node's proxy has synced, some still DNAT to the deleted pods (no answer):
+    # wait for each worker's node port (where the router sends) to refuse.
+    node_port = lab.kubectl.json("get", "service", SPREAD_LB)["spec"]["ports"][0]["nodePort"]
+    for worker in sorted(workers):
+        while (code := refused_or_answered(f"http://{worker}:{node_port}/")) != 7:
+            assert time.monotonic() < deadline, f"{worker}: curl's exit code stayed {code}"
+            time.sleep(0.5)
     for _ in range(6):  # whichever node the router picks: the answer is a reset, at once
         refused = node_exec("client", "curl", "-sv", "-m", "5", url)
         assert refused.returncode == 7 and "Connection refused" in refused.stderr, refused.stderr
