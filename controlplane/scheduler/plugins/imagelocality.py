@@ -71,6 +71,9 @@ class ImageLocality:
         append = scores.append
         for node in nodes:
             image_states = node.image_states
+            if not image_states:
+                append(none_present)
+                continue
             image_sum = 0
             for image in images:
                 if (image_state := image_states.get(image)) is not None:
