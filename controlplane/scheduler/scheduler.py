@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import random
 import time
@@ -560,11 +561,13 @@ class Scheduler:
 
     def _select_host(self, scores: NodeScores) -> str:
         """The best-scoring node; among equals, each is chosen with the same probability."""
-        best = max(scores.totals)
-        tied = [
-            name for name, total in zip(scores.names, scores.totals, strict=True) if total == best
-        ]
-        return tied[0] if len(tied) == 1 else self.rng.choice(tied)
+        totals = scores.totals
+        best = max(totals)
+        if totals.count(best) == 1:
+            return scores.names[totals.index(best)]
+        # In C (compress over map): hundreds of nodes are scored, and often many tie.
+        tied = list(itertools.compress(scores.names, map(best.__eq__, totals)))
+        return self.rng.choice(tied)
 
     # The binding cycle.
 

@@ -11,6 +11,16 @@ from controlplane.scheduler.framework.types import NodeInfo
 V = TypeVar("V")
 
 
+class _Answers(Generic[V]):
+    """One key's answers, by node generation, and each node's latest generation answered."""
+
+    __slots__ = ("by_generation", "latest")
+
+    def __init__(self) -> None:
+        self.by_generation: dict[int, V] = {}
+        self.latest: dict[str, int] = {}
+
+
 class NodeMemo(Generic[V]):
     """Last answers per node (one Score plugin's scores, or the first rejection among the
     keyed Filter plugins), reused while neither the node nor the pod's key changed.
@@ -23,6 +33,10 @@ class NodeMemo(Generic[V]):
     change to a NodeInfo bumps its generation.  Answers computed on what-if states
     (nominated pods, preemption) never pass through here.
 
+    Generations come from one counter, so a generation names one node in one state: answers
+    are looked up by generation alone (one dictionary lookup a node, the hot loop), and a
+    node's previous answer is dropped when it gets a new one.
+
     Answers are kept for the ``keys`` keys used most recently: a key that comes back (the
     domains a spread constraint rejects take turns as pods land) finds its answers again.
     """
@@ -30,7 +44,7 @@ class NodeMemo(Generic[V]):
     __slots__ = ("_tables",)
 
     def __init__(self, keys: int = 1) -> None:
-        self._tables: Recent[Hashable, dict[str, tuple[int, V]]] = Recent(lambda _: {}, keys)
+        self._tables: Recent[Hashable, _Answers[V]] = Recent(lambda _: _Answers(), keys)
 
     def reuse(
         self,
@@ -42,25 +56,25 @@ class NodeMemo(Generic[V]):
         a ``None`` from ``compute`` (a failure) is passed on as an empty list."""
         if key is None:
             return compute(nodes) or []
-        entries = self._tables.get(key)
-        get = entries.get
-        answers: list[Any] = [
-            entry[1]
-            if (entry := get(node.name)) is not None and entry[0] == node.generation
-            else _STALE
-            for node in nodes
-        ]
+        table = self._tables.get(key)
+        get = table.by_generation.get
+        answers: list[Any] = [get(node.generation, _STALE) for node in nodes]
         fresh = [node for node, answer in zip(nodes, answers, strict=True) if answer is _STALE]
         if not fresh:
             return answers
         computed = compute(fresh)
         if computed is None:
             return []
+        by_generation, latest = table.by_generation, table.latest
         found = iter(computed)
         for i, node in enumerate(nodes):
             if answers[i] is _STALE:
                 answer = answers[i] = next(found)
-                entries[node.name] = (node.generation, answer)
+                previous = latest.get(node.name)
+                if previous is not None:
+                    by_generation.pop(previous, None)
+                latest[node.name] = node.generation
+                by_generation[node.generation] = answer
         return answers
 
 

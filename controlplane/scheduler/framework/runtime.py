@@ -28,6 +28,8 @@ built: the Filter and Score loops call what was resolved.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
@@ -842,7 +844,14 @@ class Framework:
                     f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
                 ).with_plugin(name)
             weight = self._weights[name]
-            result.totals = [t + x * weight for t, x in zip(result.totals, normalized, strict=True)]
+            # Summed in C (map over operator functions): a Python loop here costs a visit per
+            # node per plugin.
+            weighted = (
+                normalized
+                if weight == 1
+                else map(operator.mul, normalized, itertools.repeat(weight))
+            )
+            result.totals = list(map(operator.add, result.totals, weighted))
             result.raw[name] = raw
             result.normalized[name] = normalized
             result.weights[name] = weight

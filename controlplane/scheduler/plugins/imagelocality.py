@@ -52,6 +52,17 @@ def calculate_priority(sum_scores: int, num_containers: int) -> int:
     return MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
 
 
+def _priority(
+    image_states: Mapping[str, ImageState], images: list[str], total_nodes: int, containers: int
+) -> int:
+    """The score of a node with ``image_states`` for a pod with ``images``."""
+    image_sum = 0
+    for image in images:
+        if (image_state := image_states.get(image)) is not None:
+            image_sum += scaled_image_score(image_state, total_nodes)
+    return calculate_priority(image_sum, containers)
+
+
 class ImageLocality:
     NAME: ClassVar[str] = names.IMAGE_LOCALITY
 
@@ -67,16 +78,13 @@ class ImageLocality:
         images = [normalized_image_name(container.image or "") for container in containers]
         num_containers = len(containers)
         none_present = calculate_priority(0, num_containers)
-        scores: list[int] = []
-        append = scores.append
-        for node in nodes:
-            image_states = node.image_states
-            image_sum = 0
-            for image in images:
-                if (image_state := image_states.get(image)) is not None:
-                    image_sum += scaled_image_score(image_state, total_nodes)
-            append(calculate_priority(image_sum, num_containers) if image_sum else none_present)
-        return scores, SUCCESS
+        # A comprehension rather than a loop: most nodes report no images and cost no call.
+        return [
+            _priority(image_states, images, total_nodes, num_containers)
+            if (image_states := node.image_states)
+            else none_present
+            for node in nodes
+        ], SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
         scores, status = self.score_nodes(state, pod, (node,))

@@ -573,18 +573,19 @@ class InterPodAffinity:
             s = state.read(PRE_SCORE_STATE_KEY, _PreScoreState)
         except (KeyError, TypeError) as error:
             return [], Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
-        pairs = tuple(s.topology_score.items())
-        scores: list[int] = []
-        append = scores.append
-        for node_info in nodes:
-            node = node_info.node
-            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
-            total = 0
-            for key, values in pairs:
-                topology_value = labels.get(key)
-                if topology_value is not None:
-                    total += values.get(topology_value, 0)
-            append(total)
+        # One pass per topology key (usually one), each a lookup per node: a node without the
+        # key looks up None, which no domain is.
+        labels = [
+            (node.metadata.labels or _NO_LABELS) if (node := info.node) is not None else _NO_LABELS
+            for info in nodes
+        ]
+        scores = [0] * len(nodes)
+        for key, values in s.topology_score.items():
+            get = values.get
+            scores = [
+                total + get(node_labels.get(key), 0)  # type: ignore[arg-type]
+                for total, node_labels in zip(scores, labels, strict=True)
+            ]
         return scores, SUCCESS
 
     def score_extensions(self) -> InterPodAffinity:

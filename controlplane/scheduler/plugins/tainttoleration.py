@@ -131,18 +131,16 @@ class TaintToleration:
                 f"failed to read {PRE_SCORE_STATE_KEY!r} from cycleState: {error}"
             )
         tolerations = prepared.tolerations_prefer_no_schedule
-        scores: list[int] = []
-        append = scores.append
-        for info in nodes:
-            node = info.node
-            if node is None:
-                return [], _NODE_NOT_FOUND
-            spec = node.spec
-            if spec is None or not spec.taints:
-                append(0)
-            else:
-                append(_intolerable_prefer_no_schedule(spec.taints, tolerations))
-        return scores, SUCCESS
+        if any(info.node is None for info in nodes):
+            return [], _NODE_NOT_FOUND
+        # Comprehensions rather than a loop: most nodes have no taints, and for them this is
+        # an attribute chain, not a call.
+        return [
+            _intolerable_prefer_no_schedule(taints, tolerations)
+            if (spec := info.node.spec) is not None and (taints := spec.taints)  # type: ignore[union-attr]
+            else 0
+            for info in nodes
+        ], SUCCESS
 
     def score_extensions(self) -> TaintToleration:
         return self

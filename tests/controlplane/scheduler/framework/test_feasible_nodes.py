@@ -2,7 +2,8 @@
 one (every Filter plugin node by node, in order, nothing reused): on random clusters, through
 random cycles that place pods and change nodes, both give every node the same verdict, the
 same rejecting plugin and the same reasons, with the default profile's real plugins.  Scores
-reused across those cycles equal a fresh framework's."""
+reused across those cycles equal a fresh framework's, and each node's total is its plugins'
+normalized scores times their weights, summed."""
 
 from __future__ import annotations
 
@@ -17,7 +18,16 @@ from controlplane.scheduler.framework.runtime import Framework
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.registry import REGISTRY
 from kube.api.kinds.core_v1.node import Node, Taint
-from kube.api.kinds.core_v1.pod import Pod, Toleration, TopologySpreadConstraint
+from kube.api.kinds.core_v1.pod import (
+    Affinity,
+    Pod,
+    PodAffinity,
+    PodAffinityTerm,
+    PodAntiAffinity,
+    Toleration,
+    TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+)
 from kube.api.meta_v1 import LabelSelector
 from kube.clock import FakeClock
 from tests.controlplane.scheduler.builders import SnapshotHandle, make_node, make_pod
@@ -29,6 +39,7 @@ TAINTS = (
     Taint(key="spot", value="yes", effect="NoExecute"),
     Taint(key="slow", effect="PreferNoSchedule"),
 )
+IMAGES = ("app:1", "sidecar:1")
 TOLERATIONS = (
     Toleration(key="gpu", operator="Exists"),
     Toleration(key="spot", value="yes", effect="NoExecute"),
@@ -47,6 +58,7 @@ def random_node(rng: random.Random, name: str) -> Node:
         taints=[taint for taint in TAINTS if rng.random() < 0.15],
         allocatable={"cpu": rng.choice(["1", "2", "4"]), "memory": "4Gi", "pods": "8"},
         unschedulable=rng.random() < 0.1,
+        images={image: 300 * 1024 * 1024 for image in IMAGES if rng.random() < 0.3},
     )
 
 
@@ -62,9 +74,29 @@ def random_pod(rng: random.Random, name: str) -> Pod:
         for key in (ZONE, HOSTNAME)
         if rng.random() < 0.5
     ]
+    selector = LabelSelector(match_labels={"app": app})
+    preferred = [
+        WeightedPodAffinityTerm(
+            weight=rng.choice([1, 50, 100]),
+            pod_affinity_term=PodAffinityTerm(label_selector=selector, topology_key=key),
+        )
+        for key in (ZONE, HOSTNAME)
+        if rng.random() < 0.4
+    ]
+    cut = rng.randrange(len(preferred) + 1)
+    affinity = Affinity(
+        pod_affinity=PodAffinity(
+            preferred_during_scheduling_ignored_during_execution=preferred[:cut] or None
+        ),
+        pod_anti_affinity=PodAntiAffinity(
+            preferred_during_scheduling_ignored_during_execution=preferred[cut:] or None
+        ),
+    )
     return make_pod(
         name,
         labels={"app": app},
+        images=[image for image in IMAGES if rng.random() < 0.6],
+        affinity=affinity if preferred else None,
         requests={"cpu": rng.choice(["100m", "500m", "1500m"]), "memory": "256Mi"},
         host_ports=[8080] if rng.random() < 0.2 else [],
         tolerations=[t for t in TOLERATIONS if rng.random() < 0.3],
@@ -79,6 +111,13 @@ def scores(framework: Framework, pod: PodInfo, nodes: list[NodeInfo]) -> dict[st
     assert framework.run_pre_score_plugins(state, pod, nodes).is_success
     result, status = framework.run_score_plugins(state, pod, nodes)
     assert status.is_success
+    assert result.totals == [
+        sum(
+            normalized[i] * result.weights[plugin]
+            for plugin, normalized in result.normalized.items()
+        )
+        for i in range(len(nodes))
+    ]
     return result.normalized
 
 

@@ -1124,6 +1124,26 @@ def test_node_memo_asks_only_about_changed_nodes() -> None:
     assert asked == [["a", "b", "c"], ["b"], ["a", "b", "c"], ["a", "b", "c"]]
 
 
+def test_node_memo_keeps_one_answer_a_node() -> None:
+    """A node's answer for its previous state is dropped when it gets one for its new state:
+    the memo does not grow with the number of changes."""
+    memo: NodeMemo[str] = NodeMemo()
+    node = make_node_info(make_node("a"))
+    before = node.clone()
+    asked: list[int] = []
+
+    def compute(fresh: list[NodeInfo]) -> list[str]:
+        asked.extend(info.generation for info in fresh)
+        return [f"{info.name}@{info.generation}" for info in fresh]
+
+    assert memo.reuse([node], "k", compute) == [f"a@{before.generation}"]
+    assert memo.reuse([before], "k", compute) == [f"a@{before.generation}"]
+    node.add_pod(PodInfo.of(make_pod("p", node_name="a")))
+    assert memo.reuse([node], "k", compute) == [f"a@{node.generation}"]
+    assert memo.reuse([before], "k", compute) == [f"a@{before.generation}"]
+    assert asked == [before.generation, node.generation, before.generation]
+
+
 def test_node_memo_keeps_the_answers_of_its_most_recent_keys() -> None:
     memo: NodeMemo[str] = NodeMemo(keys=2)
     nodes = [N1, N2]
