@@ -328,6 +328,14 @@ class ImageState:
     """On how many nodes the image is present (ImageLocality scales by spread)."""
 
 
+_NO_LABELS: Mapping[str, str] = {}
+
+
+def node_labels(node: Node | None) -> Mapping[str, str]:
+    """A node's labels; none for a node that is unknown or has none."""
+    return (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
+
+
 class NodeInfo:
     """A node and everything the scheduler has placed or seen on it.
 
@@ -340,6 +348,7 @@ class NodeInfo:
         "allocatable",
         "generation",
         "image_states",
+        "labels",
         "name",
         "node",
         "non_zero_requested",
@@ -355,6 +364,9 @@ class NodeInfo:
         self.node: Node | None = None
         self.name = ""
         """The node's name ("" while the node is unknown); read for every node every cycle."""
+        self.labels: Mapping[str, str] = _NO_LABELS
+        """The node's labels (none while the node is unknown); read by the topology plugins
+        for every node every cycle."""
         self.pods: list[PodInfo] = []
         self.pods_with_affinity: list[PodInfo] = []
         self.pods_with_required_anti_affinity: list[PodInfo] = []
@@ -371,6 +383,7 @@ class NodeInfo:
     def set_node(self, node: Node) -> None:
         self.node = node
         self.name = node.metadata.name or ""
+        self.labels = node_labels(node)
         status = node.status
         self.allocatable = Resources.from_list(status.allocatable if status else None)
         self.generation = next_generation()
@@ -379,6 +392,7 @@ class NodeInfo:
         """The node is gone; what remains is a placeholder for the pods still bound to it."""
         self.node = None
         self.name = ""
+        self.labels = _NO_LABELS
         self.allocatable = Resources()
         self.generation = next_generation()
 
@@ -427,6 +441,7 @@ class NodeInfo:
         copy = NodeInfo()
         copy.node = self.node
         copy.name = self.name
+        copy.labels = self.labels
         copy.pods = list(self.pods)
         copy.pods_with_affinity = list(self.pods_with_affinity)
         copy.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)

@@ -56,6 +56,7 @@ from controlplane.scheduler.framework.types import (
     NodeInfo,
     PodInfo,
     WeightedAffinityTerm,
+    node_labels,
 )
 from kube.api.kinds.core_v1.cluster import Namespace
 from kube.api.kinds.core_v1.node import Node
@@ -74,7 +75,6 @@ _ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_N
 _EXISTING_ANTI_AFFINITY_NOT_MATCH = Status.unschedulable(
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
 )
-_NO_LABELS: Mapping[str, str] = {}
 _NO_COUNTS: Mapping[str, int] = {}
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
@@ -84,10 +84,6 @@ DEFAULT_HARD_POD_AFFINITY_WEIGHT = 1
 
 TopologyCounts = dict[str, dict[str, int]]
 """topology key -> topology value -> count (or summed weight); zero counts are dropped."""
-
-
-def _node_labels(node: Node | None) -> Mapping[str, str]:
-    return (node.metadata.labels or {}) if node is not None else {}
 
 
 def _add(counts: TopologyCounts, labels: Mapping[str, str], key: str, value: int) -> None:
@@ -212,7 +208,7 @@ class _PreFilterState:
         )
 
     def update_with_pod(self, info: PodInfo, node: Node | None, value: int) -> None:
-        labels = _node_labels(node)
+        labels = node_labels(node)
         _count_anti_affinity(
             self.existing_anti_affinity_counts,
             info.required_anti_affinity,
@@ -321,7 +317,7 @@ class _PreferredScores(NodeParts[_ScorePart]):
         self._nodes: dict[tuple[str, str], int] = {}
 
     def part(self, info: NodeInfo) -> _ScorePart | None:
-        labels = _node_labels(info.node)
+        labels = info.labels
         if not info.pods or not labels or self.walk is None:
             return None
         return (
@@ -414,7 +410,7 @@ class InterPodAffinity:
         # remembered until the node changes (see _PerNode).
         existing_memo = self._existing_memo.get(_incoming_key(pod.pod, s.namespace_labels))
         for node_info in self._handle.snapshot.have_pods_with_required_anti_affinity():
-            labels = _node_labels(node_info.node)
+            labels = node_info.labels
             for key in existing_memo.get(node_info, s.existing_topology_keys):
                 _add(s.existing_anti_affinity_counts, labels, key, 1)
         if s.affinity or s.anti_affinity:
@@ -422,7 +418,7 @@ class InterPodAffinity:
             for node_info in nodes:
                 if not node_info.pods:
                     continue
-                labels = _node_labels(node_info.node)
+                labels = node_info.labels
                 matching_all, matching_each = incoming_memo.get(node_info, s.incoming_matches)
                 if matching_all:
                     for term in s.affinity:
@@ -491,8 +487,7 @@ class InterPodAffinity:
         statuses: list[Status] = []
         append = statuses.append
         for node_info in nodes:
-            node = node_info.node
-            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
+            labels = node_info.labels
             has_keys = pods_exist = True
             for key, counts in affinity:
                 value = labels.get(key)
@@ -548,7 +543,7 @@ class InterPodAffinity:
         else:
             scores = {}
             for node_info in snapshot.have_pods_with_affinity():
-                labels = _node_labels(node_info.node)
+                labels = node_info.labels
                 if not node_info.pods_with_affinity or not labels:
                     continue
                 for topology_key, weight in memo.get(node_info, walk.weights):
@@ -575,16 +570,13 @@ class InterPodAffinity:
             return [], Status.failed(f"reading {PRE_SCORE_STATE_KEY!r} from cycleState: {error}")
         # One pass per topology key (usually one), each a lookup per node: a node without the
         # key looks up None, which no domain is.
-        labels = [
-            (node.metadata.labels or _NO_LABELS) if (node := info.node) is not None else _NO_LABELS
-            for info in nodes
-        ]
+        labels = [info.labels for info in nodes]
         scores = [0] * len(nodes)
         for key, values in s.topology_score.items():
             get = values.get
             scores = [
-                total + get(node_labels.get(key), 0)  # type: ignore[arg-type]
-                for total, node_labels in zip(scores, labels, strict=True)
+                total + get(of_node.get(key), 0)  # type: ignore[arg-type]
+                for total, of_node in zip(scores, labels, strict=True)
             ]
         return scores, SUCCESS
 
@@ -653,7 +645,7 @@ class InterPodAffinity:
     @staticmethod
     def _is_schedulable_after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
         modified: Node | None = new
-        labels = _node_labels(modified)
+        labels = node_labels(modified)
         info = PodInfo.of(pod)
         for term in (*info.required_affinity, *info.required_anti_affinity):
             if term.topology_key in labels:

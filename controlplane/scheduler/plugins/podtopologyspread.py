@@ -61,7 +61,7 @@ from controlplane.scheduler.framework.interface import (
     Status,
 )
 from controlplane.scheduler.framework.parts import NodeParts, Recent
-from controlplane.scheduler.framework.types import NodeInfo, PodInfo
+from controlplane.scheduler.framework.types import NodeInfo, PodInfo, node_labels
 from controlplane.scheduler.plugins.helper import do_not_schedule_taints
 from kube.api.kinds.apps_v1 import ReplicaSet, StatefulSet
 from kube.api.kinds.core_v1.node import Node
@@ -100,7 +100,6 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
     ),
 )
 
-_NO_LABELS: Mapping[str, str] = {}
 _LABEL_MISSING = Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
 _SKEW_EXCEEDED = Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
 
@@ -112,10 +111,6 @@ _DomainsKey = tuple[str, tuple[tuple[str, Selector], ...]]
 
 _NO_DOMAIN = 2**31 - 1
 """The minimum of a constraint no node is eligible for (never read: minDomains makes it 0)."""
-
-
-def _labels(node: Node | None) -> Mapping[str, str]:
-    return (node.metadata.labels or {}) if node is not None else {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -196,7 +191,7 @@ class _DomainCounts(NodeParts[_Part]):
         self.nodes: list[dict[str, int]] = [{} for _ in keys]
 
     def part(self, info: NodeInfo) -> _Part | None:
-        labels = info.node.metadata.labels if info.node is not None else None
+        labels = info.labels
         if not labels or not labels.keys() >= self._required:
             return None
         return (
@@ -566,7 +561,7 @@ class PodTopologySpread:
         except (KeyError, TypeError) as error:
             return Status.failed(f"reading {PRE_FILTER_STATE_KEY!r} from cycleState: {error}")
         node = node_info.node
-        labels = _labels(node)
+        labels = node_labels(node)
         if (
             node is None
             or changed.pod.metadata.namespace != pod.pod.metadata.namespace
@@ -596,10 +591,7 @@ class PodTopologySpread:
         checks = [
             (c.topology_key, s.match_counts[i], s.most(i)) for i, c in enumerate(s.constraints)
         ]
-        node_labels = [
-            (node.metadata.labels or _NO_LABELS) if (node := info.node) is not None else _NO_LABELS
-            for info in nodes
-        ]
+        labels_by_node = [info.labels for info in nodes]
         # Constraint by constraint; a node keeps the first rejection.
         statuses: list[Status] = [SUCCESS] * len(nodes)
         for key, counts, most in checks:
@@ -611,7 +603,7 @@ class PodTopologySpread:
                 else _SKEW_EXCEEDED
                 if counts.get(value, 0) > most
                 else SUCCESS
-                for status, labels in zip(statuses, node_labels, strict=True)
+                for status, labels in zip(statuses, labels_by_node, strict=True)
             ]
         return statuses
 
@@ -653,7 +645,7 @@ class PodTopologySpread:
             [],
         )
         for node_info in nodes:
-            labels = _labels(node_info.node)
+            labels = node_info.labels
             if require_all and not _has_all_keys(labels, constraints):
                 s.ignored_nodes.add(node_info.name)
                 continue
@@ -670,7 +662,7 @@ class PodTopologySpread:
         eligibility = _Eligibility(pod.pod, constraints)
         for node_info in all_nodes:
             node = node_info.node
-            labels = _labels(node)
+            labels = node_labels(node)
             if node is None or not node_info.pods:
                 continue
             if require_all and not _has_all_keys(labels, constraints):
@@ -716,8 +708,7 @@ class PodTopologySpread:
             if node_info.name in ignored:
                 append(0)
                 continue
-            node = node_info.node
-            labels = (node.metadata.labels or _NO_LABELS) if node is not None else _NO_LABELS
+            labels = node_info.labels
             total = 0.0
             for key, counter, domain_counts, weight, tolerance in terms:
                 value = labels.get(key)
@@ -817,12 +808,16 @@ class PodTopologySpread:
             constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         except SelectorError:
             return QueueingHint.QUEUE
-        original_matching = original is not None and _has_all_keys(_labels(original), constraints)
-        modified_matching = modified is not None and _has_all_keys(_labels(modified), constraints)
+        original_matching = original is not None and _has_all_keys(
+            node_labels(original), constraints
+        )
+        modified_matching = modified is not None and _has_all_keys(
+            node_labels(modified), constraints
+        )
         if original is not None and modified is not None:
             if original_matching != modified_matching:
                 return QueueingHint.QUEUE
-            before, after = _labels(original), _labels(modified)
+            before, after = node_labels(original), node_labels(modified)
             moved = any(
                 before.get(c.topology_key) != after.get(c.topology_key) for c in constraints
             )
