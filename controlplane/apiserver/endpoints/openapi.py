@@ -69,18 +69,15 @@ class OpenAPIDocuments:
     def _v3_response(self, request: web.Request, group: str, version: str) -> web.Response:
         data, etag = self._v3_document(group, version)
         asked = request.query.get("hash")
-        if not asked:
-            response = _content(request, data, etag, JSON)
-            response.headers["Vary"] = "Accept"
-            return response
-        if asked != etag:
+        if asked and asked != etag:
             current = f"/openapi/v3/{openapi.group_version_path(group, version)}?hash={etag}"
             return web.Response(status=301, headers={"Location": current})
         response = _content(request, data, etag, JSON)
         response.headers["Vary"] = "Accept"
-        response.headers["Cache-Control"] = "public, immutable"
-        expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=365)
-        response.headers["Expires"] = expires.strftime("%a, %d %b %Y %H:%M:%S UTC")
+        if asked:
+            response.headers["Cache-Control"] = "public, immutable"
+            expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=365)
+            response.headers["Expires"] = expires.strftime("%a, %d %b %Y %H:%M:%S UTC")
         return response
 
     def _v2_response(self, request: web.Request) -> web.Response:
