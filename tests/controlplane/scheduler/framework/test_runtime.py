@@ -734,12 +734,31 @@ def test_find_nodes_that_pass_filters(
     assert (outcome.processed, outcome.error) == (processed, None)
 
 
-def test_find_nodes_that_pass_filters_stops_at_an_error() -> None:
+@pytest.mark.parametrize(
+    ("answers", "feasible", "statuses"),
+    [
+        pytest.param({"n2": Status.failed("boom")}, ["n1"], [], id="after-a-fit"),
+        pytest.param(
+            {"n1": Status.unschedulable("no"), "n2": Status.failed("boom")},
+            [],
+            ["n1"],
+            id="after-a-rejection",
+        ),
+    ],
+)
+def test_find_nodes_that_pass_filters_stops_at_an_error(
+    answers: dict[str, Status], feasible: list[str], statuses: list[str]
+) -> None:
     built = Built(filter=["A"])
-    built["A"].answers["filter"] = {"n2": Status.failed("boom")}
-    outcome = built.framework.find_nodes_that_pass_filters(CycleState(), POD, [N1, N2, N3], 3)
-    assert [node.name for node in outcome.nodes] == ["n1"]
+    built["A"].answers["filter"] = answers
+    record = DecisionRecord()
+    outcome = built.framework.find_nodes_that_pass_filters(
+        CycleState(), POD, [N1, N2, N3], 3, record=record
+    )
+    assert [node.name for node in outcome.nodes] == feasible
+    assert list(outcome.statuses) == statuses
     assert outcome.error == Status(Code.ERROR, ('running "A" filter plugin: boom',), "A")
+    assert list(record.filter_verdicts) == ["n1", "n2"]
 
 
 # PostFilter.
