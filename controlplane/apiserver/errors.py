@@ -44,7 +44,7 @@ class ApiError(Exception):
 def _details(info: KindInfo | None, name: str) -> StatusDetails:
     return StatusDetails(
         name=name or None,
-        group=info.group if info else None,
+        group=(info.group or None) if info else None,
         kind=info.plural if info else None,
     )
 

@@ -158,8 +158,9 @@ def load_yaml_documents(text: str | bytes) -> list[Any]:
 
 
 def dump_yaml(obj: Any) -> str:
-    """YAML for an object or plain values, keys in declaration order."""
-    return yaml.safe_dump(to_builtins(obj), sort_keys=False, allow_unicode=True)
+    """YAML for an object or plain values, keys sorted at every level, as upstream's server
+    writes YAML (its JSON turned into plain maps, then YAML)."""
+    return yaml.safe_dump(to_builtins(obj), sort_keys=True, allow_unicode=True)
 
 
 # Typed objects by apiVersion and kind.

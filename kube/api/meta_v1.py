@@ -33,13 +33,14 @@ FINALIZER_FOREGROUND = "foregroundDeletion"
 
 
 class TypeMeta(Struct):
-    """apiVersion and kind; ``typed()`` fills them in from the class."""
+    """kind and apiVersion (in that order, as upstream's JSON has them); ``typed()`` fills
+    them in from the class."""
 
     API_VERSION: ClassVar[str]
     KIND: ClassVar[str]
 
-    api_version: str | None = None
     kind: str | None = None
+    api_version: str | None = None
 
     def typed(self) -> Self:
         """This object with its apiVersion and kind set (as sent and stored)."""
@@ -250,8 +251,8 @@ T = TypeVar("T", bound=Resource)
 class ResourceList(Struct, Generic[T], kw_only=True):
     """A list of any kind (``PodList`` is ``ResourceList[Pod]``)."""
 
-    api_version: str | None = None
     kind: str | None = None
+    api_version: str | None = None
     metadata: ListMeta = msgspec.field(default_factory=ListMeta)
     items: list[T]
 

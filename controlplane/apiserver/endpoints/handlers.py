@@ -56,7 +56,9 @@ DEFAULT_WATCH_TIMEOUT = 1800.0
 
 
 def encode(value: Any) -> bytes:
-    return msgspec.json.encode(value)
+    """One JSON document as upstream's encoder writes it: followed by a newline (clients and
+    scripts compare bodies byte for byte, and a watch stream is one document per line)."""
+    return msgspec.json.encode(value) + b"\n"
 
 
 def json_response(
@@ -411,7 +413,7 @@ class ResourceHandler:
                 obj = PartialObjectMetadata(metadata=event.obj.metadata)
             else:
                 obj = event.obj
-            return encode({"type": event.type, "object": obj}) + b"\n"
+            return encode({"type": event.type, "object": obj})
 
         try:
             async with asyncio.timeout(timeout):
@@ -421,7 +423,7 @@ class ResourceHandler:
             pass
         except errors.ApiError as error:
             with contextlib.suppress(ConnectionError):
-                await response.write(encode({"type": ERROR, "object": error.status()}) + b"\n")
+                await response.write(encode({"type": ERROR, "object": error.status()}))
         except ConnectionError:
             return response
         finally:

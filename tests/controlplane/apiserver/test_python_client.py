@@ -252,3 +252,50 @@ def test_watch_from_a_compacted_revision_is_410(tmp_path: pathlib.Path) -> None:
         client.close()
     finally:
         stop_server(server)
+
+
+def test_bodies_are_upstreams_bytes(api_client: k8s.ApiClient, namespace: str) -> None:
+    """Objects, lists, Status and watch events as upstream writes them: ``kind``,
+    ``apiVersion``, ``metadata``, then the rest, and a newline after each document.  The
+    client's own e2e suite compares a conflict's body with exactly these bytes."""
+    core = k8s.CoreV1Api(api_client)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "mock", "labels": {"app": "mock"}},
+        "spec": {"selector": {"app": "mock"}, "ports": [{"port": 99, "targetPort": 9949}]},
+    }
+    core.create_namespaced_service(namespace, service)
+    with pytest.raises(ApiException) as conflict:
+        core.create_namespaced_service(namespace, service)
+    assert conflict.value.body == (
+        '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        '"message":"services \\"mock\\" already exists","reason":"AlreadyExists",'
+        '"details":{"name":"mock","kind":"services"},"code":409}\n'
+    )
+
+    def raw(**options: Any) -> bytes:
+        path = f"/api/v1/namespaces/{namespace}/services"
+        answer = api_client.call_api(
+            path + ("/mock" if options.pop("one", False) else ""),
+            "GET",
+            query_params=list(options.items()),
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+        data: bytes = answer.read()
+        answer.release_conn()
+        return data
+
+    one = raw(one=True)
+    assert one.startswith(b'{"kind":"Service","apiVersion":"v1","metadata":{"name":"mock",')
+    assert one.endswith(b"}\n") and one.count(b"\n") == 1
+    listed = raw()
+    assert listed.startswith(b'{"kind":"ServiceList","apiVersion":"v1","metadata":{')
+    assert b'"items":[{"kind":"Service","apiVersion":"v1","metadata":' in listed
+    assert listed.endswith(b"}\n") and listed.count(b"\n") == 1
+    events = raw(watch="true", timeoutSeconds=1, resourceVersion="0")
+    assert events.startswith(
+        b'{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":'
+    )
+    assert events.endswith(b"}}\n") and events.count(b"\n") == 1

@@ -100,12 +100,13 @@ def test_encoding_leaves_unset_fields_out() -> None:
     lease = Lease().typed()
     lease.metadata.name = "x"
     assert codec.encode_json(lease) == (
-        b'{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"x"}}'
+        b'{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"x"}}'
     )
 
 
 @pytest.mark.parametrize("info", list(SCHEME), ids=[f"{i.api_version}/{i.kind}" for i in SCHEME])
 def test_objects_encode_in_kubernetes_field_order(info: KindInfo) -> None:
-    """apiVersion, kind and metadata come first, as every Kubernetes tool prints them."""
+    """kind, apiVersion and metadata come first, as upstream's JSON has them (its Go structs'
+    order: TypeMeta, then ObjectMeta)."""
     names = [f.encode_name for f in msgspec.structs.fields(info.cls)]
-    assert names[:3] == ["apiVersion", "kind", "metadata"]
+    assert names[:3] == ["kind", "apiVersion", "metadata"]
