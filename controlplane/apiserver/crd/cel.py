@@ -863,6 +863,14 @@ are empty, since this server's authorizers give none.  Unlike in CRD rules, anyt
 compared with ``null``."""
 
 
+POLICY = Declarations(
+    ADMISSION.variables | {"params", "namespaceObject", "variables"}, ADMISSION.functions
+)
+"""ValidatingAdmissionPolicy expressions: the admission ones, and ``params`` (the binding's
+parameter object, or null), ``namespaceObject`` (the request's Namespace, or null) and
+``variables`` (the policy's variables, each evaluated when first read)."""
+
+
 # CRD and webhook validation compile with this module (kube.api cannot import it).
 apiextensions_v1.use_rule_compiler(compile_problem)
 admissionregistration_v1.use_condition_compiler(lambda text: compile_problem(text, ADMISSION))

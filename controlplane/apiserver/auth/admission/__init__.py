@@ -9,7 +9,8 @@ NodeRestriction, TaintNodesByCondition, AlwaysPullImages, Priority, DefaultToler
 DefaultStorageClass, then the mutating webhooks), all of them once more when a mutating
 webhook changed the object (``webhook.Reinvocation``), and only then every validating half
 (LimitRanger's bounds, ServiceAccount's checks, AlwaysPullImages', PodSecurity, the server's
-own checks, the validating webhooks, and ResourceQuota last, so that a write refused by
+own checks, the ValidatingAdmissionPolicies (``policy``), the validating webhooks, and
+ResourceQuota last, so that a write refused by
 another plugin never consumes quota).  So what a mutating webhook did is checked as what the
 client sent is.  NamespaceLifecycle and NodeRestriction are mutating halves, as upstream's
 (they only refuse, but before any webhook sees the request).  The small built-in plugins live
@@ -50,6 +51,7 @@ from controlplane.apiserver.auth.admission import (
     limitranger,
     noderestriction,
     podsecurity,
+    policy,
     quota,
     serviceaccount,
     webhook,
@@ -296,6 +298,7 @@ ORDER = (
     "DefaultTolerationSeconds",
     "DefaultStorageClass",
     "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
     "ResourceQuota",
 )
@@ -310,12 +313,18 @@ DEFAULT_PLUGINS = (
     "DefaultTolerationSeconds",
     "DefaultStorageClass",
     "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
     "ResourceQuota",
 )
 """Upstream's default set, of the plugins above (NodeRestriction and AlwaysPullImages are
 opt-in there too)."""
-LAST = ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook", "ResourceQuota")
+LAST = (
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionWebhook",
+    "ResourceQuota",
+)
 """The plugins upstream keeps at the end of the order: the server's own checks (``chain``'s
 ``checks``) go before them, so that webhooks see what they settled and quota is charged
 last."""
@@ -403,6 +412,15 @@ def plugins(
         "MutatingAdmissionWebhook": lambda: Plugin(
             mutate=webhook.mutating(
                 cache((*hooks, "mutatingwebhookconfigurations")),
+                cache(namespaces),
+                stores,
+                authorizer,
+            )
+        ),
+        "ValidatingAdmissionPolicy": lambda: Plugin(
+            validate=policy.validating_policies(
+                cache((*hooks, "validatingadmissionpolicies")),
+                cache((*hooks, "validatingadmissionpolicybindings")),
                 cache(namespaces),
                 stores,
                 authorizer,

@@ -69,6 +69,7 @@ from controlplane.apiserver.storage.watchcache import WatchCache
 from kube import pki
 from kube.api import codec, names
 from kube.api.kinds.admissionregistration_v1 import (
+    MatchCondition,
     MutatingWebhook,
     MutatingWebhookConfiguration,
     RuleWithOperations,
@@ -256,7 +257,9 @@ async def _mutate(
 ) -> bool | None:
     """Call one mutating webhook and apply its patch; whether the object changed (None: the
     webhook was not called, or failed and was ignored)."""
-    review = await _versioned_review(invocation, stores, operation, info, obj, old, ctx)
+    review = _admission_review(
+        await admission_request(invocation.info, stores, operation, info, obj, old, ctx)
+    )
     if not _conditions_hold(invocation, review, authorizer, info, obj, ctx):
         return None
     response = await _review(invocation.webhook, stores, review, ctx)
@@ -317,7 +320,9 @@ async def _validate(
     old: Resource | None,
     ctx: RequestContext,
 ) -> None:
-    review = await _versioned_review(invocation, stores, operation, info, obj, old, ctx)
+    review = _admission_review(
+        await admission_request(invocation.info, stores, operation, info, obj, old, ctx)
+    )
     if _conditions_hold(invocation, review, authorizer, info, obj, ctx):
         await _review(invocation.webhook, stores, review, ctx)
 
@@ -346,9 +351,9 @@ async def _matching(
         version = _matched_version(webhook, operation, info, ctx.subresource, stores)
         if version is None:
             continue
-        if not _selected(webhook.object_selector, obj, old):
+        if not selected(webhook.object_selector, obj, old):
             continue
-        if not await _namespace_selected(webhook.namespace_selector, namespaces, info, obj):
+        if not await namespace_selected(webhook.namespace_selector, namespaces, info, obj):
             continue
         found.append(Invocation(configuration_name, webhook, version, index))
     return found
@@ -357,12 +362,23 @@ async def _matching(
 def _matched_version(
     webhook: WebhookBase, operation: str, info: KindInfo, sub: str, stores: Stores
 ) -> KindInfo | None:
-    """The version of the resource the webhook is to see: the request's if its rules name it,
-    else (``matchPolicy: Equivalent``) another served version of the resource they name."""
-    rules = webhook.rules or ()
+    return matched_version(webhook.rules or (), webhook.match_policy, operation, info, sub, stores)
+
+
+def matched_version(
+    rules: Sequence[RuleWithOperations],
+    match_policy: str | None,
+    operation: str,
+    info: KindInfo,
+    sub: str,
+    stores: Stores,
+) -> KindInfo | None:
+    """The version of the resource a webhook or policy is to see: the request's if ``rules``
+    name it, else (``matchPolicy: Equivalent``) another served version of the resource they
+    name; None if they match neither."""
     if any(_rule_matches(r, operation, info, sub) for r in rules):
         return info
-    if webhook.match_policy != "Equivalent":
+    if match_policy != "Equivalent":
         return None
     for key in sorted(stores):
         other = stores[key].info
@@ -393,16 +409,19 @@ def _rule_matches(rule: RuleWithOperations, operation: str, info: KindInfo, sub:
     return False
 
 
-def _selected(selector: LabelSelector | None, obj: Resource, old: Resource | None) -> bool:
+def selected(selector: LabelSelector | None, obj: Resource, old: Resource | None) -> bool:
+    """Whether the object (or, for a DELETE, the old one) has the labels ``selector`` asks."""
     if selector is None:
         return True
     parsed = Selector.from_label_selector(selector.match_labels, selector.match_expressions)
     return any(parsed.matches(o.metadata.labels or {}) for o in (obj, old) if o is not None)
 
 
-async def _namespace_selected(
+async def namespace_selected(
     selector: LabelSelector | None, namespaces: WatchCache, info: KindInfo, obj: Resource
 ) -> bool:
+    """Whether the object's namespace (a Namespace itself; any cluster-scoped object) has
+    the labels ``selector`` asks."""
     if selector is None:
         return True
     if info.group == "" and info.plural == "namespaces":
@@ -426,8 +445,14 @@ async def _at_version(document: Document, info: KindInfo, stores: Stores) -> Doc
     return converted
 
 
-async def _versioned_review(
-    invocation: Invocation,
+def _admission_review(request: dict[str, Any]) -> dict[str, Any]:
+    """The AdmissionReview a webhook is sent, of an ``admission_request``."""
+    body = {"uid": str(uuid.uuid4()), **request}
+    return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "request": body}
+
+
+async def admission_request(
+    target: KindInfo,
     stores: Stores,
     operation: str,
     info: KindInfo,
@@ -435,20 +460,17 @@ async def _versioned_review(
     old: Resource | None,
     ctx: RequestContext,
 ) -> dict[str, Any]:
-    """The AdmissionReview for the webhook: the objects at its version (``Invocation.info``)."""
+    """The AdmissionRequest as JSON, its objects at ``target``'s version (which a webhook or
+    policy matched; ``requestKind`` and ``requestResource`` name the one asked for)."""
     objects: list[Document | None] = [
         None if operation == "DELETE" else codec.to_builtins(obj),
         codec.to_builtins(old) if old is not None and operation != "CREATE" else None,
     ]
-    if invocation.info is not info:
-        objects = [
-            None if o is None else await _at_version(o, invocation.info, stores) for o in objects
-        ]
-    target = invocation.info
+    if target is not info:
+        objects = [None if o is None else await _at_version(o, target, stores) for o in objects]
     kind = {"group": target.group, "version": target.version, "kind": target.kind}
     resource = {"group": target.group, "version": target.version, "resource": target.plural}
     body: dict[str, Any] = {
-        "uid": str(uuid.uuid4()),
         "kind": kind,
         "resource": resource,
         "requestKind": {"group": info.group, "version": info.version, "kind": info.kind},
@@ -463,7 +485,7 @@ async def _versioned_review(
     }
     if ctx.subresource:
         body["subResource"] = ctx.subresource
-    return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "request": body}
+    return body
 
 
 def _conditions_hold(
@@ -479,8 +501,49 @@ def _conditions_hold(
     webhook = invocation.webhook
     if not webhook.match_conditions:
         return True
-    request = review["request"]
+    variables = expression_variables(review["request"], authorizer, info, obj, ctx)
     name = obj.metadata.name or ""
+    held, problems = conditions_hold(webhook.match_conditions, cel.ADMISSION, variables)
+    if not held or not problems:
+        return held
+    if webhook.failure_policy == "Ignore":
+        return False
+    text = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+    raise errors.forbidden(info, name, f'{info.plural} "{name}" is forbidden: {text}')
+
+
+def conditions_hold(
+    conditions: Sequence[MatchCondition],
+    declarations: cel.Declarations,
+    variables: Mapping[str, celtypes.Value],
+) -> tuple[bool, list[str]]:
+    """Whether no condition is false, and the errors of those that could not be evaluated
+    (upstream's matchConditions: one false decides, whatever the others' errors)."""
+    problems = []
+    for condition in conditions:
+        expression = condition.expression or ""
+        try:
+            result = cel.compile_expression(expression, declarations).evaluate(variables)
+        except (cel.CompileError, cel.EvaluationError) as error:
+            problems.append(f"expression '{expression}' resulted in error: {error}")
+            continue
+        if not isinstance(result, celtypes.BoolType):
+            problems.append(f"expression '{expression}' resulted in error: must evaluate to bool")
+        elif not result:
+            return False, []
+    return True, problems
+
+
+def expression_variables(
+    request: dict[str, Any],
+    authorizer: Authorizer,
+    info: KindInfo,
+    obj: Resource,
+    ctx: RequestContext,
+) -> dict[str, celtypes.Value]:
+    """What admission expressions see: ``object``, ``oldObject``, ``request`` (an
+    ``admission_request``) and ``authorizer`` (the requester's, about the request's
+    resource)."""
     asked = RequestInfo(
         path="",
         verb="",
@@ -489,9 +552,9 @@ def _conditions_hold(
         resource=info.plural,
         subresource=ctx.subresource,
         namespace=obj.metadata.namespace or "",
-        name=name,
+        name=obj.metadata.name or "",
     )
-    variables = {
+    return {
         "object": cel.to_cel_json(request["object"]),
         "oldObject": cel.to_cel_json(request["oldObject"]),
         "request": cel.to_cel_json(
@@ -499,24 +562,6 @@ def _conditions_hold(
         ),
         "authorizer": cel.AuthorizerValue(authorizer, User(ctx.user, ctx.groups), asked),
     }
-    problems = []
-    for condition in webhook.match_conditions:
-        expression = condition.expression or ""
-        try:
-            result = cel.compile_expression(expression, cel.ADMISSION).evaluate(variables)
-        except (cel.CompileError, cel.EvaluationError) as error:
-            problems.append(f"expression '{expression}' resulted in error: {error}")
-            continue
-        if not isinstance(result, celtypes.BoolType):
-            problems.append(f"expression '{expression}' resulted in error: must evaluate to bool")
-        elif not result:
-            return False
-    if not problems:
-        return True
-    if webhook.failure_policy == "Ignore":
-        return False
-    text = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
-    raise errors.forbidden(info, name, f'{info.plural} "{name}" is forbidden: {text}')
 
 
 async def _review(

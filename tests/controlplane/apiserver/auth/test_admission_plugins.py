@@ -57,6 +57,7 @@ def test_flags_choose_from_the_default_set() -> None:
         "DefaultTolerationSeconds",
         "DefaultStorageClass",
         "MutatingAdmissionWebhook",
+        "ValidatingAdmissionPolicy",
         "ValidatingAdmissionWebhook",
     ]
     with pytest.raises(ValueError, match='enable-admission-plugins plugin "Bogus" is unknown'):
