@@ -43,6 +43,7 @@ __all__ = [
     "is_valid_ip",
     "is_valid_label_value",
     "is_valid_port_num",
+    "is_wildcard_dns1123_subdomain",
     "validate_annotations",
     "validate_labels",
 ]
@@ -59,6 +60,12 @@ _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
 _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
     "'.', and must start and end with an alphanumeric character"
+)
+_WILDCARD_DNS1123_SUBDOMAIN_FMT = "\\*\\." + _DNS1123_SUBDOMAIN_FMT
+_WILDCARD_DNS1123_SUBDOMAIN_MSG = (
+    "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, "
+    "which must consist of lower case alphanumeric characters, '-' or '.' and end with an "
+    "alphanumeric character"
 )
 _DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _DNS1035_LABEL_MSG = (
@@ -98,6 +105,7 @@ _PERCENT_MSG = "a valid percent string must be a numeric string followed by an e
 
 _DNS1123_LABEL = re.compile(_DNS1123_LABEL_FMT)
 _DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_WILDCARD_DNS1123_SUBDOMAIN = re.compile(_WILDCARD_DNS1123_SUBDOMAIN_FMT)
 _DNS1035_LABEL = re.compile(_DNS1035_LABEL_FMT)
 _LABEL_KEY = re.compile(_LABEL_KEY_FMT)
 _LABEL_VALUE = re.compile(_LABEL_VALUE_FMT)
@@ -173,6 +181,20 @@ def _dns1123_subdomain(value: str, too_long: str) -> list[str]:
 def is_dns1123_subdomain(value: str) -> list[str]:
     """An RFC 1123 subdomain (the names of most kinds)."""
     return _dns1123_subdomain(value, _max_len_chars(_DNS1123_SUBDOMAIN_MAX))
+
+
+def is_wildcard_dns1123_subdomain(value: str) -> list[str]:
+    """A subdomain whose first label is ``*`` (Ingress hosts and TLS hosts)."""
+    errors = []
+    if _byte_len(value) > _DNS1123_SUBDOMAIN_MAX:
+        errors.append(_max_len_chars(_DNS1123_SUBDOMAIN_MAX))
+    if not _WILDCARD_DNS1123_SUBDOMAIN.fullmatch(value):
+        errors.append(
+            _regex_error(
+                _WILDCARD_DNS1123_SUBDOMAIN_MSG, _WILDCARD_DNS1123_SUBDOMAIN_FMT, "*.example.com"
+            )
+        )
+    return errors
 
 
 def is_dns1035_label(value: str) -> list[str]:
