@@ -226,7 +226,13 @@ def test_discovery_and_version(api_client: k8s.ApiClient) -> None:
     version = k8s.VersionApi(api_client).get_code()
     assert (version.major, version.minor) == ("1", "36")
     groups = {g.name for g in k8s.ApisApi(api_client).get_api_versions().groups}
-    assert {"apps", "batch", "rbac.authorization.k8s.io", "coordination.k8s.io"} <= groups
+    assert {
+        "apps",
+        "batch",
+        "rbac.authorization.k8s.io",
+        "coordination.k8s.io",
+        "networking.k8s.io",
+    } <= groups
     assert kubernetes.__version__ == "36.0.3"
 
 
