@@ -173,6 +173,14 @@ def test_create_ingress_generator(kubectl: Kubectl) -> None:
     assert classy["rules"][0]["http"]["paths"][0]["pathType"] == "Prefix"
 
 
+def _patch_status(
+    kubectl: Kubectl, status: dict[str, Any], check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Merge ``status`` into minimal-ingress through its status subresource."""
+    patch = ("--subresource=status", "--type=merge", "-p", json.dumps(status))
+    return kubectl.run("patch", "ingress", "minimal-ingress", *patch, check=check)
+
+
 def test_ingresses_from_the_docs_and_their_status(kubectl: Kubectl) -> None:
     (minimal,) = _manifest("networking-ingress-minimal-ingress.yaml")
     (resource,) = _manifest("networking-ingress-resource-backend.yaml")
@@ -186,28 +194,11 @@ def test_ingresses_from_the_docs_and_their_status(kubectl: Kubectl) -> None:
         "patch", "ingress", "minimal-ingress", "--type=merge", "-p", json.dumps(status)
     ).stdout
     assert ignored.strip() == "ingress.networking.k8s.io/minimal-ingress patched (no change)"
-    kubectl.run(
-        "patch",
-        "ingress",
-        "minimal-ingress",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(status),
-    )
+    _patch_status(kubectl, status)
     rows = _rows(kubectl.run("get", "ingress", "minimal-ingress").stdout)
     assert rows[1][:5] == ["minimal-ingress", "nginx-example", "*", "10.0.0.4,10.0.0.5", "80"]
     bad_status = {"status": {"loadBalancer": {"ingress": [{"ip": "not-an-ip"}]}}}
-    refused = kubectl.run(
-        "patch",
-        "ingress",
-        "minimal-ingress",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(bad_status),
-        check=False,
-    )
+    refused = _patch_status(kubectl, bad_status, check=False)
     assert 'status.loadBalancer.ingress[0].ip: Invalid value: "not-an-ip"' in refused.stderr
     label = kubectl.run("label", "ingress", "minimal-ingress", "team=web").stdout
     assert label.strip() == "ingress.networking.k8s.io/minimal-ingress labeled"

@@ -11,6 +11,7 @@ from kube.api import walk
 from kube.api.codec import to_builtins
 from kube.api.errors import ErrorType
 from kube.api.kinds.networking_v1 import Ingress, IngressClass, NetworkPolicy
+from kube.api.meta_v1 import Resource
 from tests.kube.api.kinds.helpers import (
     CREATED,
     FORBIDDEN,
@@ -136,13 +137,6 @@ POLICY_CASES: Cases = [
         [("spec.policyTypes", INVALID)],
     ),
 ]
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"), [c[1:] for c in POLICY_CASES], ids=[c[0] for c in POLICY_CASES]
-)
-def test_policy_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(decode(raw, NetworkPolicy)) == ordered(expected)
 
 
 def test_policy_messages() -> None:
@@ -279,13 +273,6 @@ INGRESS_CASES: Cases = [
     ),
     ("class-name", ingress(ingressClassName="Nginx"), [("spec.ingressClassName", INVALID)]),
 ]
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"), [c[1:] for c in INGRESS_CASES], ids=[c[0] for c in INGRESS_CASES]
-)
-def test_ingress_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(decode(raw, Ingress)) == ordered(expected)
 
 
 def test_ingress_messages() -> None:
@@ -438,11 +425,26 @@ CLASS_CASES: Cases = [
 ]
 
 
+CASES = [
+    (kind, *case)
+    for kind, cases in (
+        (NetworkPolicy, POLICY_CASES),
+        (Ingress, INGRESS_CASES),
+        (IngressClass, CLASS_CASES),
+    )
+    for case in cases
+]
+
+
 @pytest.mark.parametrize(
-    ("raw", "expected"), [c[1:] for c in CLASS_CASES], ids=[c[0] for c in CLASS_CASES]
+    ("cls", "raw", "expected"),
+    [(c[0], *c[2:]) for c in CASES],
+    ids=[f"{c[0].__name__}-{c[1]}" for c in CASES],
 )
-def test_class_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
-    assert problems(decode(raw, IngressClass)) == ordered(expected)
+def test_validation(
+    cls: type[Resource], raw: dict[str, Any], expected: list[tuple[str, ErrorType]]
+) -> None:
+    assert problems(decode(raw, cls)) == ordered(expected)
 
 
 def test_class_messages() -> None:
