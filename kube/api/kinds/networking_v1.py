@@ -585,7 +585,6 @@ class IngressClassParametersReference(Struct):
     scope: Annotated[
         str | None,
         meta(
-            required=True,
             enum=PARAMETERS_SCOPES,
             doc="Cluster (the default) or Namespace.",
             proto=4,
@@ -606,6 +605,8 @@ class IngressClassParametersReference(Struct):
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_reference(self, path, errors)
+        if self.scope == "":  # set but empty: the declared enum check skips it
+            errors.not_supported(path.child("scope"), "", PARAMETERS_SCOPES)
         if self.scope == "Namespace" and self.namespace is None:
             errors.required(path.child("namespace"), "`parameters.scope` is set to 'Namespace'")
         if self.scope == "Cluster" and self.namespace is not None:

@@ -409,6 +409,7 @@ CLASS_CASES: Cases = [
         [("spec.controller", TOO_LONG)],
     ),
     ("scope", parameters(scope="Galaxy"), [("spec.parameters.scope", NOT_SUPPORTED)]),
+    ("empty-scope", parameters(scope=""), [("spec.parameters.scope", NOT_SUPPORTED)]),
     (
         "namespace-scope-without-namespace",
         parameters(scope="Namespace"),
