@@ -1,13 +1,17 @@
-"""networking.k8s.io/v1: NetworkPolicy, Ingress and IngressClass.
+"""networking.k8s.io/v1: NetworkPolicy, Ingress, IngressClass, ServiceCIDR and IPAddress.
 
 A NetworkPolicy says which traffic may reach (``ingress``) and leave (``egress``) the pods its
 ``podSelector`` picks; a network plugin enforces it.  An Ingress routes HTTP requests from
 outside the cluster to Services by host and path, and an IngressClass names the controller that
 implements the Ingresses of its class; the ``ingressclass.kubernetes.io/is-default-class``
 annotation marks the class that new Ingresses without one get (the DefaultIngressClass
-admission plugin, in ``controlplane.apiserver.auth.admission``).  Nothing here enforces a
-policy or serves a route: the API server stores and validates these objects for the plugins
-and controllers that do.
+admission plugin, in ``controlplane.apiserver.auth.admission``).  A ServiceCIDR is a range
+Services' ClusterIPs come from, and an IPAddress (named by the address) records one allocated
+address and the object it belongs to.  Nothing here enforces a policy, serves a route or
+allocates an address: the API server stores and validates these objects for the plugins,
+controllers and allocators that do (the ClusterIP allocator does not record its allocations as
+IPAddresses, nor create the default ServiceCIDR, yet).  New IP and CIDR fields are validated
+strictly and must be canonical (``names.is_canonical_ip``/``is_canonical_cidr``).
 
 Field names, order and protobuf numbers are k8s.io/api release-1.36's; defaults and validation
 follow pkg/apis/networking (a policy is about Ingress always and about Egress when it has
@@ -20,20 +24,22 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 import msgspec
 
 from kube.api import names
-from kube.api.errors import ErrorList, Path
+from kube.api.errors import ROOT, ErrorList, Path
 from kube.api.kinds.apps_v1 import format_selector
 from kube.api.kinds.core_v1.pod import PROTOCOLS
 from kube.api.kinds.core_v1.service import parse_ip
 from kube.api.kinds.core_v1.volume import TypedLocalObjectReference
-from kube.api.meta_v1 import LabelSelector, Resource
+from kube.api.meta_v1 import Condition, LabelSelector, Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
 from kube.api.scheme import kind
 from kube.api.struct import (
+    CANONICAL_CIDR,
+    CANONICAL_IP,
     CIDR,
     DNS1035_LABEL,
     DNS1123_LABEL,
@@ -696,3 +702,173 @@ class IngressClass(Resource):
     def set_defaults(self) -> None:
         if self.spec is None:
             self.spec = IngressClassSpec()
+
+
+# ServiceCIDR and IPAddress.
+
+
+class ServiceCIDRSpec(Struct):
+    """The ranges ClusterIPs are allocated from."""
+
+    cidrs: Annotated[
+        list[str] | None,
+        atomic(
+            format=CANONICAL_CIDR,
+            doc="At most two CIDRs, one of each IP family, such as 10.96.0.0/12; immutable "
+            "but for adding the second family.",
+            proto=1,
+        ),
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        cidrs, cidrs_path = self.cidrs or [], path.child("cidrs")
+        if not cidrs:
+            errors.required(cidrs_path, "at least one CIDR required")
+        elif len(cidrs) > MAX_SERVICE_CIDRS:
+            errors.invalid(cidrs_path, cidrs, "may only hold up to 2 values")
+        elif len(cidrs) == MAX_SERVICE_CIDRS and _family(cidrs[0]) == _family(cidrs[1]) != 0:
+            errors.invalid(
+                cidrs_path,
+                cidrs,
+                "may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and "
+                "2001:db8::/64",
+            )
+
+
+MAX_SERVICE_CIDRS = 2
+
+
+def _family(cidr: str) -> int:
+    """4 or 6, or 0 when ``cidr`` is no CIDR."""
+    network = _network(cidr)
+    return network.version if network is not None else 0
+
+
+class ServiceCIDRStatus(Struct):
+    """Whether the range is ready for allocations."""
+
+    conditions: Annotated[
+        list[Condition] | None,
+        meta(merge_key="type", doc="The range's conditions (Ready).", proto=1),
+    ] = None
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="servicecidrs",
+    namespaced=False,
+    subresources=("status",),
+    columns=(
+        NAME_COLUMN,
+        Column(
+            "CIDRs",
+            lambda o, now: ",".join(_spec(o, ServiceCIDRSpec).cidrs or ()),
+            description='cidrs defines the IP blocks in CIDR notation (e.g. "192.168.0.0/24" '
+            'or "2001:db8::/64") from which to assign service cluster IPs.',
+        ),
+        AGE_COLUMN,
+    ),
+)
+class ServiceCIDR(Resource):
+    """A range of IP addresses Services' ClusterIPs are allocated from."""
+
+    spec: Annotated[ServiceCIDRSpec | None, meta(doc="The CIDRs of the range.", proto=2)] = None
+    status: Annotated[
+        ServiceCIDRStatus | None, meta(doc="Whether the range is ready.", proto=3)
+    ] = None
+
+    def set_defaults(self) -> None:
+        if self.spec is None:
+            self.spec = ServiceCIDRSpec()
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        """CIDRs keep their places; a single-family range may gain its second family."""
+        new_cidrs = (self.spec.cidrs if self.spec else None) or []
+        old_cidrs = (old.spec.cidrs if old.spec else None) or []
+        path = ROOT.child("spec").child("cidrs")
+        if len(new_cidrs) == len(old_cidrs) or (len(old_cidrs), len(new_cidrs)) == (1, 2):
+            for i, (new, before) in enumerate(zip(new_cidrs, old_cidrs, strict=False)):
+                if new != before:
+                    errors.immutable(path.index(i), new)
+        else:
+            errors.immutable(path, new_cidrs)
+
+
+class ParentReference(Struct):
+    """The object an IPAddress is allocated to (a Service, in the core group)."""
+
+    group: Annotated[str | None, meta(doc="The object's API group.", proto=1, omitempty=True)] = (
+        None
+    )
+    resource: Annotated[
+        str | None,
+        meta(required=True, doc="The object's resource.", proto=2, omitempty=True),
+    ] = None
+    namespace: Annotated[
+        str | None, meta(doc="The object's namespace.", proto=3, omitempty=True)
+    ] = None
+    name: Annotated[
+        str | None, meta(required=True, doc="The object's name.", proto=4, omitempty=True)
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.group:
+            errors.extend_checked(
+                path.child("group"), self.group, names.is_dns1123_subdomain(self.group)
+            )
+        for name, value in (
+            ("resource", self.resource),
+            ("name", self.name),
+            ("namespace", self.namespace),
+        ):
+            if value:
+                errors.extend_checked(path.child(name), value, names.is_path_segment_name(value))
+
+
+class IPAddressSpec(Struct):
+    """What an IPAddress is allocated to."""
+
+    parent_ref: Annotated[
+        ParentReference | None,
+        meta(required=True, immutable=True, doc="The object the address belongs to.", proto=1),
+    ] = None
+
+
+def _parent_cell(spec: IPAddressSpec) -> str:
+    """``resource[.group][/namespace]/name`` of the parent, lower-cased, or ``<none>``."""
+    ref = spec.parent_ref
+    if ref is None:
+        return "<none>"
+    text = (ref.resource or "") + (f".{ref.group}" if ref.group else "")
+    text = text.lower() + (f"/{ref.namespace}" if ref.namespace else "")
+    return f"{text}/{ref.name or ''}"
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="ipaddresses",
+    namespaced=False,
+    name_format=CANONICAL_IP,
+    columns=(
+        NAME_COLUMN,
+        Column(
+            "ParentRef",
+            lambda o, now: _parent_cell(_spec(o, IPAddressSpec)),
+            description="ParentRef references the resource that an IPAddress is attached to. "
+            "An IPAddress must reference a parent object.",
+        ),
+        AGE_COLUMN,
+    ),
+)
+class IPAddress(Resource):
+    """One allocated IP address, named by the address in canonical form."""
+
+    spec: Annotated[
+        IPAddressSpec | None, meta(doc="What the address is allocated to.", proto=2)
+    ] = None
+
+    def set_defaults(self) -> None:
+        if self.spec is None:
+            self.spec = IPAddressSpec()

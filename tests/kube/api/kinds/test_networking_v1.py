@@ -1,5 +1,5 @@
-"""networking.k8s.io/v1 NetworkPolicy, Ingress and IngressClass: defaults, validation with
-upstream's messages, printer cells and registration."""
+"""networking.k8s.io/v1 NetworkPolicy, Ingress, IngressClass, ServiceCIDR and IPAddress:
+defaults, validation with upstream's messages, printer cells and registration."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ import pytest
 from kube.api import walk
 from kube.api.codec import to_builtins
 from kube.api.errors import ErrorType
-from kube.api.kinds.networking_v1 import Ingress, IngressClass, NetworkPolicy
+from kube.api.kinds.networking_v1 import (
+    Ingress,
+    IngressClass,
+    IPAddress,
+    NetworkPolicy,
+    ServiceCIDR,
+)
 from kube.api.meta_v1 import Resource
 from tests.kube.api.kinds.helpers import (
     CREATED,
@@ -426,12 +432,112 @@ CLASS_CASES: Cases = [
 ]
 
 
+# ServiceCIDR and IPAddress.
+
+SERVICE_CIDR: dict[str, Any] = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "ServiceCIDR",
+    "metadata": {"name": "newcidr1", "creationTimestamp": CREATED},
+    "spec": {"cidrs": ["10.96.0.0/24"]},
+}
+
+
+def cidrs(*values: str) -> dict[str, Any]:
+    return merge(SERVICE_CIDR, {"spec": {"cidrs": list(values)}})
+
+
+CIDR_CASES: Cases = [
+    ("valid", SERVICE_CIDR, []),
+    ("valid-dual-stack", cidrs("10.96.0.0/24", "fd00:10:96::/112"), []),
+    ("none", cidrs(), [("spec.cidrs", REQUIRED)]),
+    ("no-spec", merge(SERVICE_CIDR, {"spec": None}), [("spec.cidrs", REQUIRED)]),
+    ("three", cidrs("10.0.0.0/8", "fd00::/64", "fd01::/64"), [("spec.cidrs", INVALID)]),
+    ("same-family", cidrs("10.0.0.0/8", "11.0.0.0/8"), [("spec.cidrs", INVALID)]),
+    ("not-a-cidr", cidrs("10.0.0.1"), [("spec.cidrs[0]", INVALID)]),
+    ("host-bits", cidrs("10.0.0.1/24"), [("spec.cidrs[0]", INVALID)]),
+    ("not-canonical", cidrs("10.0.0.0/24", "fd00:0::/64"), [("spec.cidrs[1]", INVALID)]),
+]
+
+IP_ADDRESS: dict[str, Any] = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "IPAddress",
+    "metadata": {"name": "10.96.0.10", "creationTimestamp": CREATED},
+    "spec": {
+        "parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "web"}
+    },
+}
+
+
+def address(name: str = "10.96.0.10", **ref: Any) -> dict[str, Any]:
+    return merge(IP_ADDRESS, {"metadata": {"name": name}, "spec": {"parentRef": ref}})
+
+
+IP_CASES: Cases = [
+    ("valid", IP_ADDRESS, []),
+    ("valid-ipv6", address("2001:db8::1"), []),
+    ("not-canonical", address("2001:db8:0::1"), [("metadata.name", INVALID)]),
+    ("leading-zeros", address("010.96.0.10"), [("metadata.name", INVALID)]),
+    ("not-an-ip", address("web"), [("metadata.name", INVALID)]),
+    ("no-parent", merge(IP_ADDRESS, {"spec": None}), [("spec.parentRef", REQUIRED)]),
+    ("no-resource", address(resource=None), [("spec.parentRef.resource", REQUIRED)]),
+    (
+        "no-parent-name",
+        merge(IP_ADDRESS, {"spec": {"parentRef": {"name": None}}}),
+        [("spec.parentRef.name", REQUIRED)],
+    ),
+    ("group", address(group="Apps"), [("spec.parentRef.group", INVALID)]),
+    ("segment", address(namespace="a/b"), [("spec.parentRef.namespace", INVALID)]),
+]
+
+
+def test_service_cidr_update() -> None:
+    """CIDRs keep their places; a single-family range may only gain its second family."""
+    dual = cidrs("10.96.0.0/24", "fd00::/108")
+    assert update_problems(SERVICE_CIDR, dual, ServiceCIDR) == []
+    assert update_problems(SERVICE_CIDR, cidrs("10.97.0.0/24"), ServiceCIDR) == [
+        ("spec.cidrs[0]", INVALID)
+    ]
+    assert update_problems(dual, SERVICE_CIDR, ServiceCIDR) == [("spec.cidrs", INVALID)]
+    errors = walk.validate_update(
+        decode(cidrs("10.97.0.0/24"), ServiceCIDR), decode(SERVICE_CIDR, ServiceCIDR)
+    )
+    assert [str(e) for e in errors] == [
+        'spec.cidrs[0]: Invalid value: "10.97.0.0/24": field is immutable'
+    ]
+
+
+def test_ip_address_parent_is_immutable() -> None:
+    moved = merge(IP_ADDRESS, {"spec": {"parentRef": {"name": "other"}}})
+    assert update_problems(IP_ADDRESS, moved, IPAddress) == [("spec.parentRef", INVALID)]
+
+
+def test_service_cidr_and_ip_address_cells() -> None:
+    assert cells(decode(cidrs("10.96.0.0/24", "fd00::/108"), ServiceCIDR)) == [
+        "newcidr1",
+        "10.96.0.0/24,fd00::/108",
+        "5m",
+    ]
+    assert cells(decode(IP_ADDRESS, IPAddress)) == ["10.96.0.10", "services/default/web", "5m"]
+    gateway = address(group="Gateway.Networking.k8s.io", resource="Gateways", namespace=None)
+    assert cells(decode(gateway, IPAddress))[1] == "gateways.gateway.networking.k8s.io/web"
+    for cls, plural, column in (
+        (ServiceCIDR, "servicecidrs", "CIDRs"),
+        (IPAddress, "ipaddresses", "ParentRef"),
+    ):
+        info = cls.kind_info
+        assert (info.plural, info.namespaced, info.short_names) == (plural, False, ())
+        assert [c.name for c in info.columns] == ["Name", column, "Age"]
+    assert ServiceCIDR.kind_info.subresources == ("status",)
+
+
 CASES = [
     (kind, *case)
     for kind, cases in (
         (NetworkPolicy, POLICY_CASES),
         (Ingress, INGRESS_CASES),
         (IngressClass, CLASS_CASES),
+        (ServiceCIDR, CIDR_CASES),
+        (IPAddress, IP_CASES),
     )
     for case in cases
 ]
