@@ -25,6 +25,7 @@ from kubernetes.client.rest import ApiException
 from tests.servers import Kubectl
 
 CORPUS = pathlib.Path(__file__).parents[2] / "kube" / "api"
+GROUP_VERSION = "networking.k8s.io/v1"
 VERBS = "create,delete,deletecollection,get,list,patch,update,watch"
 
 
@@ -55,7 +56,7 @@ def _columns(text: str) -> list[list[str]]:
 
 
 def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
-    """As upstream 1.36 lists the group: no categories, two short names."""
+    """As upstream 1.36 lists the group: five resources, no categories, two short names."""
     out = kubectl.run(
         "api-resources", "--api-group=networking.k8s.io", "-o", "wide", namespaced=False
     ).stdout
@@ -63,7 +64,9 @@ def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
         ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND", "VERBS", "CATEGORIES"],
         ["ingressclasses", "", "networking.k8s.io/v1", "false", "IngressClass", VERBS, ""],
         ["ingresses", "ing", "networking.k8s.io/v1", "true", "Ingress", VERBS, ""],
+        ["ipaddresses", "", "networking.k8s.io/v1", "false", "IPAddress", VERBS, ""],
         ["networkpolicies", "netpol", "networking.k8s.io/v1", "true", "NetworkPolicy", VERBS, ""],
+        ["servicecidrs", "", "networking.k8s.io/v1", "false", "ServiceCIDR", VERBS, ""],
     ]
 
 
@@ -261,6 +264,75 @@ def test_ingress_classes_from_the_docs(kubectl: Kubectl) -> None:
         )
 
 
+def test_service_cidrs_and_ip_addresses(kubectl: Kubectl) -> None:
+    (cidr,) = _manifest("networking-servicecidr-newcidr1.yaml")
+    (address,) = _manifest("networking-ipaddress-service.yaml")
+    name = cidr["metadata"]["name"] = f"{kubectl.namespace}-newcidr1"
+    try:
+        assert _create(kubectl, cidr, address).splitlines() == [
+            f"servicecidr.networking.k8s.io/{name} created",
+            "ipaddress.networking.k8s.io/10.96.0.10 created",
+        ]
+        rows = _rows(kubectl.run("get", "servicecidr", name, namespaced=False).stdout)
+        assert [rows[0], rows[1][:2]] == [["NAME", "CIDRS", "AGE"], [name, "10.96.0.0/24"]]
+        rows = _rows(kubectl.run("get", "ipaddress", "10.96.0.10", namespaced=False).stdout)
+        assert [rows[0], rows[1][:2]] == [
+            ["NAME", "PARENTREF", "AGE"],
+            ["10.96.0.10", "services/kube-system/kube-dns"],
+        ]
+        moved = kubectl.run(
+            "patch",
+            "servicecidr",
+            name,
+            "-p",
+            '{"spec":{"cidrs":["10.97.0.0/24"]}}',
+            check=False,
+            namespaced=False,
+        )
+        assert (
+            f'The ServiceCIDR "{name}" is invalid: spec.cidrs[0]: Invalid value: "10.97.0.0/24": '
+            "field is immutable" in moved.stderr
+        )
+        ready = {"status": {"conditions": [_ready_condition()]}}
+        kubectl.run(
+            "patch",
+            "servicecidr",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(ready),
+            namespaced=False,
+        )
+        got = kubectl.json("get", "servicecidr", name)
+        assert [c["type"] for c in got["status"]["conditions"]] == ["Ready"]
+        reparented = kubectl.run(
+            "patch",
+            "ipaddress",
+            "10.96.0.10",
+            "--type=merge",
+            "-p",
+            '{"spec":{"parentRef":{"name":"other"}}}',
+            check=False,
+            namespaced=False,
+        )
+        assert "spec.parentRef: Invalid value" in reparented.stderr
+        assert "field is immutable" in reparented.stderr
+    finally:
+        kubectl.run("delete", "servicecidr", name, namespaced=False)
+        kubectl.run("delete", "ipaddress", "10.96.0.10", namespaced=False)
+
+
+def _ready_condition() -> dict[str, str]:
+    return {
+        "type": "Ready",
+        "status": "True",
+        "reason": "",
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+
+
 INVALID = [
     (
         "networking-networkpolicy-endport-without-port.yaml",
@@ -286,6 +358,17 @@ INVALID = [
         "networking-ingressclass-namespace-scope-without-namespace.yaml",
         'The IngressClass "scoped" is invalid: spec.parameters.namespace: Required value: '
         "`parameters.scope` is set to 'Namespace'",
+    ),
+    (
+        "networking-servicecidr-two-ipv4.yaml",
+        'The ServiceCIDR "two-ipv4" is invalid: spec.cidrs: Invalid value: ["10.96.0.0/24", '
+        '"10.97.0.0/24"]: may specify no more than one IP for each IP family, i.e '
+        "192.168.0.0/24 and 2001:db8::/64",
+    ),
+    (
+        "networking-ipaddress-not-canonical.yaml",
+        'The IPAddress "2001:db8:0::1" is invalid: metadata.name: Invalid value: '
+        '"2001:db8:0::1": must be in canonical form ("2001:db8::1")',
     ),
 ]
 
@@ -327,16 +410,14 @@ class Watched:
     change: Callable[[str], list[str]]
     first: list[str]
     second: list[str]
+    fixed_name: str | None = None
+    """The name to use (an IPAddress's is its address); else one from the test's namespace."""
 
 
-def _class_body(name: str) -> str:
+def _cluster_object(kind: str, name: str, spec: dict[str, Any]) -> str:
+    metadata = {"name": name}
     return json.dumps(
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "IngressClass",
-            "metadata": {"name": name},
-            "spec": {"controller": "example.com/a"},
-        }
+        {"apiVersion": GROUP_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
     )
 
 
@@ -376,7 +457,7 @@ WATCHED = [
         "ingressclasses",
         False,
         lambda name: ["create", "-f", "-"],
-        _class_body,
+        lambda name: _cluster_object("IngressClass", name, {"controller": "example.com/a"}),
         lambda name: [
             "patch",
             "ingressclass",
@@ -387,6 +468,34 @@ WATCHED = [
         ["example.com/a", "<none>"],
         ["example.com/a", "ConfigMap/p"],
     ),
+    Watched(
+        "servicecidrs",
+        False,
+        lambda name: ["create", "-f", "-"],
+        lambda name: _cluster_object("ServiceCIDR", name, {"cidrs": ["10.200.0.0/24"]}),
+        lambda name: [
+            "patch",
+            "servicecidr",
+            name,
+            "--type=json",
+            "-p",
+            '[{"op":"add","path":"/spec/cidrs/-","value":"fd00:200::/112"}]',
+        ],
+        ["10.200.0.0/24"],
+        ["10.200.0.0/24,fd00:200::/112"],
+    ),
+    Watched(
+        "ipaddresses",
+        False,
+        lambda name: ["create", "-f", "-"],
+        lambda name: _cluster_object(
+            "IPAddress", name, {"parentRef": {"resource": "services", "name": "a"}}
+        ),
+        lambda name: ["label", "ipaddress", name, "seen=yes"],
+        ["services/a"],
+        ["services/a"],
+        fixed_name="192.0.2.7",
+    ),
 ]
 
 
@@ -394,7 +503,7 @@ WATCHED = [
 def test_get_watch_streams_changes(kubectl: Kubectl, case: Watched) -> None:
     """``kubectl get -w`` prints the row of each change (cluster-scoped names are made unique
     by the test's namespace, and deleted)."""
-    name = "watched" if case.namespaced else f"{kubectl.namespace}-watched"
+    name = case.fixed_name or ("watched" if case.namespaced else f"{kubectl.namespace}-watched")
     kubectl.run(*case.create(name), input=case.body(name), namespaced=case.namespaced)
     command = kubectl.argv(
         "get", case.resource, name, "-w", "--request-timeout=20s", namespaced=case.namespaced
@@ -451,7 +560,22 @@ def test_python_client(api_client: k8s.ApiClient, namespace: str) -> None:
         spec=k8s.V1IngressClassSpec(controller="example.com/ingress"),
     )
     api.create_ingress_class(ingress_class)
+    cidr = k8s.V1ServiceCIDR(
+        metadata=k8s.V1ObjectMeta(name=f"{namespace}-cidr"),
+        spec=k8s.V1ServiceCIDRSpec(cidrs=["10.210.0.0/24"]),
+    )
+    api.create_service_cidr(cidr)
+    address = k8s.V1IPAddress(
+        metadata=k8s.V1ObjectMeta(name="10.210.0.1"),
+        spec=k8s.V1IPAddressSpec(
+            parent_ref=k8s.V1ParentReference(resource="services", namespace=namespace, name="web")
+        ),
+    )
+    api.create_ip_address(address)
     try:
+        cidrs = api.list_service_cidr(field_selector=f"metadata.name={namespace}-cidr").items
+        assert [c.spec.cidrs for c in cidrs] == [["10.210.0.0/24"]]
+        assert api.read_ip_address("10.210.0.1").spec.parent_ref.name == "web"
         policies = api.list_namespaced_network_policy(namespace).items
         assert [p.metadata.name for p in policies] == ["db"]
         ingresses = api.list_namespaced_ingress(namespace).items
@@ -482,6 +606,8 @@ def test_python_client(api_client: k8s.ApiClient, namespace: str) -> None:
         assert api.list_namespaced_ingress(namespace).items == []
     finally:
         api.delete_ingress_class(class_name)
+        api.delete_service_cidr(f"{namespace}-cidr")
+        api.delete_ip_address("10.210.0.1")
     with pytest.raises(ApiException) as gone:
         api.read_ingress_class(class_name)
     assert gone.value.status == 404
