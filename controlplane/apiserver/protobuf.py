@@ -70,7 +70,6 @@ from typing import Annotated, Any, Final, Literal, NamedTuple, get_args, get_ori
 import msgspec
 from msgspec import inspect as mi
 
-from kube.api.kinds.networking_v1 import Ingress
 from kube.api.meta_v1 import Resource
 from kube.api.scheme import SCHEME
 from kube.api.struct import QUANTITY, ProtoField, Struct, field_meta, proto_field
@@ -616,9 +615,6 @@ def _number(f: mi.Field) -> ProtoField | None:
 _ENVELOPE: Final = frozenset({"api_version", "kind"})
 """TypeMeta's fields: in the envelope, never in the object's message."""
 
-_NOT_SERVED: Final = (Ingress,)
-"""Kinds declared only so that kubectl's protobuf bodies of them can be read."""
-
 
 def _numbered(hint: Any) -> bool:
     """Whether a field's type hint carries a protobuf number."""
@@ -640,7 +636,6 @@ def _protobuf_kinds() -> Iterator[type[Resource]]:
         ]
         if own and all(_numbered(f.type) for f in own):
             yield info.cls
-    yield from _NOT_SERVED
 
 
 class Tables(NamedTuple):

@@ -16,6 +16,7 @@ rather than Python's, whose notion of a valid address or time differs.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 
@@ -27,6 +28,8 @@ __all__ = [
     "TOTAL_ANNOTATION_SIZE_LIMIT",
     "check_format",
     "is_c_identifier",
+    "is_canonical_cidr",
+    "is_canonical_ip",
     "is_config_map_key",
     "is_dns1035_label",
     "is_dns1123_label",
@@ -43,6 +46,7 @@ __all__ = [
     "is_valid_ip",
     "is_valid_label_value",
     "is_valid_port_num",
+    "is_wildcard_dns1123_subdomain",
     "validate_annotations",
     "validate_labels",
 ]
@@ -59,6 +63,12 @@ _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
 _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
     "'.', and must start and end with an alphanumeric character"
+)
+_WILDCARD_DNS1123_SUBDOMAIN_FMT = "\\*\\." + _DNS1123_SUBDOMAIN_FMT
+_WILDCARD_DNS1123_SUBDOMAIN_MSG = (
+    "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, "
+    "which must consist of lower case alphanumeric characters, '-' or '.' and end with an "
+    "alphanumeric character"
 )
 _DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _DNS1035_LABEL_MSG = (
@@ -98,6 +108,7 @@ _PERCENT_MSG = "a valid percent string must be a numeric string followed by an e
 
 _DNS1123_LABEL = re.compile(_DNS1123_LABEL_FMT)
 _DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_WILDCARD_DNS1123_SUBDOMAIN = re.compile(_WILDCARD_DNS1123_SUBDOMAIN_FMT)
 _DNS1035_LABEL = re.compile(_DNS1035_LABEL_FMT)
 _LABEL_KEY = re.compile(_LABEL_KEY_FMT)
 _LABEL_VALUE = re.compile(_LABEL_VALUE_FMT)
@@ -173,6 +184,20 @@ def _dns1123_subdomain(value: str, too_long: str) -> list[str]:
 def is_dns1123_subdomain(value: str) -> list[str]:
     """An RFC 1123 subdomain (the names of most kinds)."""
     return _dns1123_subdomain(value, _max_len_chars(_DNS1123_SUBDOMAIN_MAX))
+
+
+def is_wildcard_dns1123_subdomain(value: str) -> list[str]:
+    """A subdomain whose first label is ``*`` (Ingress hosts and TLS hosts)."""
+    errors = []
+    if _byte_len(value) > _DNS1123_SUBDOMAIN_MAX:
+        errors.append(_max_len_chars(_DNS1123_SUBDOMAIN_MAX))
+    if not _WILDCARD_DNS1123_SUBDOMAIN.fullmatch(value):
+        errors.append(
+            _regex_error(
+                _WILDCARD_DNS1123_SUBDOMAIN_MSG, _WILDCARD_DNS1123_SUBDOMAIN_FMT, "*.example.com"
+            )
+        )
+    return errors
 
 
 def is_dns1035_label(value: str) -> list[str]:
@@ -414,6 +439,51 @@ def is_valid_cidr(value: str) -> list[str]:
     return ["must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"]
 
 
+# New IP and CIDR fields (ServiceCIDR, IPAddress) are validated strictly: what the legacy parser
+# reads must also be what Go's netip reads (no leading zeros, no IPv4-mapped IPv6 address, no
+# bits beyond the prefix), and be written in canonical form; Python's ipaddress is as strict
+# and writes the same canonical forms (RFC 5952 for IPv6).
+
+
+def is_canonical_ip(value: str) -> list[str]:
+    """An IP address as new fields take it: valid, strict and canonical."""
+    if is_valid_ip(value):
+        return [_NOT_AN_IP]
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return ["must not have leading 0s"]
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return ["must not be an IPv4-mapped IPv6 address"]
+    return _canonical(value, str(address))
+
+
+def is_canonical_cidr(value: str) -> list[str]:
+    """A CIDR as new fields take it: valid, strict (no host bits) and canonical."""
+    problems = is_valid_cidr(value)
+    if problems:
+        return problems
+    length = value.partition("/")[2]
+    try:
+        network = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        network = None
+    if network is None or (len(length) > 1 and length.startswith("0")):
+        return ["must not have leading 0s in IP or prefix length"]
+    if (
+        isinstance(network, ipaddress.IPv6Network)
+        and network.network_address.ipv4_mapped is not None
+    ):
+        return ["must not have an IPv4-mapped IPv6 address"]
+    if ipaddress.ip_address(value.partition("/")[0]) != network.network_address:
+        return ["must not have bits set beyond the prefix length"]
+    return _canonical(value, str(network))
+
+
+def _canonical(value: str, canonical: str) -> list[str]:
+    return [] if value == canonical else [f'must be in canonical form ("{canonical}")']
+
+
 # MicroTime: upstream decodes it with Go's time.Parse and the RFC3339Micro layout, which wants
 # exactly six fractional digits; the messages are that function's.
 
@@ -608,6 +678,8 @@ _FORMATS: dict[str, Callable[[str | int | float], list[str]]] = {
     struct.QUALIFIED_NAME: _text_format(is_qualified_name),
     struct.IP_ADDRESS: _text_format(is_valid_ip),
     struct.CIDR: _text_format(is_valid_cidr),
+    struct.CANONICAL_IP: _text_format(is_canonical_ip),
+    struct.CANONICAL_CIDR: _text_format(is_canonical_cidr),
     struct.PORT: _check_port,
     struct.QUANTITY: _check_quantity,
     struct.MICRO_TIME: _text_format(is_micro_time),

@@ -67,6 +67,14 @@ def test_api_resources(kubectl: Kubectl) -> None:
     assert by_name["pods"] == ["pods", "po", "v1", "true", "Pod"]
     assert by_name["deployments"] == ["deployments", "deploy", "apps/v1", "true", "Deployment"]
     assert by_name["nodes"] == ["nodes", "no", "v1", "false", "Node"]
+    assert by_name["networkpolicies"] == [
+        "networkpolicies",
+        "netpol",
+        "networking.k8s.io/v1",
+        "true",
+        "NetworkPolicy",
+    ]
+    assert by_name["ingresses"] == ["ingresses", "ing", "networking.k8s.io/v1", "true", "Ingress"]
     assert "leases" in by_name and "customresourcedefinitions" in by_name
 
 

@@ -197,7 +197,8 @@ def test_dynamic_crud_of_every_kind(api_client: k8s.ApiClient, namespace: str, i
     }
     if isinstance(obj.get("involvedObject"), dict) and info.namespaced:
         obj["involvedObject"]["namespace"] = namespace  # an Event's object is in its namespace
-    if info.kind == "CustomResourceDefinition":
+    if info.kind in ("CustomResourceDefinition", "IPAddress"):
+        # A CRD is named after its group and plural, an IPAddress after its address.
         obj["metadata"]["name"] = sample["metadata"]["name"]
     client = dynamic.DynamicClient(api_client)
     resource = client.resources.get(api_version=info.api_version, kind=info.kind)
@@ -226,7 +227,13 @@ def test_discovery_and_version(api_client: k8s.ApiClient) -> None:
     version = k8s.VersionApi(api_client).get_code()
     assert (version.major, version.minor) == ("1", "36")
     groups = {g.name for g in k8s.ApisApi(api_client).get_api_versions().groups}
-    assert {"apps", "batch", "rbac.authorization.k8s.io", "coordination.k8s.io"} <= groups
+    assert {
+        "apps",
+        "batch",
+        "rbac.authorization.k8s.io",
+        "coordination.k8s.io",
+        "networking.k8s.io",
+    } <= groups
     assert kubernetes.__version__ == "36.0.3"
 
 

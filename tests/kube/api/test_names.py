@@ -295,6 +295,28 @@ MESSAGES = [
     (names.is_percent, "1.5%", [PERCENT_REGEX]),
     (names.is_valid_ip, "1.2.3.400", [NOT_AN_IP]),
     (names.is_valid_cidr, "1.2.3.4", [NOT_A_CIDR]),
+    (
+        names.is_wildcard_dns1123_subdomain,
+        "a*.example.com",
+        [
+            "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS "
+            "subdomain, which must consist of lower case alphanumeric characters, '-' or '.' and "
+            "end with an alphanumeric character (e.g. '*.example.com', regex used for validation "
+            "is '\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        ],
+    ),
+    (names.is_wildcard_dns1123_subdomain, "*.example.com", []),
+    (names.is_canonical_ip, "10.96.0.10", []),
+    (names.is_canonical_ip, "1.2.3.400", [NOT_AN_IP]),
+    (names.is_canonical_ip, "010.96.0.10", ["must not have leading 0s"]),
+    (names.is_canonical_ip, "::ffff:1.2.3.4", ["must not be an IPv4-mapped IPv6 address"]),
+    (names.is_canonical_ip, "2001:DB8:0::1", ['must be in canonical form ("2001:db8::1")']),
+    (names.is_canonical_cidr, "10.96.0.0/12", []),
+    (names.is_canonical_cidr, "10.96.0.0", [NOT_A_CIDR]),
+    (names.is_canonical_cidr, "10.96.0.0/012", ["must not have leading 0s in IP or prefix length"]),
+    (names.is_canonical_cidr, "10.96.0.1/12", ["must not have bits set beyond the prefix length"]),
+    (names.is_canonical_cidr, "::ffff:0.0.0.0/96", ["must not have an IPv4-mapped IPv6 address"]),
+    (names.is_canonical_cidr, "fd00:0::/64", ['must be in canonical form ("fd00::/64")']),
 ]
 
 
@@ -489,6 +511,9 @@ ALL_TEXT_VALIDATORS = [
     names.is_percent,
     names.is_valid_ip,
     names.is_valid_cidr,
+    names.is_wildcard_dns1123_subdomain,
+    names.is_canonical_ip,
+    names.is_canonical_cidr,
     names.is_micro_time,
 ]
 

@@ -6,15 +6,14 @@ each as its two halves (``Plugin``): the mutating one (upstream's ``Admit``) and
 validating one (``Validate``).  ``chain`` runs them as upstream's admission chain does: every
 mutating half in order (NamespaceLifecycle, LimitRanger's defaults, ServiceAccount's,
 NodeRestriction, TaintNodesByCondition, AlwaysPullImages, Priority, DefaultTolerationSeconds,
-DefaultStorageClass, then the mutating webhooks), all of them once more when a mutating
-webhook changed the object (``webhook.Reinvocation``), and only then every validating half
-(LimitRanger's bounds, ServiceAccount's checks, AlwaysPullImages', PodSecurity, the server's
-own checks, the ValidatingAdmissionPolicies (``policy``), the validating webhooks, and
-ResourceQuota last, so that a write refused by
-another plugin never consumes quota).  So what a mutating webhook did is checked as what the
-client sent is.  NamespaceLifecycle and NodeRestriction are mutating halves, as upstream's
-(they only refuse, but before any webhook sees the request).  The small built-in plugins live
-here:
+DefaultStorageClass, DefaultIngressClass, then the mutating webhooks), all of them once more
+when a mutating webhook changed the object (``webhook.Reinvocation``), and only then every
+validating half (LimitRanger's bounds, ServiceAccount's checks, AlwaysPullImages',
+PodSecurity, the server's own checks, the ValidatingAdmissionPolicies (``policy``), the
+validating webhooks, and ResourceQuota last, so that a write refused by another plugin never
+consumes quota).  So what a mutating webhook did is checked as what the client sent is.
+NamespaceLifecycle and NodeRestriction are mutating halves, as upstream's (they only refuse,
+but before any webhook sees the request).  The small built-in plugins live here:
 
 - **NamespaceLifecycle**: objects are created only in namespaces that exist and are not
   terminating; the system namespaces cannot be deleted.
@@ -29,6 +28,9 @@ here:
   its validating half refuses a pod a mutating webhook set back to another policy.
 - **DefaultStorageClass**: a claim that names no class (``storageClassName`` absent, not "")
   gets the default class, the newest if several are marked default.
+- **DefaultIngressClass**: a new Ingress that names no class (neither ``ingressClassName`` nor
+  the deprecated ``kubernetes.io/ingress.class`` annotation) gets the IngressClass annotated
+  ``ingressclass.kubernetes.io/is-default-class: "true"``, the newest if several are.
 - **Priority**: a pod's ``priorityClassName`` (or the cluster's global default class) becomes
   its ``spec.priority`` and ``spec.preemptionPolicy``; an unknown class is refused, as are
   values the pod sets itself that disagree with its class, and the two system classes outside
@@ -61,6 +63,8 @@ from controlplane.apiserver.storage.watchcache import WatchCache
 from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
 from kube.api.kinds.core_v1.pod import Container, Pod, Toleration
 from kube.api.kinds.core_v1.volume import PersistentVolumeClaim
+from kube.api.kinds.networking_v1 import INGRESS_CLASS_ANNOTATION, Ingress, IngressClass
+from kube.api.kinds.networking_v1 import is_default_class as is_default_ingress_class
 from kube.api.kinds.scheduling_v1 import PriorityClass
 from kube.api.kinds.storage_v1 import StorageClass, is_default_class
 from kube.api.meta_v1 import Resource
@@ -271,16 +275,46 @@ def default_storage_class(classes: WatchCache) -> Admission:
             c for c in classes.objects() if isinstance(c, StorageClass) and is_default_class(c)
         ]
         if defaults:
-            newest = max(
-                defaults,
-                key=lambda c: (
-                    c.metadata.creation_timestamp or datetime.datetime.min,
-                    c.metadata.name or "",
-                ),
-            )
-            obj.spec.storage_class_name = newest.metadata.name
+            obj.spec.storage_class_name = _newest(defaults)
 
     return admit
+
+
+def default_ingress_class(classes: WatchCache) -> Admission:
+    async def admit(
+        operation: str, info: KindInfo, obj: Resource, old: Resource | None, ctx: RequestContext
+    ) -> None:
+        if operation != "CREATE" or not isinstance(obj, Ingress) or ctx.subresource:
+            return
+        if obj.spec is None or obj.spec.ingress_class_name is not None:
+            return
+        if INGRESS_CLASS_ANNOTATION in (obj.metadata.annotations or {}):
+            return
+        defaults = [
+            c
+            for c in classes.objects()
+            if isinstance(c, IngressClass) and is_default_ingress_class(c)
+        ]
+        if defaults:
+            obj.spec.ingress_class_name = _newest(defaults)
+
+    return admit
+
+
+def _newest(classes: Sequence[Resource]) -> str | None:
+    """The name of the most recently created class; of those created in the same second, the
+    first by name (as upstream sorts default classes)."""
+    newest = min(
+        classes,
+        key=lambda c: (
+            -(c.metadata.creation_timestamp or _EPOCH).timestamp(),
+            c.metadata.name or "",
+        ),
+    )
+    return newest.metadata.name
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 CacheFor = Callable[[tuple[str, str, str]], WatchCache]
@@ -297,6 +331,7 @@ ORDER = (
     "Priority",
     "DefaultTolerationSeconds",
     "DefaultStorageClass",
+    "DefaultIngressClass",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
@@ -312,6 +347,7 @@ DEFAULT_PLUGINS = (
     "Priority",
     "DefaultTolerationSeconds",
     "DefaultStorageClass",
+    "DefaultIngressClass",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
@@ -404,6 +440,9 @@ def plugins(
         ),
         "DefaultStorageClass": lambda: Plugin(
             mutating(default_storage_class(cache(("storage.k8s.io", "v1", "storageclasses"))))
+        ),
+        "DefaultIngressClass": lambda: Plugin(
+            mutating(default_ingress_class(cache(("networking.k8s.io", "v1", "ingressclasses"))))
         ),
         "Priority": lambda: Plugin(
             mutating(priority(cache(("scheduling.k8s.io", "v1", "priorityclasses"))))

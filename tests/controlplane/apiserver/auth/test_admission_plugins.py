@@ -1,5 +1,5 @@
 """The admission plugin flags and the small plugins: TaintNodesByCondition, AlwaysPullImages
-(enabled here) and DefaultStorageClass."""
+(enabled here), DefaultStorageClass and DefaultIngressClass."""
 
 from __future__ import annotations
 
@@ -19,6 +19,15 @@ from kube.api.kinds.core_v1.volume import (
     PersistentVolumeClaimSpec,
     VolumeResourceRequirements,
 )
+from kube.api.kinds.networking_v1 import (
+    Ingress,
+    IngressBackend,
+    IngressClass,
+    IngressClassSpec,
+    IngressServiceBackend,
+    IngressSpec,
+    ServiceBackendPort,
+)
 from kube.api.kinds.storage_v1 import StorageClass
 from kube.api.meta_v1 import ObjectMeta
 from kube.client.errors import ApiError
@@ -27,6 +36,7 @@ from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.servers import REPO, ServerProcess
 
 DEFAULT_CLASS = {"storageclass.kubernetes.io/is-default-class": "true"}
+DEFAULT_INGRESS_CLASS = {"ingressclass.kubernetes.io/is-default-class": "true"}
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -56,6 +66,7 @@ def test_flags_choose_from_the_default_set() -> None:
         "Priority",
         "DefaultTolerationSeconds",
         "DefaultStorageClass",
+        "DefaultIngressClass",
         "MutatingAdmissionWebhook",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionWebhook",
@@ -158,3 +169,43 @@ async def test_claims_without_a_class_get_the_newest_default(
             except ApiError as error:
                 if not error.not_found:
                     raise
+
+
+async def test_ingresses_without_a_class_get_the_newest_default(
+    client: Client, namespace: str
+) -> None:
+    """As upstream's DefaultIngressClass: only an Ingress naming no class, by field or by the
+    deprecated annotation, gets the newest class annotated as default."""
+    backend = IngressBackend(
+        service=IngressServiceBackend(name="web", port=ServiceBackendPort(number=80))
+    )
+
+    def ingress(name: str, class_name: str | None, annotations: dict[str, str] | None) -> Ingress:
+        return Ingress(
+            metadata=ObjectMeta(name=name, namespace=namespace, annotations=annotations),
+            spec=IngressSpec(ingress_class_name=class_name, default_backend=backend),
+        )
+
+    def class_name(created: Ingress) -> str | None:
+        assert created.spec is not None
+        return created.spec.ingress_class_name
+
+    assert class_name(await client.create(ingress("before", None, None))) is None
+    names = [f"{namespace}-old", f"{namespace}-new", f"{namespace}-plain"]
+    for name in names:
+        default = None if name.endswith("plain") else DEFAULT_INGRESS_CLASS
+        await client.create(
+            IngressClass(
+                metadata=ObjectMeta(name=name, annotations=default),
+                spec=IngressClassSpec(controller="example.com/ingress"),
+            )
+        )
+        await asyncio.sleep(1.1)  # creation timestamps have second precision
+    try:
+        assert class_name(await client.create(ingress("after", None, None))) == names[1]
+        assert class_name(await client.create(ingress("named", names[0], None))) == names[0]
+        legacy = {"kubernetes.io/ingress.class": "nginx"}
+        assert class_name(await client.create(ingress("legacy", None, legacy))) is None
+    finally:
+        for name in names:
+            await client.delete(IngressClass, name)
