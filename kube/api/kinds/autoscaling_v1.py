@@ -15,14 +15,14 @@ stored.  A v1 HPA that names no target gets v2's default 80% CPU metric on the w
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
+from kube.api import walk
 from kube.api.errors import ErrorList, Path
 from kube.api.kinds import autoscaling_v2 as v2
 from kube.api.meta_v1 import LabelSelector, Resource
@@ -104,24 +104,14 @@ class HorizontalPodAutoscalerSpec(Struct):
         if self.min_replicas is None:
             self.min_replicas = 1
 
-    def validate(self, path: Path, errors: ErrorList) -> None:
-        v2.validate_bounds(
-            self.scale_target_ref, self.min_replicas, self.max_replicas, path, errors
-        )
-        percent = self.target_cpu_utilization_percentage
-        if percent is not None and percent < 1:
-            errors.invalid(
-                path.child("targetCPUUtilizationPercentage"), percent, "must be greater than 0"
-            )
-
 
 class HorizontalPodAutoscalerStatus(Struct):
     """What the autoscaler last observed: replicas and the average CPU utilization."""
 
     observed_generation: Annotated[int | None, meta(proto=1, int64=True)] = None
     last_scale_time: Annotated[Time | None, meta(proto=2)] = None
-    current_replicas: Annotated[int | None, meta(minimum=0, proto=3)] = None
-    desired_replicas: Annotated[int | None, meta(minimum=0, proto=4)] = None
+    current_replicas: Annotated[int | None, meta(proto=3)] = None
+    desired_replicas: Annotated[int | None, meta(proto=4)] = None
     current_cpu_utilization_percentage: Annotated[int | None, meta(proto=5)] = msgspec.field(
         default=None, name="currentCPUUtilizationPercentage"
     )
@@ -149,18 +139,27 @@ class HorizontalPodAutoscaler(Resource):
 
     spec: Annotated[
         HorizontalPodAutoscalerSpec | None,
-        meta(proto=2, doc="The specification of the autoscaler's behaviour."),
+        meta(proto=2, validated=False, doc="The specification of the autoscaler's behaviour."),
     ] = None
     status: Annotated[
         HorizontalPodAutoscalerStatus | None,
-        meta(proto=3, doc="The current information about the autoscaler."),
+        meta(proto=3, validated=False, doc="The current information about the autoscaler."),
     ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        # As upstream, the object validated is the one stored: errors name v2's fields
+        # (a zero targetCPUUtilizationPercentage is spec.metrics[0]...averageUtilization).
+        stored = to_v2(self)
+        for field, value in (("spec", stored.spec), ("status", stored.status)):
+            if value is not None:
+                errors.extend(walk.validate_struct(value, path.child(field)))
 
 
 # Conversion.  The annotations hold JSON as Go's encoding/json writes it: compact, fields in
 # the Go structs' order, value (non-pointer) fields always, zero quantities as "0".
 
 JSONObject = dict[str, Any]
+T = TypeVar("T")
 
 
 def _go_json(value: Any) -> str:
@@ -536,9 +535,22 @@ def to_v1(obj: v2.HorizontalPodAutoscaler) -> HorizontalPodAutoscaler:
     )
 
 
-def _listed(annotations: dict[str, str], key: str) -> list[JSONObject] | None:
+def _as_written(item: JSONObject) -> JSONObject:
+    return item
+
+
+def _listed(
+    annotations: dict[str, str], key: str, convert: Callable[[JSONObject], Any], cls: type[T]
+) -> list[T] | None:
+    """The items an annotation lists, converted and checked against their declared types;
+    None when it is absent or holds anything a v2 object could not (it is then ignored)."""
     found = _loads(annotations[key]) if key in annotations else None
-    return [item for item in found if isinstance(item, dict)] if isinstance(found, list) else None
+    if not isinstance(found, list):
+        return None
+    try:
+        return [msgspec.convert(msgspec.to_builtins(convert(item)), cls) for item in found]
+    except (msgspec.ValidationError, TypeError, AttributeError):
+        return None
 
 
 def to_v2(obj: HorizontalPodAutoscaler) -> v2.HorizontalPodAutoscaler:
@@ -550,9 +562,9 @@ def to_v2(obj: HorizontalPodAutoscaler) -> v2.HorizontalPodAutoscaler:
     metrics: list[v2.MetricSpec] = []
     if spec.target_cpu_utilization_percentage is not None:
         metrics.append(v2.cpu_utilization_metric(spec.target_cpu_utilization_percentage))
-    other = _listed(annotations, METRICS_ANNOTATION)
+    other = _listed(annotations, METRICS_ANNOTATION, _metric_spec_v2, v2.MetricSpec)
     if other is not None:
-        metrics = [*(_metric_spec_v2(m) for m in other), *metrics]
+        metrics = [*other, *metrics]
     if not metrics:
         metrics = [v2.cpu_utilization_metric(v2.DEFAULT_CPU_UTILIZATION)]
     current: list[v2.MetricStatus] | None = None
@@ -568,16 +580,12 @@ def to_v2(obj: HorizontalPodAutoscaler) -> v2.HorizontalPodAutoscaler:
                 ),
             )
         ]
-    statuses = _listed(annotations, CURRENT_METRICS_ANNOTATION)
+    statuses = _listed(annotations, CURRENT_METRICS_ANNOTATION, _metric_status_v2, v2.MetricStatus)
     if statuses is not None:
-        current = [_metric_status_v2(m) for m in statuses]
-    conditions = None
-    raw_conditions = _listed(annotations, CONDITIONS_ANNOTATION)
-    if raw_conditions is not None:
-        with contextlib.suppress(msgspec.ValidationError):
-            conditions = msgspec.convert(
-                raw_conditions, list[v2.HorizontalPodAutoscalerCondition], str_keys=True
-            )
+        current = statuses
+    conditions = _listed(
+        annotations, CONDITIONS_ANNOTATION, _as_written, v2.HorizontalPodAutoscalerCondition
+    )
     behavior = (
         _behavior_of(annotations[BEHAVIOR_ANNOTATION])
         if BEHAVIOR_ANNOTATION in annotations

@@ -455,30 +455,17 @@ class HorizontalPodAutoscalerSpec(Struct):
             self.metrics = [cpu_utilization_metric(DEFAULT_CPU_UTILIZATION)]
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        validate_bounds(self.scale_target_ref, self.min_replicas, self.max_replicas, path, errors)
-
-
-def validate_bounds(
-    ref: CrossVersionObjectReference | Any | None,
-    min_replicas: int | None,
-    max_replicas: int | None,
-    path: Path,
-    errors: ErrorList,
-) -> None:
-    """What every version's spec shares: the target reference and the replica bounds."""
-    if ref is None:
-        absent_reference(path.child("scaleTargetRef"), errors)
-    if min_replicas is not None and min_replicas < 1:
-        errors.invalid(
-            path.child("minReplicas"), min_replicas, "must be greater than or equal to 1"
-        )
-    maximum = max_replicas or 0
-    if maximum < 1:
-        errors.invalid(path.child("maxReplicas"), maximum, "must be greater than 0")
-    if min_replicas is not None and maximum < min_replicas:
-        errors.invalid(
-            path.child("maxReplicas"), maximum, "must be greater than or equal to `minReplicas`"
-        )
+        if self.scale_target_ref is None:
+            absent_reference(path.child("scaleTargetRef"), errors)
+        minimum, maximum = self.min_replicas, self.max_replicas or 0
+        if minimum is not None and minimum < 1:
+            errors.invalid(path.child("minReplicas"), minimum, "must be greater than or equal to 1")
+        if maximum < 1:
+            errors.invalid(path.child("maxReplicas"), maximum, "must be greater than 0")
+        if minimum is not None and maximum < minimum:
+            errors.invalid(
+                path.child("maxReplicas"), maximum, "must be greater than or equal to `minReplicas`"
+            )
 
 
 class MetricValueStatus(Struct):

@@ -319,7 +319,12 @@ def test_v1_objects_convert_to_the_stored_version() -> None:
             "metadata": {
                 "name": "web",
                 "namespace": "default",
-                "annotations": {v1.METRICS_ANNOTATION: "not json", "team": "blue"},
+                "annotations": {
+                    v1.METRICS_ANNOTATION: "not json",
+                    # Not what a v2 object can hold: ignored, as unreadable annotations are.
+                    v1.CURRENT_METRICS_ANNOTATION: '[{"type":"Pods","pods":{"metricName":5}}]',
+                    "team": "blue",
+                },
             },
             "spec": {"scaleTargetRef": REF, "maxReplicas": 3},
             "status": {
@@ -359,10 +364,11 @@ def test_v1_validation() -> None:
         ),
         v1.HorizontalPodAutoscaler,
     )
+    # Upstream validates the stored form, so the errors name v2's fields.
     assert problems(bad) == [
         ("spec.maxReplicas", INVALID),
         ("spec.maxReplicas", INVALID),
-        ("spec.targetCPUUtilizationPercentage", INVALID),
+        ("spec.metrics[0].resource.target.averageUtilization", INVALID),
     ]
 
 
