@@ -25,10 +25,10 @@ import msgspec
 from kube.api import walk
 from kube.api.errors import ErrorList, Path
 from kube.api.kinds import autoscaling_v2 as v2
-from kube.api.meta_v1 import LabelSelector, Resource
+from kube.api.meta_v1 import Resource
 from kube.api.printing import Column
 from kube.api.scheme import NOT_SERVED, SCHEME, kind
-from kube.api.struct import Struct, Time, meta
+from kube.api.struct import Struct, meta
 
 
 class ScaleSpec(Struct):
@@ -89,12 +89,8 @@ class HorizontalPodAutoscalerSpec(Struct):
         CrossVersionObjectReference | None,
         meta(proto=1, doc="The scalable object (its scale subresource) to scale."),
     ] = None
-    min_replicas: Annotated[
-        int | None, meta(proto=2, doc="The lower limit of the replica count; defaults to 1.")
-    ] = None
-    max_replicas: Annotated[
-        int | None, meta(proto=3, doc="The upper limit; not below minReplicas.")
-    ] = None
+    min_replicas: v2.MinReplicas = None
+    max_replicas: v2.MaxReplicas = None
     target_cpu_utilization_percentage: Annotated[
         int | None,
         meta(proto=4, doc="The target average CPU utilization, in percent of the requests."),
@@ -108,8 +104,8 @@ class HorizontalPodAutoscalerSpec(Struct):
 class HorizontalPodAutoscalerStatus(Struct):
     """What the autoscaler last observed: replicas and the average CPU utilization."""
 
-    observed_generation: Annotated[int | None, meta(proto=1, int64=True)] = None
-    last_scale_time: Annotated[Time | None, meta(proto=2)] = None
+    observed_generation: v2.ObservedGeneration = None
+    last_scale_time: v2.LastScaleTime = None
     current_replicas: Annotated[int | None, meta(proto=3)] = None
     desired_replicas: Annotated[int | None, meta(proto=4)] = None
     current_cpu_utilization_percentage: Annotated[int | None, meta(proto=5)] = msgspec.field(
@@ -191,193 +187,124 @@ def _selector(metric: v2.MetricIdentifier | None) -> Any:
     return msgspec.to_builtins(metric.selector) if metric and metric.selector else None
 
 
-def _identifier_v2(source: JSONObject, selector_key: str) -> v2.MetricIdentifier:
-    selector = source.get(selector_key)
-    return v2.MetricIdentifier(
-        name=source.get("metricName", ""),
-        selector=msgspec.convert(selector, LabelSelector) if selector else None,
-    )
+def _always(out: JSONObject, key: str, value: Any) -> None:
+    out[key] = _zero(value)
 
 
-def _metric_spec_v1(spec: v2.MetricSpec) -> JSONObject:
-    """A v2 metric in v1's annotation shape (upstream's autoscaling/v1 MetricSpec)."""
-    out: JSONObject = {"type": spec.type or ""}
-    if spec.object is not None:
-        target = spec.object.target or v2.MetricTarget()
+def _metric_v1(metric: v2.MetricSpec | v2.MetricStatus) -> JSONObject:
+    """A v2 metric, spec or status, in v1's annotation shape (upstream's autoscaling/v1
+    MetricSpec and MetricStatus): a spec's numbers are ``target*`` keys, a status's
+    ``current*`` ones, and a status's values are Go values where a spec's are pointers."""
+    status = isinstance(metric, v2.MetricStatus)
+    word = "current" if status else "target"
+    maybe = _always if status else _put
+
+    def numbers(source: Any) -> Any:
+        return getattr(source, word) or v2.MetricTarget()
+
+    out: JSONObject = {"type": metric.type or ""}
+    if metric.object is not None:
+        got = numbers(metric.object)
         source: JSONObject = {
-            "target": _ref_v1(spec.object.described_object),
-            "metricName": _metric_name(spec.object.metric),
-            "targetValue": _zero(target.value),
+            "target": _ref_v1(metric.object.described_object),
+            "metricName": _metric_name(metric.object.metric),
+            f"{word}Value": _zero(got.value),
         }
-        _put(source, "selector", _selector(spec.object.metric))
-        _put(source, "averageValue", target.average_value)
+        _put(source, "selector", _selector(metric.object.metric))
+        _put(source, "averageValue", got.average_value)
         out["object"] = source
-    if spec.pods is not None:
-        target = spec.pods.target or v2.MetricTarget()
+    if metric.pods is not None:
         source = {
-            "metricName": _metric_name(spec.pods.metric),
-            "targetAverageValue": _zero(target.average_value),
+            "metricName": _metric_name(metric.pods.metric),
+            f"{word}AverageValue": _zero(numbers(metric.pods).average_value),
         }
-        _put(source, "selector", _selector(spec.pods.metric))
+        _put(source, "selector", _selector(metric.pods.metric))
         out["pods"] = source
     for attr, key in (("resource", "resource"), ("container_resource", "containerResource")):
-        resource = getattr(spec, attr)
+        resource = getattr(metric, attr)
         if resource is None:
             continue
-        target = resource.target or v2.MetricTarget()
+        got = numbers(resource)
         source = {"name": resource.name or ""}
-        _put(source, "targetAverageUtilization", target.average_utilization)
-        _put(source, "targetAverageValue", target.average_value)
+        _put(source, f"{word}AverageUtilization", got.average_utilization)
+        maybe(source, f"{word}AverageValue", got.average_value)
         if attr == "container_resource":
             source["container"] = resource.container or ""
         out[key] = source
-    if spec.external is not None:
-        target = spec.external.target or v2.MetricTarget()
-        source = {"metricName": _metric_name(spec.external.metric)}
-        _put(source, "metricSelector", _selector(spec.external.metric))
-        _put(source, "targetValue", target.value)
-        _put(source, "targetAverageValue", target.average_value)
+    if metric.external is not None:
+        got = numbers(metric.external)
+        source = {"metricName": _metric_name(metric.external.metric)}
+        _put(source, "metricSelector", _selector(metric.external.metric))
+        maybe(source, f"{word}Value", got.value)
+        _put(source, f"{word}AverageValue", got.average_value)
         out["external"] = source
     return out
 
 
-def _metric_spec_v2(raw: JSONObject) -> v2.MetricSpec:
-    """The inverse of ``_metric_spec_v1``."""
-    spec = v2.MetricSpec(type=raw.get("type") or None)
+def _identifier_v2(source: JSONObject, selector_key: str) -> JSONObject:
+    out: JSONObject = {"name": source.get("metricName", "")}
+    _put(out, "selector", source.get(selector_key))
+    return out
 
+
+def _numbers_v2(target_type: str | None, **values: Any) -> JSONObject:
+    """A v2 MetricTarget (given its type) or MetricValueStatus (type None), unset values out."""
+    out: JSONObject = {} if target_type is None else {"type": target_type}
+    for key, value in values.items():
+        _put(out, key, value)
+    return out
+
+
+def _metric_v2(raw: JSONObject, cls: type[Any]) -> JSONObject:
+    """The inverse of ``_metric_v1``: a v1 annotation's metric as v2 JSON of ``cls`` (upstream's
+    v1 conversion picks a spec's target type from the values present)."""
+    status = cls is v2.MetricStatus
+    word = "current" if status else "target"
+
+    def maybe(value: Any) -> Any:
+        """A value Go's status holds as a value, its spec as a pointer."""
+        return _zero(value) if status else value
+
+    out: JSONObject = {"type": raw.get("type")}
     if isinstance(found := raw.get("object"), dict):
         average = found.get("averageValue")
-        ref = found.get("target") or {}
-        spec.object = v2.ObjectMetricSource(
-            described_object=v2.CrossVersionObjectReference(
-                kind=ref.get("kind"), name=ref.get("name"), api_version=ref.get("apiVersion")
-            ),
-            metric=_identifier_v2(found, "selector"),
-            target=v2.MetricTarget(
-                type=v2.VALUE if average is None else v2.AVERAGE_VALUE,
-                value=_zero(found.get("targetValue")),
-                average_value=average,
-            ),
-        )
+        kind = None if status else (v2.VALUE if average is None else v2.AVERAGE_VALUE)
+        out["object"] = {
+            "describedObject": found.get("target") or {},  # the same fields in both
+            "metric": _identifier_v2(found, "selector"),
+            word: _numbers_v2(kind, value=_zero(found.get(f"{word}Value")), averageValue=average),
+        }
     if isinstance(found := raw.get("pods"), dict):
-        spec.pods = v2.PodsMetricSource(
-            metric=_identifier_v2(found, "selector"),
-            target=v2.MetricTarget(
-                type=v2.AVERAGE_VALUE, average_value=_zero(found.get("targetAverageValue"))
-            ),
-        )
+        kind = None if status else v2.AVERAGE_VALUE
+        average = _zero(found.get(f"{word}AverageValue"))
+        out["pods"] = {
+            "metric": _identifier_v2(found, "selector"),
+            word: _numbers_v2(kind, averageValue=average),
+        }
     for key in ("resource", "containerResource"):
         if not isinstance(found := raw.get(key), dict):
             continue
-        utilization = found.get("targetAverageUtilization")
-        target = v2.MetricTarget(
-            type=v2.AVERAGE_VALUE if utilization is None else v2.UTILIZATION,
-            average_value=found.get("targetAverageValue"),
-            average_utilization=utilization,
+        utilization = found.get(f"{word}AverageUtilization")
+        kind = None if status else (v2.AVERAGE_VALUE if utilization is None else v2.UTILIZATION)
+        source: JSONObject = {"name": found.get("name")}
+        if key == "containerResource":
+            source["container"] = found.get("container")
+        source[word] = _numbers_v2(
+            kind,
+            averageValue=maybe(found.get(f"{word}AverageValue")),
+            averageUtilization=utilization,
         )
-        if key == "resource":
-            spec.resource = v2.ResourceMetricSource(name=found.get("name"), target=target)
-        else:
-            spec.container_resource = v2.ContainerResourceMetricSource(
-                name=found.get("name"), target=target, container=found.get("container")
-            )
-    if isinstance(found := raw.get("external"), dict):
-        value = found.get("targetValue")
-        spec.external = v2.ExternalMetricSource(
-            metric=_identifier_v2(found, "metricSelector"),
-            target=v2.MetricTarget(
-                type=v2.AVERAGE_VALUE if value is None else v2.VALUE,
-                value=value,
-                average_value=found.get("targetAverageValue"),
-            ),
-        )
-    return spec
-
-
-def _metric_status_v1(status: v2.MetricStatus) -> JSONObject:
-    """A v2 metric status in v1's annotation shape (upstream's autoscaling/v1 MetricStatus)."""
-    out: JSONObject = {"type": status.type or ""}
-    if status.object is not None:
-        current = status.object.current or v2.MetricValueStatus()
-        source: JSONObject = {
-            "target": _ref_v1(status.object.described_object),
-            "metricName": _metric_name(status.object.metric),
-            "currentValue": _zero(current.value),
-        }
-        _put(source, "selector", _selector(status.object.metric))
-        _put(source, "averageValue", current.average_value)
-        out["object"] = source
-    if status.pods is not None:
-        current = status.pods.current or v2.MetricValueStatus()
-        source = {
-            "metricName": _metric_name(status.pods.metric),
-            "currentAverageValue": _zero(current.average_value),
-        }
-        _put(source, "selector", _selector(status.pods.metric))
-        out["pods"] = source
-    for attr, key in (("resource", "resource"), ("container_resource", "containerResource")):
-        resource = getattr(status, attr)
-        if resource is None:
-            continue
-        current = resource.current or v2.MetricValueStatus()
-        source = {"name": resource.name or ""}
-        _put(source, "currentAverageUtilization", current.average_utilization)
-        source["currentAverageValue"] = _zero(current.average_value)
-        if attr == "container_resource":
-            source["container"] = resource.container or ""
         out[key] = source
-    if status.external is not None:
-        current = status.external.current or v2.MetricValueStatus()
-        source = {"metricName": _metric_name(status.external.metric)}
-        _put(source, "metricSelector", _selector(status.external.metric))
-        source["currentValue"] = _zero(current.value)
-        _put(source, "currentAverageValue", current.average_value)
-        out["external"] = source
-    return out
-
-
-def _metric_status_v2(raw: JSONObject) -> v2.MetricStatus:
-    """The inverse of ``_metric_status_v1``."""
-    status = v2.MetricStatus(type=raw.get("type") or None)
-
-    if isinstance(found := raw.get("object"), dict):
-        ref = found.get("target") or {}
-        status.object = v2.ObjectMetricStatus(
-            metric=_identifier_v2(found, "selector"),
-            current=v2.MetricValueStatus(
-                value=_zero(found.get("currentValue")), average_value=found.get("averageValue")
-            ),
-            described_object=v2.CrossVersionObjectReference(
-                kind=ref.get("kind"), name=ref.get("name"), api_version=ref.get("apiVersion")
-            ),
-        )
-    if isinstance(found := raw.get("pods"), dict):
-        status.pods = v2.PodsMetricStatus(
-            metric=_identifier_v2(found, "selector"),
-            current=v2.MetricValueStatus(average_value=_zero(found.get("currentAverageValue"))),
-        )
-    for key in ("resource", "containerResource"):
-        if not isinstance(found := raw.get(key), dict):
-            continue
-        current = v2.MetricValueStatus(
-            average_value=_zero(found.get("currentAverageValue")),
-            average_utilization=found.get("currentAverageUtilization"),
-        )
-        if key == "resource":
-            status.resource = v2.ResourceMetricStatus(name=found.get("name"), current=current)
-        else:
-            status.container_resource = v2.ContainerResourceMetricStatus(
-                name=found.get("name"), current=current, container=found.get("container")
-            )
     if isinstance(found := raw.get("external"), dict):
-        status.external = v2.ExternalMetricStatus(
-            metric=_identifier_v2(found, "metricSelector"),
-            current=v2.MetricValueStatus(
-                value=_zero(found.get("currentValue")),
-                average_value=found.get("currentAverageValue"),
+        value = found.get(f"{word}Value")
+        kind = None if status else (v2.AVERAGE_VALUE if value is None else v2.VALUE)
+        out["external"] = {
+            "metric": _identifier_v2(found, "metricSelector"),
+            word: _numbers_v2(
+                kind, value=maybe(value), averageValue=found.get(f"{word}AverageValue")
             ),
-        )
-    return status
+        }
+    return out
 
 
 # The behavior annotation holds upstream's internal type, which has no JSON tags: its keys are
@@ -479,7 +406,7 @@ def to_v1(obj: v2.HorizontalPodAutoscaler) -> HorizontalPodAutoscaler:
             )
             break
     other = [
-        _metric_spec_v1(m)
+        _metric_v1(m)
         for m in metrics
         if not (
             m.type == v2.RESOURCE
@@ -502,7 +429,7 @@ def to_v1(obj: v2.HorizontalPodAutoscaler) -> HorizontalPodAutoscaler:
                 current_cpu = current.resource.current.average_utilization
     if status.current_metrics:
         annotations[CURRENT_METRICS_ANNOTATION] = _go_json(
-            [_metric_status_v1(m) for m in status.current_metrics]
+            [_metric_v1(m) for m in status.current_metrics]
         )
     if spec.behavior is not None:
         annotations[BEHAVIOR_ANNOTATION] = _behavior_annotation(spec.behavior)
@@ -535,20 +462,21 @@ def to_v1(obj: v2.HorizontalPodAutoscaler) -> HorizontalPodAutoscaler:
     )
 
 
-def _as_written(item: JSONObject) -> JSONObject:
-    return item
-
-
 def _listed(
-    annotations: dict[str, str], key: str, convert: Callable[[JSONObject], Any], cls: type[T]
+    annotations: dict[str, str],
+    key: str,
+    cls: type[T],
+    convert: Callable[[Any, type[T]], JSONObject] | None = None,
 ) -> list[T] | None:
-    """The items an annotation lists, converted and checked against their declared types;
-    None when it is absent or holds anything a v2 object could not (it is then ignored)."""
+    """The items an annotation lists, converted to v2 JSON if need be, as ``cls``; None when
+    it is absent or holds anything a v2 object could not (it is then ignored)."""
     found = _loads(annotations[key]) if key in annotations else None
     if not isinstance(found, list):
         return None
     try:
-        return [msgspec.convert(msgspec.to_builtins(convert(item)), cls) for item in found]
+        return [
+            msgspec.convert(item if convert is None else convert(item, cls), cls) for item in found
+        ]
     except (msgspec.ValidationError, TypeError, AttributeError):
         return None
 
@@ -562,7 +490,7 @@ def to_v2(obj: HorizontalPodAutoscaler) -> v2.HorizontalPodAutoscaler:
     metrics: list[v2.MetricSpec] = []
     if spec.target_cpu_utilization_percentage is not None:
         metrics.append(v2.cpu_utilization_metric(spec.target_cpu_utilization_percentage))
-    other = _listed(annotations, METRICS_ANNOTATION, _metric_spec_v2, v2.MetricSpec)
+    other = _listed(annotations, METRICS_ANNOTATION, v2.MetricSpec, _metric_v2)
     if other is not None:
         metrics = [*other, *metrics]
     if not metrics:
@@ -580,12 +508,10 @@ def to_v2(obj: HorizontalPodAutoscaler) -> v2.HorizontalPodAutoscaler:
                 ),
             )
         ]
-    statuses = _listed(annotations, CURRENT_METRICS_ANNOTATION, _metric_status_v2, v2.MetricStatus)
+    statuses = _listed(annotations, CURRENT_METRICS_ANNOTATION, v2.MetricStatus, _metric_v2)
     if statuses is not None:
         current = statuses
-    conditions = _listed(
-        annotations, CONDITIONS_ANNOTATION, _as_written, v2.HorizontalPodAutoscalerCondition
-    )
+    conditions = _listed(annotations, CONDITIONS_ANNOTATION, v2.HorizontalPodAutoscalerCondition)
     behavior = (
         _behavior_of(annotations[BEHAVIOR_ANNOTATION])
         if BEHAVIOR_ANNOTATION in annotations

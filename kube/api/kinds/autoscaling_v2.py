@@ -168,22 +168,17 @@ class ResourceMetricSource(Struct):
         _validate_utilization_or_value(self.target, path, errors)
 
 
-class ContainerResourceMetricSource(Struct):
+class ContainerResourceMetricSource(ResourceMetricSource):
     """Scale on a resource of one container of the target's pods."""
 
-    name: Annotated[str | None, meta(proto=1, doc="The name of the resource.")] = None
-    target: Annotated[MetricTarget | None, meta(proto=2, doc="The target value.")] = None
     container: Annotated[
         str | None, meta(proto=3, format=DNS1123_LABEL, doc="The name of the container.")
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        if not self.name:
-            errors.required(path.child("name"), "must specify a resource name")
+        super().validate(path, errors)
         if not self.container:
             errors.required(path.child("container"), "must specify a container")
-        _required_target(self.target, path, errors)
-        _validate_utilization_or_value(self.target, path, errors)
 
 
 class PodsMetricSource(Struct):
@@ -261,26 +256,7 @@ _SOURCE_FIELDS = {
     CONTAINER_RESOURCE: ("container_resource", "containerResource"),
     EXTERNAL: ("external", "external"),
 }
-"""Metric type -> (attribute, JSON name) of the source it needs; the same in spec and status."""
-
-
-def _validate_one_source(metric: Any, path: Path, errors: ErrorList) -> None:
-    """``type`` required and known, its source given, and no other source (specs and
-    statuses alike)."""
-    if not metric.type:
-        errors.required(path.child("type"), "must specify a metric source type")
-    elif metric.type not in METRIC_SOURCE_TYPES:
-        errors.not_supported(path.child("type"), metric.type, METRIC_SOURCE_TYPES)
-    expected = _SOURCE_FIELDS.get(metric.type or "")
-    if expected is not None and getattr(metric, expected[0]) is None:
-        errors.required(
-            path.child(expected[1]), "must populate information for the given metric source"
-        )
-    present = [json for attr, json in _SOURCE_FIELDS.values() if getattr(metric, attr) is not None]
-    if len(present) > 1:
-        for json in present:
-            if expected is None or json != expected[1]:
-                errors.forbidden(path.child(json), "must populate the given metric source only")
+"""Metric type -> (attribute, JSON name) of the source it needs."""
 
 
 class MetricSpec(Struct):
@@ -297,7 +273,23 @@ class MetricSpec(Struct):
     external: Annotated[ExternalMetricSource | None, meta(proto=5)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        _validate_one_source(self, path, errors)
+        """``type`` required and known, its source given, and no other source."""
+        if not self.type:
+            errors.required(path.child("type"), "must specify a metric source type")
+        elif self.type not in METRIC_SOURCE_TYPES:
+            errors.not_supported(path.child("type"), self.type, METRIC_SOURCE_TYPES)
+        expected = _SOURCE_FIELDS.get(self.type or "")
+        if expected is not None and getattr(self, expected[0]) is None:
+            errors.required(
+                path.child(expected[1]), "must populate information for the given metric source"
+            )
+        present = [
+            json for attr, json in _SOURCE_FIELDS.values() if getattr(self, attr) is not None
+        ]
+        if len(present) > 1:
+            for json in present:
+                if expected is None or json != expected[1]:
+                    errors.forbidden(path.child(json), "must populate the given metric source only")
 
 
 class HPAScalingPolicy(Struct):
@@ -426,6 +418,19 @@ def cpu_utilization_metric(percent: int) -> MetricSpec:
     )
 
 
+# Fields both versions declare alike.
+MinReplicas = Annotated[
+    int | None, meta(proto=2, doc="The lower limit of the replica count; defaults to 1.")
+]
+MaxReplicas = Annotated[int | None, meta(proto=3, doc="The upper limit; not below minReplicas.")]
+ObservedGeneration = Annotated[
+    int | None, meta(proto=1, int64=True, doc="The generation the autoscaler last observed.")
+]
+LastScaleTime = Annotated[
+    Time | None, meta(proto=2, doc="When the autoscaler last changed the replica count.")
+]
+
+
 class HorizontalPodAutoscalerSpec(Struct):
     """What to scale, between which bounds, on which metrics and how fast."""
 
@@ -433,12 +438,8 @@ class HorizontalPodAutoscalerSpec(Struct):
         CrossVersionObjectReference | None,
         meta(proto=1, doc="The scalable object (its scale subresource) to scale."),
     ] = None
-    min_replicas: Annotated[
-        int | None, meta(proto=2, doc="The lower limit of the replica count; defaults to 1.")
-    ] = None
-    max_replicas: Annotated[
-        int | None, meta(proto=3, doc="The upper limit; not below minReplicas.")
-    ] = None
+    min_replicas: MinReplicas = None
+    max_replicas: MaxReplicas = None
     metrics: Annotated[
         list[MetricSpec] | None,
         atomic(proto=4, doc="The metrics to scale on; defaults to 80% average CPU utilization."),
@@ -477,30 +478,33 @@ class MetricValueStatus(Struct):
 
 
 class ResourceMetricStatus(Struct):
+    """The current value of a resource metric of the target's pods."""
+
     name: Annotated[str | None, meta(proto=1)] = None
     current: Annotated[MetricValueStatus | None, meta(proto=2)] = None
 
 
-class ContainerResourceMetricStatus(Struct):
-    name: Annotated[str | None, meta(proto=1)] = None
-    current: Annotated[MetricValueStatus | None, meta(proto=2)] = None
+class ContainerResourceMetricStatus(ResourceMetricStatus):
+    """The current value of a resource metric of one container of the target's pods."""
+
     container: Annotated[str | None, meta(proto=3)] = None
 
 
 class PodsMetricStatus(Struct):
+    """The current value of a metric of each pod of the target."""
+
     metric: Annotated[MetricIdentifier | None, meta(proto=1)] = None
     current: Annotated[MetricValueStatus | None, meta(proto=2)] = None
 
 
-class ObjectMetricStatus(Struct):
-    metric: Annotated[MetricIdentifier | None, meta(proto=1)] = None
-    current: Annotated[MetricValueStatus | None, meta(proto=2)] = None
+class ObjectMetricStatus(PodsMetricStatus):
+    """The current value of a metric describing one object."""
+
     described_object: Annotated[CrossVersionObjectReference | None, meta(proto=3)] = None
 
 
-class ExternalMetricStatus(Struct):
-    metric: Annotated[MetricIdentifier | None, meta(proto=1)] = None
-    current: Annotated[MetricValueStatus | None, meta(proto=2)] = None
+class ExternalMetricStatus(PodsMetricStatus):
+    """The current value of a metric from outside the cluster."""
 
 
 class MetricStatus(Struct):
@@ -512,9 +516,6 @@ class MetricStatus(Struct):
     resource: Annotated[ResourceMetricStatus | None, meta(proto=4)] = None
     container_resource: Annotated[ContainerResourceMetricStatus | None, meta(proto=7)] = None
     external: Annotated[ExternalMetricStatus | None, meta(proto=5)] = None
-
-    def validate(self, path: Path, errors: ErrorList) -> None:
-        _validate_one_source(self, path, errors)
 
 
 class HorizontalPodAutoscalerCondition(Struct):
@@ -530,8 +531,8 @@ class HorizontalPodAutoscalerCondition(Struct):
 class HorizontalPodAutoscalerStatus(Struct):
     """What the autoscaler last observed and decided."""
 
-    observed_generation: Annotated[int | None, meta(proto=1, int64=True)] = None
-    last_scale_time: Annotated[Time | None, meta(proto=2)] = None
+    observed_generation: ObservedGeneration = None
+    last_scale_time: LastScaleTime = None
     current_replicas: Annotated[int | None, meta(minimum=0, proto=3, omitempty=True)] = None
     desired_replicas: Annotated[int | None, meta(minimum=0, proto=4)] = None
     current_metrics: Annotated[list[MetricStatus] | None, atomic(proto=5)] = None

@@ -382,3 +382,110 @@ def test_both_versions_are_one_resource_stored_at_v2() -> None:
     )
     assert SCHEME.storage_class(shown) is SCHEME.storage_class(stored) is v2.HorizontalPodAutoscaler
     assert shown.storage_api_version == stored.storage_api_version == "autoscaling/v2"
+
+
+SELECTOR = {"matchLabels": {"queue": "jobs"}}
+EVERY_SOURCE: list[dict[str, Any]] = [
+    {
+        "type": "Object",
+        "object": {
+            "describedObject": {
+                "kind": "Ingress",
+                "name": "main",
+                "apiVersion": "networking.k8s.io/v1",
+            },
+            "metric": {"name": "rps", "selector": SELECTOR},
+            "target": {"type": "AverageValue", "value": "10", "averageValue": "2"},
+        },
+    },
+    {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": "qps"},
+            "target": {"type": "AverageValue", "averageValue": "1k"},
+        },
+    },
+    {
+        "type": "Resource",
+        "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "512Mi"}},
+    },
+    {
+        "type": "ContainerResource",
+        "containerResource": {
+            "name": "cpu",
+            "container": "app",
+            "target": {"type": "Utilization", "averageUtilization": 60},
+        },
+    },
+    {
+        "type": "External",
+        "external": {
+            "metric": {"name": "queue", "selector": SELECTOR},
+            "target": {"type": "Value", "value": "30"},
+        },
+    },
+]
+EVERY_STATUS: list[dict[str, Any]] = [
+    {
+        "type": "Object",
+        "object": {
+            "metric": {"name": "rps"},
+            "current": {"value": "12", "averageValue": "3"},
+            "describedObject": {"kind": "Ingress", "name": "main"},
+        },
+    },
+    {"type": "Pods", "pods": {"metric": {"name": "qps"}, "current": {"averageValue": "900"}}},
+    {
+        "type": "Resource",
+        "resource": {
+            "name": "memory",
+            "current": {"averageValue": "300Mi", "averageUtilization": 40},
+        },
+    },
+    {
+        "type": "ContainerResource",
+        "containerResource": {
+            "name": "cpu",
+            "container": "app",
+            "current": {"averageValue": "250m", "averageUtilization": 70},
+        },
+    },
+    {
+        "type": "External",
+        "external": {
+            "metric": {"name": "queue", "selector": SELECTOR},
+            "current": {"value": "25", "averageValue": "5"},
+        },
+    },
+]
+
+
+def test_every_metric_source_survives_a_trip_through_v1() -> None:
+    hpa = _hpa(metrics=EVERY_SOURCE)
+    assert problems(hpa) == []
+    assert hpa.status is not None
+    hpa.status.current_metrics = msgspec.convert(EVERY_STATUS, list[v2.MetricStatus])
+    shown = SCHEME.convert(hpa, v1.HorizontalPodAutoscaler)
+    annotations = shown.metadata.annotations or {}
+    assert json.loads(annotations[v1.METRICS_ANNOTATION])[0] == {
+        "type": "Object",
+        "object": {
+            "target": {"kind": "Ingress", "name": "main", "apiVersion": "networking.k8s.io/v1"},
+            "metricName": "rps",
+            "targetValue": "10",
+            "selector": SELECTOR,
+            "averageValue": "2",
+        },
+    }
+    assert json.loads(annotations[v1.CURRENT_METRICS_ANNOTATION])[4] == {
+        "type": "External",
+        "external": {
+            "metricName": "queue",
+            "metricSelector": SELECTOR,
+            "currentValue": "25",
+            "currentAverageValue": "5",
+        },
+    }
+    back = SCHEME.convert(shown, v2.HorizontalPodAutoscaler)
+    assert _builtins(back.spec)["metrics"] == EVERY_SOURCE
+    assert _builtins(back.status)["currentMetrics"] == EVERY_STATUS
