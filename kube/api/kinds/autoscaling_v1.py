@@ -26,7 +26,6 @@ from kube.api import walk
 from kube.api.errors import ErrorList, Path
 from kube.api.kinds import autoscaling_v2 as v2
 from kube.api.meta_v1 import Resource
-from kube.api.printing import Column
 from kube.api.scheme import NOT_SERVED, SCHEME, kind
 from kube.api.struct import Struct, meta
 
@@ -127,7 +126,7 @@ def _targets(o: HorizontalPodAutoscaler, now: datetime.datetime) -> str:
     short_names=("hpa",),
     categories=("all",),
     subresources=("status",),
-    columns=v2.hpa_columns(Column("Targets", _targets, description=v2.TARGETS_DESCRIPTION)),
+    columns=v2.hpa_columns(_targets),
     storage_version="v2",
 )
 class HorizontalPodAutoscaler(Resource):

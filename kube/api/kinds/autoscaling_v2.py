@@ -17,7 +17,7 @@ refused.  ``tolerance`` (HPAConfigurableTolerance) is served, kept and checked.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from kube.api import names, quantity
@@ -638,36 +638,52 @@ def _replicas(o: Any, now: datetime.datetime) -> int:
     return (o.status.current_replicas if o.status else None) or 0
 
 
-def hpa_columns(targets: Column) -> tuple[Column, ...]:
-    """The columns of ``kubectl get hpa`` around a version's TARGETS column."""
+def hpa_columns(targets: Callable[[Any, datetime.datetime], str]) -> tuple[Column, ...]:
+    """The columns of ``kubectl get hpa`` (upstream's: every one a string, described by the
+    v2 field it shows), around a version's way to the TARGETS cell."""
     return (
         NAME_COLUMN,
-        Column("Reference", _reference, description="The reference to the autoscaled resource."),
-        targets,
+        Column(
+            "Reference",
+            _reference,
+            description="scaleTargetRef points to the target resource to scale, and is used to "
+            "the pods for which metrics should be collected, as well as to actually change the "
+            "replica count.",
+        ),
+        Column(
+            "Targets",
+            targets,
+            description="metrics contains the specifications for which to use to calculate the "
+            "desired replica count (the maximum replica count across all metrics will be used). "
+            " The desired replica count is calculated multiplying the ratio between the target "
+            "value and the current value by the current number of pods.  Ergo, metrics used must "
+            "decrease as the pod count is increased, and vice-versa.  See the individual metric "
+            "source types for more information about how each type of metric must respond. If "
+            "not set, the default metric will be set to 80% average CPU utilization.",
+        ),
         Column(
             "MinPods",
             _min_pods,
-            description="The lower limit for the number of pods that can be set by the "
-            "autoscaler, default 1.",
+            description="minReplicas is the lower limit for the number of replicas to which the "
+            "autoscaler can scale down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if "
+            "the alpha feature gate HPAScaleToZero is enabled and at least one Object or External "
+            "metric is configured.  Scaling is active as long as at least one metric value is "
+            "available.",
         ),
         Column(
             "MaxPods",
             _max_pods,
-            type="integer",
-            description="The upper limit for the number of pods that can be set by the "
-            "autoscaler; cannot be smaller than MinReplicas.",
+            description="maxReplicas is the upper limit for the number of replicas to which the "
+            "autoscaler can scale up. It cannot be less that minReplicas.",
         ),
         Column(
             "Replicas",
             _replicas,
-            type="integer",
-            description="Current number of replicas of pods managed by this autoscaler.",
+            description="currentReplicas is current number of replicas of pods managed by this "
+            "autoscaler, as last seen by the autoscaler.",
         ),
         AGE_COLUMN,
     )
-
-
-TARGETS_DESCRIPTION = "The current and target metric values of the autoscaler."
 
 
 @kind(
@@ -677,7 +693,7 @@ TARGETS_DESCRIPTION = "The current and target metric values of the autoscaler."
     short_names=("hpa",),
     categories=("all",),
     subresources=("status",),
-    columns=hpa_columns(Column("Targets", _targets, description=TARGETS_DESCRIPTION)),
+    columns=hpa_columns(_targets),
 )
 class HorizontalPodAutoscaler(Resource):
     """Scales a scalable object between bounds on the metrics it names."""
