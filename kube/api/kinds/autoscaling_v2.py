@@ -155,6 +155,14 @@ def _required_target(target: MetricTarget | None, path: Path, errors: ErrorList)
         errors.required(path.child("target").child("type"), "must specify a metric target type")
 
 
+def _required_metric_and_target(
+    metric: MetricIdentifier | None, target: MetricTarget | None, path: Path, errors: ErrorList
+) -> None:
+    if metric is None:
+        errors.required(path.child("metric").child("name"), "must specify a metric name")
+    _required_target(target, path, errors)
+
+
 class ResourceMetricSource(Struct):
     """Scale on a resource (cpu, memory) of the target's pods, averaged over them."""
 
@@ -188,9 +196,7 @@ class PodsMetricSource(Struct):
     target: Annotated[MetricTarget | None, meta(proto=2, doc="The target value.")] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        if self.metric is None:
-            errors.required(path.child("metric").child("name"), "must specify a metric name")
-        _required_target(self.target, path, errors)
+        _required_metric_and_target(self.metric, self.target, path, errors)
         if self.target is not None and self.target.average_value is None:
             errors.required(
                 path.child("target").child("averageValue"),
@@ -210,9 +216,7 @@ class ObjectMetricSource(Struct):
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.described_object is None:
             absent_reference(path.child("describedObject"), errors)
-        if self.metric is None:
-            errors.required(path.child("metric").child("name"), "must specify a metric name")
-        _required_target(self.target, path, errors)
+        _required_metric_and_target(self.metric, self.target, path, errors)
         if (
             self.target is not None
             and self.target.value is None
@@ -231,9 +235,7 @@ class ExternalMetricSource(Struct):
     target: Annotated[MetricTarget | None, meta(proto=2, doc="The target value.")] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        if self.metric is None:
-            errors.required(path.child("metric").child("name"), "must specify a metric name")
-        _required_target(self.target, path, errors)
+        _required_metric_and_target(self.metric, self.target, path, errors)
         target = self.target
         if target is None:
             return
