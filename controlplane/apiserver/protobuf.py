@@ -531,6 +531,17 @@ class _Tables:
         self.classes: dict[str, type[Struct]] = {}
         self.inlined: dict[str, dict[int, Field]] = {}
 
+    def _name(self, cls: type[Struct]) -> str:
+        """A struct's message name: its class name, qualified by its module when another
+        class has that name already (autoscaling/v1 and v2 each declare a
+        HorizontalPodAutoscaler, as upstream's two packages do)."""
+        name = cls.__name__
+        if self.classes.setdefault(name, cls) is not cls:
+            name = f"{cls.__module__.rpartition('.')[2]}.{name}"
+            if self.classes.setdefault(name, cls) is not cls:
+                raise TypeError(f"two messages named {name}: {self.classes[name]} and {cls}")
+        return name
+
     def message(self, tree: mi.StructType) -> str:
         """The message name of a struct, its table (and those it reaches) made on first use.
 
@@ -538,9 +549,7 @@ class _Tables:
         builds whole: asking for each struct's own tree would build the same nodes again."""
         cls = tree.cls
         assert issubclass(cls, Struct), cls  # kinds and what they reach are kubelab Structs
-        name = cls.__name__
-        if self.classes.setdefault(name, cls) is not cls:
-            raise TypeError(f"two messages named {name}: {self.classes[name]} and {cls}")
+        name = self._name(cls)
         if name in self.messages:
             return name
         table: dict[int, Field] = {}

@@ -5,10 +5,19 @@ plural, scope, short names, categories, subresources, verbs, printer columns, th
 selectors it supports and the rule its names follow.  The API server builds discovery, routing,
 OpenAPI and tables from these records; clients resolve ``deploy`` or ``deployments.apps`` with
 them.  Importing ``kube.api.kinds`` registers everything.
+
+One resource may be served in several versions (HorizontalPodAutoscaler in autoscaling/v2 and
+v1), as upstream serves it: every version is a kind of its own, registered with the version its
+objects are stored at (``storage_version``), and the module of the older version registers the
+two conversions between its class and the storage version's with ``conversion``.  The store
+then keeps one copy of each object, at the storage version, and every version reads and writes
+it (``Scheme.convert``); discovery prefers the version of highest priority
+(``version_priority``: GA before beta before alpha, higher numbers first).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -57,10 +66,17 @@ class KindInfo:
     columns: tuple[Column, ...] = DEFAULT_COLUMNS
     field_selectors: Mapping[str, FieldGetter] = field(default_factory=dict)
     name_format: str = DNS1123_SUBDOMAIN
+    storage_version: str = ""
+    """The version objects of this resource are stored at; empty: this kind's own."""
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def storage_api_version(self) -> str:
+        version = self.storage_version or self.version
+        return f"{self.group}/{version}" if self.group else version
 
     @property
     def group_version(self) -> tuple[str, str]:
@@ -95,6 +111,24 @@ class SchemeError(LookupError):
     """A kind registered twice, or looked up by a name nothing answers to."""
 
 
+_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+def version_priority(name: str) -> tuple[int, int, int, str]:
+    """A sort key putting the version clients should prefer first (upstream's priority)."""
+    match = _VERSION.match(name)
+    if match is None:
+        return (3, 0, 0, name)
+    major, level, minor = match.groups()
+    rank = {None: 0, "beta": 1, "alpha": 2}[level]
+    return (rank, -int(major), -int(minor or 0), name)
+
+
+T = TypeVar("T")
+Conversion = Callable[[Any], Any]
+"""Turns an object of one version of a resource into another version of it (a new object)."""
+
+
 class Scheme:
     """All registered kinds, indexed by class, by (apiVersion, kind) and by resource."""
 
@@ -102,6 +136,7 @@ class Scheme:
         self._by_class: dict[type[Any], KindInfo] = {}
         self._by_kind: dict[tuple[str, str], KindInfo] = {}
         self._by_resource: dict[tuple[str, str, str], KindInfo] = {}
+        self._conversions: dict[tuple[type[Any], type[Any]], Conversion] = {}
 
     def register(self, info: KindInfo) -> None:
         key = (info.api_version, info.kind)
@@ -111,6 +146,32 @@ class Scheme:
         self._by_kind[key] = info
         if info.verbs:
             self._by_resource[(info.group, info.version, info.plural)] = info
+
+    def add_conversion(self, source: type[Any], target: type[Any], convert: Conversion) -> None:
+        """Register how objects of ``source`` become objects of ``target``."""
+        self._conversions[(source, target)] = convert
+
+    def convert(self, obj: Any, target: type[T]) -> T:
+        """``obj`` as an object of ``target``: itself if it already is one."""
+        if type(obj) is target:
+            return obj
+        try:
+            convert = self._conversions[(type(obj), target)]
+        except KeyError:
+            raise SchemeError(
+                f"no conversion from {type(obj).__name__} to {target.__name__}"
+            ) from None
+        converted: T = convert(obj)
+        return converted
+
+    def storage_class(self, info: KindInfo) -> type[Resource]:
+        """The class objects of ``info``'s resource are stored as."""
+        if not info.storage_version or info.storage_version == info.version:
+            return info.cls
+        stored = self.by_kind(info.storage_api_version, info.kind)
+        if stored is None:
+            raise SchemeError(f"{info.kind} has no storage version {info.storage_api_version}")
+        return stored.cls
 
     def for_class(self, cls: type[Any]) -> KindInfo:
         try:
@@ -158,6 +219,7 @@ def kind(
     columns: tuple[Column, ...] = DEFAULT_COLUMNS,
     field_selectors: Mapping[str, FieldGetter] | None = None,
     name_format: str = DNS1123_SUBDOMAIN,
+    storage_version: str = "",
 ) -> Callable[[R], R]:
     """Register the decorated class as a kind served at ``group/version/plural``."""
 
@@ -177,6 +239,7 @@ def kind(
             columns=columns,
             field_selectors=dict(field_selectors or {}),
             name_format=name_format,
+            storage_version=storage_version,
         )
         cls.API_VERSION = info.api_version
         cls.KIND = info.kind

@@ -67,7 +67,7 @@ from kube.api.kinds.apiextensions_v1 import (
 )
 from kube.api.meta_v1 import DeleteOptions, Resource
 from kube.api.printing import NAME_COLUMN, Cell, Column, human_duration
-from kube.api.scheme import SCHEME, KindInfo
+from kube.api.scheme import SCHEME, KindInfo, version_priority
 from kube.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -77,21 +77,6 @@ CRD_RESOURCE = (GROUP, "v1", "customresourcedefinitions")
 CLEANUP_FINALIZER = CRD_CLEANUP_FINALIZER
 MANAGER = "kube-apiserver"
 _META_FIELDS = ("apiVersion", "kind", "metadata")
-
-
-# Version order: GA before beta before alpha, higher numbers first (upstream's priority).
-
-_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
-
-
-def version_priority(name: str) -> tuple[int, int, int, str]:
-    """A sort key putting the version kubectl should prefer first."""
-    match = _VERSION.match(name)
-    if match is None:
-        return (3, 0, 0, name)
-    major, level, minor = match.groups()
-    rank = {None: 0, "beta": 1, "alpha": 2}[level]
-    return (rank, -int(major), -int(minor or 0), name)
 
 
 # JSONPath (the subset printer columns and scale paths use).

@@ -29,7 +29,7 @@ from kube.api.meta_v1 import (
     ObjectMeta,
     ServerAddressByClientCIDR,
 )
-from kube.api.scheme import KindInfo
+from kube.api.scheme import KindInfo, version_priority
 
 AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
@@ -60,18 +60,18 @@ def _subresource(info: KindInfo, name: str) -> tuple[GroupVersionKind, tuple[str
 
 
 def _storage_version_hash(info: KindInfo) -> str:
-    digest = hashlib.sha256(f"{info.api_version}/{info.kind}".encode()).digest()
+    digest = hashlib.sha256(f"{info.storage_api_version}/{info.kind}".encode()).digest()
     return base64.b64encode(digest[:8]).decode()
 
 
 def _group_versions(kinds: Iterable[KindInfo]) -> dict[str, list[str]]:
-    """Versions of each group in the order their kinds were registered."""
+    """Versions of each group, the preferred one first (upstream's version priority)."""
     groups: dict[str, list[str]] = {}
     for info in kinds:
         versions = groups.setdefault(info.group, [])
         if info.version not in versions:
             versions.append(info.version)
-    return groups
+    return {group: sorted(versions, key=version_priority) for group, versions in groups.items()}
 
 
 def api_versions(address: str) -> APIVersions:

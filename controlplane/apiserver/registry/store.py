@@ -4,7 +4,8 @@ One ``ResourceStore`` per served kind turns API semantics into store operations:
 
 - keys ``/registry/<group>/<resource>/<namespace>/<name>`` (core kinds without the group);
   values are the object's JSON without ``resourceVersion``, which is the store revision and is
-  set on every read;
+  set on every read, at the storage version of its resource (converted to and from the version
+  served, for a resource served in several);
 - create: namespace and name checks, ``generateName``, uid, creationTimestamp, generation;
   then the kind's strategy, defaults, admission, validation and a create-if-absent write;
 - update: optimistic concurrency (a stale resourceVersion is a 409; none means unconditional),
@@ -63,7 +64,7 @@ from kube.api.meta_v1 import (
     Resource,
     ResourceList,
 )
-from kube.api.scheme import KindInfo
+from kube.api.scheme import SCHEME, KindInfo
 from kube.clock import Clock
 
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -181,7 +182,9 @@ class ResourceStore:
         self.admission = list(admission)
         self.hooks = list(hooks)
         self.strategy = strategy or strategy_for(info)
-        self._decoder = msgspec.json.Decoder(info.cls)
+        # A resource served in several versions is stored at one (kube.api.scheme).
+        self._stored_as = SCHEME.storage_class(info)
+        self._decoder = msgspec.json.Decoder(self._stored_as)
         group = f"{info.group}/" if info.group else ""
         self.root = f"/registry/{group}{info.plural}/"
 
@@ -199,12 +202,12 @@ class ResourceStore:
         rv = obj.metadata.resource_version
         obj.metadata.resource_version = None
         try:
-            return msgspec.json.encode(obj)
+            return msgspec.json.encode(SCHEME.convert(obj, self._stored_as))
         finally:
             obj.metadata.resource_version = rv
 
     def decode(self, kv: KeyValue) -> Resource:
-        obj: Resource = self._decoder.decode(kv.value)
+        obj: Resource = SCHEME.convert(self._decoder.decode(kv.value), self.info.cls)
         obj.metadata.resource_version = str(kv.mod_revision)
         return obj
 

@@ -18,7 +18,7 @@ from msgspec import inspect as mi
 import kube.api.kinds  # noqa: F401  (registers every kind)
 from kube.api.scheme import SCHEME, KindInfo
 
-# Client model names that do not follow V1<Kind>.
+# Client model names that do not follow <Version><Kind> (V1Pod, V2HorizontalPodAutoscaler).
 MODEL_NAMES = {
     ("", "Event"): "CoreV1Event",
     ("", "EndpointPort"): "CoreV1EndpointPort",
@@ -30,7 +30,7 @@ _CONTAINER = re.compile(r"^(list|dict)\[(?:str, )?(.+)\]$")
 
 
 def _model(info: KindInfo) -> Any:
-    name = MODEL_NAMES.get((info.group, info.kind), f"V1{info.kind}")
+    name = MODEL_NAMES.get((info.group, info.kind), f"{info.version.capitalize()}{info.kind}")
     return getattr(k8s_models, name)
 
 

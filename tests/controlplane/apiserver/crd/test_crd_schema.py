@@ -9,6 +9,7 @@ import pytest
 from controlplane.apiserver.crd import customresources
 from controlplane.apiserver.crd import schema as crd_schema
 from kube.api.errors import ROOT, ErrorList
+from kube.api.scheme import version_priority
 
 SPEC: dict[str, Any] = {
     "type": "object",
@@ -270,7 +271,7 @@ def test_jsonpath(path: str, data: Any, found: list[Any]) -> None:
 
 def test_version_priority() -> None:
     names = ["v1alpha1", "v2beta1", "v1", "v1beta2", "v2", "foo"]
-    assert sorted(names, key=customresources.version_priority) == [
+    assert sorted(names, key=version_priority) == [
         "v2",
         "v1",
         "v2beta1",
