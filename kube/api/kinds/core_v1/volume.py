@@ -981,7 +981,7 @@ class StorageOSVolumeSource(Struct):
     secret_ref: Annotated[LocalObjectReference | None, meta(proto=5)] = None
 
 
-def _validate_csi_driver(driver: str | None, path: Path, errors: ErrorList) -> None:
+def validate_csi_driver_name(driver: str | None, path: Path, errors: ErrorList) -> None:
     """A CSI driver name: required, at most 63 characters, a DNS subdomain once lowercased."""
     if not driver:
         errors.required(path)
@@ -1001,7 +1001,7 @@ class CSIVolumeSource(Struct):
     node_publish_secret_ref: Annotated[LocalObjectReference | None, meta(proto=5)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        _validate_csi_driver(self.driver, path.child("driver"), errors)
+        validate_csi_driver_name(self.driver, path.child("driver"), errors)
         secret = self.node_publish_secret_ref
         if secret is not None and not secret.name:
             errors.required(path.child("nodePublishSecretRef").child("name"))
@@ -1501,7 +1501,7 @@ class CSIPersistentVolumeSource(Struct):
     node_expand_secret_ref: SecretReference | None = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        _validate_csi_driver(self.driver, path.child("driver"), errors)
+        validate_csi_driver_name(self.driver, path.child("driver"), errors)
         for attr, name in struct_fields(CSIPersistentVolumeSource):
             ref = getattr(self, attr)
             if isinstance(ref, SecretReference):
