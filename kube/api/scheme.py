@@ -68,6 +68,9 @@ class KindInfo:
     name_format: str = DNS1123_SUBDOMAIN
     storage_version: str = ""
     """The version objects of this resource are stored at; empty: this kind's own."""
+    returns_deleted: bool = False
+    """A delete answers with the deleted object rather than a Status (upstream's
+    ``ReturnDeletedObject``; its OpenAPI, and so the clients generated from it, expect it)."""
 
     @property
     def api_version(self) -> str:
@@ -220,6 +223,7 @@ def kind(
     field_selectors: Mapping[str, FieldGetter] | None = None,
     name_format: str = DNS1123_SUBDOMAIN,
     storage_version: str = "",
+    returns_deleted: bool = False,
 ) -> Callable[[R], R]:
     """Register the decorated class as a kind served at ``group/version/plural``."""
 
@@ -240,6 +244,7 @@ def kind(
             field_selectors=dict(field_selectors or {}),
             name_format=name_format,
             storage_version=storage_version,
+            returns_deleted=returns_deleted,
         )
         cls.API_VERSION = info.api_version
         cls.KIND = info.kind

@@ -633,7 +633,7 @@ class ResourceHandler:
     async def _delete(self, req: Request, store: ResourceStore) -> web.Response:
         options = await self._delete_options(req)
         obj, gone = await store.delete(req.info.namespace, req.info.name, options, req.ctx)
-        if not gone:
+        if not gone or store.info.returns_deleted:
             return self._render(req, store, obj)
         status = Status(
             status="Success",

@@ -136,6 +136,7 @@ def _name_cell(obj: Any) -> str:
     version="v1",
     plural="storageclasses",
     namespaced=False,
+    returns_deleted=True,
     short_names=("sc",),
     columns=(
         Column(
@@ -262,7 +263,6 @@ class CSIDriverSpec(Struct):
     attach_required: Annotated[
         bool | None,
         meta(
-            immutable=True,
             doc="Whether volumes need attaching (ControllerPublishVolume) before mounting; "
             "default true; immutable.",
             proto=1,
@@ -357,6 +357,7 @@ class CSIDriverSpec(Struct):
     version="v1",
     plural="csidrivers",
     namespaced=False,
+    returns_deleted=True,
     columns=(
         NAME_COLUMN,
         Column(
@@ -497,6 +498,7 @@ class CSINodeSpec(Struct):
     version="v1",
     plural="csinodes",
     namespaced=False,
+    returns_deleted=True,
     columns=(
         NAME_COLUMN,
         Column(
@@ -629,6 +631,7 @@ def _attached_cell(status: VolumeAttachmentStatus | None) -> bool:
     version="v1",
     plural="volumeattachments",
     namespaced=False,
+    returns_deleted=True,
     subresources=("status",),
     columns=(
         NAME_COLUMN,
@@ -755,6 +758,7 @@ class CSIStorageCapacity(Resource):
     version="v1",
     plural="volumeattributesclasses",
     namespaced=False,
+    returns_deleted=True,
     short_names=("vac",),
     columns=(
         NAME_COLUMN,
