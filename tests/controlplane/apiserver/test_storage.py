@@ -42,7 +42,10 @@ def _without_age(rows: list[list[str]]) -> list[list[str]]:
 
 def _manifest(name: str, rename: str | None = None) -> dict[str, Any]:
     """The corpus manifest's one document, without the docs' namespace, perhaps renamed."""
-    (document,) = [d for d in yaml.safe_load_all((CORPUS / "manifests" / name).read_text()) if d]
+    documents: list[dict[str, Any]] = [
+        d for d in yaml.safe_load_all((CORPUS / "manifests" / name).read_text()) if d
+    ]
+    (document,) = documents
     document["metadata"].pop("namespace", None)
     if rename is not None:
         document["metadata"]["name"] = rename
