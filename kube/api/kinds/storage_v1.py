@@ -313,6 +313,18 @@ class CSIDriverSpec(Struct):
             int64=True,
         ),
     ] = None
+    service_account_token_in_secrets: Annotated[
+        bool | None,
+        meta(
+            doc="Whether tokens are passed in NodePublishVolume's Secrets, not its volume "
+            "context; only with tokenRequests.",
+            proto=10,
+        ),
+    ] = None
+    prevent_pod_scheduling_if_missing: Annotated[
+        bool | None,
+        meta(doc="Whether pods stay off nodes where the driver is not registered.", proto=11),
+    ] = None
 
     def set_defaults(self) -> None:
         if self.attach_required is None:

@@ -75,6 +75,14 @@ def test_api_resources(kubectl: Kubectl) -> None:
         "NetworkPolicy",
     ]
     assert by_name["ingresses"] == ["ingresses", "ing", "networking.k8s.io/v1", "true", "Ingress"]
+    assert by_name["csidrivers"] == ["csidrivers", "storage.k8s.io/v1", "false", "CSIDriver"]
+    assert by_name["volumeattributesclasses"] == [
+        "volumeattributesclasses",
+        "vac",
+        "storage.k8s.io/v1",
+        "false",
+        "VolumeAttributesClass",
+    ]
     assert "leases" in by_name and "customresourcedefinitions" in by_name
 
 
