@@ -9,7 +9,6 @@ classes after its own namespace and deletes them.
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 import subprocess
 import time
@@ -22,9 +21,9 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from tests.controlplane.apiserver.corpus import CORPUS, columns, refusal
 from tests.servers import Kubectl
 
-CORPUS = pathlib.Path(__file__).parents[2] / "kube" / "api"
 GROUP_VERSION = "networking.k8s.io/v1"
 VERBS = "create,delete,deletecollection,get,list,patch,update,watch"
 
@@ -47,20 +46,12 @@ def _create(kubectl: Kubectl, *documents: dict[str, Any]) -> str:
     return kubectl.run("create", "-f", "-", input=body).stdout.strip()
 
 
-def _columns(text: str) -> list[list[str]]:
-    """A table's cells cut where its header's columns start (so empty cells stay cells)."""
-    lines = text.rstrip("\n").splitlines()
-    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
-    bounds = list(zip(starts, [*starts[1:], None], strict=True))
-    return [[line[a:b].strip() for a, b in bounds] for line in lines]
-
-
 def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
     """As upstream 1.36 lists the group: five resources, no categories, two short names."""
     out = kubectl.run(
         "api-resources", "--api-group=networking.k8s.io", "-o", "wide", namespaced=False
     ).stdout
-    assert _columns(out) == [
+    assert columns(out) == [
         ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND", "VERBS", "CATEGORIES"],
         ["ingressclasses", "", "networking.k8s.io/v1", "false", "IngressClass", VERBS, ""],
         ["ingresses", "ing", "networking.k8s.io/v1", "true", "Ingress", VERBS, ""],
@@ -377,10 +368,7 @@ INVALID = [
     ("manifest", "message"), INVALID, ids=[name.removesuffix(".yaml") for name, _ in INVALID]
 )
 def test_invalid_objects_are_refused(kubectl: Kubectl, manifest: str, message: str) -> None:
-    path = CORPUS / "invalid" / manifest
-    refused = kubectl.run("create", "-f", str(path), check=False)
-    assert refused.returncode == 1
-    assert message in refused.stderr
+    assert message in refusal(kubectl, manifest)
 
 
 def test_explain(kubectl: Kubectl) -> None:

@@ -9,7 +9,6 @@ its cluster-scoped objects after its own namespace and deletes them.
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 import subprocess
 import time
@@ -21,19 +20,11 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from tests.controlplane.apiserver.corpus import CORPUS, columns, refusal
 from tests.servers import Kubectl
 
-CORPUS = pathlib.Path(__file__).parents[2] / "kube" / "api"
 GROUP_VERSION = "storage.k8s.io/v1"
 VERBS = "create,delete,deletecollection,get,list,patch,update,watch"
-
-
-def _columns(text: str) -> list[list[str]]:
-    """A table's cells cut where its header's columns start (so empty cells stay cells)."""
-    lines = text.rstrip("\n").splitlines()
-    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
-    bounds = list(zip(starts, [*starts[1:], None], strict=True))
-    return [[line[a:b].strip() for a, b in bounds] for line in lines]
 
 
 def _without_age(rows: list[list[str]]) -> list[list[str]]:
@@ -67,7 +58,7 @@ def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
     out = kubectl.run(
         "api-resources", "--api-group=storage.k8s.io", "-o", "wide", namespaced=False
     ).stdout
-    assert _columns(out) == [
+    assert columns(out) == [
         ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND", "VERBS", "CATEGORIES"],
         ["csidrivers", "", GROUP_VERSION, "false", "CSIDriver", VERBS, ""],
         ["csinodes", "", GROUP_VERSION, "false", "CSINode", VERBS, ""],
@@ -94,7 +85,7 @@ def test_csi_driver_from_the_docs(kubectl: Kubectl) -> None:
     _create(kubectl, {"apiVersion": GROUP_VERSION, "kind": "CSIDriver", "metadata": {"name": bare}})
     try:
         out = kubectl.run("get", "csidrivers", name, bare).stdout
-        assert _without_age(_columns(out)) == [
+        assert _without_age(columns(out)) == [
             [
                 "NAME",
                 "ATTACHREQUIRED",
@@ -184,7 +175,7 @@ def test_csi_node_from_the_docs(kubectl: Kubectl) -> None:
     node = _manifest("storage-csinode-node1.yaml", name)
     assert _create(kubectl, node) == f"csinode.storage.k8s.io/{name} created"
     try:
-        assert _without_age(_columns(kubectl.run("get", "csinodes", name).stdout)) == [
+        assert _without_age(columns(kubectl.run("get", "csinodes", name).stdout)) == [
             ["NAME", "DRIVERS"],
             [name, "1"],
         ]
@@ -252,10 +243,10 @@ def test_volume_attachment_and_its_status(kubectl: Kubectl) -> None:
     created["status"] = {"attached": True}  # a client's status is dropped on create
     assert _create(kubectl, created) == f"volumeattachment.storage.k8s.io/{name} created"
     try:
-        columns = ["NAME", "ATTACHER", "PV", "NODE", "ATTACHED"]
+        header = ["NAME", "ATTACHER", "PV", "NODE", "ATTACHED"]
         row = [name, "mycsidriver.example.com", "pv-1", "node1"]
         out = kubectl.run("get", "volumeattachments", name).stdout
-        assert _without_age(_columns(out)) == [columns, [*row, "false"]]
+        assert _without_age(columns(out)) == [header, [*row, "false"]]
         kubectl.run(
             "patch",
             "volumeattachment",
@@ -266,7 +257,7 @@ def test_volume_attachment_and_its_status(kubectl: Kubectl) -> None:
             '{"status":{"attached":true,"attachmentMetadata":{"devicePath":"/dev/vdb"}}}',
         )
         out = kubectl.run("get", "volumeattachments", name).stdout
-        assert _without_age(_columns(out)) == [columns, [*row, "true"]]
+        assert _without_age(columns(out)) == [header, [*row, "true"]]
         status = kubectl.json("get", "volumeattachment", name)["status"]
         assert status == {"attached": True, "attachmentMetadata": {"devicePath": "/dev/vdb"}}
         immutable = kubectl.run(
@@ -313,7 +304,7 @@ def test_csi_storage_capacities(kubectl: Kubectl) -> None:
         "csistoragecapacity.storage.k8s.io/csisc-fast-zone-a created"
     )
     _create(kubectl, _capacity("unknown"))
-    assert _columns(kubectl.run("get", "csistoragecapacities").stdout) == [
+    assert columns(kubectl.run("get", "csistoragecapacities").stdout) == [
         ["NAME", "STORAGECLASSNAME", "CAPACITY"],
         ["csisc-fast-zone-a", "fast", "100Gi"],
         ["unknown", "fast", "<unset>"],
@@ -341,7 +332,7 @@ def test_volume_attributes_class_from_the_docs(kubectl: Kubectl) -> None:
     silver = _manifest("storage-volumeattributesclass-silver.yaml", name)
     assert _create(kubectl, silver) == f"volumeattributesclass.storage.k8s.io/{name} created"
     try:
-        assert _without_age(_columns(kubectl.run("get", "vac", name).stdout)) == [
+        assert _without_age(columns(kubectl.run("get", "vac", name).stdout)) == [
             ["NAME", "DRIVERNAME"],
             [name, "pd.csi.storage.gke.io"],
         ]
@@ -403,10 +394,7 @@ INVALID = [
     ("manifest", "message"), INVALID, ids=[name.removesuffix(".yaml") for name, _ in INVALID]
 )
 def test_invalid_objects_are_refused(kubectl: Kubectl, manifest: str, message: str) -> None:
-    path = CORPUS / "invalid" / manifest
-    refused = kubectl.run("create", "-f", str(path), check=False)
-    assert refused.returncode == 1
-    assert message in refused.stderr
+    assert message in refusal(kubectl, manifest)
 
 
 def test_explain(kubectl: Kubectl) -> None:
