@@ -13,8 +13,8 @@
 # 2. kubelab into a venv from the synced source, with its dependencies from the wheels the host
 #    put into the synced folder (vagrant/.wheels, `make vagrant-wheels`): pip without an index.
 # 3. `kubelab lab vagrant render`: this VM's component configuration (flags, containerd config,
-#    resolv.conf) from vagrant/inventory.yaml, by the same code the netns lab starts its
-#    components with.
+#    the sysctls and kernel modules the netns lab gives its nodes) from vagrant/inventory.yaml,
+#    by the same code the netns lab starts its components with.
 # 4. One systemd unit per component from vagrant/units/, enabled and started in the rendered
 #    order.
 # 5. Credentials: once the control plane's API server made the cluster CA, the control plane
@@ -163,10 +163,10 @@ rendered=$(render_config)
 read -r -a components <<<"$rendered"
 # shellcheck source=/dev/null  # written by render_config
 . "$CONF/paths.env"
-if [ "$ROLE" = controlplane ]; then
-  sysctl -qw net.ipv4.ip_forward=1
-  echo net.ipv4.ip_forward=1 >/etc/sysctl.d/90-kubelab.conf
-else
+# The kernel settings the netns lab gives its nodes (rendered; also applied at every boot).
+xargs -r -n1 modprobe <"$MODULES_FILE"
+sysctl -q -p "$SYSCTL_FILE"
+if [ "$ROLE" = worker ]; then
   fetch_credentials
 fi
 for component in "${components[@]}"; do

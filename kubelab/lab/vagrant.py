@@ -12,7 +12,12 @@ The ``Vagrantfile`` defines the VMs from the inventory file (the worker count ov
   refuses a unit that disagrees), the config files it needs and its directories; the control
   plane also the lab cloud's inventory (``components.cloud_config``: no namespaces, the VM
   itself routes); a worker ``pod-routes.env`` (the control-plane VM is its router); every VM
-  ``paths.env`` (the admin kubeconfig provision.sh waits for);
+  ``paths.env`` (the admin kubeconfig provision.sh waits for), and the sysctls and kernel
+  modules the netns lab sets in its nodes' namespaces (``network.NODE_SYSCTLS``: forwarding,
+  ``route_localnet``, ``bridge-nf-call-iptables``, whose module is loaded first), plus no ICMP
+  redirects accepted: the netns lab's router sends none, but the control-plane VM's interface
+  has no name to turn them off by ahead of time, and a forwarding node ignores them once
+  ``all`` says so;
 - ``kubelab lab vagrant bundles`` on the control plane, once the API server made the cluster
   CA: one tar per Kubernetes node (``cluster.node_credentials``, what ``kubelab lab up``
   writes for a node: CA and kubeconfigs), at the paths its flags
@@ -54,6 +59,7 @@ import yaml
 
 from kubelab.lab import registry
 from kubelab.lab.components import Component, cloud_config, node_components
+from kubelab.lab.network import NODE_SYSCTLS
 from kubelab.lab.topology import (
     CLUSTER_CIDR,
     IMAGE_CACHE,
@@ -73,6 +79,11 @@ UNITS_DIR: Final = Path(__file__).resolve().parents[2] / "vagrant" / "units"
 ARGS: Final = "$ARGS"
 VM_RESOLV_CONF: Final = Path("/etc/resolv.conf")
 SEED_WAIT: Final = 60.0
+VM_SYSCTLS: Final = (*NODE_SYSCTLS, "net.ipv4.conf.all.accept_redirects=0")
+SYSCTL_FILE: Final = Path("/etc/sysctl.d/90-kubelab.conf")
+VM_MODULES: Final = ("br_netfilter", "overlay")
+"""Loaded before the sysctls (``bridge-nf-call-iptables`` exists once br_netfilter is)."""
+MODULES_FILE: Final = Path("/etc/modules-load.d/kubelab.conf")
 
 
 class InventoryError(ValueError):
@@ -246,8 +257,14 @@ def render(inventory: Inventory, name: str, out: Path, units: Path = UNITS_DIR) 
         )
         names.insert(0, "pod-routes")
     files[out / "paths.env"] = env_file(
-        {"ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig")}
+        {
+            "ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig"),
+            "MODULES_FILE": str(MODULES_FILE),
+            "SYSCTL_FILE": str(SYSCTL_FILE),
+        }
     )
+    files[MODULES_FILE] = "".join(f"{module}\n" for module in VM_MODULES)
+    files[SYSCTL_FILE] = "".join(f"{setting}\n" for setting in VM_SYSCTLS)
     return Rendered(files, tuple(dict.fromkeys(dirs)), tuple(names))
 
 

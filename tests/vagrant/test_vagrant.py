@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from kubelab.lab import components
+from kubelab.lab.network import NODE_SYSCTLS
 from kubelab.lab.vagrant import (
     UNITS_DIR,
     VM_KUBELAB,
@@ -260,7 +261,15 @@ def test_each_vm_runs_what_the_netns_lab_runs_with_the_same_flags(
     routes = [] if node == "controlplane" else ["pod-routes"]
     assert list(rendered.components) == [*routes, *names]
     paths = env_values(rendered.files[tmp_path / "paths.env"])
-    assert paths == {"ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig")}
+    assert paths == {
+        "ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig"),
+        "MODULES_FILE": "/etc/modules-load.d/kubelab.conf",
+        "SYSCTL_FILE": "/etc/sysctl.d/90-kubelab.conf",
+    }
+    system = {Path(paths["SYSCTL_FILE"]), Path(paths["MODULES_FILE"])}
+    sysctls = rendered.files[Path(paths["SYSCTL_FILE"])].splitlines()
+    assert set(NODE_SYSCTLS) <= set(sysctls)  # what the netns lab sets in its nodes
+    assert "br_netfilter" in rendered.files[Path(paths["MODULES_FILE"])].split()
     if node == "controlplane":
         cloud = json.loads(rendered.files[lab.cloud_config])
         assert "routerNetns" not in cloud  # the control-plane VM routes
@@ -271,7 +280,8 @@ def test_each_vm_runs_what_the_netns_lab_runs_with_the_same_flags(
             "ROUTER": lab.controlplane.ip,
         }
     assert all(
-        p.is_relative_to(VM_STATE_ROOT) or p.is_relative_to(tmp_path) for p in rendered.files
+        p.is_relative_to(VM_STATE_ROOT) or p.is_relative_to(tmp_path) or p in system
+        for p in rendered.files
     )
 
 
