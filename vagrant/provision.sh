@@ -41,7 +41,7 @@ readonly BUNDLES=/var/lib/kubelab/bundles
 readonly JOIN_USER=kubelab-join
 readonly JOIN_KEY=$SECRETS/join_ed25519
 readonly DEBIAN_SERVICES=(containerd.service etcd.service docker-registry.service)
-readonly FETCH_TIMEOUT=900
+readonly FETCH_TIMEOUT=1800 # generous: under TCG the control plane takes many minutes
 
 log() { echo "kubelab provision ($NAME): $*"; }
 
