@@ -21,7 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly KUBELAB=.venv/bin/kubelab
 readonly NETNS=kubelab-vm
-readonly LOG=${KUBELAB_VAGRANT_LOG:-/var/log/kubelab-vagrant-lab.log}
+LOG=${KUBELAB_VAGRANT_LOG:-/var/log/kubelab-vagrant-lab-$(date -u +%Y%m%dT%H%M%S).log}
+readonly LOG
 readonly READY_TIMEOUT=${KUBELAB_VAGRANT_READY_TIMEOUT:-1800}
 readonly ROLLOUT_TIMEOUT=${KUBELAB_VAGRANT_ROLLOUT_TIMEOUT:-900}
 export KUBELAB_VAGRANT_WORKERS=${KUBELAB_VAGRANT_WORKERS:-2}
@@ -91,6 +92,17 @@ nginx_answers() {
   fi
 }
 
+# When each VM was booted (SSH answered) and provisioned, from `vagrant up`'s stamped output.
+vm_times() {
+  local machine booted provisioned
+  for machine in controlplane $(seq -f 'node%g' 1 "$KUBELAB_VAGRANT_WORKERS"); do
+    booted=$(grep -m1 " $machine: Machine booted and ready" "$LOG" | cut -d' ' -f1)
+    provisioned=$(grep -m1 "kubelab provision ($machine): done" "$LOG" | cut -d' ' -f1)
+    times+=("$(printf '  %-38s booted %s, provisioned %s' "$machine" "${booted:--}" \
+      "${provisioned:--}")")
+  done
+}
+
 teardown() {
   local status=$?
   rm -f "$SSH_CONFIG"
@@ -101,6 +113,7 @@ teardown() {
     "$KUBELAB" vagrant down 2>&1 | stamped || status=1
     step_done "teardown (kubelab vagrant down)"
   fi
+  vm_times
   log "summary (exit $status):"
   printf '  %s\n' "${times[@]}" | tee -a "$LOG"
   exit "$status"
@@ -111,6 +124,7 @@ log "the lab's images (log: $LOG)"
 "$KUBELAB" images build 2>&1 | stamped || fail "kubelab images build"
 step_done "images in the host's cache"
 log "up: control plane and $KUBELAB_VAGRANT_WORKERS workers"
+log "vagrant up from $(date -u +%T)"
 "$KUBELAB" vagrant up 2>&1 | stamped || fail "kubelab vagrant up"
 step_done "vagrant up (every VM up and provisioned)"
 "$KUBELAB" vagrant run vagrant ssh-config >"$SSH_CONFIG"
