@@ -10,7 +10,7 @@
 # 2. every node Ready;
 # 3. vagrant/check/web.yaml: nginx by its untagged name, one replica on each worker, a NodePort
 #    Service, and a busybox pod to ask from;
-# 4. the Service's VIP and its NodePort on every worker answer, from the control-plane VM and
+# 4. the Service's VIP and its NodePort on every node answer, from the control-plane VM and
 #    from the pod (through `kubectl exec`), and `kubectl logs` shows the requests;
 # 5. `kubelab vagrant down`: no VM, daemon, namespace or volume left (also when a step fails;
 #    KUBELAB_VAGRANT_KEEP=1 keeps the VMs to look at, `kubelab vagrant down` removes them).
@@ -62,7 +62,16 @@ on_controlplane() {
     "sudo $(printf '%q ' "$@")"
 }
 
-kubectl() { on_controlplane kubectl "$@"; }
+# kubectl on the control plane, tried again a few times: under TCG the API server, busy
+# starting the controllers, can take longer than kubectl's 10 s TLS handshake timeout.
+kubectl() {
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    on_controlplane kubectl "$@" && return
+    [ "$attempt" -lt 5 ] && sleep 10
+  done
+  return 1
+}
 
 # Retries "$@" (quietly) every 5 s until it succeeds or $1 seconds passed.
 until_ok() {
@@ -76,7 +85,7 @@ until_ok() {
 }
 
 ready_nodes() {
-  kubectl get nodes --no-headers | awk '$2 == "Ready"' | wc -l
+  on_controlplane kubectl get nodes --no-headers | awk '$2 == "Ready"' | wc -l
 }
 
 all_ready() {
@@ -86,7 +95,7 @@ all_ready() {
 # The page $1 serves, asked from the control-plane VM or, with --pod, from the probe pod.
 nginx_answers() {
   if [ "$1" = --pod ]; then
-    kubectl exec probe -- wget -q -T 10 -O - "http://$2/" | grep -q 'Welcome to nginx'
+    on_controlplane kubectl exec probe -- wget -q -T 10 -O - "http://$2/" | grep -q 'Welcome to nginx'
   else
     on_controlplane curl -sf -m 10 "http://$1/" | grep -q 'Welcome to nginx'
   fi
@@ -133,10 +142,10 @@ until_ok "$READY_TIMEOUT" all_ready || fail "$(ready_nodes) Ready nodes after ${
 kubectl get nodes -o wide | stamped
 step_done "cluster Ready ($((KUBELAB_VAGRANT_WORKERS + 1)) nodes)"
 
-kubectl apply -f - <vagrant/check/web.yaml | stamped
-kubectl rollout status deployment/web --timeout="${ROLLOUT_TIMEOUT}s" | stamped ||
+kubectl apply -f /vagrant/vagrant/check/web.yaml | stamped || fail "kubectl apply"
+on_controlplane kubectl rollout status deployment/web --timeout="${ROLLOUT_TIMEOUT}s" | stamped ||
   fail "the web Deployment did not roll out"
-kubectl wait --for=condition=Ready pod/probe --timeout="${ROLLOUT_TIMEOUT}s" | stamped ||
+on_controlplane kubectl wait --for=condition=Ready pod/probe --timeout="${ROLLOUT_TIMEOUT}s" | stamped ||
   fail "the probe pod is not Ready"
 kubectl get pods -o wide | stamped
 web_nodes=$(kubectl get pods -l app=web -o 'jsonpath={.items[*].spec.nodeName}' |
@@ -146,9 +155,9 @@ step_done "nginx (untagged) on $web_nodes, probe pod Ready"
 
 vip=$(kubectl get service web -o 'jsonpath={.spec.clusterIP}')
 node_port=$(kubectl get service web -o 'jsonpath={.spec.ports[0].nodePort}')
-mapfile -t worker_ips < <(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' \
+mapfile -t node_ips < <(kubectl get nodes \
   -o 'jsonpath={range .items[*]}{.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}')
-targets=("$vip" "${worker_ips[@]/%/:$node_port}")
+targets=("$vip" "${node_ips[@]/%/:$node_port}")
 for target in "${targets[@]}"; do
   until_ok 120 nginx_answers "$target" || fail "no nginx page at $target from the control plane"
   log "nginx answers at $target from the control-plane VM"
