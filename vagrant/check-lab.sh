@@ -95,7 +95,7 @@ all_ready() {
 # The page $1 serves, asked from the control-plane VM or, with --pod, from the probe pod.
 nginx_answers() {
   if [ "$1" = --pod ]; then
-    on_controlplane kubectl exec probe -- wget -q -T 10 -O - "http://$2/" | grep -q 'Welcome to nginx'
+    on_controlplane kubectl exec probe -- timeout 10 wget -qO- "http://$2/" | grep -q 'Welcome to nginx'
   else
     on_controlplane curl -sf -m 10 "http://$1/" | grep -q 'Welcome to nginx'
   fi
