@@ -7,6 +7,7 @@ helper, ``kubelab vagrant``, is tested in test_vagranthost.py.)"""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controlplane import command as server_command
 from kubelab.lab import components
 from kubelab.lab.network import NODE_SYSCTLS
 from kubelab.lab.vagrant import (
@@ -368,3 +370,16 @@ def test_the_scripts_pass_shellcheck() -> None:
     assert scripts
     result = subprocess.run(["shellcheck", *scripts], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_vm_control_plane_runs_without_leader_election_and_with_upstreams_grace(
+    tmp_path: Path,
+) -> None:
+    """Under TCG a starting controller-manager misses leader election's 10 s renewal
+    deadline and exits; the VM lab has one control plane, so it elects no one."""
+    rendered = render(Inventory.load(INVENTORY), "controlplane", tmp_path)
+    parser = argparse.ArgumentParser()
+    server_command.add_flags(parser)
+    args = parser.parse_args(env_values(rendered.files[tmp_path / "server.env"])["ARGS"].split())
+    assert args.leader_elect is False
+    assert args.node_monitor_grace_period == 40.0
