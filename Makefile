@@ -2,6 +2,9 @@
 #   make lab   set up, bring up the multi-node lab, run the demo
 #   make test  set up, then lint, type-check, check layering, run every test
 # `make setup` is idempotent: a second run changes nothing and says so.
+# The lab on VMs (vagrant/README.md), never part of `make test`:
+#   make vagrant-setup  libvirt and Vagrant, the VMs' wheels, the offline box (added to Vagrant)
+#   make vagrant-lab    the lab on three VMs, checked end to end, then destroyed
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -17,22 +20,37 @@ APT_PACKAGES := python3 python3-venv python3-dev gcc libc6-dev make git \
 	containernetworking-plugins etcd-server etcd-client iputils-ping curl mmdebstrap \
 	shellcheck ruby docker-registry
 
-.PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench
+# What a host needs to run the lab's VMs on libvirt (with `kubelab vagrant`, libvirtd in a
+# network namespace) and to build their box (mmdebstrap, sfdisk from fdisk, qemu-img).
+VAGRANT_PACKAGES := vagrant vagrant-libvirt qemu-system-x86 qemu-utils libvirt-daemon-system \
+	libvirt-daemon-driver-qemu libvirt-clients dnsmasq-base ebtables fdisk mmdebstrap
+VAGRANT_BOX := $(shell sed -n 's/^box: *//p' vagrant/inventory.yaml)
+BOX_FILE := vagrant/.box/$(VAGRANT_BOX).box
+BOX_ADDED := vagrant/.box/$(VAGRANT_BOX).added
+WHEELS := vagrant/.wheels
+
+.PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench \
+	vagrant-setup vagrant-packages vagrant-wheels vagrant-box vagrant-lab
 
 setup: system-packages venv proto
 
-system-packages:
+# $(call apt_install,PACKAGES,WHAT): installs whichever of PACKAGES is missing.
+define apt_install
 	@missing=""; \
-	for p in $(APT_PACKAGES); do \
+	for p in $(1); do \
 		dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then \
-		echo "setup: system packages already installed"; \
+		echo "setup: $(2) already installed"; \
 	else \
 		echo "setup: installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi; \
-	if systemctl is-enabled --quiet docker-registry 2>/dev/null || pgrep -u docker-registry -x docker-registry >/dev/null; then \
+	fi
+endef
+
+system-packages:
+	$(call apt_install,$(APT_PACKAGES),system packages)
+	@if systemctl is-enabled --quiet docker-registry 2>/dev/null || pgrep -u docker-registry -x docker-registry >/dev/null; then \
 		echo "setup: docker-registry's host service stopped and disabled (the lab runs its own, inside its network)"; \
 		systemctl disable --now docker-registry >/dev/null 2>&1 || \
 			{ service docker-registry stop; update-rc.d docker-registry disable; } >/dev/null 2>&1 || true; \
@@ -85,3 +103,33 @@ bench: setup
 lab: setup
 	$(VENV)/bin/kubelab lab up
 	$(VENV)/bin/kubelab lab demo
+
+vagrant-setup: setup vagrant-packages vagrant-wheels vagrant-box
+
+vagrant-packages:
+	$(call apt_install,$(VAGRANT_PACKAGES),Vagrant and libvirt packages)
+
+# kubelab's dependencies (and kubectl, and the build backend for an editable install) as
+# wheels, which the VMs install from the synced folder with pip and no index.
+vagrant-wheels: setup $(WHEELS)/.complete
+
+$(WHEELS)/.complete: pyproject.toml
+	rm -rf $(WHEELS)
+	$(PY) -m pip wheel --quiet --wheel-dir $(WHEELS) '.[kubectl]' setuptools wheel
+	touch $@
+
+# The offline box (vagrant/box/build.sh), added to Vagrant under the inventory's box name.
+vagrant-box: vagrant-packages $(BOX_FILE)
+	@if [ $(BOX_ADDED) -nt $(BOX_FILE) ] && vagrant box list | grep -q '^$(VAGRANT_BOX) '; then \
+		echo "setup: box $(VAGRANT_BOX) already added"; \
+	else \
+		vagrant box add --force --name $(VAGRANT_BOX) $(BOX_FILE) && touch $(BOX_ADDED); \
+	fi
+
+$(BOX_FILE): vagrant/node-packages $(wildcard vagrant/box/*)
+	vagrant/box/build.sh $@
+
+# Tens of minutes under TCG: the control plane and two workers as VMs, a Deployment across
+# the workers reached through its Service, then everything destroyed (vagrant/check-lab.sh).
+vagrant-lab: vagrant-setup
+	vagrant/check-lab.sh

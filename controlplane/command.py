@@ -99,6 +99,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     controller_manager_command.add_approve_kubelet_serving_flag(parser)
     parser.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the scheduler and the controllers only while holding their Leases "
+        "(default: true; with one control plane there is no one to elect against)",
+    )
+    parser.add_argument(
         "--controller-manager-port",
         type=int,
         default=controller_manager_command.DEFAULT_PORT,
@@ -179,6 +186,7 @@ async def run_component(args: argparse.Namespace, name: str, stop: asyncio.Event
             port=args.scheduler_port,
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,
+            leader_elect=args.leader_elect,
         )
         return await scheduler_command.run_scheduler(scheduler, stop)
     if name == CONTROLLER_MANAGER:
@@ -197,6 +205,7 @@ async def run_component(args: argparse.Namespace, name: str, stop: asyncio.Event
             cluster_signing_key_file=data_dir / "pki" / "ca.key",
             cluster_signing_duration=args.cluster_signing_duration,
             approve_kubelet_serving=args.approve_kubelet_serving_certificates,
+            leader_elect=args.leader_elect,
         )
         return await controller_manager_command.run_controller_manager(controllers, stop)
     cloud = cloud_command.CloudControllerManagerOptions(
@@ -208,6 +217,7 @@ async def run_component(args: argparse.Namespace, name: str, stop: asyncio.Event
         allow_untagged_cloud=args.allow_untagged_cloud,
         cluster_cidr=args.cluster_cidr,
         port=args.cloud_controller_manager_port,
+        leader_elect=args.leader_elect,
     )
     return await cloud_command.run_cloud_controller_manager(cloud, stop)
 

@@ -23,6 +23,7 @@ from controlplane.dns import command as dns_command
 from controlplane.scheduler import command as scheduler_command
 from kube import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
+from kubelab.lab import vagranthost
 from kubelab.lab.images import command as images_command
 from node.hollow import command as hollow_command
 from node.kubelet import command as kubelet_command
@@ -63,6 +64,10 @@ COMPONENTS: dict[str, Component] = {
     ),
     "proxy": Component("kube-proxy: Service VIPs in iptables", configure=proxy_command.configure),
     "lab": Component("a multi-node cluster in network namespaces", configure=lab_command.configure),
+    "vagrant": Component(
+        "the lab on VMs: libvirt and Vagrant in a network namespace of their own",
+        configure=vagranthost.configure,
+    ),
     "images": Component(
         "the lab's images, built and loaded without a registry",
         configure=images_command.configure,

@@ -2,48 +2,88 @@
 # Provision one VM of the Vagrant lab (run by the Vagrantfile as root, again on
 # `vagrant provision`; every step is idempotent).
 #
-#   provision.sh controlplane controlplane
-#   provision.sh worker node1
+#   provision.sh controlplane controlplane WORKERS
+#   provision.sh worker node1 WORKERS
 #
-# 1. `make setup` from the synced source: the same Debian packages and venv as on a lab host.
-# 2. `kubelab lab vagrant render`: this VM's component configuration (flags, containerd config,
-#    resolv.conf) from vagrant/inventory.yaml, by the same code the netns lab starts its
-#    components with.
-# 3. One systemd unit per component from vagrant/units/, enabled and started in the rendered
+# WORKERS is the lab's worker count (the Vagrantfile's, which KUBELAB_VAGRANT_WORKERS may set).
+# Nothing here needs the internet, since the VMs may have none:
+# 1. The Debian packages of vagrant/node-packages: the project's box has them all; a box without
+#    them (a public one, online) gets the missing ones from its mirror. Debian's own services
+#    for containerd, etcd and the registry are stopped: the lab runs its own units.
+# 2. kubelab into a venv from the synced source, with its dependencies from the wheels the host
+#    put into the synced folder (vagrant/.wheels, `make vagrant-wheels`): pip without an index.
+# 3. `kubelab lab vagrant render`: this VM's component configuration (flags, containerd config,
+#    the sysctls and kernel modules the netns lab gives its nodes) from vagrant/inventory.yaml,
+#    by the same code the netns lab starts its components with.
+# 4. One systemd unit per component from vagrant/units/, enabled and started in the rendered
 #    order.
-# 4. Credentials: once the control plane's API server made the cluster CA, the control plane
+# 5. Credentials: once the control plane's API server made the cluster CA, the control plane
 #    writes one bundle per node (CA, kubeconfig, kubelet serving certificate) and unpacks its
 #    own; each worker fetches its bundle over SSH with the join key (a forced command,
 #    vagrant/send-bundle.sh) before starting its units.
-# 5. The lab registry on the control plane (every worker's containerd mirrors the public
-#    registries to it): the private instance's htpasswd before its unit starts, then the
-#    lab's images built and pushed once both registries run.
+# 6. The lab registry on the control plane (every worker's containerd mirrors the public
+#    registries to it): the private instance's htpasswd, with the password the Vagrantfile made
+#    on the host (vagrant/.secrets/registry/), before its unit starts. The host pushes the lab's
+#    images into it once this VM is up (the Vagrantfile's trigger: `kubelab lab vagrant seed`).
 set -euo pipefail
 
 readonly ROLE=${1:?usage: provision.sh controlplane|worker NAME}
-readonly NAME=${2:?usage: provision.sh controlplane|worker NAME}
+readonly NAME=${2:?usage: provision.sh controlplane|worker NAME WORKERS}
+readonly WORKERS=${3:?usage: provision.sh controlplane|worker NAME WORKERS}
 readonly SRC=/vagrant
 readonly INVENTORY=$SRC/vagrant/inventory.yaml
+readonly WHEELS=$SRC/vagrant/.wheels
+readonly SECRETS=$SRC/vagrant/.secrets
 readonly VENV=/opt/kubelab/venv
 readonly KUBELAB=$VENV/bin/kubelab
 readonly CONF=/etc/kubelab
 readonly BUNDLES=/var/lib/kubelab/bundles
 readonly JOIN_USER=kubelab-join
-readonly JOIN_KEY=$SRC/vagrant/.secrets/join_ed25519
-readonly FETCH_TIMEOUT=900
+readonly JOIN_KEY=$SECRETS/join_ed25519
+readonly DEBIAN_SERVICES=(containerd.service etcd.service docker-registry.service)
+readonly FETCH_TIMEOUT=1800 # generous: under TCG the control plane takes many minutes
 
 log() { echo "kubelab provision ($NAME): $*"; }
 
+# The lab's `kubelab lab vagrant` commands, with this inventory and worker count.
+lab_vagrant() {
+  local command=$1
+  shift
+  "$KUBELAB" lab vagrant "$command" --inventory "$INVENTORY" --workers "$WORKERS" "$@"
+}
+
+install_packages() {
+  local package missing=()
+  while read -r package; do
+    case $package in '#'* | '') continue ;; esac
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
+      missing+=("$package")
+  done <"$SRC/vagrant/node-packages"
+  if [ "${#missing[@]}" -eq 0 ]; then
+    log "Debian packages: all in the box"
+  else
+    log "Debian packages: installing ${missing[*]} (the box lacks them)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  fi
+  systemctl disable --now "${DEBIAN_SERVICES[@]}" >/dev/null 2>&1 || true
+}
+
 install_kubelab() {
-  log "packages and kubelab"
-  make -C "$SRC" setup VENV="$VENV"
+  if [ ! -d "$WHEELS" ]; then
+    log "no $WHEELS: run \`make vagrant-wheels\` on the host, then \`vagrant provision\`"
+    exit 1
+  fi
+  log "kubelab from the synced source, its dependencies from $WHEELS"
+  [ -x "$VENV/bin/pip" ] || python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELS" --editable "${SRC}[kubectl]"
   ln -sf "$KUBELAB" /usr/local/bin/kubelab
   ln -sf "$VENV/bin/kubectl" /usr/local/bin/kubectl
 }
 
 # Prints the components this VM runs, in start order (one unit each).
 render_config() {
-  "$KUBELAB" lab vagrant render --inventory "$INVENTORY" --node "$NAME" --out "$CONF"
+  lab_vagrant render --node "$NAME" --out "$CONF"
 }
 
 start_unit() {
@@ -79,7 +119,7 @@ accept_join_key() {
 # unpacked here, the workers' handed out over SSH.
 hand_out_credentials() {
   wait_for_file "$ADMIN_KUBECONFIG"
-  "$KUBELAB" lab vagrant bundles --inventory "$INVENTORY" --out "$BUNDLES"
+  lab_vagrant bundles --out "$BUNDLES"
   tar -xf "$BUNDLES/$NAME.tar" -C /
   accept_join_key
   chgrp -R "$JOIN_USER" "$BUNDLES"
@@ -93,7 +133,7 @@ hand_out_credentials() {
 
 fetch_credentials() {
   local controlplane bundle deadline=$((SECONDS + FETCH_TIMEOUT))
-  controlplane=$("$KUBELAB" lab vagrant address --inventory "$INVENTORY" --node controlplane)
+  controlplane=$(lab_vagrant address --node controlplane)
   bundle=$(mktemp)
   log "fetching this node's credentials from $controlplane"
   install -m 0600 "$JOIN_KEY" /root/.ssh-kubelab-join
@@ -116,31 +156,26 @@ case $ROLE in
     exit 2
     ;;
 esac
+install_packages
 install_kubelab
 log "component configuration"
 rendered=$(render_config)
 read -r -a components <<<"$rendered"
 # shellcheck source=/dev/null  # written by render_config
 . "$CONF/paths.env"
-if [ "$ROLE" = controlplane ]; then
-  sysctl -qw net.ipv4.ip_forward=1
-  echo net.ipv4.ip_forward=1 >/etc/sysctl.d/90-kubelab.conf
-else
+# The kernel settings the netns lab gives its nodes (rendered; also applied at every boot).
+xargs -r -n1 modprobe <"$MODULES_FILE"
+sysctl -q -p "$SYSCTL_FILE"
+if [ "$ROLE" = worker ]; then
   fetch_credentials
 fi
-# Ours replaces Debian's containerd.service (same binary, the lab's configuration).
-systemctl disable --now containerd.service >/dev/null 2>&1 || true
 for component in "${components[@]}"; do
   if [ "$component" = private-registry ]; then
-    "$KUBELAB" lab vagrant registry-credentials --inventory "$INVENTORY"
+    lab_vagrant registry-credentials --secrets "$SECRETS"
   fi
   start_unit "$component"
   if [ "$component" = server ]; then
     hand_out_credentials
-  fi
-  if [ "$component" = private-registry ]; then
-    log "the lab's images into the lab registry"
-    "$KUBELAB" lab vagrant seed --inventory "$INVENTORY"
   fi
 done
 log "done"

@@ -84,6 +84,13 @@ CONTROL_PLANE_ROLE: Final = "node-role.kubernetes.io/control-plane"
 CONTROL_PLANE_TAINT: Final = f"{CONTROL_PLANE_ROLE}:NoSchedule"
 NODE_MONITOR_GRACE_PERIOD: Final = "20s"
 """How long a silent node stays Ready (upstream 40 s): a removed node is gone sooner."""
+NETNS_SERVER_FLAGS: Final = ("--node-monitor-grace-period", NODE_MONITOR_GRACE_PERIOD)
+VM_SERVER_FLAGS: Final = ("--no-leader-elect",)
+"""On VMs, which may be emulated (qemu's TCG, several times slower than the host): upstream's
+40 s before a silent node is NotReady, and no leader election, whose 10 s renewal deadline a
+controller-manager busy starting its controllers on an emulated CPU misses (it then exits and
+starts over, and never assigns a pod CIDR); the VM lab has one control plane, so no one to
+elect against."""
 NO_NAMESERVERS: Final = (
     "# The netns lab has no upstream resolver: no nameserver, so pods with dnsPolicy\n"
     "# Default (the cluster DNS among them) resolve nothing outside the cluster, and the\n"
@@ -215,7 +222,7 @@ def server(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Componen
             "--cloud-provider", "lab",
             "--cloud-config", str(lab.cloud_config),
             "--cluster-name", lab.name,
-            "--node-monitor-grace-period", NODE_MONITOR_GRACE_PERIOD,
+            *(VM_SERVER_FLAGS if lab.vms else NETNS_SERVER_FLAGS),
             "--controllers", "*,bootstrapsigner,tokencleaner",
         ),
         cp.log("server"),

@@ -1,8 +1,9 @@
 """The lab on VMs: ``vagrant/inventory.yaml`` read into the same inventory as the netns lab,
 and each VM's component configuration rendered from ``kubelab.lab.components``.
 
-The ``Vagrantfile`` defines the VMs from the inventory file; ``vagrant/provision.sh`` then runs
-on each VM:
+The ``Vagrantfile`` defines the VMs from the inventory file (the worker count overridable with
+``KUBELAB_VAGRANT_WORKERS``, handed to provisioning, so every command here takes ``--workers``);
+``vagrant/provision.sh`` then runs on each VM:
 
 - ``kubelab lab vagrant render --inventory F --node N --out /etc/kubelab``: for every component
   the node runs (``components.node_components``, the very list ``kubelab lab up`` starts), the
@@ -11,16 +12,29 @@ on each VM:
   refuses a unit that disagrees), the config files it needs and its directories; the control
   plane also the lab cloud's inventory (``components.cloud_config``: no namespaces, the VM
   itself routes); a worker ``pod-routes.env`` (the control-plane VM is its router); every VM
-  ``paths.env`` (the admin kubeconfig provision.sh waits for);
+  ``paths.env`` (the admin kubeconfig provision.sh waits for), and the sysctls and kernel
+  modules the netns lab sets in its nodes' namespaces (``network.NODE_SYSCTLS``: forwarding,
+  ``route_localnet``, ``bridge-nf-call-iptables``, whose module is loaded first), plus no ICMP
+  redirects accepted: the netns lab's router sends none, but the control-plane VM's interface
+  has no name to turn them off by ahead of time, and a forwarding node ignores them once
+  ``all`` says so;
 - ``kubelab lab vagrant bundles`` on the control plane, once the API server made the cluster
   CA: one tar per Kubernetes node (``cluster.node_credentials``, what ``kubelab lab up``
   writes for a node: CA and kubeconfigs), at the paths its flags
   name; workers fetch theirs over SSH, the control plane unpacks its own;
 - ``kubelab lab vagrant address --node N``: a node's address, for the scripts;
-- ``kubelab lab vagrant registry-credentials`` and ``seed`` on the control plane: the lab
+- ``kubelab lab vagrant registry-credentials --secrets D`` on the control plane: the lab
   registry runs there (``Lab.registry_node``; every worker's containerd mirrors the public
-  registries to it, as in the netns lab): its private instance's htpasswd before its unit
-  starts, and every image the lab builds pushed once both answer.
+  registries to it, as in the netns lab), and its private instance's htpasswd is written
+  before its unit starts, with the password the ``Vagrantfile`` made on the host
+  (``D/registry/password``, synced with the source).
+
+And one command runs on the host, not on a VM: ``kubelab lab vagrant seed --secrets D``
+pushes every image the lab builds, from the host's image cache (built there where missing,
+as for ``kubelab lab up``), into the control plane's registries over the private network.
+The VMs have no internet to build images from Debian packages, and the host builds and
+compresses them many times faster than an emulated VM would; the host knows the private
+registry's password because it made it.
 
 VMs keep state under ``/var/lib/kubelab`` and logs under ``/var/log/kubelab`` (systemd's
 journal has them too), run the installed ``/opt/kubelab/venv/bin/kubelab``, and have no
@@ -45,6 +59,7 @@ import yaml
 
 from kubelab.lab import registry
 from kubelab.lab.components import Component, cloud_config, node_components
+from kubelab.lab.network import NODE_SYSCTLS
 from kubelab.lab.topology import (
     CLUSTER_CIDR,
     IMAGE_CACHE,
@@ -64,6 +79,11 @@ UNITS_DIR: Final = Path(__file__).resolve().parents[2] / "vagrant" / "units"
 ARGS: Final = "$ARGS"
 VM_RESOLV_CONF: Final = Path("/etc/resolv.conf")
 SEED_WAIT: Final = 60.0
+VM_SYSCTLS: Final = (*NODE_SYSCTLS, "net.ipv4.conf.all.accept_redirects=0")
+SYSCTL_FILE: Final = Path("/etc/sysctl.d/90-kubelab.conf")
+VM_MODULES: Final = ("br_netfilter", "overlay")
+"""Loaded before the sysctls (``bridge-nf-call-iptables`` exists once br_netfilter is)."""
+MODULES_FILE: Final = Path("/etc/modules-load.d/kubelab.conf")
 
 
 class InventoryError(ValueError):
@@ -91,18 +111,20 @@ class Inventory:
     machines: tuple[Machine, ...]
 
     @classmethod
-    def load(cls, path: Path) -> Inventory:
+    def load(cls, path: Path, workers: int | None = None) -> Inventory:
+        """The inventory at ``path``, with ``workers`` workers if given (the ``Vagrantfile``'s
+        ``KUBELAB_VAGRANT_WORKERS``) instead of its own count."""
         try:
             data = yaml.safe_load(path.read_text())
         except (OSError, yaml.YAMLError) as error:
             raise InventoryError(f"{path}: {error}") from error
         try:
-            return cls.parse(data)
+            return cls.parse(data, workers)
         except (KeyError, TypeError, ValueError) as error:
             raise InventoryError(f"{path}: {error}") from error
 
     @classmethod
-    def parse(cls, data: Any) -> Inventory:
+    def parse(cls, data: Any, workers_count: int | None = None) -> Inventory:
         if not isinstance(data, dict):
             raise InventoryError("expected a mapping at the top")
         if data.get("network", UNDERLAY_CIDR) != UNDERLAY_CIDR:
@@ -111,7 +133,7 @@ class Inventory:
         if store not in STORES:
             raise InventoryError(f"store {store!r}: one of {', '.join(STORES)}")
         cp, workers = data["controlplane"], data["workers"]
-        count = int(workers["count"])
+        count = int(workers["count"]) if workers_count is None else workers_count
         first = ipaddress.IPv4Address(workers["first_ip"])
         spec = LabSpec(name=str(data["name"]), workers=count, store=store)
         try:
@@ -235,8 +257,14 @@ def render(inventory: Inventory, name: str, out: Path, units: Path = UNITS_DIR) 
         )
         names.insert(0, "pod-routes")
     files[out / "paths.env"] = env_file(
-        {"ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig")}
+        {
+            "ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig"),
+            "MODULES_FILE": str(MODULES_FILE),
+            "SYSCTL_FILE": str(SYSCTL_FILE),
+        }
     )
+    files[MODULES_FILE] = "".join(f"{module}\n" for module in VM_MODULES)
+    files[SYSCTL_FILE] = "".join(f"{setting}\n" for setting in VM_SYSCTLS)
     return Rendered(files, tuple(dict.fromkeys(dirs)), tuple(names))
 
 
@@ -270,18 +298,23 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
         ("bundles", "on the control plane: one credentials tar per node"),
         ("address", "print a node's address"),
         ("registry-credentials", "on the control plane: the private registry's htpasswd"),
-        ("seed", "on the control plane: the lab's images pushed into the lab registry"),
+        ("seed", "on the host: the lab's images pushed into the control plane's lab registry"),
     ):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("--inventory", type=Path, required=True)
+        sub.add_argument("--workers", type=int, help="default: the inventory's count")
         if name in ("render", "address"):
             sub.add_argument("--node", required=True)
         if name in ("render", "bundles"):
             sub.add_argument("--out", type=Path, required=True)
+        if name in ("registry-credentials", "seed"):
+            sub.add_argument(
+                "--secrets", type=Path, required=True, help="the Vagrantfile's vagrant/.secrets"
+            )
 
     def run(args: argparse.Namespace) -> int:
         try:
-            inventory = Inventory.load(args.inventory)
+            inventory = Inventory.load(args.inventory, args.workers)
             if args.vagrant_command == "address":
                 print(inventory.machine(args.node).ip)
             elif args.vagrant_command == "render":
@@ -291,9 +324,9 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
             elif args.vagrant_command == "bundles":
                 _write_bundles(inventory.lab(), args.out)
             elif args.vagrant_command == "registry-credentials":
-                registry.write_credentials(registry.LabRegistry.of(inventory.lab()))
+                _write_registry_credentials(inventory.lab(), args.secrets)
             else:
-                _seed(inventory.lab())
+                _seed(inventory.lab(), args.secrets)
         except InventoryError as error:
             print(f"kubelab lab vagrant: {error}", file=sys.stderr)
             return 2
@@ -305,10 +338,25 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     return run
 
 
-def _seed(lab: Lab) -> None:
-    """Wait for the control plane's registries, then push every image (built on this VM
-    into the image cache first, from Debian packages, as on a lab host)."""
+def secrets_registry(lab: Lab, secrets: Path) -> registry.LabRegistry:
+    """The control plane's lab registry as the host sees it: its address, and the password
+    the ``Vagrantfile`` made (``secrets/registry/password``, the ``password_file``)."""
+    return registry.LabRegistry(secrets / "registry", lab.registry_node.ip, None)
+
+
+def _write_registry_credentials(lab: Lab, secrets: Path) -> None:
+    """On the control plane: the host's password for the private registry, and its htpasswd."""
     where = registry.LabRegistry.of(lab)
+    where.directory.mkdir(parents=True, exist_ok=True)
+    where.password_file.touch(mode=0o600)
+    where.password_file.write_text(registry.password(secrets_registry(lab, secrets)) + "\n")
+    registry.write_credentials(where)
+
+
+def _seed(lab: Lab, secrets: Path) -> None:
+    """On the host: wait for the control plane's registries, then push every image (built
+    into the host's image cache first where missing, from Debian packages)."""
+    where = secrets_registry(lab, secrets)
     registry.wait_serving(where, SEED_WAIT)
     registry.seed(where, IMAGE_CACHE)
     print(f"images pushed into {where.url()} and {where.url(private=True)}")

@@ -1,6 +1,8 @@
 # Evaluates the Vagrantfile against a stand-in for Vagrant that records what it configures,
 # and prints the machines as JSON: how tests check the Vagrantfile without Vagrant or VMs.
-#   ruby record_vagrantfile.rb PATH/TO/Vagrantfile
+#   ruby record_vagrantfile.rb PATH/TO/Vagrantfile [CPUINFO KVM]
+# Given CPUINFO and KVM (stand-ins for /proc/cpuinfo and /dev/kvm), it also prints the libvirt
+# driver the Vagrantfile's detected_driver picks for them.
 require "json"
 
 # Accepts any setting (`x.y = v`, `x.y(v)`, `x.y v do ... end`) and remembers it.
@@ -20,9 +22,10 @@ class Recorder
     end
     return @children[setting] if args.empty? && options.empty? && block.nil?
 
-    @calls << [setting, args, options]
+    settings = Recorder.new
+    @calls << [setting, args, options, settings]
     # Configuration blocks are run to record them; a trigger's Ruby action is only recorded.
-    block&.call(Recorder.new) unless setting == "ruby"
+    block&.call(settings) unless setting == "ruby"
     nil
   end
 
@@ -32,6 +35,18 @@ class Recorder
 
   def child(name)
     @children[name]
+  end
+
+  # What was set directly (`x = v`), by name.
+  def settings
+    @calls.select { |call| call.length == 2 }.to_h
+  end
+
+  # The triggers configured (`trigger.before :up do ... end`), with their settings.
+  def triggers
+    child("trigger").calls.map do |moment, args, _options, settings|
+      { moment: moment, actions: args, settings: settings.settings }
+    end
   end
 end
 
@@ -51,7 +66,7 @@ class MachineRecorder < Recorder
   def provider(name)
     settings = Recorder.new
     yield settings
-    @providers[name] = settings.calls.to_h
+    @providers[name] = settings.settings
   end
 end
 
@@ -67,7 +82,8 @@ class ConfigRecorder < MachineRecorder
   def define(name, **options)
     machine = MachineRecorder.new
     yield machine
-    @machines[name] = { options: options, calls: machine.calls, providers: machine.providers }
+    @machines[name] = { options: options, calls: machine.calls, providers: machine.providers,
+                        triggers: machine.triggers }
   end
 
   def trigger
@@ -95,7 +111,10 @@ machines = $config.machines.map do |name, machine|
     hostname: calls.find { |call| call[0] == "hostname" }&.last,
     ip: network && network[2][:ip],
     provision: provision && { path: provision[2][:path], args: provision[2][:args] },
-    providers: machine[:providers]
+    providers: machine[:providers],
+    triggers: machine[:triggers]
   }
 end
-puts JSON.generate({ box: $config.calls.find { |call| call[0] == "box" }&.last, machines: machines })
+recorded = { box: $config.settings["box"], triggers: $config.triggers, machines: machines }
+recorded[:detected_driver] = detected_driver(ARGV[1], ARGV[2]) if ARGV.length == 3
+puts JSON.generate(recorded)

@@ -1,12 +1,16 @@
 """The Vagrant lab, as far as it runs without VMs: the Vagrantfile (evaluated by Ruby against a
-recording stand-in for Vagrant) defines the machines the inventory describes, each VM's
-rendered configuration matches what the netns lab runs, the units and scripts pass
-systemd-analyze and shellcheck, and a credentials bundle unpacks to the paths the flags name."""
+recording stand-in for Vagrant) defines the machines the inventory describes, with the sizes,
+box, worker count and libvirt driver its environment variables ask for; each VM's rendered
+configuration matches what the netns lab runs; the units and scripts pass systemd-analyze and
+shellcheck; and a credentials bundle unpacks to the paths the flags name.  (The namespace
+helper, ``kubelab vagrant``, is tested in test_vagranthost.py.)"""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import os
 import shlex
 import subprocess
 import tarfile
@@ -16,7 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from controlplane import command as server_command
 from kubelab.lab import components
+from kubelab.lab.network import NODE_SYSCTLS
 from kubelab.lab.vagrant import (
     UNITS_DIR,
     VM_KUBELAB,
@@ -25,6 +31,7 @@ from kubelab.lab.vagrant import (
     InventoryError,
     bundle,
     render,
+    secrets_registry,
     unit_args,
     unit_program,
 )
@@ -41,33 +48,154 @@ def inventory_data() -> dict[str, Any]:
     return data
 
 
+def record(
+    env: dict[str, str] | None = None, detect: tuple[Path, Path] | None = None
+) -> dict[str, Any]:
+    """The Vagrantfile as the recording stand-in sees it, with only ``env``'s
+    ``KUBELAB_VAGRANT_*`` variables set (and ``detect``: the driver it detects there)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KUBELAB_VAGRANT_")}
+    extra = [str(p) for p in detect] if detect else []
+    result = subprocess.run(
+        ["ruby", RECORDER, ROOT / "Vagrantfile", *extra],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**clean, **(env or {})},
+    )
+    if result.returncode != 0:
+        raise VagrantfileError(result.stderr.strip())
+    recorded = json.loads(result.stdout)
+    assert isinstance(recorded, dict)
+    return recorded
+
+
+class VagrantfileError(Exception):
+    """The Vagrantfile refused its environment (the message is its stderr)."""
+
+
 def test_the_vagrantfile_defines_the_inventorys_machines() -> None:
     secrets = ROOT / "vagrant" / ".secrets"
     had_secrets = secrets.exists()
-    recorded = json.loads(
-        subprocess.run(
-            ["ruby", RECORDER, ROOT / "Vagrantfile"],
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        ).stdout
-    )
+    recorded = record({"KUBELAB_VAGRANT_DRIVER": "kvm"})
     inventory = Inventory.load(INVENTORY)
     assert recorded["box"] == inventory.box
     machines = {m["name"]: m for m in recorded["machines"]}
     assert list(machines) == [m.name for m in inventory.machines]
+    workers = str(len(inventory.machines) - 1)
     for machine in inventory.machines:
         vm = machines[machine.name]
         assert vm["ip"] == machine.ip
         assert vm["hostname"] == machine.name
         assert vm["primary"] == (machine.name == "controlplane")
         role = "controlplane" if machine.name == "controlplane" else "worker"
-        assert vm["provision"] == {"path": "vagrant/provision.sh", "args": [role, machine.name]}
+        assert vm["provision"] == {
+            "path": "vagrant/provision.sh",
+            "args": [role, machine.name, workers],
+        }
         for provider in ("libvirt", "virtualbox"):
             assert vm["providers"][provider]["cpus"] == machine.cpus
             assert vm["providers"][provider]["memory"] == machine.memory
+        assert vm["providers"]["libvirt"]["driver"] == "kvm"
+        assert "cpu_mode" not in vm["providers"]["libvirt"]  # KVM: vagrant-libvirt's default
     assert secrets.exists() == had_secrets  # the join key is made by `vagrant up`, not on reading
+
+
+def test_the_environment_sets_box_workers_sizes_and_driver_without_editing_files() -> None:
+    recorded = record(
+        {
+            "KUBELAB_VAGRANT_BOX": "debian/bookworm64",
+            "KUBELAB_VAGRANT_WORKERS": "3",
+            "KUBELAB_VAGRANT_CPUS": "2",
+            "KUBELAB_VAGRANT_MEMORY": "1536",
+            "KUBELAB_VAGRANT_DRIVER": "qemu",
+        }
+    )
+    assert recorded["box"] == "debian/bookworm64"
+    inventory = Inventory.load(INVENTORY, workers=3)
+    machines = recorded["machines"]
+    assert [(m["name"], m["ip"]) for m in machines] == [(m.name, m.ip) for m in inventory.machines]
+    for vm in machines:
+        assert vm["provision"]["args"][2] == "3"
+        libvirt = vm["providers"]["libvirt"]
+        assert libvirt == {
+            "driver": "qemu",
+            "memory": 1536,
+            "cpus": 2,
+            "cpu_mode": "custom",
+            "cpu_model": "qemu64",
+        }
+        assert vm["providers"]["virtualbox"]["cpus"] == 2
+        assert vm["providers"]["virtualbox"]["memory"] == 1536
+
+
+def test_under_tcg_a_vm_has_one_vcpu_unless_asked() -> None:
+    inventory = Inventory.load(INVENTORY)
+    for vm, machine in zip(
+        record({"KUBELAB_VAGRANT_DRIVER": "qemu"})["machines"], inventory.machines, strict=True
+    ):
+        assert vm["providers"]["libvirt"]["cpus"] == 1
+        assert vm["providers"]["virtualbox"]["cpus"] == machine.cpus  # not a libvirt matter
+
+
+@pytest.mark.parametrize(
+    ("flags", "kvm", "driver"),
+    [
+        pytest.param("fpu vme vmx sse2", True, "kvm", id="vt-x"),
+        pytest.param("fpu svm sse2", True, "kvm", id="amd-v"),
+        pytest.param("fpu sse2 hypervisor", True, "qemu", id="kvm-without-vt-x (kvm_pvm)"),
+        pytest.param("fpu vmx sse2", False, "qemu", id="vt-x-without-dev-kvm"),
+    ],
+)
+def test_the_libvirt_driver_is_kvm_only_where_the_cpu_virtualises(
+    tmp_path: Path, flags: str, kvm: bool, driver: str
+) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n")
+    dev_kvm = tmp_path / "kvm"
+    if kvm:
+        dev_kvm.touch()
+    assert record(detect=(cpuinfo, dev_kvm))["detected_driver"] == driver
+
+
+def test_without_a_driver_variable_the_detected_one_is_used() -> None:
+    detected = record(detect=(Path("/proc/cpuinfo"), Path("/dev/kvm")))["detected_driver"]
+    for vm in record()["machines"]:
+        assert vm["providers"]["libvirt"]["driver"] == detected
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        pytest.param("KUBELAB_VAGRANT_WORKERS", "two", "not a whole number", id="workers"),
+        pytest.param("KUBELAB_VAGRANT_MEMORY", "2G", "not a whole number", id="memory"),
+        pytest.param("KUBELAB_VAGRANT_DRIVER", "xen", "one of kvm, qemu", id="driver"),
+    ],
+)
+def test_a_bad_variable_is_refused_clearly(variable: str, value: str, message: str) -> None:
+    with pytest.raises(VagrantfileError, match=f"{variable}.*{message}"):
+        record({variable: value})
+
+
+def test_the_control_plane_is_seeded_from_the_host_after_it_is_up() -> None:
+    recorded = record()
+    assert [t["actions"] for t in recorded["triggers"]] == [["up"]]  # the secrets, before
+    machines = {m["name"]: m for m in recorded["machines"]}
+    (seed,) = machines["controlplane"]["triggers"]
+    assert (seed["moment"], seed["actions"]) == ("after", ["up"])
+    command = shlex.split(seed["settings"]["run"]["inline"])
+    assert command[0].endswith("/kubelab")
+    assert command[1:] == [
+        *("lab", "vagrant", "seed", "--secrets", str(ROOT / "vagrant" / ".secrets")),
+        *("--inventory", str(INVENTORY)),
+    ]
+    assert all(m["triggers"] == [] for name, m in machines.items() if name != "controlplane")
+
+
+def test_the_host_and_the_control_plane_share_the_registry_password(tmp_path: Path) -> None:
+    lab = Inventory.load(INVENTORY).lab()
+    where = secrets_registry(lab, tmp_path)
+    assert where.address == lab.controlplane.ip and where.netns is None
+    assert where.password_file == tmp_path / "registry" / "password"
 
 
 def test_the_inventory_reads_into_the_netns_labs_address_plan() -> None:
@@ -117,11 +245,11 @@ def test_an_unreadable_inventory_is_refused_clearly(tmp_path: Path) -> None:
         Inventory.load(INVENTORY).machine("node9")
 
 
-@pytest.mark.parametrize("node", ["controlplane", "node1", "node2"])
+@pytest.mark.parametrize("node", ["controlplane", "node1", "node2", "node3"])
 def test_each_vm_runs_what_the_netns_lab_runs_with_the_same_flags(
     node: str, tmp_path: Path
 ) -> None:
-    inventory = Inventory.load(INVENTORY)
+    inventory = Inventory.load(INVENTORY, workers=3)
     lab = inventory.lab()
     rendered = render(inventory, node, tmp_path)
     expected = components.node_components(lab, lab.node(node), VM_KUBELAB)
@@ -135,7 +263,15 @@ def test_each_vm_runs_what_the_netns_lab_runs_with_the_same_flags(
     routes = [] if node == "controlplane" else ["pod-routes"]
     assert list(rendered.components) == [*routes, *names]
     paths = env_values(rendered.files[tmp_path / "paths.env"])
-    assert paths == {"ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig")}
+    assert paths == {
+        "ADMIN_KUBECONFIG": str(lab.server_dir / "admin.kubeconfig"),
+        "MODULES_FILE": "/etc/modules-load.d/kubelab.conf",
+        "SYSCTL_FILE": "/etc/sysctl.d/90-kubelab.conf",
+    }
+    system = {Path(paths["SYSCTL_FILE"]), Path(paths["MODULES_FILE"])}
+    sysctls = rendered.files[Path(paths["SYSCTL_FILE"])].splitlines()
+    assert set(NODE_SYSCTLS) <= set(sysctls)  # what the netns lab sets in its nodes
+    assert "br_netfilter" in rendered.files[Path(paths["MODULES_FILE"])].split()
     if node == "controlplane":
         cloud = json.loads(rendered.files[lab.cloud_config])
         assert "routerNetns" not in cloud  # the control-plane VM routes
@@ -146,7 +282,8 @@ def test_each_vm_runs_what_the_netns_lab_runs_with_the_same_flags(
             "ROUTER": lab.controlplane.ip,
         }
     assert all(
-        p.is_relative_to(VM_STATE_ROOT) or p.is_relative_to(tmp_path) for p in rendered.files
+        p.is_relative_to(VM_STATE_ROOT) or p.is_relative_to(tmp_path) or p in system
+        for p in rendered.files
     )
 
 
@@ -212,12 +349,14 @@ def test_a_bundle_unpacks_to_the_paths_the_flags_name() -> None:
         assert extracted is not None and extracted.read() == b"config"
 
 
-@pytest.mark.parametrize("unit", sorted(p.name for p in UNITS_DIR.glob("*.service")))
-def test_the_units_pass_systemd_analyze_verify(unit: str) -> None:
+BOX_DIR = ROOT / "vagrant" / "box"
+UNITS = sorted([*UNITS_DIR.glob("*.service"), *BOX_DIR.glob("*.service")])
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=[p.name for p in UNITS])
+def test_the_units_pass_systemd_analyze_verify(unit: Path) -> None:
     """Everything but the installed kubelab, which exists only on the VMs, must check out."""
-    result = subprocess.run(
-        ["systemd-analyze", "verify", UNITS_DIR / unit], capture_output=True, text=True
-    )
+    result = subprocess.run(["systemd-analyze", "verify", unit], capture_output=True, text=True)
     problems = [
         line
         for line in (result.stdout + result.stderr).splitlines()
@@ -227,7 +366,20 @@ def test_the_units_pass_systemd_analyze_verify(unit: str) -> None:
 
 
 def test_the_scripts_pass_shellcheck() -> None:
-    scripts = sorted((ROOT / "vagrant").glob("*.sh"))
+    scripts = sorted((ROOT / "vagrant").rglob("*.sh"))
     assert scripts
     result = subprocess.run(["shellcheck", *scripts], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_vm_control_plane_runs_without_leader_election_and_with_upstreams_grace(
+    tmp_path: Path,
+) -> None:
+    """Under TCG a starting controller-manager misses leader election's 10 s renewal
+    deadline and exits; the VM lab has one control plane, so it elects no one."""
+    rendered = render(Inventory.load(INVENTORY), "controlplane", tmp_path)
+    parser = argparse.ArgumentParser()
+    server_command.add_flags(parser)
+    args = parser.parse_args(env_values(rendered.files[tmp_path / "server.env"])["ARGS"].split())
+    assert args.leader_elect is False
+    assert args.node_monitor_grace_period == 40.0
