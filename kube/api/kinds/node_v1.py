@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
+
 from kube.api import names
 from kube.api.errors import ErrorList, Path
 from kube.api.kinds.core_v1.pod import ResourceList, Toleration, validate_resource_lists
@@ -67,7 +69,9 @@ class Scheduling(Struct):
         for i, toleration in enumerate(self.tolerations or ()):
             key = (toleration.key, toleration.operator, toleration.value, toleration.effect)
             if key in seen:
-                errors.duplicate(path.child("tolerations").index(i), toleration)
+                errors.duplicate(
+                    path.child("tolerations").index(i), msgspec.to_builtins(toleration)
+                )
             seen.add(key)
 
 

@@ -90,6 +90,12 @@ def test_messages() -> None:
     assert [str(e) for e in negative] == [
         'overhead.limits[cpu]: Invalid value: "-1": must be greater than or equal to 0'
     ]
+    twice = {"scheduling": {"tolerations": [TOLERATION, TOLERATION]}}
+    duplicate = walk.validate(decode(merge(CLASS, twice), RuntimeClass))
+    assert [str(e) for e in duplicate] == [
+        'scheduling.tolerations[1]: Duplicate value: {"effect": "NoSchedule", "key": "sandbox", '
+        '"operator": "Exists"}'
+    ]
 
 
 def test_handler_is_immutable_the_rest_is_not() -> None:
