@@ -52,6 +52,43 @@ def find_untolerated_taint(
     return None
 
 
+def merge_tolerations(
+    first: Iterable[Toleration] | None, second: Iterable[Toleration] | None
+) -> list[Toleration]:
+    """``first`` then ``second``, without the tolerations another one already covers (upstream
+    ``MergeTolerations``): of equal ones the first is kept, and one whose every match a broader
+    one (``_covers``) also tolerates is dropped, so merging twice changes nothing."""
+    every = [*(first or ()), *(second or ())]
+    merged: list[Toleration] = []
+    for i, toleration in enumerate(every):
+        if any(_covers(kept, toleration) for kept in merged):
+            continue
+        if any(other != toleration and _covers(other, toleration) for other in every[i + 1 :]):
+            continue
+        merged.append(toleration)
+    return merged
+
+
+def _covers(broad: Toleration, narrow: Toleration) -> bool:
+    """Whether ``broad`` tolerates every taint ``narrow`` does, for at least as long."""
+    if broad == narrow:
+        return True
+    if narrow.key != broad.key and (broad.key or broad.operator != "Exists"):
+        return False
+    if broad.effect and narrow.effect != broad.effect:
+        return False
+    limit = broad.toleration_seconds if broad.effect == "NoExecute" else None
+    seconds = narrow.toleration_seconds
+    if limit is not None and (seconds is None or seconds > limit):
+        return False
+    match broad.operator:
+        case None | "" | "Equal":
+            return narrow.operator == "Equal" and narrow.value == broad.value
+        case "Exists":
+            return True
+    return False
+
+
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 

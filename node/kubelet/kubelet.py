@@ -44,6 +44,7 @@ from pathlib import Path
 from kube.api.kinds.core_v1.node import NodeAddress
 from kube.api.kinds.core_v1.pod import Pod, PodStatus
 from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.node_v1 import RuntimeClass
 from kube.client.errors import ApiError, ClientError
 from kube.client.events import EventRecorder
 from kube.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
@@ -65,6 +66,7 @@ from node.kubelet.probes import NetworkProber, ProbeManager, ProbeType, ProbeUpd
 from node.kubelet.runtime.cgroups import Cgroups, SysCgroups
 from node.kubelet.runtime.manager import PodInputs, RuntimeManager, SyncResult
 from node.kubelet.runtime.options import NodeRuntimeOptions
+from node.kubelet.runtime.runtimeclass import RuntimeClasses
 from node.kubelet.runtime.state import PodRuntimeState, age
 from node.kubelet.server import KubeletServer
 from node.kubelet.staticpods import StaticPodSource, is_static_pod
@@ -171,6 +173,7 @@ class Kubelet:
             cgroups if cgroups is not None else SysCgroups(),
             self.backoff,
             self.objects,
+            RuntimeClasses(self.informers.informer_for(RuntimeClass).lister),
         )
         self.volumes = VolumeManager(
             config.runtime.root_dir,

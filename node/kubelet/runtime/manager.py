@@ -13,7 +13,8 @@ Shaped like upstream's ``kuberuntime`` manager, whose order of actions it keeps:
   finished under its restart policy; else kill the containers to restart (spec hash changed,
   liveness/startup failed); prune dead instances and empty old sandboxes (``prune``, which
   the kubelet also runs once a pod has finished: the newest dead instance of each container
-  is kept, for ``lastState`` and ``logs --previous``); create the sandbox; start the ephemeral
+  is kept, for ``lastState`` and ``logs --previous``); create the sandbox (with the CRI
+  handler of the pod's RuntimeClass: ``runtimeclass``); start the ephemeral
   containers that never ran (once: they are never restarted, and may start while the pod
   initializes; with ``targetContainerName`` in the target's PID namespace), then the next
   init container (one per sync, each only after the one before exited 0), else every regular
@@ -69,6 +70,7 @@ from node.kubelet.runtime.images import (
     grpc_message,
 )
 from node.kubelet.runtime.options import NodeRuntimeOptions
+from node.kubelet.runtime.runtimeclass import RuntimeClasses, RuntimeClassNotFound
 from node.kubelet.runtime.state import PodRuntimeState, SandboxState, age
 from node.kubelet.status import (
     CRASH_LOOP_BACK_OFF,
@@ -244,8 +246,10 @@ class RuntimeManager:
         cgroups: Cgroups,
         backoff: CrashLoopBackOff | None = None,
         secrets: SecretGetter | None = None,
+        runtime_classes: RuntimeClasses | None = None,
     ) -> None:
         self.cri = cri
+        self.runtime_classes = runtime_classes
         self.options = options
         self.clock = clock
         self.events = events
@@ -568,7 +572,12 @@ class RuntimeManager:
         current = state.sandbox
         if actions.create_sandbox or current is None:
             try:
-                sandbox_id = await self.cri.run_pod_sandbox(config, self.options.runtime_handler)
+                handler = self._runtime_handler(pod)
+            except RuntimeClassNotFound as error:
+                self._sandbox_failed(pod, str(error))
+                raise
+            try:
+                sandbox_id = await self.cri.run_pod_sandbox(config, handler)
             except CRIError as error:
                 self._sandbox_failed(pod, grpc_message(error))
                 raise
@@ -578,6 +587,13 @@ class RuntimeManager:
         else:
             sandbox_id, ips = current.id, current.ips
         return sandbox_id, (self.options.node_ips if _spec(pod).host_network else ips)
+
+    def _runtime_handler(self, pod: Pod) -> str:
+        """The CRI handler of the pod's RuntimeClass ("" without a class, or without the
+        classes' informer, as in tests that need none)."""
+        if self.runtime_classes is None:
+            return ""
+        return self.runtime_classes.runtime_handler(_spec(pod).runtime_class_name)
 
     def _sandbox_failed(self, pod: Pod, message: str) -> None:
         self._event(

@@ -26,7 +26,6 @@ class NodeRuntimeOptions:
     cluster_domain: str = "cluster.local"
     resolv_conf: Path = Path("/etc/resolv.conf")
     cgroup_root: str = "/kubepods"
-    runtime_handler: str = ""
 
     def pod_dir(self, pod_uid: str) -> Path:
         return self.root_dir / "pods" / pod_uid

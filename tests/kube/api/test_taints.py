@@ -8,7 +8,7 @@ import pytest
 
 from kube.api.kinds.core_v1.node import Taint
 from kube.api.kinds.core_v1.pod import Toleration
-from kube.api.taints import find_untolerated_taint, tolerates
+from kube.api.taints import find_untolerated_taint, merge_tolerations, tolerates
 
 TAINT = Taint(key="k", value="v", effect="NoSchedule")
 
@@ -67,3 +67,57 @@ def test_find_untolerated_taint(
     expected: Taint | None,
 ) -> None:
     assert find_untolerated_taint(taints, tolerations, include) == expected
+
+
+NO_EXECUTE_60 = Toleration(key="k", operator="Exists", effect="NoExecute", toleration_seconds=60)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "merged"),
+    [
+        pytest.param([], [Toleration(key="k", operator="Exists")], [0], id="added"),
+        pytest.param(
+            [Toleration(key="k", operator="Exists")],
+            [Toleration(key="k", operator="Exists")],
+            [0],
+            id="equal-kept-once",
+        ),
+        pytest.param(
+            [Toleration(key="k", operator="Equal", value="v")],
+            [Toleration(key="k", operator="Exists")],
+            [1],
+            id="narrower-dropped",
+        ),
+        pytest.param(
+            [Toleration(operator="Exists")],
+            [Toleration(key="k", operator="Equal", value="v", effect="NoSchedule")],
+            [0],
+            id="match-all-covers",
+        ),
+        pytest.param(
+            [Toleration(key="k", operator="Exists", effect="NoSchedule")],
+            [Toleration(key="k", operator="Exists", effect="NoExecute")],
+            [0, 1],
+            id="other-effect-kept",
+        ),
+        pytest.param(
+            [NO_EXECUTE_60],
+            [Toleration(key="k", operator="Exists", effect="NoExecute", toleration_seconds=0)],
+            [0],
+            id="shorter-seconds-dropped",
+        ),
+        pytest.param(
+            [NO_EXECUTE_60],
+            [Toleration(key="k", operator="Exists", effect="NoExecute")],
+            [1],
+            id="unbounded-covers-bounded",
+        ),
+    ],
+)
+def test_merge_tolerations(
+    first: list[Toleration], second: list[Toleration], merged: list[int]
+) -> None:
+    """As upstream's MergeTolerations: one of equal tolerations, none another covers; the
+    indexes are into ``first + second``."""
+    every = [*first, *second]
+    assert merge_tolerations(first, second) == [every[i] for i in merged]

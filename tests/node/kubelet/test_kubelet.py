@@ -19,9 +19,11 @@ from typing import Any
 
 import pytest
 
-from kube.api.kinds.core_v1.cluster import ConfigMap, ServiceAccount
+from kube.api.kinds.core_v1.cluster import ConfigMap, Event, ServiceAccount
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import Container, Pod
+from kube.api.kinds.node_v1 import RuntimeClass
+from kube.api.meta_v1 import ObjectMeta
 from kube.client.errors import ApiError
 from kube.client.rest import Client
 from node.cri.fake import FakeContainer, FakeRuntime
@@ -222,6 +224,42 @@ async def test_a_pod_runs_and_reports_its_status(
     assert conditions["Ready"] == "True" and conditions["ContainersReady"] == "True"
     uid = created.metadata.uid or ""
     assert len(node.sandboxes(uid)) == 1 and len(node.containers(uid)) == 1
+
+
+async def test_a_pods_runtime_class_handler_reaches_cri(
+    client: Client, namespace: str, runtime: FakeRuntime, tmp_path: Path
+) -> None:
+    """A pod whose class is gone by the time its kubelet sees it fails its sandbox with
+    upstream's event, retried until the class exists again; then it runs with its handler."""
+    harness = FakeNode(client, runtime, tmp_path)
+    name = f"{namespace}-gvisor"
+
+    def runtime_class() -> RuntimeClass:
+        return RuntimeClass(metadata=ObjectMeta(name=name), handler="runsc")
+
+    await client.create(runtime_class())
+    created = await client.create(_pod(harness, namespace, runtime_class_name=name))
+    await client.delete(RuntimeClass, name)  # admitted, then the class went away
+    await harness.start()
+    try:
+        message = f'Failed to create pod sandbox: runtimeclass.node.k8s.io "{name}" not found'
+
+        async def reported() -> bool:
+            events = (await client.list(Event, namespace)).items
+            return any(
+                e.reason == "FailedCreatePodSandBox" and e.message == message for e in events
+            )
+
+        await eventually(reported, "the missing RuntimeClass to be reported")
+        assert harness.sandboxes(created.metadata.uid or "") == []
+        await client.create(runtime_class())
+        await _phase(client, namespace, "web", "Running")
+        assert [s.runtime_handler for s in runtime.sandboxes.values()] == ["runsc"]
+    finally:
+        await harness.stop()
+        await client.delete(RuntimeClass, name)
+        with contextlib.suppress(ApiError):
+            await client.delete(Node, harness.name)
 
 
 async def test_deletion_is_graceful_confirmed_and_leaves_nothing(

@@ -6,14 +6,15 @@ each as its two halves (``Plugin``): the mutating one (upstream's ``Admit``) and
 validating one (``Validate``).  ``chain`` runs them as upstream's admission chain does: every
 mutating half in order (NamespaceLifecycle, LimitRanger's defaults, ServiceAccount's,
 NodeRestriction, TaintNodesByCondition, AlwaysPullImages, Priority, DefaultTolerationSeconds,
-DefaultStorageClass, DefaultIngressClass, then the mutating webhooks), all of them once more
-when a mutating webhook changed the object (``webhook.Reinvocation``), and only then every
-validating half (LimitRanger's bounds, ServiceAccount's checks, AlwaysPullImages',
-PodSecurity, the server's own checks, the ValidatingAdmissionPolicies (``policy``), the
-validating webhooks, and ResourceQuota last, so that a write refused by another plugin never
-consumes quota).  So what a mutating webhook did is checked as what the client sent is.
-NamespaceLifecycle and NodeRestriction are mutating halves, as upstream's (they only refuse,
-but before any webhook sees the request).  The small built-in plugins live here:
+DefaultStorageClass, RuntimeClass, DefaultIngressClass, then the mutating webhooks), all of
+them once more when a mutating webhook changed the object (``webhook.Reinvocation``), and only
+then every validating half (LimitRanger's bounds, ServiceAccount's checks, AlwaysPullImages',
+PodSecurity, RuntimeClass's overhead check, the server's own checks, the
+ValidatingAdmissionPolicies (``policy``), the validating webhooks, and ResourceQuota last, so
+that a write refused by another plugin never consumes quota).  So what a mutating webhook did
+is checked as what the client sent is.  NamespaceLifecycle and NodeRestriction are mutating
+halves, as upstream's (they only refuse, but before any webhook sees the request).  The small
+built-in plugins live here:
 
 - **NamespaceLifecycle**: objects are created only in namespaces that exist and are not
   terminating; the system namespaces cannot be deleted.
@@ -55,6 +56,7 @@ from controlplane.apiserver.auth.admission import (
     podsecurity,
     policy,
     quota,
+    runtimeclass,
     serviceaccount,
     webhook,
 )
@@ -331,6 +333,7 @@ ORDER = (
     "Priority",
     "DefaultTolerationSeconds",
     "DefaultStorageClass",
+    "RuntimeClass",
     "DefaultIngressClass",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
@@ -347,6 +350,7 @@ DEFAULT_PLUGINS = (
     "Priority",
     "DefaultTolerationSeconds",
     "DefaultStorageClass",
+    "RuntimeClass",
     "DefaultIngressClass",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
@@ -422,6 +426,10 @@ def plugins(
         admit, validate = serviceaccount.service_account(cache(("", "v1", "serviceaccounts")))
         return Plugin(mutating(admit), validate)
 
+    def runtime_class() -> Plugin:
+        admit, validate = runtimeclass.runtime_class(cache(("node.k8s.io", "v1", "runtimeclasses")))
+        return Plugin(mutating(admit), validate)
+
     def pull_images() -> Plugin:
         admit, validate = always_pull_images()
         return Plugin(mutating(admit), validate)
@@ -441,6 +449,7 @@ def plugins(
         "DefaultStorageClass": lambda: Plugin(
             mutating(default_storage_class(cache(("storage.k8s.io", "v1", "storageclasses"))))
         ),
+        "RuntimeClass": runtime_class,
         "DefaultIngressClass": lambda: Plugin(
             mutating(default_ingress_class(cache(("networking.k8s.io", "v1", "ingressclasses"))))
         ),

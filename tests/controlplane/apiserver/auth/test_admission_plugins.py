@@ -66,6 +66,7 @@ def test_flags_choose_from_the_default_set() -> None:
         "Priority",
         "DefaultTolerationSeconds",
         "DefaultStorageClass",
+        "RuntimeClass",
         "DefaultIngressClass",
         "MutatingAdmissionWebhook",
         "ValidatingAdmissionPolicy",

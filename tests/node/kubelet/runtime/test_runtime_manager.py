@@ -28,7 +28,9 @@ from kube.api.kinds.core_v1.pod import (
 )
 from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.core_v1.volume import ObjectFieldSelector
+from kube.api.kinds.node_v1 import RuntimeClass
 from kube.api.meta_v1 import ObjectMeta
+from kube.client.informers import Indexer
 from kube.clock import FakeClock
 from node.cri.client import RuntimeClient
 from node.cri.fake import ExecResult, FakeContainer, FakeRuntime
@@ -43,6 +45,7 @@ from node.kubelet.runtime.manager import (
     SyncResult,
 )
 from node.kubelet.runtime.options import NodeRuntimeOptions
+from node.kubelet.runtime.runtimeclass import RuntimeClasses, RuntimeClassNotFound
 from node.kubelet.runtime.state import PodRuntimeState
 from node.kubelet.status import Observation, StartFailure, generate_pod_status
 
@@ -111,11 +114,19 @@ class Node:
             cluster_dns=("10.96.0.10",),
             resolv_conf=resolv,
         )
+        self.runtime_classes = Indexer[RuntimeClass]()
         self.manager = self.new_manager()
         self.sources = Sources()
 
     def new_manager(self) -> RuntimeManager:
-        return RuntimeManager(self.cri, self.options, self.clock, self.events, self.cgroups)
+        return RuntimeManager(
+            self.cri,
+            self.options,
+            self.clock,
+            self.events,
+            self.cgroups,
+            runtime_classes=RuntimeClasses(self.runtime_classes),
+        )
 
     async def sync(self, pod: Pod, unhealthy: frozenset[str] = frozenset()) -> SyncResult:
         state = await self.manager.observe(pod.metadata.uid or "")
@@ -197,7 +208,7 @@ async def test_plain_pod_starts_with_sandbox_container_and_events(node: Node) ->
     result = await node.sync(pod)
     assert result == SyncResult({}, None)
     (sandbox,) = node.runtime.sandboxes.values()
-    assert sandbox.config.metadata.attempt == 0
+    assert sandbox.config.metadata.attempt == 0 and sandbox.runtime_handler == ""
     assert sandbox.config.annotations[CGROUP_PARENT_ANNOTATION] == "/kubepods/besteffort/poduid-web"
     assert node.running("app").sandbox_id == sandbox.id
     assert node.events.reasons() == ["Pulled", "Created", "Started"]
@@ -209,6 +220,29 @@ async def test_plain_pod_starts_with_sandbox_container_and_events(node: Node) ->
     node.runtime.calls.clear()
     assert await node.sync(pod) == SyncResult({}, None)
     assert set(node.runtime.calls) <= {"ListPodSandbox", "ListContainers"}
+
+
+async def test_a_pods_runtime_class_handler_is_handed_to_cri(node: Node) -> None:
+    """A pod's class's handler (the default, "", without one: see the plain pod's test); a
+    class the cache does not hold fails the sandbox as upstream's kubelet reports it, until it
+    exists."""
+    pod = make_pod()
+    assert pod.spec is not None
+    pod.spec.runtime_class_name = "gvisor"
+    with pytest.raises(RuntimeClassNotFound):
+        await node.sync(pod)
+    assert node.events.seen == [
+        (
+            "Warning",
+            "FailedCreatePodSandBox",
+            'Failed to create pod sandbox: runtimeclass.node.k8s.io "gvisor" not found',
+        )
+    ]
+    assert node.runtime.sandboxes == {}
+    node.runtime_classes.add(RuntimeClass(metadata=ObjectMeta(name="gvisor"), handler="runsc"))
+    await node.sync(pod)
+    assert [s.runtime_handler for s in node.runtime.sandboxes.values()] == ["runsc"]
+    assert node.running("app")
 
 
 async def test_init_containers_run_one_at_a_time_in_order(node: Node) -> None:
