@@ -83,6 +83,12 @@ def test_api_resources(kubectl: Kubectl) -> None:
         "false",
         "VolumeAttributesClass",
     ]
+    assert by_name["deviceclasses"] == [
+        "deviceclasses",
+        "resource.k8s.io/v1",
+        "false",
+        "DeviceClass",
+    ]
     assert "leases" in by_name and "customresourcedefinitions" in by_name
 
 
