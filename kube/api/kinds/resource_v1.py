@@ -30,7 +30,7 @@ from kube.api.kinds.core_v1.volume import validate_csi_driver_name
 from kube.api.meta_v1 import Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN
 from kube.api.scheme import kind
-from kube.api.struct import RawJSON, Struct, atomic, meta
+from kube.api.struct import Embedded, RawJSON, Struct, atomic, meta
 
 GROUP = "resource.k8s.io"
 
@@ -103,6 +103,8 @@ class OpaqueDeviceConfiguration(Struct):
 class DeviceClassConfiguration(Struct):
     """Configuration applied to each device claimed through a class (upstream embeds a
     DeviceConfiguration at field 1; its one field, ``opaque``, is declared here flat)."""
+
+    PROTO_EMBEDDED = (Embedded(1, "DeviceConfiguration", ("opaque",)),)
 
     opaque: Annotated[
         OpaqueDeviceConfiguration | None,

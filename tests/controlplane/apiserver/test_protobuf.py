@@ -778,6 +778,15 @@ def test_ephemeral_containers_inline_the_container() -> None:
     }
 
 
+def test_device_class_config_nests_the_device_configuration() -> None:
+    """Upstream inlines DeviceConfiguration in DeviceClassConfiguration at field 1, and opaque
+    parameters are a RawExtension (the JSON bytes in field 1)."""
+    opaque = ld(1, "gpu.io") + ld(2, ld(1, b'{"n":1}'))
+    spec = ld(2, ld(1, ld(1, opaque)))
+    decoded = decode_body(body("resource.k8s.io/v1", "DeviceClass", meta("c") + ld(2, spec)))
+    assert decoded["spec"] == {"config": [{"opaque": {"driver": "gpu.io", "parameters": {"n": 1}}}]}
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
