@@ -89,6 +89,12 @@ def test_api_resources(kubectl: Kubectl) -> None:
         "false",
         "DeviceClass",
     ]
+    assert by_name["resourceclaims"] == [
+        "resourceclaims",
+        "resource.k8s.io/v1",
+        "true",
+        "ResourceClaim",
+    ]
     assert "leases" in by_name and "customresourcedefinitions" in by_name
 
 

@@ -1,6 +1,7 @@
 """resource.k8s.io/v1 as users reach it: the pinned kubectl and the official Python client
-against a real ``kubelab apiserver``, with the DRA documentation's DeviceClass (the corpus in
-tests/kube/api/manifests) and the invalid manifests of tests/kube/api/invalid.
+against a real ``kubelab apiserver``, with the DRA documentation's DeviceClass, ResourceClaim and
+ResourceClaimTemplate (the corpus in tests/kube/api/manifests) and the invalid manifests of
+tests/kube/api/invalid.
 
 DeviceClass is cluster-scoped and the module's server is shared, so every test names its classes
 after its own namespace and deletes them.
@@ -48,13 +49,28 @@ def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
     assert columns(out) == [
         ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND", "VERBS", "CATEGORIES"],
         ["deviceclasses", "", GROUP_VERSION, "false", "DeviceClass", VERBS, ""],
+        ["resourceclaims", "", GROUP_VERSION, "true", "ResourceClaim", VERBS, ""],
+        [
+            "resourceclaimtemplates",
+            "",
+            GROUP_VERSION,
+            "true",
+            "ResourceClaimTemplate",
+            VERBS,
+            "",
+        ],
     ]
 
 
+def _manifest(name: str) -> dict[str, Any]:
+    """The corpus manifest's one document."""
+    (document,) = yaml.safe_load_all((CORPUS / "manifests" / name).read_text())
+    assert isinstance(document, dict)
+    return document
+
+
 def test_device_class_from_the_docs(kubectl: Kubectl) -> None:
-    (document,) = yaml.safe_load_all(
-        (CORPUS / "manifests" / "resource-deviceclass-example.yaml").read_text()
-    )
+    document = _manifest("resource-deviceclass-example.yaml")
     name = f"{kubectl.namespace}-example"
     document["metadata"]["name"] = name
     assert create(kubectl, document) == f"deviceclass.resource.k8s.io/{name} created"
@@ -138,7 +154,169 @@ def test_device_class_refusals(kubectl: Kubectl) -> None:
     )
 
 
+def test_resource_claim_from_the_docs_and_its_status(kubectl: Kubectl) -> None:
+    claim = _manifest("resource-resourceclaim-example.yaml")
+    claim["status"] = {"reservedFor": [{"resource": "pods", "name": "p", "uid": "1"}]}
+    assert create(kubectl, claim) == "resourceclaim.resource.k8s.io/example-resource-claim created"
+    name = "example-resource-claim"
+    got = kubectl.json("get", "resourceclaim", name)
+    assert got["spec"] == claim["spec"]  # allocationMode All: no count defaulted
+    assert "status" not in got  # a client's status is dropped on create
+    header = ["NAME", "STATE"]
+    assert [row[:2] for row in columns(kubectl.run("get", "resourceclaims").stdout)] == [
+        header,
+        [name, "pending"],
+    ]
+    allocation = {
+        "devices": {
+            "results": [
+                {
+                    "request": "single-gpu-claim",
+                    "driver": "driver.example.com",
+                    "pool": "node1",
+                    "device": "gpu-0",
+                }
+            ]
+        }
+    }
+    reserved = [{"resource": "pods", "name": "pod", "uid": "7f5d2b9c-0000-4000-8000-000000000001"}]
+    status = {"status": {"allocation": allocation, "reservedFor": reserved}}
+    kubectl.run(
+        "patch",
+        "resourceclaim",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+    assert [row[:2] for row in columns(kubectl.run("get", "resourceclaims").stdout)] == [
+        header,
+        [name, "allocated,reserved"],
+    ]
+    assert kubectl.json("get", "resourceclaim", name)["status"] == status["status"]
+    immutable = kubectl.run(
+        "patch",
+        "resourceclaim",
+        name,
+        "--type=json",
+        "-p",
+        '[{"op":"replace","path":"/spec/devices/requests/0/name","value":"other"}]',
+        check=False,
+    )
+    assert f'The ResourceClaim "{name}" is invalid: spec: Invalid value' in immutable.stderr
+    assert "field is immutable" in immutable.stderr
+    labelled = kubectl.run("label", "resourceclaim", name, "seen=yes").stdout
+    assert labelled.strip() == f"resourceclaim.resource.k8s.io/{name} labeled"
+    deleted = kubectl.run("delete", "resourceclaim", name).stdout
+    assert deleted.strip() == (
+        f'resourceclaim.resource.k8s.io "{name}" deleted from {kubectl.namespace} namespace'
+    )
+
+
+def test_resource_claim_template_from_the_docs(kubectl: Kubectl) -> None:
+    template = _manifest("resource-resourceclaimtemplate-example.yaml")
+    name = template["metadata"]["name"]
+    created = create(kubectl, template)
+    assert created == f"resourceclaimtemplate.resource.k8s.io/{name} created"
+    header, row = columns(kubectl.run("get", "resourceclaimtemplates").stdout)
+    assert (header, row[0]) == (["NAME", "AGE"], name)
+    (request,) = kubectl.json("get", "resourceclaimtemplate", name)["spec"]["spec"]["devices"][
+        "requests"
+    ]
+    assert request["exactly"]["allocationMode"] == "ExactCount"
+    assert request["exactly"]["count"] == 1
+    listed = kubectl.json("get", "resourceclaimtemplates")["items"]
+    assert [t["metadata"]["name"] for t in listed] == [name]
+    immutable = kubectl.run(
+        "patch",
+        "resourceclaimtemplate",
+        name,
+        "--type=json",
+        "-p",
+        '[{"op":"replace","path":"/spec/spec/devices/requests/0/exactly/count","value":2}]',
+        check=False,
+    )
+    assert f'The ResourceClaimTemplate "{name}" is invalid: spec: Invalid value' in immutable.stderr
+    kubectl.run("delete", "resourceclaimtemplate", name)
+    assert "No resources found" in kubectl.run("get", "resourceclaimtemplates").stderr
+
+
+def _claim(name: str, *requests: dict[str, Any], **devices: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": list(requests), **devices}},
+    }
+
+
+def test_resource_claim_refusals(kubectl: Kubectl) -> None:
+    exactly = {"deviceClassName": "gpu"}
+    sub = {"name": "small", "deviceClassName": "gpu"}
+    request = "spec.devices.requests[0]"
+    cases: list[tuple[list[dict[str, Any]], dict[str, Any], str]] = [
+        (
+            [{"name": "gpu"}],
+            {},
+            f"{request}: Required value: exactly one of `exactly` or `firstAvailable` is required",
+        ),
+        (
+            [{"name": "gpu", "exactly": exactly, "firstAvailable": [sub]}],
+            {},
+            f"{request}: Invalid value: null: exactly one of `exactly` or `firstAvailable` is "
+            "required, but multiple fields are set",
+        ),
+        (
+            [{"name": "GPU", "exactly": exactly}],
+            {},
+            f'{request}.name: Invalid value: "GPU"',
+        ),
+        (
+            [{"name": "gpu", "exactly": {**exactly, "allocationMode": "All", "count": 2}}],
+            {},
+            f"{request}.exactly.count: Invalid value: 2: must not be specified when "
+            "allocationMode is 'All'",
+        ),
+        (
+            [{"name": "gpu", "exactly": {**exactly, "allocationMode": "Some"}}],
+            {},
+            f'{request}.exactly.allocationMode: Unsupported value: "Some": supported values: '
+            '"All", "ExactCount"',
+        ),
+        (
+            [{"name": "gpu", "exactly": {}}],
+            {},
+            f"{request}.exactly.deviceClassName: Required value",
+        ),
+        (
+            [{"name": "gpu", "exactly": exactly}, {"name": "gpu", "exactly": exactly}],
+            {},
+            'spec.devices.requests[1]: Duplicate value: "gpu"',
+        ),
+        (
+            [{"name": "gpu", "exactly": exactly}],
+            {"constraints": [{"requests": ["nic"], "matchAttribute": "a.io/numa"}]},
+            'spec.devices.constraints[0].requests[0]: Invalid value: "nic": must be the name of '
+            "a request in the claim",
+        ),
+    ]
+    for requests, devices, message in cases:
+        stderr = refused_document(kubectl, _claim("bad", *requests, **devices))
+        assert f'The ResourceClaim "bad" is invalid: {message}' in stderr
+
+
 INVALID = [
+    (
+        "resource-resourceclaim-zero-count.yaml",
+        'The ResourceClaim "zero" is invalid: spec.devices.requests[0].exactly.count: Invalid '
+        "value: 0: must be greater than zero",
+    ),
+    (
+        "resource-resourceclaimtemplate-no-request-type.yaml",
+        'The ResourceClaimTemplate "empty-request" is invalid: spec.spec.devices.requests[0]: '
+        "Required value",
+    ),
     (
         "resource-deviceclass-selector-without-cel.yaml",
         'The DeviceClass "no-cel" is invalid: spec.selectors[0].cel: Required value',
@@ -170,33 +348,101 @@ def test_explain(kubectl: Kubectl) -> None:
         assert field in out
     cel = kubectl.run("explain", "deviceclass.spec.selectors.cel", namespaced=False).stdout
     assert "expression\t<string> -required-" in cel
+    devices = kubectl.run("explain", "resourceclaim.spec.devices").stdout
+    assert "KIND:       ResourceClaim" in devices
+    for field in (
+        "config\t<[]DeviceClaimConfiguration>",
+        "constraints\t<[]DeviceConstraint>",
+        "requests\t<[]DeviceRequest>",
+    ):
+        assert field in devices
+    exactly = kubectl.run("explain", "resourceclaimtemplate.spec.spec.devices.requests.exactly")
+    assert "deviceClassName\t<string> -required-" in exactly.stdout
+    assert "allocationMode\t<string>" in exactly.stdout
 
 
 def _row(line: str) -> list[str]:
     return re.split(r"\s{2,}", line.strip())
 
 
-def test_get_watch_streams_changes(kubectl: Kubectl) -> None:
-    """``kubectl get -w`` prints the row of each change."""
+ALLOCATED = {
+    "status": {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": "d.io", "pool": "p", "device": "gpu-0"}]
+            }
+        }
+    }
+}
+WATCHED = [
+    # resource, namespaced, body, change, header, second cell before and after
+    ("deviceclasses", False, _class(""), ["label"], ["NAME", "AGE"], None),
+    (
+        "resourceclaims",
+        True,
+        _claim("", {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}),
+        ["--subresource=status", "--type=merge", "-p", json.dumps(ALLOCATED)],
+        ["NAME", "STATE", "AGE"],
+        ("pending", "allocated"),
+    ),
+    (
+        "resourceclaimtemplates",
+        True,
+        {
+            "apiVersion": GROUP_VERSION,
+            "kind": "ResourceClaimTemplate",
+            "metadata": {},
+            "spec": {"spec": {}},
+        },
+        ["label"],
+        ["NAME", "AGE"],
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("resource", "namespaced", "body", "change", "header", "states"),
+    WATCHED,
+    ids=[w[0] for w in WATCHED],
+)
+def test_get_watch_streams_changes(
+    kubectl: Kubectl,
+    resource: str,
+    namespaced: bool,
+    body: dict[str, Any],
+    change: list[str],
+    header: list[str],
+    states: tuple[str, str] | None,
+) -> None:
+    """``kubectl get -w`` prints the row of each change (a label, or a claim's allocation)."""
     name = f"{kubectl.namespace}-watched"
-    create(kubectl, _class(name))
-    command = kubectl.argv("get", "deviceclasses", name, "-w", "--request-timeout=20s")
+    create(kubectl, {**body, "metadata": {"name": name}})
+    command = kubectl.argv("get", resource, name, "-w", "--request-timeout=20s")
+    verb = (
+        ["label", resource, name, "seen=yes"]
+        if change == ["label"]
+        else ["patch", resource, name, *change]
+    )
     try:
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as watcher:
             try:
                 assert watcher.stdout is not None
-                assert _row(watcher.stdout.readline()) == ["NAME", "AGE"]
-                assert _row(watcher.stdout.readline())[0] == name
+                assert _row(watcher.stdout.readline()) == header
+                first = _row(watcher.stdout.readline())
                 time.sleep(0.3)
-                kubectl.run("label", "deviceclass", name, "seen=yes")
-                assert _row(watcher.stdout.readline())[0] == name
+                kubectl.run(*verb)
+                second = _row(watcher.stdout.readline())
+                assert (first[0], second[0]) == (name, name)
+                if states is not None:
+                    assert (first[1], second[1]) == states
             finally:
                 watcher.terminate()
     finally:
-        kubectl.run("delete", "deviceclass", name)
+        kubectl.run("delete", resource, name)
 
 
-def test_python_client(api_client: k8s.ApiClient, namespace: str) -> None:
+def test_python_client_device_classes(api_client: k8s.ApiClient, namespace: str) -> None:
     api = k8s.ResourceV1Api(api_client)
     name = f"{namespace}-gpu"
     api.create_device_class(
@@ -246,3 +492,62 @@ def test_python_client(api_client: k8s.ApiClient, namespace: str) -> None:
     with pytest.raises(ApiException) as gone:
         api.read_device_class(name)
     assert gone.value.status == 404
+
+
+def test_python_client_claims_and_templates(api_client: k8s.ApiClient, namespace: str) -> None:
+    api = k8s.ResourceV1Api(api_client)
+    spec = k8s.V1ResourceClaimSpec(
+        devices=k8s.V1DeviceClaim(
+            requests=[
+                k8s.V1DeviceRequest(
+                    name="gpu", exactly=k8s.V1ExactDeviceRequest(device_class_name="gpu")
+                )
+            ]
+        )
+    )
+    api.create_namespaced_resource_claim_template(
+        namespace,
+        k8s.V1ResourceClaimTemplate(
+            metadata=k8s.V1ObjectMeta(name="gpu"),
+            spec=k8s.V1ResourceClaimTemplateSpec(
+                metadata=k8s.V1ObjectMeta(labels={"app": "gpu"}), spec=spec
+            ),
+        ),
+    )
+    api.create_namespaced_resource_claim(
+        namespace,
+        k8s.ResourceV1ResourceClaim(metadata=k8s.V1ObjectMeta(name="gpu"), spec=spec),
+    )
+    templates = api.list_namespaced_resource_claim_template(namespace).items
+    assert [t.spec.metadata.labels for t in templates] == [{"app": "gpu"}]
+    (claim,) = api.list_namespaced_resource_claim(namespace).items
+    exact = claim.spec.devices.requests[0].exactly
+    assert (exact.allocation_mode, exact.count) == ("ExactCount", 1)
+    status = api.patch_namespaced_resource_claim_status("gpu", namespace, ALLOCATED)
+    assert status.status.allocation.devices.results[0].device == "gpu-0"
+    with pytest.raises(ApiException) as invalid:
+        api.create_namespaced_resource_claim(
+            namespace,
+            k8s.ResourceV1ResourceClaim(
+                metadata=k8s.V1ObjectMeta(name="bad"),
+                spec=k8s.V1ResourceClaimSpec(
+                    devices=k8s.V1DeviceClaim(requests=[k8s.V1DeviceRequest(name="gpu")])
+                ),
+            ),
+        )
+    assert invalid.value.status == 422
+    causes = json.loads(invalid.value.body)["details"]["causes"]
+    assert causes == [
+        {
+            "reason": "FieldValueRequired",
+            "message": "Required value: exactly one of `exactly` or `firstAvailable` is required",
+            "field": "spec.devices.requests[0]",
+        }
+    ]
+    # As upstream, deletes are answered with the deleted object.
+    deleted = [
+        api.delete_namespaced_resource_claim("gpu", namespace),
+        api.delete_namespaced_resource_claim_template("gpu", namespace),
+    ]
+    assert [d.metadata.name for d in deleted] == ["gpu", "gpu"]
+    assert api.list_namespaced_resource_claim(namespace).items == []

@@ -1,5 +1,6 @@
-"""resource.k8s.io/v1 DeviceClass: defaults, validation with upstream's paths and messages, the
-list limits, printer cells and registration."""
+"""resource.k8s.io/v1 DeviceClass, ResourceClaim and ResourceClaimTemplate: defaults, validation
+with upstream's paths and messages, the list limits, the immutable claim specs, printer cells and
+registration."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import pytest
 from kube.api import walk
 from kube.api.codec import to_builtins
 from kube.api.errors import ErrorType
-from kube.api.kinds.resource_v1 import DeviceClass
+from kube.api.kinds.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate
+from kube.api.meta_v1 import Resource
 from tests.kube.api.kinds.helpers import (
     CREATED,
+    DUPLICATE,
     INVALID,
+    NOT_SUPPORTED,
     REQUIRED,
     TOO_LONG,
     TOO_MANY,
@@ -22,6 +26,7 @@ from tests.kube.api.kinds.helpers import (
     merge,
     ordered,
     problems,
+    update_problems,
 )
 
 SELECTOR = {"cel": {"expression": 'device.driver == "gpu.example.com"'}}
@@ -114,14 +119,182 @@ def test_messages() -> None:
     ]
 
 
+CLAIM: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaim",
+    "metadata": {"name": "gpu", "namespace": "default", "creationTimestamp": CREATED},
+    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+}
+TEMPLATE: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "gpu", "namespace": "default", "creationTimestamp": CREATED},
+    "spec": {"spec": CLAIM["spec"]},
+}
+
+
+def claim(*requests: dict[str, Any], **devices: Any) -> dict[str, Any]:
+    return merge(CLAIM, {"spec": {"devices": {"requests": list(requests), **devices}}})
+
+
+def exactly(**fields: Any) -> dict[str, Any]:
+    return {"name": "gpu", "exactly": {"deviceClassName": "gpu", **fields}}
+
+
+def test_requests_default_to_one_device() -> None:
+    sub = {"name": "small", "deviceClassName": "gpu"}
+    raw = claim(exactly(), {"name": "any", "firstAvailable": [sub]}, exactly(allocationMode="All"))
+    requests = to_builtins(decode(raw, ResourceClaim))["spec"]["devices"]["requests"]
+    assert [r.get("exactly") or r["firstAvailable"][0] for r in requests] == [
+        {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1},
+        {**sub, "allocationMode": "ExactCount", "count": 1},
+        {"deviceClassName": "gpu", "allocationMode": "All"},
+    ]
+    tolerated = claim(exactly(tolerations=[{"key": "k"}]))
+    devices = to_builtins(decode(tolerated, ResourceClaim))["spec"]["devices"]
+    assert devices["requests"][0]["exactly"]["tolerations"] == [{"key": "k", "operator": "Equal"}]
+
+
+REQUEST = "spec.devices.requests[0]"
+CLAIM_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
+    ("valid", CLAIM, []),
+    ("no-request-type", claim({"name": "gpu"}), [(REQUEST, REQUIRED)]),
+    (
+        "both-request-types",
+        claim({**exactly(), "firstAvailable": [{"name": "a", "deviceClassName": "gpu"}]}),
+        [(REQUEST, INVALID)],
+    ),
+    ("request-name", claim({**exactly(), "name": "GPU"}), [(f"{REQUEST}.name", INVALID)]),
+    ("duplicate-request", claim(exactly(), exactly()), [("spec.devices.requests[1]", DUPLICATE)]),
+    (
+        "no-class",
+        claim(exactly(deviceClassName=None)),
+        [(f"{REQUEST}.exactly.deviceClassName", REQUIRED)],
+    ),
+    (
+        "bad-class",
+        claim(exactly(deviceClassName="Gpu_Class")),
+        [(f"{REQUEST}.exactly.deviceClassName", INVALID)],
+    ),
+    ("zero-count", claim(exactly(count=0)), [(f"{REQUEST}.exactly.count", INVALID)]),
+    (
+        "count-with-all",
+        claim(exactly(allocationMode="All", count=2)),
+        [(f"{REQUEST}.exactly.count", INVALID)],
+    ),
+    (
+        "unknown-mode",
+        claim(exactly(allocationMode="Some")),
+        [(f"{REQUEST}.exactly.allocationMode", NOT_SUPPORTED)],
+    ),
+    (
+        "selector-without-cel",
+        claim(exactly(selectors=[{}])),
+        [(f"{REQUEST}.exactly.selectors[0].cel", REQUIRED)],
+    ),
+    (
+        "too-many-subrequests",
+        claim({"name": "gpu", "firstAvailable": [{"name": "a", "deviceClassName": "gpu"}] * 9}),
+        [(f"{REQUEST}.firstAvailable", TOO_MANY)]
+        + [(f"{REQUEST}.firstAvailable[{i}]", DUPLICATE) for i in range(1, 9)],
+    ),
+    (
+        "toleration",
+        claim(exactly(tolerations=[{"operator": "Exists", "value": "v", "effect": "Later"}])),
+        [
+            (f"{REQUEST}.exactly.tolerations[0].value", INVALID),
+            (f"{REQUEST}.exactly.tolerations[0].effect", NOT_SUPPORTED),
+        ],
+    ),
+    (
+        "too-many-requests",
+        claim(*[{"name": f"r{i}", "exactly": {"deviceClassName": "gpu"}} for i in range(33)]),
+        [("spec.devices.requests", TOO_MANY)],
+    ),
+    (
+        "unknown-constraint-request",
+        claim(exactly(), constraints=[{"requests": ["gpu", "nic"], "matchAttribute": "a.io/b"}]),
+        [("spec.devices.constraints[0].requests[1]", INVALID)],
+    ),
+    (
+        "config-for-a-subrequest",
+        claim(
+            {"name": "gpu", "firstAvailable": [{"name": "a", "deviceClassName": "gpu"}]},
+            config=[{"requests": ["gpu/a", "gpu/b"], **opaque()}],
+        ),
+        [("spec.devices.config[0].requests[1]", INVALID)],
+    ),
+    (
+        "duplicate-reservation",
+        merge(
+            CLAIM, {"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "1"}] * 2}}
+        ),
+        [("status.reservedFor[1].uid", DUPLICATE)],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [c[1:] for c in CLAIM_CASES], ids=[c[0] for c in CLAIM_CASES]
+)
+def test_claim_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
+    assert problems(decode(raw, ResourceClaim)) == ordered(expected)
+
+
+def test_template_validation_is_the_claims_under_spec_spec() -> None:
+    assert problems(decode(TEMPLATE, ResourceClaimTemplate)) == []
+    zero = merge(TEMPLATE, {"spec": {"spec": claim(exactly(count=0))["spec"]}})
+    assert [str(e) for e in walk.validate(decode(zero, ResourceClaimTemplate))] == [
+        "spec.spec.devices.requests[0].exactly.count: Invalid value: 0: must be greater than zero"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "cls"), [(CLAIM, ResourceClaim), (TEMPLATE, ResourceClaimTemplate)]
+)
+def test_claim_specs_are_immutable(raw: dict[str, Any], cls: type[Resource]) -> None:
+    labelled = merge(raw, {"metadata": {"labels": {"a": "b"}}})
+    assert update_problems(raw, labelled, cls) == []
+    spec = claim(exactly(count=2))["spec"]
+    other = merge(raw, {"spec": spec if cls is ResourceClaim else {"spec": spec}})
+    assert update_problems(raw, other, cls) == [("spec", INVALID)]
+
+
 def test_cells_and_registration() -> None:
     assert cells(decode(CLASS, DeviceClass)) == ["gpu.example.com", "5m"]
-    info = DeviceClass.kind_info
-    assert (info.plural, info.namespaced, info.short_names, info.subresources) == (
-        "deviceclasses",
-        False,
-        (),
-        (),
-    )
-    assert [c.name for c in info.columns] == ["Name", "Age"]
-    assert info.returns_deleted
+    assert cells(decode(TEMPLATE, ResourceClaimTemplate)) == ["gpu", "5m"]
+    allocation: dict[str, Any] = {"devices": {"results": []}}
+    reserved = {
+        "allocation": allocation,
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": "1"}],
+    }
+    deleting = {"deletionTimestamp": CREATED}
+    states = [
+        (CLAIM, "pending"),
+        (merge(CLAIM, {"status": {"allocation": allocation}}), "allocated"),
+        (merge(CLAIM, {"status": reserved}), "allocated,reserved"),
+        (merge(CLAIM, {"metadata": deleting}), "deleted"),
+        (merge(CLAIM, {"metadata": deleting, "status": reserved}), "deleted,allocated,reserved"),
+    ]
+    for raw, state in states:
+        assert cells(decode(raw, ResourceClaim)) == ["gpu", state, "5m"]
+    registered = [
+        (
+            info.plural,
+            info.namespaced,
+            info.short_names,
+            info.subresources,
+            info.returns_deleted,
+            [c.name for c in info.columns],
+        )
+        for info in (
+            DeviceClass.kind_info,
+            ResourceClaim.kind_info,
+            ResourceClaimTemplate.kind_info,
+        )
+    ]
+    assert registered == [
+        ("deviceclasses", False, (), (), True, ["Name", "Age"]),
+        ("resourceclaims", True, (), ("status",), True, ["Name", "State", "Age"]),
+        ("resourceclaimtemplates", True, (), (), True, ["Name", "Age"]),
+    ]
