@@ -26,11 +26,18 @@ pkg/apis/resource/validation's, but for what needs the device API's own formats 
 names of constraints, toleration keys beyond qualified names, the status's pool and device names
 against the allocation), not checked here.  Opaque parameters are a RawExtension, which travels
 in protobuf as FieldsV1 does (the JSON bytes in field 1).
+
+ResourceSlice is served as JSON only: 1.36 added list-valued device attributes (``ints``,
+``bools``, ``strings``, ``versions``) and a device's ``nodeAllocatableResourceMappings``, whose
+protobuf numbers and place in the Go structs were not at hand, so they are declared last and
+unnumbered (with the published model's names and types), and the slice's ``spec`` carries no
+number.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Self
 
 import msgspec
@@ -62,6 +69,21 @@ DEVICE_CONSTRAINTS_MAX_SIZE = 32
 FIRST_AVAILABLE_MAX_SIZE = 8
 DEVICE_TOLERATIONS_MAX_SIZE = 16
 RESERVED_FOR_MAX_SIZE = 256
+SLICE_MAX_DEVICES = 128
+SLICE_MAX_DEVICES_WITH_TAINTS_OR_COUNTERS = 64
+SLICE_MAX_COUNTER_SETS = 8
+MAX_ATTRIBUTES_AND_CAPACITIES = 32
+DEVICE_TAINTS_MAX_SIZE = 16
+POOL_NAME_MAX_LENGTH = 253
+ATTRIBUTE_VALUE_MAX_LENGTH = 64
+DEVICE_ID_MAX_LENGTH = 32
+DEVICE_DOMAIN_MAX_LENGTH = 63
+TAINT_EFFECTS = ("NoExecute", "NoSchedule", "None")
+SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?"
+    r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$"
+)
 ALLOCATION_MODES = ("All", "ExactCount")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TOLERATION_EFFECTS = ("NoExecute", "NoSchedule")
@@ -754,3 +776,421 @@ class ResourceClaimTemplate(Resource):
 
     def validate_update(self, old: Self, errors: ErrorList) -> None:
         _spec_immutable(self, old, errors)
+
+
+# ResourceSlice.
+
+
+class DeviceAttribute(Struct):
+    """One attribute value of a device: exactly one of int, bool, string and version."""
+
+    int_value: Annotated[int | None, meta(doc="A number.", proto=2, int64=True)] = msgspec.field(
+        default=None, name="int"
+    )
+    bool_value: Annotated[bool | None, meta(doc="A true/false value.", proto=3)] = msgspec.field(
+        default=None, name="bool"
+    )
+    string_value: Annotated[str | None, meta(doc="A string of at most 64 characters.", proto=4)] = (
+        msgspec.field(default=None, name="string")
+    )
+    version_value: Annotated[
+        str | None, meta(doc="A semantic version (semver.org 2.0.0).", proto=5)
+    ] = msgspec.field(default=None, name="version")
+    # 1.36's list values; their place and protobuf numbers were not at hand (see the module).
+    int_values: Annotated[list[int] | None, atomic(doc="Numbers.")] = msgspec.field(
+        default=None, name="ints"
+    )
+    bool_values: Annotated[list[bool] | None, atomic(doc="True/false values.")] = msgspec.field(
+        default=None, name="bools"
+    )
+    string_values: Annotated[list[str] | None, atomic(doc="Strings.")] = msgspec.field(
+        default=None, name="strings"
+    )
+    version_values: Annotated[list[str] | None, atomic(doc="Semantic versions.")] = msgspec.field(
+        default=None, name="versions"
+    )
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        values = (
+            self.int_value,
+            self.bool_value,
+            self.string_value,
+            self.version_value,
+            self.int_values,
+            self.bool_values,
+            self.string_values,
+            self.version_values,
+        )
+        if sum(value is not None for value in values) != 1:
+            errors.invalid(path, "", "exactly one value must be specified")
+        if self.string_value is not None and len(self.string_value) > ATTRIBUTE_VALUE_MAX_LENGTH:
+            errors.too_long(path.child("string"), ATTRIBUTE_VALUE_MAX_LENGTH)
+        if self.version_value is not None:
+            version = path.child("version")
+            if not SEMVER.match(self.version_value):
+                detail = "must be a string compatible with semver.org spec 2.0.0"
+                errors.invalid(version, self.version_value, detail)
+            if len(self.version_value) > ATTRIBUTE_VALUE_MAX_LENGTH:
+                errors.too_long(version, ATTRIBUTE_VALUE_MAX_LENGTH)
+
+
+class CapacityRequestPolicyRange(Struct):
+    """The amounts a request may consume of a shareable capacity: from min to max by step."""
+
+    min: Annotated[QuantityValue | None, meta(required=True, doc="The least.", proto=1)] = None
+    max: Annotated[QuantityValue | None, meta(doc="The most.", proto=2)] = None
+    step: Annotated[QuantityValue | None, meta(doc="The step from min.", proto=3)] = None
+
+
+class CapacityRequestPolicy(Struct):
+    """How requests consume a capacity of a device that allows multiple allocations."""
+
+    default: Annotated[
+        QuantityValue | None, meta(doc="What a request that names no amount consumes.", proto=1)
+    ] = None
+    valid_values: Annotated[
+        list[QuantityValue] | None, atomic(doc="The amounts allowed, ascending.", proto=3)
+    ] = None
+    valid_range: Annotated[
+        CapacityRequestPolicyRange | None, meta(doc="The range of amounts allowed.", proto=4)
+    ] = None
+
+
+class DeviceCapacity(Struct):
+    """How much of a capacity a device has."""
+
+    value: Annotated[
+        QuantityValue | None, meta(required=True, doc="The device's total.", proto=1)
+    ] = None
+    request_policy: Annotated[
+        CapacityRequestPolicy | None,
+        meta(doc="How requests consume it, when the device is shared.", proto=2),
+    ] = None
+
+
+class Counter(Struct):
+    """An amount of a counter."""
+
+    value: Annotated[QuantityValue | None, meta(required=True, doc="The amount.", proto=1)] = None
+
+
+class DeviceCounterConsumption(Struct):
+    """The counters a device consumes from one of the pool's counter sets."""
+
+    counter_set: Annotated[
+        str | None, meta(required=True, doc="The counter set consumed from.", proto=1)
+    ] = None
+    counters: Annotated[
+        dict[str, Counter] | None,
+        meta(required=True, doc="The amount consumed of each counter.", proto=2),
+    ] = None
+
+
+class CounterSet(Struct):
+    """Named counters that devices of the pool consume from."""
+
+    name: Annotated[
+        str | None, meta(required=True, doc="The set's name (a DNS label).", proto=1)
+    ] = None
+    counters: Annotated[
+        dict[str, Counter] | None,
+        meta(required=True, doc="The counters available, by name.", proto=2),
+    ] = None
+
+
+class DeviceTaint(Struct):
+    """A driver's taint on a device, kept off claims that do not tolerate it."""
+
+    key: Annotated[
+        str | None, meta(required=True, doc="The taint key (a label name).", proto=1)
+    ] = None
+    value: Annotated[str | None, meta(doc="The taint value (a label value).", proto=2)] = None
+    effect: Annotated[
+        str | None,
+        meta(required=True, doc="None, NoSchedule or NoExecute.", proto=3),
+    ] = None
+    time_added: Annotated[Time | None, meta(doc="When the taint was added.", proto=4)] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.key:
+            errors.extend_checked(path.child("key"), self.key, names.is_qualified_name(self.key))
+        if self.value:
+            value = path.child("value")
+            errors.extend_checked(value, self.value, names.is_valid_label_value(self.value))
+        if self.effect and self.effect not in TAINT_EFFECTS:
+            errors.not_supported(path.child("effect"), self.effect, TAINT_EFFECTS)
+
+
+def _validate_qualified_key(key: str, path: Path, errors: ErrorList) -> None:
+    """An attribute or capacity name: an identifier, perhaps behind a domain and a slash."""
+    domain, _, identifier = key.rpartition("/")
+    if domain:
+        if len(domain) > DEVICE_DOMAIN_MAX_LENGTH:
+            errors.too_long(path, DEVICE_DOMAIN_MAX_LENGTH)
+        errors.extend_checked(path, key, names.is_dns1123_subdomain(domain))
+    if len(identifier) > DEVICE_ID_MAX_LENGTH:
+        errors.too_long(path, DEVICE_ID_MAX_LENGTH)
+    errors.extend_checked(path, key, names.is_c_identifier(identifier))
+
+
+class NodeAllocatableResourceMapping(Struct):
+    """How much of a node resource an allocation of a device accounts for."""
+
+    allocation_multiplier: Annotated[
+        QuantityValue | None,
+        meta(doc="The amount per device allocated (or per unit of capacityKey); default 1."),
+    ] = None
+    capacity_key: Annotated[
+        str | None, meta(doc="The device capacity whose consumption is multiplied.")
+    ] = None
+
+
+class Device(Struct):
+    """One device of a pool, with its attributes and capacities."""
+
+    name: Annotated[
+        str | None, meta(required=True, doc="The device's name in its pool (a DNS label).", proto=1)
+    ] = None
+    attributes: Annotated[
+        dict[str, DeviceAttribute] | None,
+        meta(doc="Attributes, by qualified name; with capacity, at most 32.", proto=2),
+    ] = None
+    capacity: Annotated[
+        dict[str, DeviceCapacity] | None,
+        meta(doc="Capacities, by qualified name; with attributes, at most 32.", proto=3),
+    ] = None
+    consumes_counters: Annotated[
+        list[DeviceCounterConsumption] | None,
+        atomic(doc="The counters the device consumes from the pool's sets.", proto=4),
+    ] = None
+    node_name: Annotated[
+        str | None, meta(doc="The node of the device (perDeviceNodeSelection).", proto=5)
+    ] = None
+    node_selector: Annotated[
+        NodeSelector | None,
+        meta(doc="The nodes of the device (perDeviceNodeSelection).", proto=6),
+    ] = None
+    all_nodes: Annotated[
+        bool | None, meta(doc="Every node has the device (perDeviceNodeSelection).", proto=7)
+    ] = None
+    taints: Annotated[
+        list[DeviceTaint] | None, atomic(doc="The driver's taints; at most 16.", proto=8)
+    ] = None
+    binds_to_node: Annotated[
+        bool | None, meta(doc="Whether an allocation is bound to the node chosen.", proto=9)
+    ] = None
+    binding_conditions: Annotated[
+        list[str] | None, atomic(doc="Conditions to be true before binding.", proto=10)
+    ] = None
+    binding_failure_conditions: Annotated[
+        list[str] | None, atomic(doc="Conditions that mean binding failed.", proto=11)
+    ] = None
+    allow_multiple_allocations: Annotated[
+        bool | None, meta(doc="Whether the device may be allocated more than once.", proto=12)
+    ] = None
+    # 1.36's, without the protobuf number (see the module).
+    node_allocatable_resource_mappings: Annotated[
+        dict[str, NodeAllocatableResourceMapping] | None,
+        meta(doc="Node resources (cpu, memory...) an allocation of the device accounts for."),
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        _validate_dns_label(self.name, path.child("name"), errors)
+        attributes, capacity = self.attributes or {}, self.capacity or {}
+        if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
+            detail = (
+                "the total number of attributes and capacities must not exceed "
+                f"{MAX_ATTRIBUTES_AND_CAPACITIES}"
+            )
+            errors.invalid(path, len(attributes) + len(capacity), detail)
+        for field, keys in (("attributes", attributes), ("capacity", capacity)):
+            for key in keys:
+                _validate_qualified_key(key, path.child(field).key(key), errors)
+        _validate_list_size(self.taints, DEVICE_TAINTS_MAX_SIZE, path.child("taints"), errors)
+
+
+class ResourcePool(Struct):
+    """The pool a slice belongs to, and how many slices make up its current generation."""
+
+    name: Annotated[
+        str | None,
+        meta(required=True, doc="The pool's name: DNS subdomains separated by slashes.", proto=1),
+    ] = None
+    generation: Annotated[
+        int | None,
+        meta(
+            required=True,
+            doc="The pool's generation; consumers use the highest.",
+            proto=2,
+            int64=True,
+        ),
+    ] = None
+    resource_slice_count: Annotated[
+        int | None,
+        meta(
+            required=True,
+            doc="How many slices the pool has at this generation.",
+            proto=3,
+            int64=True,
+        ),
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        name = self.name or ""
+        if len(name) > POOL_NAME_MAX_LENGTH:
+            errors.too_long(path.child("name"), POOL_NAME_MAX_LENGTH)
+        for part in name.split("/") if name else ():
+            errors.extend_checked(path.child("name"), part, names.is_dns1123_subdomain(part))
+        if (self.resource_slice_count or 0) <= 0:
+            count = self.resource_slice_count or 0
+            errors.invalid(path.child("resourceSliceCount"), count, "must be greater than zero")
+        if (self.generation or 0) < 0:
+            detail = "must be greater than or equal to zero"
+            errors.invalid(path.child("generation"), self.generation, detail)
+
+
+NODE_SELECTION = (
+    "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
+)
+
+
+class ResourceSliceSpec(Struct):
+    """What a driver publishes in one slice of a pool."""
+
+    driver: Annotated[
+        str | None, meta(required=True, doc="The driver of the devices; immutable.", proto=1)
+    ] = None
+    pool: Annotated[
+        ResourcePool | None, meta(required=True, doc="The pool of the slice.", proto=2)
+    ] = None
+    node_name: Annotated[
+        str | None, meta(doc="The node that has the devices; immutable.", proto=3)
+    ] = None
+    node_selector: Annotated[
+        NodeSelector | None, meta(doc="The nodes that have the devices (one term).", proto=4)
+    ] = None
+    all_nodes: Annotated[bool | None, meta(doc="Every node has the devices.", proto=5)] = None
+    devices: Annotated[
+        list[Device] | None,
+        atomic(doc="Devices of the pool; at most 128 (64 with taints or counters).", proto=6),
+    ] = None
+    per_device_node_selection: Annotated[
+        bool | None, meta(doc="Whether each device says which nodes have it.", proto=7)
+    ] = None
+    shared_counters: Annotated[
+        list[CounterSet] | None,
+        atomic(doc="Counter sets of the pool, instead of devices; at most 8.", proto=8),
+    ] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        validate_csi_driver_name(self.driver, path.child("driver"), errors)
+        chosen = []
+        if self.node_name:
+            chosen.append("`nodeName`")
+            node = path.child("nodeName")
+            errors.extend_checked(node, self.node_name, names.is_dns1123_subdomain(self.node_name))
+        if self.node_selector is not None:
+            chosen.append("`nodeSelector`")
+            if len(self.node_selector.node_selector_terms or ()) != 1:
+                terms = path.child("nodeSelector").child("nodeSelectorTerms")
+                errors.invalid(
+                    terms,
+                    msgspec.to_builtins(self.node_selector.node_selector_terms),
+                    "must have exactly one node selector term",
+                )
+        for field, flag in (
+            ("allNodes", self.all_nodes),
+            ("perDeviceNodeSelection", self.per_device_node_selection),
+        ):
+            if flag:
+                chosen.append(f"`{field}`")
+            elif flag is False:
+                errors.invalid(path.child(field), False, "must be either unset or set to true")
+        if not chosen:
+            errors.required(path, NODE_SELECTION)
+        elif len(chosen) > 1:
+            errors.invalid(
+                path,
+                "{" + ", ".join(chosen) + "}",
+                f"{NODE_SELECTION}, but multiple fields are set",
+            )
+        if self.shared_counters is not None and self.devices is not None:
+            errors.invalid(path, "", "only one of `sharedCounters` or `devices` is allowed")
+        devices = self.devices or []
+        limit = SLICE_MAX_DEVICES
+        if any(d.taints or d.consumes_counters for d in devices):
+            limit = SLICE_MAX_DEVICES_WITH_TAINTS_OR_COUNTERS
+        _validate_list_size(self.devices, limit, path.child("devices"), errors)
+        _validate_unique_names(self.devices, path.child("devices"), errors)
+        counter_sets = path.child("sharedCounters")
+        _validate_list_size(self.shared_counters, SLICE_MAX_COUNTER_SETS, counter_sets, errors)
+        _validate_unique_names(self.shared_counters, counter_sets, errors)
+        for i, device in enumerate(devices):
+            placed = device.node_name or device.node_selector or device.all_nodes is not None
+            if placed and not self.per_device_node_selection:
+                errors.invalid(
+                    path.child("devices").index(i),
+                    None,
+                    "`nodeName`, `nodeSelector` and `allNodes` can only be set if "
+                    "`perDeviceNodeSelection` is set to true in the ResourceSlice spec",
+                )
+
+
+def _slice_spec(obj: Any) -> ResourceSliceSpec:
+    return obj.spec if obj.spec is not None else ResourceSliceSpec()
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="resourceslices",
+    namespaced=False,
+    returns_deleted=True,
+    columns=(
+        NAME_COLUMN,
+        Column(
+            "Node",
+            lambda o, now: _slice_spec(o).node_name or "",
+            description="The node that has the devices of the slice.",
+        ),
+        Column(
+            "Driver",
+            lambda o, now: _slice_spec(o).driver or "",
+            description="The DRA driver of the devices of the slice.",
+        ),
+        Column(
+            "Pool",
+            lambda o, now: (_slice_spec(o).pool or ResourcePool()).name or "",
+            description="The pool the slice belongs to.",
+        ),
+        AGE_COLUMN,
+    ),
+    field_selectors={
+        "spec.nodeName": lambda o: _slice_spec(o).node_name or "",
+        "spec.driver": lambda o: _slice_spec(o).driver or "",
+    },
+)
+class ResourceSlice(Resource):
+    """Devices of one pool of a driver, as the driver publishes them (JSON only: see the
+    module)."""
+
+    spec: Annotated[
+        ResourceSliceSpec | None,
+        meta(required=True, doc="The driver's devices in this slice of its pool."),
+    ] = None
+
+    def set_defaults(self) -> None:
+        if self.spec is None:
+            self.spec = ResourceSliceSpec()
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        new_spec, old_spec = _slice_spec(self), _slice_spec(old)
+        spec = ROOT.child("spec")
+        new_pool, old_pool = new_spec.pool or ResourcePool(), old_spec.pool or ResourcePool()
+        for path, new, previous in (
+            (spec.child("pool").child("name"), new_pool.name, old_pool.name),
+            (spec.child("driver"), new_spec.driver, old_spec.driver),
+            (spec.child("nodeName"), new_spec.node_name, old_spec.node_name),
+        ):
+            if new != previous:
+                errors.immutable(path, new)

@@ -95,6 +95,12 @@ def test_api_resources(kubectl: Kubectl) -> None:
         "true",
         "ResourceClaim",
     ]
+    assert by_name["resourceslices"] == [
+        "resourceslices",
+        "resource.k8s.io/v1",
+        "false",
+        "ResourceSlice",
+    ]
     assert "leases" in by_name and "customresourcedefinitions" in by_name
 
 

@@ -1,10 +1,10 @@
 """resource.k8s.io/v1 as users reach it: the pinned kubectl and the official Python client
-against a real ``kubelab apiserver``, with the DRA documentation's DeviceClass, ResourceClaim and
-ResourceClaimTemplate (the corpus in tests/kube/api/manifests) and the invalid manifests of
-tests/kube/api/invalid.
+against a real ``kubelab apiserver``, with the DRA documentation's DeviceClass, ResourceClaim,
+ResourceClaimTemplate and ResourceSlice (the corpus in tests/kube/api/manifests) and the invalid
+manifests of tests/kube/api/invalid.
 
-DeviceClass is cluster-scoped and the module's server is shared, so every test names its classes
-after its own namespace and deletes them.
+DeviceClass and ResourceSlice are cluster-scoped and the module's server is shared, so every test
+names its cluster-scoped objects after its own namespace and deletes them.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
             VERBS,
             "",
         ],
+        ["resourceslices", "", GROUP_VERSION, "false", "ResourceSlice", VERBS, ""],
     ]
 
 
@@ -306,7 +307,97 @@ def test_resource_claim_refusals(kubectl: Kubectl) -> None:
         assert f'The ResourceClaim "bad" is invalid: {message}' in stderr
 
 
+def test_resource_slice_from_the_docs(kubectl: Kubectl) -> None:
+    cat = _manifest("resource-resourceslice-cat-slice.yaml")
+    name = f"{kubectl.namespace}-cat-slice"
+    cat["metadata"]["name"] = name
+    node_spec = {k: v for k, v in cat["spec"].items() if k != "allNodes"}
+    on_node = {
+        **cat,
+        "metadata": {"name": f"{name}-node1"},
+        "spec": {**node_spec, "nodeName": "node1", "devices": []},
+    }
+    assert create(kubectl, cat, on_node).splitlines() == [
+        f"resourceslice.resource.k8s.io/{name} created",
+        f"resourceslice.resource.k8s.io/{name}-node1 created",
+    ]
+    try:
+        out = kubectl.run("get", "resourceslices", name, f"{name}-node1").stdout
+        assert [row[:-1] for row in columns(out)] == [
+            ["NAME", "NODE", "DRIVER", "POOL"],
+            [name, "", "resource-driver.example.com", "black-cat-pool"],
+            [f"{name}-node1", "node1", "resource-driver.example.com", "black-cat-pool"],
+        ]
+        assert kubectl.json("get", "resourceslice", name)["spec"] == cat["spec"]
+        selected = kubectl.json("get", "resourceslices", "--field-selector=spec.nodeName=node1")
+        assert f"{name}-node1" in [s["metadata"]["name"] for s in selected["items"]]
+        assert name not in [s["metadata"]["name"] for s in selected["items"]]
+        generation = '{"spec":{"pool":{"generation":2}}}'
+        kubectl.run("patch", "resourceslice", name, "--type=merge", "-p", generation)
+        assert kubectl.json("get", "resourceslice", name)["spec"]["pool"]["generation"] == 2
+        moved = kubectl.run(
+            "patch",
+            "resourceslice",
+            f"{name}-node1",
+            "--type=merge",
+            "-p",
+            '{"spec":{"nodeName":"node2","driver":"other.example.com"}}',
+            check=False,
+        )
+        assert 'spec.driver: Invalid value: "other.example.com": field is immutable' in (
+            moved.stderr
+        )
+        assert 'spec.nodeName: Invalid value: "node2": field is immutable' in moved.stderr
+    finally:
+        kubectl.run("delete", "resourceslice", name, f"{name}-node1")
+
+
+def test_resource_slice_refusals(kubectl: Kubectl) -> None:
+    pool = {"name": "pool", "generation": 1, "resourceSliceCount": 1}
+    spec = {"driver": "d.example.com", "pool": pool, "nodeName": "node1"}
+    cases: list[tuple[dict[str, Any], str]] = [
+        (
+            {"nodeName": None},
+            "spec: Required value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+            "`perDeviceNodeSelection` is required",
+        ),
+        (
+            {"pool": {**pool, "resourceSliceCount": 0}},
+            "spec.pool.resourceSliceCount: Invalid value: 0: must be greater than zero",
+        ),
+        (
+            {"devices": [{"name": "GPU"}]},
+            'spec.devices[0].name: Invalid value: "GPU"',
+        ),
+        (
+            {"devices": [{"name": "gpu", "attributes": {"model": {}}}]},
+            'spec.devices[0].attributes[model]: Invalid value: "": exactly one value must be '
+            "specified",
+        ),
+        (
+            {"devices": [{"name": "gpu", "attributes": {"v": {"version": "1.2"}}}]},
+            'spec.devices[0].attributes[v].version: Invalid value: "1.2": must be a string '
+            "compatible with semver.org spec 2.0.0",
+        ),
+    ]
+    for change, message in cases:
+        body = {
+            "apiVersion": GROUP_VERSION,
+            "kind": "ResourceSlice",
+            "metadata": {"name": "bad"},
+            "spec": {k: v for k, v in {**spec, **change}.items() if v is not None},
+        }
+        stderr = refused_document(kubectl, body)
+        assert f'The ResourceSlice "bad" is invalid: {message}' in stderr
+
+
 INVALID = [
+    (
+        "resource-resourceslice-two-node-selections.yaml",
+        'The ResourceSlice "two-selections" is invalid: spec: Invalid value: "{`nodeName`, '
+        '`allNodes`}": exactly one of `nodeName`, `nodeSelector`, `allNodes`, '
+        "`perDeviceNodeSelection` is required, but multiple fields are set",
+    ),
     (
         "resource-resourceclaim-zero-count.yaml",
         'The ResourceClaim "zero" is invalid: spec.devices.requests[0].exactly.count: Invalid '
@@ -396,6 +487,23 @@ WATCHED = [
         },
         ["label"],
         ["NAME", "AGE"],
+        None,
+    ),
+    (
+        "resourceslices",
+        False,
+        {
+            "apiVersion": GROUP_VERSION,
+            "kind": "ResourceSlice",
+            "metadata": {},
+            "spec": {
+                "driver": "d.example.com",
+                "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                "allNodes": True,
+            },
+        },
+        ["label"],
+        ["NAME", "NODE", "DRIVER", "POOL", "AGE"],
         None,
     ),
 ]
@@ -551,3 +659,47 @@ def test_python_client_claims_and_templates(api_client: k8s.ApiClient, namespace
     ]
     assert [d.metadata.name for d in deleted] == ["gpu", "gpu"]
     assert api.list_namespaced_resource_claim(namespace).items == []
+
+
+def test_python_client_resource_slices(api_client: k8s.ApiClient, namespace: str) -> None:
+    api = k8s.ResourceV1Api(api_client)
+    name = f"{namespace}-slice"
+    api.create_resource_slice(
+        k8s.V1ResourceSlice(
+            metadata=k8s.V1ObjectMeta(name=name),
+            spec=k8s.V1ResourceSliceSpec(
+                driver="gpu.example.com",
+                pool=k8s.V1ResourcePool(name=namespace, generation=0, resource_slice_count=1),
+                node_name=f"{namespace}-node",
+                devices=[
+                    k8s.V1Device(
+                        name="gpu-0",
+                        attributes={"model": k8s.V1DeviceAttribute(string="a100")},
+                        capacity={"memory": k8s.V1DeviceCapacity(value="80Gi")},
+                    )
+                ],
+            ),
+        )
+    )
+    try:
+        listed = api.list_resource_slice(field_selector=f"spec.nodeName={namespace}-node").items
+        assert [(s.metadata.name, s.spec.devices[0].capacity["memory"].value) for s in listed] == [
+            (name, "80Gi")
+        ]
+        with pytest.raises(ApiException) as invalid:
+            api.create_resource_slice(
+                k8s.V1ResourceSlice(
+                    metadata=k8s.V1ObjectMeta(name=f"{name}-bad"),
+                    spec=k8s.V1ResourceSliceSpec(
+                        driver="gpu.example.com",
+                        pool=k8s.V1ResourcePool(name="p", generation=0, resource_slice_count=0),
+                        all_nodes=True,
+                    ),
+                )
+            )
+        assert invalid.value.status == 422
+        causes = json.loads(invalid.value.body)["details"]["causes"]
+        assert [c["field"] for c in causes] == ["spec.pool.resourceSliceCount"]
+    finally:
+        deleted = api.delete_resource_slice(name)
+    assert deleted.metadata.name == name

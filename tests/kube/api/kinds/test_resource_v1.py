@@ -1,6 +1,6 @@
-"""resource.k8s.io/v1 DeviceClass, ResourceClaim and ResourceClaimTemplate: defaults, validation
-with upstream's paths and messages, the list limits, the immutable claim specs, printer cells and
-registration."""
+"""resource.k8s.io/v1 DeviceClass, ResourceClaim, ResourceClaimTemplate and ResourceSlice:
+defaults, validation with upstream's paths and messages, the list limits, immutability, printer
+cells and registration."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ import pytest
 from kube.api import walk
 from kube.api.codec import to_builtins
 from kube.api.errors import ErrorType
-from kube.api.kinds.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate
+from kube.api.kinds.resource_v1 import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from kube.api.meta_v1 import Resource
 from tests.kube.api.kinds.helpers import (
     CREATED,
@@ -260,9 +265,165 @@ def test_claim_specs_are_immutable(raw: dict[str, Any], cls: type[Resource]) -> 
     assert update_problems(raw, other, cls) == [("spec", INVALID)]
 
 
+SLICE: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceSlice",
+    "metadata": {"name": "node1-gpu", "creationTimestamp": CREATED},
+    "spec": {
+        "driver": "gpu.example.com",
+        "pool": {"name": "node1", "generation": 1, "resourceSliceCount": 1},
+        "nodeName": "node1",
+        "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}}}],
+    },
+}
+
+
+def resource_slice(**spec: Any) -> dict[str, Any]:
+    return merge(SLICE, {"spec": spec})
+
+
+def device(**fields: Any) -> dict[str, Any]:
+    return {"name": "gpu-0", **fields}
+
+
+SLICE_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
+    ("valid", SLICE, []),
+    ("no-node-selection", resource_slice(nodeName=None), [("spec", REQUIRED)]),
+    ("two-node-selections", resource_slice(allNodes=True), [("spec", INVALID)]),
+    (
+        "all-nodes-false",
+        resource_slice(nodeName=None, allNodes=False),
+        [("spec", REQUIRED), ("spec.allNodes", INVALID)],
+    ),
+    (
+        "two-selector-terms",
+        resource_slice(
+            nodeName=None,
+            nodeSelector={"nodeSelectorTerms": [{"matchFields": []}, {"matchFields": []}]},
+        ),
+        [("spec.nodeSelector.nodeSelectorTerms", INVALID)],
+    ),
+    ("bad-driver", resource_slice(driver="Gpu_Driver"), [("spec.driver", INVALID)]),
+    (
+        "pool",
+        resource_slice(pool={"name": "a/B", "generation": -1, "resourceSliceCount": 0}),
+        [
+            ("spec.pool.name", INVALID),
+            ("spec.pool.resourceSliceCount", INVALID),
+            ("spec.pool.generation", INVALID),
+        ],
+    ),
+    (
+        "device-name",
+        resource_slice(devices=[device(name="GPU")]),
+        [("spec.devices[0].name", INVALID)],
+    ),
+    (
+        "duplicate-device",
+        resource_slice(devices=[device(), device()]),
+        [("spec.devices[1]", DUPLICATE)],
+    ),
+    (
+        "too-many-devices",
+        resource_slice(devices=[device(name=f"d{i}") for i in range(129)]),
+        [("spec.devices", TOO_MANY)],
+    ),
+    (
+        "too-many-tainted-devices",
+        resource_slice(
+            devices=[
+                device(name=f"d{i}", taints=[{"key": "k", "effect": "NoSchedule"}])
+                for i in range(65)
+            ]
+        ),
+        [("spec.devices", TOO_MANY)],
+    ),
+    (
+        "attribute-values",
+        resource_slice(devices=[device(attributes={"a": {}, "b": {"int": 1, "bool": True}})]),
+        [("spec.devices[0].attributes[a]", INVALID), ("spec.devices[0].attributes[b]", INVALID)],
+    ),
+    (
+        "attribute-name",
+        resource_slice(devices=[device(attributes={"a.io/b-c": {"int": 1}})]),
+        [("spec.devices[0].attributes[a.io/b-c]", INVALID)],
+    ),
+    (
+        "version",
+        resource_slice(devices=[device(attributes={"v": {"version": "1.2"}})]),
+        [("spec.devices[0].attributes[v].version", INVALID)],
+    ),
+    (
+        "too-many-attributes",
+        resource_slice(
+            devices=[
+                device(
+                    attributes={f"a{i}": {"int": i} for i in range(20)},
+                    capacity={f"c{i}": {"value": "1"} for i in range(13)},
+                )
+            ]
+        ),
+        [("spec.devices[0]", INVALID)],
+    ),
+    (
+        "taint-effect",
+        resource_slice(devices=[device(taints=[{"key": "k", "effect": "PreferNoSchedule"}])]),
+        [("spec.devices[0].taints[0].effect", NOT_SUPPORTED)],
+    ),
+    (
+        "device-node-without-per-device-selection",
+        resource_slice(devices=[device(nodeName="node1")]),
+        [("spec.devices[0]", INVALID)],
+    ),
+    (
+        "devices-and-counters",
+        resource_slice(sharedCounters=[{"name": "mem", "counters": {"m": {"value": "1"}}}]),
+        [("spec", INVALID)],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [c[1:] for c in SLICE_CASES], ids=[c[0] for c in SLICE_CASES]
+)
+def test_slice_validation(raw: dict[str, Any], expected: list[tuple[str, ErrorType]]) -> None:
+    assert problems(decode(raw, ResourceSlice)) == ordered(expected)
+
+
+def test_slice_messages() -> None:
+    raw = resource_slice(allNodes=True)
+    assert [str(e) for e in walk.validate(decode(raw, ResourceSlice))] == [
+        'spec: Invalid value: "{`nodeName`, `allNodes`}": exactly one of `nodeName`, '
+        "`nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required, but multiple fields "
+        "are set"
+    ]
+
+
+def test_slice_driver_pool_and_node_are_immutable() -> None:
+    moved = resource_slice(
+        driver="other.example.com",
+        pool={"name": "other", "generation": 2, "resourceSliceCount": 1},
+        nodeName="node2",
+    )
+    assert update_problems(SLICE, moved, ResourceSlice) == ordered(
+        [("spec.pool.name", INVALID), ("spec.driver", INVALID), ("spec.nodeName", INVALID)]
+    )
+    generation = resource_slice(pool={"name": "node1", "generation": 2, "resourceSliceCount": 1})
+    assert update_problems(SLICE, generation, ResourceSlice) == []
+
+
 def test_cells_and_registration() -> None:
     assert cells(decode(CLASS, DeviceClass)) == ["gpu.example.com", "5m"]
     assert cells(decode(TEMPLATE, ResourceClaimTemplate)) == ["gpu", "5m"]
+    assert cells(decode(SLICE, ResourceSlice)) == [
+        "node1-gpu",
+        "node1",
+        "gpu.example.com",
+        "node1",
+        "5m",
+    ]
+    everywhere = resource_slice(nodeName=None, allNodes=True)
+    assert cells(decode(everywhere, ResourceSlice))[1] == ""
     allocation: dict[str, Any] = {"devices": {"results": []}}
     reserved = {
         "allocation": allocation,
@@ -291,10 +452,17 @@ def test_cells_and_registration() -> None:
             DeviceClass.kind_info,
             ResourceClaim.kind_info,
             ResourceClaimTemplate.kind_info,
+            ResourceSlice.kind_info,
         )
     ]
     assert registered == [
         ("deviceclasses", False, (), (), True, ["Name", "Age"]),
         ("resourceclaims", True, (), ("status",), True, ["Name", "State", "Age"]),
         ("resourceclaimtemplates", True, (), (), True, ["Name", "Age"]),
+        ("resourceslices", False, (), (), True, ["Name", "Node", "Driver", "Pool", "Age"]),
     ]
+    selectable = ResourceSlice.kind_info.selectable_fields(decode(SLICE, ResourceSlice))
+    assert {k: selectable[k] for k in ("spec.nodeName", "spec.driver")} == {
+        "spec.nodeName": "node1",
+        "spec.driver": "gpu.example.com",
+    }
