@@ -89,6 +89,24 @@ def test_api_resources(kubectl: Kubectl) -> None:
         "false",
         "RuntimeClass",
     ]
+    assert by_name["deviceclasses"] == [
+        "deviceclasses",
+        "resource.k8s.io/v1",
+        "false",
+        "DeviceClass",
+    ]
+    assert by_name["resourceclaims"] == [
+        "resourceclaims",
+        "resource.k8s.io/v1",
+        "true",
+        "ResourceClaim",
+    ]
+    assert by_name["resourceslices"] == [
+        "resourceslices",
+        "resource.k8s.io/v1",
+        "false",
+        "ResourceSlice",
+    ]
     assert "leases" in by_name and "customresourcedefinitions" in by_name
 
 

@@ -21,7 +21,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from tests.controlplane.apiserver.corpus import CORPUS, columns, refusal
+from tests.controlplane.apiserver.corpus import CORPUS, columns, create, refusal
 from tests.servers import Kubectl
 
 GROUP_VERSION = "networking.k8s.io/v1"
@@ -41,11 +41,6 @@ def _manifest(name: str) -> list[dict[str, Any]]:
     return documents
 
 
-def _create(kubectl: Kubectl, *documents: dict[str, Any]) -> str:
-    body = "\n---\n".join(json.dumps(d) for d in documents)
-    return kubectl.run("create", "-f", "-", input=body).stdout.strip()
-
-
 def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
     """As upstream 1.36 lists the group: five resources, no categories, two short names."""
     out = kubectl.run(
@@ -63,7 +58,7 @@ def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
 
 def test_network_policy_from_the_docs(kubectl: Kubectl) -> None:
     (policy,) = _manifest("networking-networkpolicy-test-network-policy.yaml")
-    created = _create(kubectl, policy)
+    created = create(kubectl, policy)
     assert created == "networkpolicy.networking.k8s.io/test-network-policy created"
     rows = _rows(kubectl.run("get", "networkpolicy").stdout)
     assert rows[0] == ["NAME", "POD-SELECTOR", "AGE"]
@@ -178,7 +173,7 @@ def _patch_status(
 def test_ingresses_from_the_docs_and_their_status(kubectl: Kubectl) -> None:
     (minimal,) = _manifest("networking-ingress-minimal-ingress.yaml")
     (resource,) = _manifest("networking-ingress-resource-backend.yaml")
-    assert _create(kubectl, minimal, resource).splitlines() == [
+    assert create(kubectl, minimal, resource).splitlines() == [
         "ingress.networking.k8s.io/minimal-ingress created",
         "ingress.networking.k8s.io/ingress-resource-backend created",
     ]
@@ -209,7 +204,7 @@ def test_ingress_classes_from_the_docs(kubectl: Kubectl) -> None:
         cls["metadata"]["name"] = f"{prefix}-{cls['metadata']['name']}"
         cls["metadata"].get("annotations", {}).clear()  # other tests' Ingresses stay classless
     try:
-        created = _create(kubectl, *classes)
+        created = create(kubectl, *classes)
         assert created.splitlines() == [
             f"ingressclass.networking.k8s.io/{c['metadata']['name']} created" for c in classes
         ]
@@ -260,7 +255,7 @@ def test_service_cidrs_and_ip_addresses(kubectl: Kubectl) -> None:
     (address,) = _manifest("networking-ipaddress-service.yaml")
     name = cidr["metadata"]["name"] = f"{kubectl.namespace}-newcidr1"
     try:
-        assert _create(kubectl, cidr, address).splitlines() == [
+        assert create(kubectl, cidr, address).splitlines() == [
             f"servicecidr.networking.k8s.io/{name} created",
             "ipaddress.networking.k8s.io/10.96.0.10 created",
         ]

@@ -778,6 +778,21 @@ def test_ephemeral_containers_inline_the_container() -> None:
     }
 
 
+def test_device_configurations_nest_the_device_configuration() -> None:
+    """Upstream inlines DeviceConfiguration in DeviceClassConfiguration at field 1 and in
+    DeviceClaimConfiguration at field 2 (after ``requests``); opaque parameters are a
+    RawExtension (the JSON bytes in field 1)."""
+    opaque = ld(1, "gpu.io") + ld(2, ld(1, b'{"n":1}'))
+    expected = {"opaque": {"driver": "gpu.io", "parameters": {"n": 1}}}
+    spec = ld(2, ld(1, ld(1, opaque)))
+    decoded = decode_body(body("resource.k8s.io/v1", "DeviceClass", meta("c") + ld(2, spec)))
+    assert decoded["spec"] == {"config": [expected]}
+    claim_config = ld(1, "gpu") + ld(2, ld(1, opaque))
+    spec = ld(1, ld(3, claim_config))
+    decoded = decode_body(body("resource.k8s.io/v1", "ResourceClaim", meta("c") + ld(2, spec)))
+    assert decoded["spec"] == {"devices": {"config": [{"requests": ["gpu"], **expected}]}}
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

@@ -20,7 +20,13 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from tests.controlplane.apiserver.corpus import CORPUS, columns, refusal
+from tests.controlplane.apiserver.corpus import (
+    CORPUS,
+    columns,
+    create,
+    refusal,
+    refused_document,
+)
 from tests.servers import Kubectl
 
 GROUP_VERSION = "storage.k8s.io/v1"
@@ -41,16 +47,6 @@ def _manifest(name: str, rename: str | None = None) -> dict[str, Any]:
     if rename is not None:
         document["metadata"]["name"] = rename
     return document
-
-
-def _create(kubectl: Kubectl, document: dict[str, Any]) -> str:
-    return kubectl.run("create", "-f", "-", input=json.dumps(document)).stdout.strip()
-
-
-def _invalid(kubectl: Kubectl, document: dict[str, Any]) -> str:
-    refused = kubectl.run("create", "-f", "-", input=json.dumps(document), check=False)
-    assert refused.returncode == 1
-    return refused.stderr
 
 
 def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
@@ -80,9 +76,9 @@ def test_api_resources_list_the_group(kubectl: Kubectl) -> None:
 def test_csi_driver_from_the_docs(kubectl: Kubectl) -> None:
     name = f"{kubectl.namespace}.example.com"
     driver = _manifest("storage-csidriver-mycsidriver.yaml", name)
-    assert _create(kubectl, driver) == f"csidriver.storage.k8s.io/{name} created"
+    assert create(kubectl, driver) == f"csidriver.storage.k8s.io/{name} created"
     bare = f"bare.{name}"
-    _create(kubectl, {"apiVersion": GROUP_VERSION, "kind": "CSIDriver", "metadata": {"name": bare}})
+    create(kubectl, {"apiVersion": GROUP_VERSION, "kind": "CSIDriver", "metadata": {"name": bare}})
     try:
         out = kubectl.run("get", "csidrivers", name, bare).stdout
         assert _without_age(columns(out)) == [
@@ -166,14 +162,14 @@ def test_csi_driver_refusals(kubectl: Kubectl) -> None:
         ),
     ]
     for spec, message in cases:
-        stderr = _invalid(kubectl, {**base, "spec": spec})
+        stderr = refused_document(kubectl, {**base, "spec": spec})
         assert f'The CSIDriver "bad.io" is invalid: {message}' in stderr
 
 
 def test_csi_node_from_the_docs(kubectl: Kubectl) -> None:
     name = f"{kubectl.namespace}-node1"
     node = _manifest("storage-csinode-node1.yaml", name)
-    assert _create(kubectl, node) == f"csinode.storage.k8s.io/{name} created"
+    assert create(kubectl, node) == f"csinode.storage.k8s.io/{name} created"
     try:
         assert _without_age(columns(kubectl.run("get", "csinodes", name).stdout)) == [
             ["NAME", "DRIVERS"],
@@ -208,7 +204,7 @@ def test_csi_node_from_the_docs(kubectl: Kubectl) -> None:
         )
         assert counted.returncode == 0
         long_id = {"name": "long.example.com", "nodeID": "x" * 257}
-        refused = _invalid(
+        refused = refused_document(
             kubectl,
             {
                 "apiVersion": GROUP_VERSION,
@@ -241,7 +237,7 @@ def test_volume_attachment_and_its_status(kubectl: Kubectl) -> None:
     name = f"{kubectl.namespace}-va"
     created = _attachment(name)
     created["status"] = {"attached": True}  # a client's status is dropped on create
-    assert _create(kubectl, created) == f"volumeattachment.storage.k8s.io/{name} created"
+    assert create(kubectl, created) == f"volumeattachment.storage.k8s.io/{name} created"
     try:
         header = ["NAME", "ATTACHER", "PV", "NODE", "ATTACHED"]
         row = [name, "mycsidriver.example.com", "pv-1", "node1"]
@@ -279,13 +275,15 @@ def test_volume_attachment_and_its_status(kubectl: Kubectl) -> None:
     both["spec"]["source"]["inlineVolumeSpec"] = {}
     assert (
         "spec.source: Forbidden: must specify exactly one of inlineVolumeSpec and "
-        "persistentVolumeName" in _invalid(kubectl, both)
+        "persistentVolumeName" in refused_document(kubectl, both)
     )
     bad_pv = _attachment(f"{name}-pv", pv="PV_1")
-    assert 'spec.source.persistentVolumeName: Invalid value: "PV_1"' in _invalid(kubectl, bad_pv)
+    assert 'spec.source.persistentVolumeName: Invalid value: "PV_1"' in refused_document(
+        kubectl, bad_pv
+    )
     bad_attacher = _attachment(f"{name}-attacher")
     bad_attacher["spec"]["attacher"] = "Not A Driver"
-    assert 'spec.attacher: Invalid value: "Not A Driver"' in _invalid(kubectl, bad_attacher)
+    assert 'spec.attacher: Invalid value: "Not A Driver"' in refused_document(kubectl, bad_attacher)
 
 
 def _capacity(name: str, **fields: Any) -> dict[str, Any]:
@@ -300,10 +298,10 @@ def _capacity(name: str, **fields: Any) -> dict[str, Any]:
 
 def test_csi_storage_capacities(kubectl: Kubectl) -> None:
     capacity = _manifest("storage-csistoragecapacity-zone.yaml")
-    assert _create(kubectl, capacity) == (
+    assert create(kubectl, capacity) == (
         "csistoragecapacity.storage.k8s.io/csisc-fast-zone-a created"
     )
-    _create(kubectl, _capacity("unknown"))
+    create(kubectl, _capacity("unknown"))
     assert columns(kubectl.run("get", "csistoragecapacities").stdout) == [
         ["NAME", "STORAGECLASSNAME", "CAPACITY"],
         ["csisc-fast-zone-a", "fast", "100Gi"],
@@ -318,7 +316,7 @@ def test_csi_storage_capacities(kubectl: Kubectl) -> None:
         'The CSIStorageCapacity "unknown" is invalid: storageClassName: Invalid value: "slow": '
         "field is immutable" in moved.stderr
     )
-    refused = _invalid(
+    refused = refused_document(
         kubectl, _capacity("bad", storageClassName="Fast", nodeTopology={"matchLabels": {"a": "-"}})
     )
     assert 'storageClassName: Invalid value: "Fast"' in refused
@@ -330,7 +328,7 @@ def test_csi_storage_capacities(kubectl: Kubectl) -> None:
 def test_volume_attributes_class_from_the_docs(kubectl: Kubectl) -> None:
     name = f"{kubectl.namespace}-silver"
     silver = _manifest("storage-volumeattributesclass-silver.yaml", name)
-    assert _create(kubectl, silver) == f"volumeattributesclass.storage.k8s.io/{name} created"
+    assert create(kubectl, silver) == f"volumeattributesclass.storage.k8s.io/{name} created"
     try:
         assert _without_age(columns(kubectl.run("get", "vac", name).stdout)) == [
             ["NAME", "DRIVERNAME"],
@@ -352,7 +350,7 @@ def test_volume_attributes_class_from_the_docs(kubectl: Kubectl) -> None:
     finally:
         kubectl.run("delete", "vac", name)
     bad = {**silver, "metadata": {"name": f"{name}-bad"}, "driverName": "a/b/c"}
-    assert 'driverName: Invalid value: "a/b/c"' in _invalid(kubectl, bad)
+    assert 'driverName: Invalid value: "a/b/c"' in refused_document(kubectl, bad)
 
 
 INVALID = [

@@ -24,6 +24,7 @@ MODEL_NAMES = {
     ("", "EndpointPort"): "CoreV1EndpointPort",
     ("discovery.k8s.io", "EndpointPort"): "DiscoveryV1EndpointPort",
     ("authentication.k8s.io", "TokenRequest"): "AuthenticationV1TokenRequest",
+    ("resource.k8s.io", "ResourceClaim"): "ResourceV1ResourceClaim",
 }
 
 _CONTAINER = re.compile(r"^(list|dict)\[(?:str, )?(.+)\]$")
