@@ -100,6 +100,26 @@ def test_the_vagrantfile_defines_the_inventorys_machines() -> None:
     assert secrets.exists() == had_secrets  # the join key is made by `vagrant up`, not on reading
 
 
+def test_the_secrets_are_made_once_however_many_machines_come_up_at_once(
+    tmp_path: Path,
+) -> None:
+    """``vagrant up`` runs each machine's trigger at once, in threads: one key and one
+    password, however the triggers interleave (before the lock, two ssh-keygens raced)."""
+    for attempt in range(3):
+        secrets = tmp_path / f"secrets-{attempt}"
+        script = (
+            f"require_relative {str(ROOT / 'vagrant' / 'secrets')!r}\n"
+            f"3.times.map {{ Thread.new {{ make_secrets({str(secrets)!r}) }} }}.each(&:join)\n"
+        )
+        result = subprocess.run(
+            ["ruby", "-e", script], capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
+        assert result.returncode == 0, result.stderr
+        assert (secrets / "join_ed25519").exists() and (secrets / "join_ed25519.pub").exists()
+        assert len((secrets / "registry" / "password").read_text().strip()) == 24
+        assert oct(secrets.stat().st_mode & 0o777) == "0o700"
+
+
 def test_the_environment_sets_box_workers_sizes_and_driver_without_editing_files() -> None:
     recorded = record(
         {
