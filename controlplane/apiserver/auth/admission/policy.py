@@ -120,17 +120,23 @@ def validating_policies(
             return
         request = Request(operation, info, obj, old, ctx)
         evaluations: list[Evaluation] = []
+        bound_to: dict[str, list[ValidatingAdmissionPolicyBinding]] = {}
+        for binding in _by_name(bindings.objects(), ValidatingAdmissionPolicyBinding):
+            if binding.spec is not None:
+                bound_to.setdefault(binding.spec.policy_name or "", []).append(binding)
         for policy in _by_name(policies.objects(), ValidatingAdmissionPolicy):
             spec = policy.spec
             if spec is None or spec.match_constraints is None:
                 continue
+            applied = bound_to.get(policy.metadata.name or "", [])
+            if not applied:
+                continue
             target = await _matched(spec.match_constraints, namespaces, stores, request)
             if target is None:
                 continue
-            for binding in _by_name(bindings.objects(), ValidatingAdmissionPolicyBinding):
+            for binding in applied:
                 bound = binding.spec
-                if bound is None or bound.policy_name != policy.metadata.name:
-                    continue
+                assert bound is not None
                 constraint = bound.match_resources
                 if constraint is not None and not await _matched(
                     constraint, namespaces, stores, request, rules_required=False
@@ -215,14 +221,10 @@ async def _evaluate(
                 Failure(f"failed to configure binding: {error}", "Invalid", -1)
             )
         return evaluation
-    operation, info, obj, old, ctx = (
-        request.operation,
-        request.info,
-        request.obj,
-        request.old,
-        request.ctx,
+    info, obj, ctx = request.info, request.obj, request.ctx
+    body = await webhook.admission_request(
+        target, stores, request.operation, info, obj, request.old, ctx
     )
-    body = await webhook.admission_request(target, stores, operation, info, obj, old, ctx)
     base = webhook.expression_variables(body, authorizer, info, obj, ctx)
     namespace = await _namespace_object(namespaces, info, obj)
     for param in params:
