@@ -23,10 +23,10 @@ import msgspec
 
 from kube.api import names
 from kube.api.errors import ErrorList, Path
-from kube.api.meta_v1 import Resource, Time
+from kube.api.meta_v1 import Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
 from kube.api.scheme import PATH_SEGMENT, kind
-from kube.api.struct import Struct, meta
+from kube.api.struct import Struct, Time, meta
 
 GROUP = "apiregistration.k8s.io"
 AVAILABLE = "Available"
