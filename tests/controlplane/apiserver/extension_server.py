@@ -2,11 +2,12 @@
 Flunders (namespaced, get/list/watch), over HTTPS, trusting only the aggregator.
 
 Run as ``python -m tests.controlplane.apiserver.extension_server --kubeconfig K --cert C --key
-K --record FILE [--address A] [--port N]``; it prints ``serving on port N`` once it listens.  As a real extension server
-does, it reads ``kube-system/extension-apiserver-authentication`` for the requestheader CA and
-allowed names, believes ``X-Remote-*`` headers only from a client certificate of that CA
-(``kube.client.delegation``), and asks the API server with a SubjectAccessReview whether the
-user may do what it asks.  Each request's path and user go to ``--record`` as a JSON line.
+K --record FILE [--address A] [--port N]``; it prints ``serving on port N`` once it listens.  As
+a real extension server does, it reads ``kube-system/extension-apiserver-authentication`` for
+the requestheader CA and allowed names, believes ``X-Remote-*`` headers only from a client
+certificate of that CA (``kube.client.delegation``), and asks the API server with a
+SubjectAccessReview whether the user may do what it asks.  Each request's path and user go to
+``--record`` as a JSON line.
 
 It serves two flunders in every namespace; a watch sends them as ADDED and stays open.
 """

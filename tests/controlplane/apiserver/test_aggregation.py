@@ -28,7 +28,7 @@ from kubernetes import client as k8s
 from kubernetes import utils as k8s_utils
 
 from kube.pki import CertificateAuthority
-from tests.controlplane.apiserver.corpus import columns, create, refused_document
+from tests.controlplane.apiserver.corpus import CORPUS, columns, create, refused_document
 from tests.servers import BARE_APISERVER, REPO, Kubectl, ServerProcess, start_server, stop_server
 
 GROUP, VERSION = "wardle.example.com", "v1alpha1"
@@ -116,6 +116,16 @@ def _host_address() -> str:
     return addresses[0]
 
 
+def _apiservice(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """An APIService document (fields given as None left out)."""
+    return {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": name},
+        "spec": {k: v for k, v in spec.items() if v is not None},
+    }
+
+
 def _slice(address: str, port: int) -> dict[str, Any]:
     return {
         "apiVersion": "discovery.k8s.io/v1",
@@ -163,11 +173,9 @@ def wardle(
             "spec": {"ports": [{"port": 443, "targetPort": extension.port}]},
         }
         create(admin, service, _slice(extension.address, extension.port))
-        apiservice = {
-            "apiVersion": "apiregistration.k8s.io/v1",
-            "kind": "APIService",
-            "metadata": {"name": NAME},
-            "spec": {
+        apiservice = _apiservice(
+            NAME,
+            {
                 "group": GROUP,
                 "version": VERSION,
                 "groupPriorityMinimum": 1000,
@@ -175,7 +183,7 @@ def wardle(
                 "service": {"namespace": NAMESPACE, "name": "api"},
                 "caBundle": base64.b64encode(ca.cert_pem).decode(),
             },
-        }
+        )
         created = admin.run("create", "-f", "-", input=json.dumps(apiservice), namespaced=False)
         assert created.stdout.strip() == f"apiservice.apiregistration.k8s.io/{NAME} created"
         _until(lambda: _available(admin).get("status") == "True", "the APIService to be available")
@@ -339,11 +347,9 @@ def test_missing_service_and_wrong_port(admin: Kubectl, wardle: Extension) -> No
         ),
     ):
         group = name.removeprefix("v1.")
-        document = {
-            "apiVersion": "apiregistration.k8s.io/v1",
-            "kind": "APIService",
-            "metadata": {"name": name},
-            "spec": {
+        document = _apiservice(
+            name,
+            {
                 "group": group,
                 "version": "v1",
                 "groupPriorityMinimum": 100,
@@ -351,7 +357,7 @@ def test_missing_service_and_wrong_port(admin: Kubectl, wardle: Extension) -> No
                 "service": service,
                 "insecureSkipTLSVerify": True,
             },
-        }
+        )
         admin.run("create", "-f", "-", input=json.dumps(document), namespaced=False)
         try:
 
@@ -421,12 +427,7 @@ def test_invalid_apiservices_are_refused(
         "versionPriority": 10,
         "service": {"namespace": NAMESPACE, "name": "api"},
     }
-    document = {
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": name},
-        "spec": {k: v for k, v in {**base, **spec}.items() if v is not None},
-    }
+    document = _apiservice(name, {**base, **spec})
     assert message in refused_document(admin, document)
 
 
@@ -501,3 +502,23 @@ def test_extension_apiserver_authentication_published(admin: Kubectl) -> None:
     assert json.loads(data["requestheader-allowed-names"]) == ["front-proxy-client"]
     assert json.loads(data["requestheader-username-headers"]) == ["X-Remote-User"]
     assert data["client-ca-file"].startswith("-----BEGIN CERTIFICATE-----")
+
+
+def test_custom_resource_groups_get_local_apiservices(admin: Kubectl) -> None:
+    """The docs' CronTab definition: its group/version registered, and gone with it."""
+    crd = CORPUS / "manifests" / "apiextensions-customresourcedefinition-crontab.yaml"
+    admin.run("create", "-f", str(crd), namespaced=False)
+
+    def registered() -> bool:
+        shown = admin.run("get", "apiservice", "v1.stable.example.com", check=False)
+        return shown.returncode == 0
+
+    _until(registered, "the custom resource's APIService")
+    service = admin.json("get", "apiservice", "v1.stable.example.com")
+    assert service["metadata"]["labels"] == {"kube-aggregator.kubernetes.io/automanaged": "true"}
+    assert (service["spec"]["groupPriorityMinimum"], service["spec"]["versionPriority"]) == (
+        1000,
+        100,
+    )
+    admin.run("delete", "crd", "crontabs.stable.example.com", namespaced=False)
+    _until(lambda: not registered(), "the custom resource's APIService to go")
