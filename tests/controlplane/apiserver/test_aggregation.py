@@ -24,6 +24,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+import requests
 from kubernetes import client as k8s
 from kubernetes import utils as k8s_utils
 
@@ -522,3 +523,37 @@ def test_custom_resource_groups_get_local_apiservices(admin: Kubectl) -> None:
     )
     admin.run("delete", "crd", "crontabs.stable.example.com", namespaced=False)
     _until(lambda: not registered(), "the custom resource's APIService to go")
+
+
+def test_the_api_server_believes_its_front_proxy(apiserver: ServerProcess) -> None:
+    """A request with the front-proxy client certificate is the user its X-Remote-* headers
+    name (without them: anonymous); the same headers from an ordinary client are ignored."""
+    pki = apiserver.data_dir / "pki"
+    front_proxy = (str(pki / "front-proxy-client.crt"), str(pki / "front-proxy-client.key"))
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    url = f"{apiserver.url}/apis/authentication.k8s.io/v1/selfsubjectreviews"
+    headers = {"X-Remote-User": "carol", "X-Remote-Group": "team", "X-Remote-Extra-Scopes": "a"}
+
+    def who(cert: tuple[str, str], sent: dict[str, str]) -> dict[str, Any]:
+        answer = requests.post(
+            url, json=review, headers=sent, cert=cert, verify=str(pki / "ca.crt"), timeout=10
+        )
+        assert answer.status_code == 201, answer.text
+        user: dict[str, Any] = answer.json()["status"]["userInfo"]
+        return user
+
+    assert who(front_proxy, headers) == {
+        "username": "carol",
+        "groups": ["team", "system:authenticated"],
+        "extra": {"scopes": ["a"]},
+    }
+    admin = (str(pki / "admin.crt"), str(pki / "admin.key"))
+    assert who(admin, headers)["username"] == "kubernetes-admin"
+    anonymous = requests.get(
+        f"{apiserver.url}/api/v1/namespaces",
+        cert=front_proxy,
+        verify=str(pki / "ca.crt"),
+        timeout=10,
+    )
+    assert anonymous.status_code == 403
+    assert '"system:anonymous"' in anonymous.json()["message"]
