@@ -9,7 +9,8 @@ certificate of that CA (``kube.client.delegation``), and asks the API server wit
 SubjectAccessReview whether the user may do what it asks.  Each request's path and user go to
 ``--record`` as a JSON line.
 
-It serves two flunders in every namespace; a watch sends them as ADDED and stays open.
+It serves two flunders in every namespace; a watch sends them as ADDED and stays open;
+``flunders/NAME/echo`` is a websocket that echoes (exec-like streams through the proxy).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
 from kube.api.kinds.core_v1.cluster import ConfigMap
 from kube.client import delegation
@@ -92,9 +93,13 @@ class Wardle:
         if request.path == PREFIX:
             return web.json_response(RESOURCES)
         parts = request.path.removeprefix(PREFIX + "/").split("/")
-        if len(parts) not in (3, 4) or parts[0] != "namespaces" or parts[2] != "flunders":
+        if len(parts) not in (3, 4, 5) or parts[0] != "namespaces" or parts[2] != "flunders":
             return _status(404, "NotFound", "the server could not find the requested resource")
-        namespace, name = parts[1], parts[3] if len(parts) == 4 else ""
+        namespace, name = parts[1], parts[3] if len(parts) >= 4 else ""
+        if len(parts) == 5:
+            if parts[4] != "echo" or request.headers.get("Upgrade", "").lower() != "websocket":
+                return _status(404, "NotFound", "the server could not find the requested resource")
+            return await self.echo(request, user)
         watch = request.query.get("watch", "").lower() in ("true", "1")
         verb = "watch" if watch else "get" if name else "list"
         allowed, reason = await delegation.authorize(
@@ -129,6 +134,17 @@ class Wardle:
                 "items": [flunder(namespace, each) for each in FLUNDERS],
             }
         )
+
+    async def echo(self, request: web.Request, user: delegation.RemoteUser) -> web.StreamResponse:
+        """``flunders/NAME/echo``: a websocket (``v5.channel.k8s.io`` offered) that greets the
+        user by name, then sends every binary message back."""
+        socket = web.WebSocketResponse(protocols=("v5.channel.k8s.io",))
+        await socket.prepare(request)
+        await socket.send_str(f"hello {user.name}")
+        async for message in socket:
+            if message.type == WSMsgType.BINARY:
+                await socket.send_bytes(message.data)
+        return socket
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:

@@ -9,11 +9,13 @@ start it again (on the same port) before they end.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kubernetes
 import pytest
 import requests
@@ -557,3 +560,26 @@ def test_the_api_server_believes_its_front_proxy(apiserver: ServerProcess) -> No
     )
     assert anonymous.status_code == 403
     assert '"system:anonymous"' in anonymous.json()["message"]
+
+
+def test_websocket_upgrades_are_relayed(apiserver: ServerProcess, wardle: Extension) -> None:
+    """An exec-like websocket (subprotocol v5.channel.k8s.io) through the API server to the
+    extension server and back, frame by frame."""
+    pki = apiserver.data_dir / "pki"
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    context.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+    url = f"{apiserver.url}/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/flunders/alpha/echo"
+
+    async def converse() -> list[str | bytes]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(url, protocols=["v5.channel.k8s.io"], ssl=context) as socket,
+        ):
+            assert socket.protocol == "v5.channel.k8s.io"
+            got: list[str | bytes] = [(await socket.receive()).data]
+            for frame in (b"\x01out", b"\x02err"):
+                await socket.send_bytes(frame)
+                got.append((await socket.receive()).data)
+            return got
+
+    assert asyncio.run(converse()) == ["hello kubernetes-admin", b"\x01out", b"\x02err"]
