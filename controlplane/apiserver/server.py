@@ -400,10 +400,7 @@ class APIServer:
     def aggregation(self) -> discovery.Aggregation:
         """What the APIServices add to discovery (module ``discovery``)."""
         priorities = self.aggregator.priorities()
-        priorities[(APISERVICES[0], APISERVICES[1])] = (
-            autoregister.APIREGISTRATION_GROUP_PRIORITY,
-            priorities.get((APISERVICES[0], APISERVICES[1]), (0, 15))[1],
-        )
+        priorities[APISERVICES[0], APISERVICES[1]] = autoregister.APIREGISTRATION_PRIORITY
         remote = [
             (s.spec.group or "", s.spec.version or "")
             for s in self.aggregator.remote_services()

@@ -29,9 +29,9 @@ ON_START = "onstart"
 SYNCED = "true"
 """Custom resources: kept as their definitions come and go."""
 CRD_PRIORITY = (1000, 100)
-APIREGISTRATION_GROUP_PRIORITY = 20001
-"""Above the highest a user may set, so apiregistration.k8s.io is listed first in discovery,
-as upstream."""
+APIREGISTRATION_PRIORITY = (20001, 1)
+"""apiregistration.k8s.io/v1's place in discovery: above the highest group priority a user may
+set, so it is listed first, as upstream (it has no APIService of its own)."""
 
 PRIORITIES: Mapping[tuple[str, str], tuple[int, int]] = {
     ("", "v1"): (18000, 1),
@@ -99,7 +99,7 @@ def wanted(kinds: Iterable[KindInfo]) -> dict[str, APIService]:
         gv = (info.group, info.version)
         builtin = SCHEME.by_resource(info.group, info.version, info.plural) is not None
         priority = PRIORITIES.get(gv) if builtin else CRD_PRIORITY
-        if priority is None or info.group == APIService.kind_info.group:
+        if priority is None:
             continue
         name = name_of(*gv)
         found[name] = APIService(
