@@ -80,12 +80,7 @@ def ensure(pki_dir: Path, addresses: Iterable[str]) -> PKI:
         serving = ca.issue("kube-apiserver", server=True, dns_names=dns, ip_addresses=ips)
         serving.write(pki_dir, "apiserver")
     kubelet_client = identities.ensure(ca, pki_dir, identities.KUBELET_CLIENT)
-    front_proxy_ca = CertificateAuthority.load_or_create(pki_dir, FRONT_PROXY_CA, FRONT_PROXY_CA)
-    if (pki_dir / f"{FRONT_PROXY_CLIENT}.crt").exists():
-        front_proxy_client = KeyPair.read(pki_dir, FRONT_PROXY_CLIENT)
-    else:
-        front_proxy_client = front_proxy_ca.issue(FRONT_PROXY_CLIENT, client=True)
-        front_proxy_client.write(pki_dir, FRONT_PROXY_CLIENT)
+    front_proxy_client = ensure_front_proxy(pki_dir)
     return PKI(
         ca,
         serving,
@@ -96,6 +91,17 @@ def ensure(pki_dir: Path, addresses: Iterable[str]) -> PKI:
         pki_dir / f"{FRONT_PROXY_CA}.crt",
         front_proxy_client,
     )
+
+
+def ensure_front_proxy(pki_dir: Path) -> KeyPair:
+    """The front-proxy CA (``front-proxy-ca.crt``) and its client certificate, created once
+    (the HA lab makes them before any server starts, so every server shares them)."""
+    ca = CertificateAuthority.load_or_create(pki_dir, FRONT_PROXY_CA, FRONT_PROXY_CA)
+    if (pki_dir / f"{FRONT_PROXY_CLIENT}.crt").exists():
+        return KeyPair.read(pki_dir, FRONT_PROXY_CLIENT)
+    client = ca.issue(FRONT_PROXY_CLIENT, client=True)
+    client.write(pki_dir, FRONT_PROXY_CLIENT)
+    return client
 
 
 def is_ip(text: str) -> bool:
