@@ -583,3 +583,11 @@ def test_websocket_upgrades_are_relayed(apiserver: ServerProcess, wardle: Extens
             return got
 
     assert asyncio.run(converse()) == ["hello kubernetes-admin", b"\x01out", b"\x02err"]
+
+
+def test_explain(admin: Kubectl) -> None:
+    explained = admin.run("explain", "apiservice.spec", namespaced=False).stdout
+    assert "GROUP:      apiregistration.k8s.io" in explained
+    assert "caBundle\t<string>" in explained
+    assert "groupPriorityMinimum\t<integer> -required-" in explained
+    assert "service\t<ServiceReference>" in explained
