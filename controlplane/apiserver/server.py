@@ -14,9 +14,11 @@ policy (``bootstrappolicy``) is reconciled at every start (``reconcile``).
 On first start ``serve`` has the server's PKI created under ``<data-dir>/pki`` (a cluster CA,
 a serving certificate naming every address clients use and its client certificate towards
 kubelets: ``certs.serving``; a client certificate per component: ``certs.identities``) and
-``<data-dir>/admin.kubeconfig`` with one kubeconfig per component written beside it.  This
-module wires the pieces; the subpackages hold them (``endpoints``, ``registry``, ``auth``,
-``crd``, ``storage``, ``system``, ``certs``).
+``<data-dir>/admin.kubeconfig`` with one kubeconfig per component written beside it.  A request
+for a group/version an extension API server answers (a non-local APIService) is proxied to it
+once authorized (``aggregator``).  This module wires the pieces; the subpackages hold them
+(``endpoints``, ``registry``, ``auth``, ``crd``, ``aggregator``, ``storage``, ``system``,
+``certs``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 ``proxy`` sends requests for a group/version an extension server answers (a non-local
 APIService) to it, with the front-proxy client certificate and the caller's identity in
 headers, and fetches its discovery documents; ``available`` keeps each APIService's
-``Available`` condition.  ``server.py`` wires them into the request pipeline, after
-authentication (authorization of proxied requests is the extension server's own).
+``Available`` condition; ``frontproxy`` holds the front-proxy certificates and the
+requestheader authentication.  ``server.py`` wires them into the request pipeline: a proxied
+request has passed authentication and authorization, as upstream's aggregator's handler chain;
+the extension server authorizes it again itself (SubjectAccessReview, ``kube.client.delegation``).
 """
