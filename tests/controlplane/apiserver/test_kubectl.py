@@ -107,6 +107,12 @@ def test_api_resources(kubectl: Kubectl) -> None:
         "false",
         "ResourceSlice",
     ]
+    assert by_name["apiservices"] == [
+        "apiservices",
+        "apiregistration.k8s.io/v1",
+        "false",
+        "APIService",
+    ]
     assert "leases" in by_name and "customresourcedefinitions" in by_name
 
 
