@@ -871,6 +871,69 @@ parameter object, or null), ``namespaceObject`` (the request's Namespace, or nul
 ``variables`` (the policy's variables, each evaluated when first read)."""
 
 
+# Mutating admission policies: building apply configurations and JSON patches.
+
+
+class TypeName(celtypes.MessageType):
+    """An object type a mutation builds (``Object``, ``Object.spec``, ``JSONPatch``): a field
+    selection names a nested type, and ``Name{field: value, ...}`` (which celpy evaluates as a
+    call) builds a value of it.  Values are untyped here: a field the kind does not have is
+    refused when the result is decoded, not when the expression is compiled."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def get(self, key: Any, default: Any = None) -> TypeName:
+        return TypeName(f"{self.name}.{key}")
+
+    def __call__(self, fields: Any = None) -> celtypes.MessageType:
+        return celtypes.MessageType(**{str(k): v for k, v in (fields or {}).items()})
+
+
+def _escape_key(target: Any, key: Any) -> celtypes.Value:
+    """``jsonpatch.escapeKey``: a map key as one JSON pointer token (RFC 6901)."""
+    return celtypes.StringType(str(_string_arg(key)).replace("~", "~0").replace("/", "~1"))
+
+
+def to_json(value: Any) -> Any:
+    """A CEL value as plain JSON (what a mutation built, to merge or apply as a patch)."""
+    if value is None or isinstance(value, celtypes.BoolType):
+        return None if value is None else bool(value)
+    if isinstance(value, celtypes.IntType | celtypes.UintType):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, celtypes.BytesType):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, celtypes.TimestampType):
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    raise EvaluationError(f"cannot convert {type(value).__name__} to JSON")
+
+
+MUTATION = Declarations(
+    POLICY.variables | {"Object", "JSONPatch", "jsonpatch"},
+    {**POLICY.functions, "escapeKey": _escape_key},
+)
+"""MutatingAdmissionPolicy mutations: the policy variables, and ``Object`` (the root of an
+apply configuration), ``JSONPatch`` (one patch operation) and ``jsonpatch.escapeKey``."""
+
+
+def mutation_variables() -> dict[str, celtypes.Value]:
+    """The values of ``MUTATION``'s type names (to add to a policy's variables)."""
+    return {
+        "Object": TypeName("Object"),
+        "JSONPatch": TypeName("JSONPatch"),
+        "jsonpatch": TypeName("jsonpatch"),
+    }
+
+
 # CRD and webhook validation compile with this module (kube.api cannot import it).
 apiextensions_v1.use_rule_compiler(compile_problem)
 admissionregistration_v1.use_condition_compiler(lambda text: compile_problem(text, ADMISSION))
