@@ -18,12 +18,16 @@ afresh) and changes it:
 
 The result must decode as the object's kind and is defaulted as a request's body is (an added
 container gets its pull and termination-message policies); what it sets is validated with
-everything else, after admission's mutating steps. An error (an expression that fails or
-returns the wrong shape, a patch that does not apply, missing parameters): ``failurePolicy:
-Fail`` (the default) refuses the request, ``Ignore`` skips that binding. Reinvocation as
-upstream: a policy's change asks for the mutating steps to run again (``webhook.Reinvocation``,
-shared with the webhooks), and the second run applies again only the ``reinvocationPolicy:
-IfNeeded`` policies that ran before a later change.
+everything else, after admission's mutating steps.  Errors (an expression that fails or returns
+the wrong shape, a patch that does not apply, a binding whose parameters are missing): a
+failing mutation skips only itself and the other policies still run; then, under
+``failurePolicy: Fail`` (the default), the request is refused as upstream refuses it: a 403
+whose message is the first error's (``policy 'p' with binding 'b' denied request: ...``),
+reason ``Invalid`` (``Forbidden`` for a binding that cannot be configured), every error a
+cause; ``Ignore`` passes over them.  Reinvocation as upstream: a policy's change asks for the
+mutating steps to run again (``webhook.Reinvocation``, shared with the webhooks), and the
+second run applies again only the ``reinvocationPolicy: IfNeeded`` policies that ran before a
+later change.
 
 Not done: type-checking mutations against the matched kinds' schemas (they are checked when
 the result is decoded), and mutating a custom resource at a version other than the request's.
@@ -31,6 +35,7 @@ the result is decoded), and mutating a custom resource at a version other than t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from controlplane.apiserver import errors
@@ -47,7 +52,7 @@ from kube.api.kinds.admissionregistration_v1 import (
     MutatingAdmissionPolicyBinding,
     Mutation,
 )
-from kube.api.meta_v1 import Resource
+from kube.api.meta_v1 import Resource, StatusCause, StatusDetails
 from kube.api.scheme import KindInfo
 
 MUTATED = ("CREATE", "UPDATE")
@@ -55,7 +60,19 @@ MUTATED = ("CREATE", "UPDATE")
 
 
 class MutationError(Exception):
-    """Why a policy could not be applied through a binding."""
+    """Why a policy could not be applied through a binding, and the reason it refuses with."""
+
+    def __init__(self, message: str, reason: str = "Invalid") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An error of one policy through one binding, worded as upstream's policy errors."""
+
+    message: str
+    reason: str
 
 
 def mutating_policies(
@@ -76,6 +93,7 @@ def mutating_policies(
         if operation not in MUTATED or (info.group == GROUP and info.plural in policy.EXEMPT):
             return
         request = policy.Request(operation, info, obj, old, ctx)
+        failures: list[Failure] = []
         kinds = (MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding)
         async for mutating, binding, target in policy.applicable(
             policies, bindings, kinds, namespaces, stores, request
@@ -85,19 +103,26 @@ def mutating_policies(
                 continue
             spec = mutating.spec
             assert spec is not None
-            try:
-                changed = await _apply(
-                    mutating, binding, target, namespaces, stores, authorizer, request
+            problems: list[MutationError] = []
+            changed = await _apply(
+                mutating, binding, target, namespaces, stores, authorizer, request, problems
+            )
+            if spec.failure_policy != "Ignore":
+                failures.extend(
+                    Failure(
+                        f"policy '{mutating.metadata.name}' with binding "
+                        f"'{binding.metadata.name}' denied request: {problem}",
+                        problem.reason,
+                    )
+                    for problem in problems
                 )
-            except MutationError as error:
-                if spec.failure_policy == "Ignore":
-                    continue
-                raise _refusal(mutating, binding, str(error), info, obj) from None
             if changed:
                 rounds.changed()
                 rounds.wanted = True
             if spec.reinvocation_policy == "IfNeeded":
                 rounds.invoked.add(key)
+        if failures:
+            raise _refusal(failures, info, obj)
 
     return admit
 
@@ -110,42 +135,56 @@ async def _apply(
     stores: webhook.Stores,
     authorizer: Authorizer,
     request: policy.Request,
+    problems: list[MutationError],
 ) -> bool:
     """The policy's mutations through this binding, once per parameter object; whether the
-    object changed."""
+    object changed.  What goes wrong is added to ``problems``: a binding that cannot be
+    configured or a match condition that cannot be evaluated skips the evaluation, a mutation
+    that fails skips only itself (as upstream)."""
     spec, bound = mutating.spec, binding.spec
     assert spec is not None and bound is not None
     try:
         params = await policy.params_of(spec.param_kind, bound.param_ref, request.obj, stores)
     except policy.ConfigurationError as error:
-        raise MutationError(f"failed to configure binding: {error}") from None
+        problems.append(MutationError(f"failed to configure binding: {error}", "Forbidden"))
+        return False
     namespace = await policy.namespace_object(namespaces, request.info, request.obj)
-    changed = False
     declared = spec.variables or ()
+    changed = False
     for param in params:
         # The expressions see the object as it is now: their variables are made afresh.
         scope = await policy.scope(target, stores, authorizer, request, param, namespace, declared)
-        held, problems = webhook.conditions_hold(spec.match_conditions or (), cel.POLICY, scope)
+        held, failed = webhook.conditions_hold(spec.match_conditions or (), cel.POLICY, scope)
         if not held:
             continue
-        if problems:
-            raise MutationError(problems[0])
+        if failed:
+            problems.append(MutationError(failed[0]))
+            continue
         for mutation in spec.mutations or ():
             scope = await policy.scope(
                 target, stores, authorizer, request, param, namespace, declared
             )
-            document = codec.to_builtins(request.obj)
-            variables = {**scope, **cel.mutation_variables()}
-            mutated = _mutated(mutation, document, variables, request.info)
             try:
-                decoded = codec.from_builtins(mutated, request.info.cls).obj
-            except codec.DecodeError as error:
-                raise MutationError(f"the mutated object is not valid: {error}") from None
-            walk.set_defaults(decoded)
-            if (decoded.api_version, decoded.kind) != (request.obj.api_version, request.obj.kind):
-                raise MutationError("a mutation may not change the object's apiVersion or kind")
-            changed = webhook.adopt(request.obj, decoded) or changed
+                changed = _mutate(mutation, {**scope, **cel.mutation_variables()}, request) or (
+                    changed
+                )
+            except MutationError as error:
+                problems.append(error)
     return changed
+
+
+def _mutate(mutation: Mutation, variables: dict[str, Any], request: policy.Request) -> bool:
+    """Apply one mutation to the request's object (in place); whether it changed."""
+    info, obj = request.info, request.obj
+    mutated = _mutated(mutation, codec.to_builtins(obj), variables, info)
+    try:
+        decoded = codec.from_builtins(mutated, info.cls).obj
+    except codec.DecodeError as error:
+        raise MutationError(f"the mutated object is not valid: {error}") from None
+    walk.set_defaults(decoded)
+    if (decoded.api_version, decoded.kind) != (obj.api_version, obj.kind):
+        raise MutationError("a mutation may not change the object's apiVersion or kind")
+    return webhook.adopt(obj, decoded)
 
 
 def _mutated(
@@ -178,18 +217,18 @@ def _mutated(
     return patched
 
 
-def _refusal(
-    mutating: MutatingAdmissionPolicy,
-    binding: MutatingAdmissionPolicyBinding,
-    message: str,
-    info: KindInfo,
-    obj: Resource,
-) -> errors.ApiError:
+def _refusal(failures: list[Failure], info: KindInfo, obj: Resource) -> errors.ApiError:
+    """Upstream's refusal by policies: a 403 whose message and reason are the first failure's,
+    every failure a cause."""
     name = obj.metadata.name or ""
-    return errors.forbidden(
-        info,
-        name,
-        f'{info.group_resource} "{name}" is forbidden: MutatingAdmissionPolicy '
-        f"'{mutating.metadata.name}' with binding '{binding.metadata.name}' denied request: "
-        f"{message}",
+    return errors.ApiError(
+        403,
+        failures[0].reason,
+        failures[0].message,
+        StatusDetails(
+            name=name or None,
+            group=info.group or None,
+            kind=info.plural,
+            causes=[StatusCause(message=f.message) for f in failures],
+        ),
     )

@@ -11,7 +11,8 @@ order) whose ``matchResources`` also match, and once per parameter object the bi
   them (``webhook.matched_version``: a custom resource's other served version);
 - **parameters**: with ``paramKind``, the binding's ``paramRef`` names one object or selects
   any number, in ``paramRef.namespace`` or, for a namespaced kind, the request's namespace;
-  none found: ``parameterNotFoundAction: Deny`` refuses, ``Allow`` skips the binding;
+  none found: ``parameterNotFoundAction: Deny`` refuses, ``Allow`` skips the binding; a
+  binding without ``paramRef`` is evaluated with null ``params``;
 - **expressions** (``cel.POLICY``): ``object``, ``oldObject``, ``request``, ``params``,
   ``namespaceObject``, ``authorizer`` and ``variables.<name>`` (each variable evaluated when
   first read); ``matchConditions`` first (one false: skipped), then each validation: false is
@@ -269,15 +270,11 @@ async def _evaluate(
 async def params_of(
     kind: ParamKind | None, ref: ParamRef | None, obj: Resource, stores: webhook.Stores
 ) -> list[dict[str, Any] | None]:
-    """The parameter objects a binding's ``ref`` selects (``[None]`` for a policy without
-    ``paramKind``), for either policy kind."""
-    if kind is None:
+    """The parameter objects a binding's ``ref`` selects, for either policy kind: ``[None]``
+    for a policy without ``paramKind`` or a binding without ``paramRef`` (evaluated with null
+    ``params``, as upstream)."""
+    if kind is None or ref is None:
         return [None]
-    if ref is None:
-        raise ConfigurationError(
-            f"paramKind '{kind.api_version}, Kind={kind.kind}' is set in the policy but the "
-            "binding has no paramRef"
-        )
     store = _store_of(stores, kind.api_version or "", kind.kind or "")
     if store is None:
         raise ConfigurationError(
@@ -285,6 +282,10 @@ async def params_of(
             f"Kind={kind.kind}'"
         )
     namespace = ref.namespace or ""
+    if namespace and not store.info.namespaced:
+        raise ConfigurationError(
+            "paramRef.namespace must not be provided for a cluster-scoped `paramKind`"
+        )
     if store.info.namespaced and not namespace:
         namespace = obj.metadata.namespace or ""
         if not namespace:

@@ -113,7 +113,7 @@ def test_the_documented_sidecar_policy_injects_its_init_container(
     table = columns(kubectl.run("get", "mutatingadmissionpolicy", SIDECAR, namespaced=False).stdout)
     assert [row[:3] for row in table] == [
         ["NAME", "MUTATIONS", "PARAMKIND"],
-        [SIDECAR, "1", "<unset>"],
+        [SIDECAR, "1", "mutations.example.com/v1/Sidecar"],
     ]
     table = columns(
         kubectl.run("get", "mutatingadmissionpolicybinding", SIDECAR, namespaced=False).stdout
@@ -193,9 +193,8 @@ def test_a_parameterized_policy_mutates_deployments(
     refused = kubectl.run("create", "deployment", "late", "--image=nginx", check=False)
     assert refused.returncode == 1
     assert refused.stderr.strip() == (
-        f'error: failed to create deployment: deployments.apps "late" is forbidden: '
-        f"MutatingAdmissionPolicy '{name}' with binding '{name}' denied request: failed to "
-        "configure binding: no params found for policy binding with `Deny` "
+        f"error: failed to create deployment: policy '{name}' with binding '{name}' denied "
+        "request: failed to configure binding: no params found for policy binding with `Deny` "
         "parameterNotFoundAction"
     )
 

@@ -142,6 +142,8 @@ async def test_json_patches_with_escaped_keys_variables_and_params_null() -> Non
                 "[JSONPatch{op: 'replace', path: '/spec/containers/0/image', "
                 "value: object.spec.containers[0].image + ':1.27'}]"
             ),
+            # A paramKind and a binding without paramRef: params is null (as upstream).
+            paramKind={"apiVersion": "v1", "kind": "ConfigMap"},
             variables=[{"name": "tier", "expression": "params == null ? 'web' : 'other'"}],
         ),
     )
@@ -183,10 +185,9 @@ async def test_errors_refuse_under_fail_and_are_skipped_under_ignore(
 ) -> None:
     with pytest.raises(ApiError) as refused:
         await admit(pod(), policy("broken", mutation))
-    assert refused.value.code == 403
+    assert (refused.value.code, refused.value.reason) == (403, "Invalid")
     assert refused.value.message.startswith(
-        "pods \"p\" is forbidden: MutatingAdmissionPolicy 'broken' with binding "
-        "'broken-binding' denied request: "
+        "policy 'broken' with binding 'broken-binding' denied request: "
     )
     assert message in refused.value.message
     created = pod()
@@ -237,3 +238,19 @@ async def test_a_policy_is_matched_against_what_the_policies_before_it_did() -> 
     created = pod()
     await admit(created, policy("a", label), policy("b", mark, matchConstraints=selected))
     assert created.metadata.annotations == {"seen": "yes"}
+
+
+async def test_a_failing_mutation_skips_itself_and_every_error_is_a_cause() -> None:
+    label = apply_configuration("Object{metadata: Object.metadata{labels: {'tier': 'front'}}}")
+    broken = json_patch("object.spec.nothing")
+    created = pod()
+    await admit(created, policy("a", broken, label, failurePolicy="Ignore"))
+    assert created.metadata.labels == {"app": "web", "tier": "front"}
+    with pytest.raises(ApiError) as refused:
+        await admit(pod(), policy("a", broken), policy("b", broken))
+    assert refused.value.details is not None
+    causes = [c.message or "" for c in refused.value.details.causes or ()]
+    assert [c.split(" denied request")[0] for c in causes] == [
+        "policy 'a' with binding 'a-binding'",
+        "policy 'b' with binding 'b-binding'",
+    ]
