@@ -758,8 +758,10 @@ class Mutation(Struct):
             return
         for name, value in fields.values():
             if name != fields[self.patch_type][0] and value is not None:
-                errors.forbidden(
-                    path.child(name), f"must be nil when patchType is {self.patch_type}"
+                errors.invalid(
+                    path.child(name),
+                    f"{{{name}}}",
+                    f"must not be specified when patchType is {self.patch_type}",
                 )
         name, chosen = fields[self.patch_type]
         if chosen is None:
@@ -768,6 +770,20 @@ class Mutation(Struct):
             )
         elif not (chosen.expression or "").strip():
             errors.required(path.child(name).child("expression"))
+
+
+MUTATED_OPERATIONS = ("*", "CONNECT", "CREATE", "UPDATE")
+"""The operations a mutating policy or binding may match: a DELETE has no object to change."""
+
+
+def _validate_mutated_operations(
+    match: MatchResources | None, path: Path, errors: ErrorList
+) -> None:
+    operations = path.child("resourceRules").child("operations")
+    for rule in (match.resource_rules if match is not None else None) or ():
+        for operation in rule.operations or ():
+            if operation not in MUTATED_OPERATIONS:
+                errors.not_supported(operations, operation, MUTATED_OPERATIONS)
 
 
 class MutatingAdmissionPolicySpec(Struct):
@@ -786,11 +802,10 @@ class MutatingAdmissionPolicySpec(Struct):
     def set_defaults(self) -> None:
         if self.failure_policy is None:
             self.failure_policy = "Fail"
-        if self.reinvocation_policy is None:
-            self.reinvocation_policy = "Never"
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_policy_matching(self.match_constraints, self.match_conditions, path, errors)
+        _validate_mutated_operations(self.match_constraints, path.child("matchConstraints"), errors)
         if not self.mutations:
             errors.required(path.child("mutations"), "mutations must contain at least one item")
 
@@ -831,6 +846,7 @@ class MutatingAdmissionPolicyBindingSpec(Struct):
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_policy_name(self.policy_name, path.child("policyName"), errors)
+        _validate_mutated_operations(self.match_resources, path.child("matchResources"), errors)
 
 
 @kind(

@@ -150,6 +150,7 @@ def test_a_parameterized_policy_mutates_deployments(
                         }
                     ]
                 },
+                "reinvocationPolicy": "Never",
                 "variables": [{"name": "team", "expression": "params.data.team"}],
                 "mutations": [
                     {
@@ -265,6 +266,7 @@ def test_python_client(api_client: k8s.ApiClient, namespace: str) -> None:
                         json_patch=k8s.V1JSONPatch(expression="[]"),
                     )
                 ],
+                reinvocation_policy="Never",
             ),
         )
     )

@@ -51,7 +51,12 @@ def policy(name: str, *mutations: dict[str, Any], **spec: Any) -> MutatingAdmiss
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
         "metadata": {"name": name},
-        "spec": {"matchConstraints": PODS, "mutations": list(mutations), **spec},
+        "spec": {
+            "matchConstraints": PODS,
+            "mutations": list(mutations),
+            "reinvocationPolicy": "Never",
+            **spec,
+        },
     }
     decoded = codec.from_builtins(raw, MutatingAdmissionPolicy).obj
     walk.set_defaults(decoded)

@@ -349,6 +349,7 @@ MAP: dict[str, Any] = {
                 "applyConfiguration": {"expression": "Object{spec: Object.spec{}}"},
             }
         ],
+        "reinvocationPolicy": "Never",
     },
 }
 MAPB = {
@@ -361,12 +362,12 @@ JSON_PATCH = {"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}}
 
 
 def test_mutating_policy_defaults() -> None:
-    spec = to_builtins(decode(MAP, MutatingAdmissionPolicy))["spec"]
-    assert (spec["failurePolicy"], spec["reinvocationPolicy"]) == ("Fail", "Never")
+    """failurePolicy is defaulted; reinvocationPolicy, unlike a webhook's, is required."""
+    raw = merge(MAP, {"spec": {"reinvocationPolicy": None}})
+    spec = to_builtins(decode(raw, MutatingAdmissionPolicy))["spec"]
+    assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"]["matchPolicy"] == "Equivalent"
-    assert list(spec) == [
-        "matchConstraints", "mutations", "failurePolicy", "reinvocationPolicy"
-    ]  # fmt: skip
+    assert list(spec) == ["matchConstraints", "mutations", "failurePolicy"]
 
 
 def mutations(*items: dict[str, Any]) -> dict[str, Any]:
@@ -388,7 +389,13 @@ MUTATING_POLICY_VALIDATION = [
     ("json-patch-missing", mutations({"patchType": "JSONPatch"}),
      [("spec.mutations[0].jsonPatch", REQUIRED)]),
     ("both", mutations(merge(JSON_PATCH, {"applyConfiguration": {"expression": "Object{}"}})),
-     [("spec.mutations[0].applyConfiguration", FORBIDDEN)]),
+     [("spec.mutations[0].applyConfiguration", INVALID)]),
+    ("no-reinvocation", merge(MAP, {"spec": {"reinvocationPolicy": None}}),
+     [("spec.reinvocationPolicy", REQUIRED)]),
+    ("delete", merge(MAP, {"spec": {"matchConstraints": {"resourceRules": [
+        merge(MAP["spec"]["matchConstraints"]["resourceRules"][0],
+              {"operations": ["CREATE", "DELETE"]})]}}}),
+     [("spec.matchConstraints.resourceRules.operations", NOT_SUPPORTED)]),
     ("empty-expression", mutations({"patchType": "JSONPatch", "jsonPatch": {"expression": " "}}),
      [("spec.mutations[0].jsonPatch.expression", REQUIRED)]),
     ("reinvocation", merge(MAP, {"spec": {"reinvocationPolicy": "Always"}}),
@@ -423,6 +430,11 @@ def test_mutating_policy_messages() -> None:
     ]
     errors = walk.validate(decode(mutations(), MutatingAdmissionPolicy))
     assert [e.detail for e in errors] == ["mutations must contain at least one item"]
+    both = mutations(merge(JSON_PATCH, {"applyConfiguration": {"expression": "Object{}"}}))
+    errors = walk.validate(decode(both, MutatingAdmissionPolicy))
+    assert [(e.value, e.detail) for e in errors] == [
+        ("{applyConfiguration}", "must not be specified when patchType is JSONPatch")
+    ]
 
 
 MUTATING_BINDING_VALIDATION = [
@@ -432,6 +444,9 @@ MUTATING_BINDING_VALIDATION = [
      [("spec.policyName", INVALID)]),
     ("param-ref-empty", merge(MAPB, {"spec": {"paramRef": {}}}),
      [("spec.paramRef", REQUIRED), ("spec.paramRef.parameterNotFoundAction", REQUIRED)]),
+    ("delete", merge(MAPB, {"spec": {"matchResources": {"resourceRules": [
+        merge(MAP["spec"]["matchConstraints"]["resourceRules"][0], {"operations": ["DELETE"]})
+    ]}}}), [("spec.matchResources.resourceRules.operations", NOT_SUPPORTED)]),
 ]  # fmt: skip
 
 
