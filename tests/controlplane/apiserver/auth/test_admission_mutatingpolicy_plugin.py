@@ -1,6 +1,7 @@
 """The MutatingAdmissionPolicy plugin in process, over watch caches holding fixed policies and
 bindings: apply configurations merged by list keys, JSON patches with ``jsonpatch.escapeKey``,
-variables, match conditions, failurePolicy, reinvocation, and the exempt policy kinds."""
+variables, match conditions, failurePolicy and upstream's refusal, reinvocation (by a later
+policy, and in the admission chain by a mutating webhook), and the exempt policy kinds."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from controlplane.apiserver.auth import always_allow
-from controlplane.apiserver.auth.admission import webhook
+from controlplane.apiserver.auth.admission import Plugin, chain, webhook
 from controlplane.apiserver.auth.admission.mutatingpolicy import mutating_policies
 from controlplane.apiserver.errors import ApiError
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
@@ -21,6 +22,7 @@ from kube.api.kinds.admissionregistration_v1 import (
 )
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.meta_v1 import Resource
+from kube.api.scheme import KindInfo
 
 PODS = {
     "resourceRules": [
@@ -91,21 +93,25 @@ def pod(**spec: Any) -> Pod:
     return codec.from_builtins(raw, Pod).obj
 
 
-async def admit(
-    obj: Resource, *policies: MutatingAdmissionPolicy, operation: str = "CREATE"
-) -> webhook.Reinvocation:
-    """Run the plugin's mutating step as the chain does: once, and again if it asked."""
-    plugin = mutating_policies(
+def plugin(*policies: MutatingAdmissionPolicy) -> webhook.Mutation:
+    return mutating_policies(
         StaticCache(*policies),
         StaticCache(*(binding(p.metadata.name or "") for p in policies)),
         StaticCache(),
         {},
         always_allow,
     )
+
+
+async def admit(
+    obj: Resource, *policies: MutatingAdmissionPolicy, operation: str = "CREATE"
+) -> webhook.Reinvocation:
+    """Run the plugin's mutating step as the chain does: once, and again if it asked."""
+    step = plugin(*policies)
     rounds = webhook.Reinvocation()
     for again in (False, True):
         rounds.again = again
-        await plugin(operation, obj.kind_info, obj, None, RequestContext(), rounds)
+        await step(operation, obj.kind_info, obj, None, RequestContext(), rounds)
         if not rounds.wanted:
             break
     return rounds
@@ -200,13 +206,17 @@ async def test_errors_refuse_under_fail_and_are_skipped_under_ignore(
     assert created == pod()
 
 
+COPY_TIER = apply_configuration(
+    "Object{metadata: Object.metadata{annotations: {'tier': "
+    "'tier' in object.metadata.labels ? object.metadata.labels.tier : 'none'}}}"
+)
+"""Copies the tier label into an annotation (``none`` while there is no such label)."""
+
+
 async def test_if_needed_policies_run_again_after_a_later_change() -> None:
     """``a`` copies the tier label into an annotation; ``b`` (after it, by name) sets the
     label.  Only with ``IfNeeded`` does ``a`` see ``b``'s change."""
-    copy = apply_configuration(
-        "Object{metadata: Object.metadata{annotations: {'tier': "
-        "'tier' in object.metadata.labels ? object.metadata.labels.tier : 'none'}}}"
-    )
+    copy = COPY_TIER
     label = apply_configuration("Object{metadata: Object.metadata{labels: {'tier': 'front'}}}")
     for reinvocation, annotation in (("Never", "none"), ("IfNeeded", "front")):
         created = pod()
@@ -259,3 +269,35 @@ async def test_a_failing_mutation_skips_itself_and_every_error_is_a_cause() -> N
         "policy 'a' with binding 'a-binding'",
         "policy 'b' with binding 'b-binding'",
     ]
+
+
+async def test_a_mutating_webhooks_change_reinvokes_if_needed_policies() -> None:
+    """In the admission chain, a mutating webhook (here a step that labels the pod the first
+    time, as a webhook's patch would) runs after the policies; its change runs again the
+    policies that asked for it."""
+
+    async def labelling_webhook(
+        operation: str,
+        info: KindInfo,
+        obj: Resource,
+        old: Resource | None,
+        ctx: RequestContext,
+        rounds: webhook.Reinvocation,
+    ) -> None:
+        if not rounds.again:
+            obj.metadata.labels = {**(obj.metadata.labels or {}), "tier": "back"}
+            rounds.changed()
+            rounds.wanted = True
+
+    for reinvocation, annotation in (("Never", "none"), ("IfNeeded", "back")):
+        admit = chain(
+            {
+                "MutatingAdmissionPolicy": Plugin(
+                    plugin(policy("copy", COPY_TIER, reinvocationPolicy=reinvocation))
+                ),
+                "MutatingAdmissionWebhook": Plugin(labelling_webhook),
+            }
+        )
+        created = pod()
+        await admit("CREATE", Pod.kind_info, created, None, RequestContext())
+        assert created.metadata.annotations == {"tier": annotation}, reinvocation
