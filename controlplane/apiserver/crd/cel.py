@@ -887,8 +887,61 @@ class TypeName(celtypes.MessageType):
     def get(self, key: Any, default: Any = None) -> TypeName:
         return TypeName(f"{self.name}.{key}")
 
-    def __call__(self, fields: Any = None) -> celtypes.MessageType:
-        return celtypes.MessageType(**{str(k): v for k, v in (fields or {}).items()})
+    def __call__(self, fields: Any = None) -> ObjectValue:
+        return ObjectValue(self.name, {str(k): v for k, v in (fields or {}).items()})
+
+
+class ObjectValue(celtypes.MessageType):
+    """A value a mutation built, which remembers the type name it was built as."""
+
+    def __init__(self, type_name: str, fields: Mapping[str, Any]) -> None:
+        super().__init__(**fields)
+        self.type_name = type_name
+
+
+def apply_configuration(value: Any) -> dict[str, Any]:
+    """An ApplyConfiguration expression's result as JSON: an ``Object{...}`` whose nested
+    object types follow its field names (``Object.spec`` under ``spec``, as upstream checks
+    them), else ``EvaluationError`` in upstream's words."""
+    if not isinstance(value, ObjectValue) or value.type_name != "Object":
+        got = value.type_name if isinstance(value, ObjectValue) else _cel_type_name(value)
+        raise EvaluationError(f"must evaluate to Object but got {got}")
+    _check_type_names(value)
+    converted = to_json(value)
+    assert isinstance(converted, dict)
+    return converted
+
+
+def _check_type_names(value: ObjectValue) -> None:
+    for name, member in value.items():
+        expected = value.type_name + "." + str(name)
+        members = member if isinstance(member, list) else [member]
+        for item in members:
+            if not isinstance(item, ObjectValue):
+                continue
+            if item.type_name != expected:
+                raise EvaluationError(
+                    f'type mismatch: unexpected type name "{item.type_name}", expected '
+                    f'"{expected}", which matches field name path from root Object type'
+                )
+            _check_type_names(item)
+
+
+def _cel_type_name(value: Any) -> str:
+    """CEL's name of a value's type (for messages)."""
+    names = {
+        celtypes.BoolType: "bool",
+        celtypes.IntType: "int",
+        celtypes.UintType: "uint",
+        celtypes.DoubleType: "double",
+        celtypes.StringType: "string",
+        celtypes.BytesType: "bytes",
+        celtypes.ListType: "list",
+        celtypes.MapType: "map",
+    }
+    if value is None:
+        return "null_type"
+    return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
 
 
 def _escape_key(target: Any, key: Any) -> celtypes.Value:

@@ -10,9 +10,11 @@ object as the previous ones left it (``object``, and the policy's ``variables`` 
 afresh) and changes it:
 
 - ``ApplyConfiguration``: the expression builds ``Object{spec: Object.spec{...}}`` (``cel``'s
-  ``TypeName``), merged into the object as server-side apply merges a configuration
-  (``apply.merge``: structs and maps key by key, map lists by their keys, sets unioned,
-  atomic lists replaced);
+  ``TypeName``; nested type names must follow the field names, as upstream checks them),
+  merged into the object as server-side apply merges a configuration (``apply.merge``:
+  structs and maps key by key, map lists by their keys, sets unioned).  Setting an atomic
+  list or map is refused, as upstream refuses it (``may not mutate atomic arrays, maps or
+  structs: .spec.initContainers[0].args``): what the configuration leaves out would be lost;
 - ``JSONPatch``: the expression returns a list of ``JSONPatch{op, path, value, from}``, applied
   as RFC 6902 (``patch.apply_json_patch``), ``jsonpatch.escapeKey`` escaping map keys.
 
@@ -30,7 +32,9 @@ second run applies again only the ``reinvocationPolicy: IfNeeded`` policies that
 later change.
 
 Not done: type-checking mutations against the matched kinds' schemas (they are checked when
-the result is decoded), and mutating a custom resource at a version other than the request's.
+the result is decoded), atomic structs (the declarations mark atomic lists and maps only, so a
+Deployment's ``spec.selector`` is merged), and mutating a custom resource at a version other
+than the request's.
 """
 
 from __future__ import annotations
@@ -194,27 +198,36 @@ def _mutated(
     chosen = mutation.apply_configuration or mutation.json_patch
     expression = (chosen.expression if chosen is not None else None) or ""
     try:
-        result = cel.to_json(cel.compile_expression(expression, cel.MUTATION).evaluate(variables))
+        result = cel.compile_expression(expression, cel.MUTATION).evaluate(variables)
+        if mutation.patch_type == "ApplyConfiguration":
+            return _applied(cel.apply_configuration(result), document, info)
+        operations = cel.to_json(result)
     except (cel.CompileError, cel.EvaluationError) as error:
         raise MutationError(f"expression '{expression}' resulted in error: {error}") from None
-    if mutation.patch_type == "ApplyConfiguration":
-        if not isinstance(result, dict):
-            raise MutationError(
-                f"expression '{expression}' must return an Object (an apply configuration)"
-            )
-        try:
-            return apply.merge(document, result, info.cls)
-        except apply.SchemaError as error:
-            raise MutationError(f"the apply configuration does not apply: {error}") from None
-    if not isinstance(result, list) or not all(isinstance(op, dict) for op in result):
+    if not isinstance(operations, list) or not all(isinstance(op, dict) for op in operations):
         raise MutationError(f"expression '{expression}' must return a list of JSONPatch")
     try:
-        patched = patch.apply_json_patch(document, result)
+        patched = patch.apply_json_patch(document, operations)
     except patch.PatchError as error:
         raise MutationError(f"the JSON patch does not apply: {error}") from None
     if not isinstance(patched, dict):
         raise MutationError("the JSON patch does not leave an object")
     return patched
+
+
+def _applied(config: dict[str, Any], document: dict[str, Any], info: KindInfo) -> dict[str, Any]:
+    """An apply configuration merged into the document, unless it sets a list or map that the
+    merge would replace whole (upstream refuses those: what they leave out would be lost)."""
+    atomics = apply.atomic_paths(config, info.cls)
+    if atomics:
+        raise MutationError(
+            "error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, "
+            f"maps or structs: {', '.join(atomics)}"
+        )
+    try:
+        return apply.merge(document, config, info.cls)
+    except apply.SchemaError as error:
+        raise MutationError(f"error applying patch: failed to merge patch: {error}") from None
 
 
 def _refusal(failures: list[Failure], info: KindInfo, obj: Resource) -> errors.ApiError:

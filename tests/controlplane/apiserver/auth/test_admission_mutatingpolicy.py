@@ -1,8 +1,9 @@
 """MutatingAdmissionPolicy as users reach it: the pinned kubectl and the official Python client
-against a real ``kubelab apiserver``.  The kubernetes.io docs' sidecar policy, in its
-ApplyConfiguration and JSONPatch forms (the corpus in tests/kube/api/manifests), injects its
-init container into a Pod; a parameterized policy sets a Deployment's replicas and a label; the
-policies' tables, ``explain``, 422s naming the field, and AdmissionregistrationV1Api.
+against a real ``kubelab apiserver``.  The kubernetes.io docs' sidecar policy (the corpus in
+tests/kube/api/manifests) injects its init container into a Pod in its JSONPatch form, and in
+its ApplyConfiguration form once the atomic ``args`` it sets are left out (with them, the pod is
+refused as upstream refuses it); a parameterized policy sets a Deployment's replicas and a
+label; the policies' tables, ``explain``, 422s naming the field, and AdmissionregistrationV1Api.
 
 Policies and bindings are cluster-scoped and the module's server is shared: each test binds
 its policies to its own namespace (a namespaceSelector on ``kubernetes.io/metadata.name``) and
@@ -82,29 +83,51 @@ def init_containers(kubectl: Kubectl, name: str) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize(
-    ("manifest", "image", "args"),
-    [
-        ("admissionregistration-mutatingadmissionpolicy-sidecar.yaml", "mesh/proxy:v1.0.0", True),
-        (
-            "admissionregistration-mutatingadmissionpolicy-jsonpatch.yaml",
-            "mesh-proxy/v1.0.0",
-            False,
-        ),
-    ],
-    ids=["apply-configuration", "json-patch"],
-)
-def test_the_documented_sidecar_policy_injects_its_init_container(
-    kubectl: Kubectl, applied: list[dict[str, Any]], manifest: str, image: str, args: bool
+APPLY_CONFIGURATION = "admissionregistration-mutatingadmissionpolicy-sidecar.yaml"
+JSON_PATCH = "admissionregistration-mutatingadmissionpolicy-jsonpatch.yaml"
+ARGS = 'args: ["proxy", "sidecar"],'
+
+
+def test_the_documented_json_patch_policy_injects_its_sidecar(
+    kubectl: Kubectl, applied: list[dict[str, Any]]
 ) -> None:
-    apply(kubectl, applied, *documented(kubectl, manifest))
+    apply(kubectl, applied, *documented(kubectl, JSON_PATCH))
     kubectl.run("create", "-f", "-", input=pod("meshed"))
+    assert_meshed(kubectl, "mesh-proxy/v1.0.0")
+
+
+def test_the_documented_apply_configuration_policy_and_its_atomic_args(
+    kubectl: Kubectl, applied: list[dict[str, Any]]
+) -> None:
+    """The docs' ApplyConfiguration form sets the sidecar's ``args``, an atomic list, which an
+    apply configuration may not set (upstream's check: what it leaves out would be lost), so
+    the pod is refused; without ``args`` the same policy injects the sidecar."""
+    policy, binding = documented(kubectl, APPLY_CONFIGURATION)
+    apply(kubectl, applied, policy, binding)
+    refused = kubectl.run("create", "-f", "-", input=pod("meshed"), check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith(
+        f"policy '{SIDECAR}' with binding '{SIDECAR}' denied request: error applying patch: "
+        "invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: "
+        ".spec.initContainers[0].args"
+    )
+    expression = policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
+    assert ARGS in expression
+    without = expression.replace(ARGS, "")
+    policy["spec"]["mutations"][0]["applyConfiguration"]["expression"] = without
+    apply(kubectl, applied, policy)
+    kubectl.run("create", "-f", "-", input=pod("meshed"))
+    assert_meshed(kubectl, "mesh/proxy:v1.0.0")
+
+
+def assert_meshed(kubectl: Kubectl, image: str) -> None:
+    """The pod ``meshed`` got the sidecar after its own init container, and a pod that has
+    the sidecar already does not get a second one; the policy's and binding's tables."""
     containers = init_containers(kubectl, "meshed")
     assert [(c["name"], c["image"], c.get("restartPolicy")) for c in containers] == [
         ("setup", "busybox", None),
         ("mesh-proxy", image, "Always"),
     ]
-    assert ("args" in containers[1]) == args
     # The policy's match condition keeps it from adding a second sidecar to a pod that has one.
     again = json.loads(pod("already"))
     again["spec"]["initContainers"] = containers[1:]

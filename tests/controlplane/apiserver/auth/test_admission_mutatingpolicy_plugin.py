@@ -30,8 +30,8 @@ PODS = {
     ]
 }
 SIDECAR = """Object{spec: Object.spec{initContainers: [Object.spec.initContainers{
-    name: "mesh-proxy", image: "mesh/proxy:v1.0.0", args: ["proxy", "sidecar"],
-    restartPolicy: "Always"}]}}"""
+    name: "mesh-proxy", image: "mesh/proxy:v1.0.0", restartPolicy: "Always",
+    ports: [Object.spec.initContainers.ports{containerPort: 15001}]}]}}"""
 
 
 class StaticCache(WatchCache):
@@ -128,11 +128,9 @@ async def test_an_apply_configuration_merges_into_a_map_list_by_key() -> None:
     assert names(created) == ["setup", "mesh-proxy"]
     assert created.spec is not None and created.spec.init_containers is not None
     proxy = created.spec.init_containers[1]
-    assert (proxy.image, proxy.args, proxy.restart_policy) == (
-        "mesh/proxy:v1.0.0",
-        ["proxy", "sidecar"],
-        "Always",
-    )
+    assert (proxy.image, proxy.restart_policy) == ("mesh/proxy:v1.0.0", "Always")
+    assert proxy.ports is not None
+    assert [(p.container_port, p.protocol) for p in proxy.ports] == [(15001, "TCP")]
     assert rounds.wanted
     # Applied to a pod that has the sidecar already, the same configuration changes nothing.
     again = await admit(created, policy("sidecar", apply_configuration(SIDECAR)))
@@ -183,13 +181,38 @@ async def test_a_false_match_condition_skips_the_policy() -> None:
     [
         (json_patch("object.spec.nothing"), "resulted in error"),
         (json_patch("[JSONPatch{op: 'remove', path: '/spec/absent'}]"), "does not apply"),
-        (apply_configuration("'not an object'"), "must return an Object"),
+        (apply_configuration("'not an object'"), "must evaluate to Object but got string"),
+        (
+            apply_configuration("Object.spec{nodeName: 'n'}"),
+            "must evaluate to Object but got Object.spec",
+        ),
+        (
+            apply_configuration("Object{spec: Object.specx{nodeName: 'n'}}"),
+            'type mismatch: unexpected type name "Object.specx", expected "Object.spec", which '
+            "matches field name path from root Object type",
+        ),
+        (
+            apply_configuration(
+                "Object{spec: Object.spec{nodeSelector: {'disk': 'ssd'}, containers: "
+                "[Object.spec.containers{name: 'app', args: ['-v']}]}}"
+            ),
+            "error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, "
+            "maps or structs: .spec.nodeSelector, .spec.containers[0].args",
+        ),
         (
             apply_configuration("Object{spec: Object.spec{nodeName: 7}}"),
             "the mutated object is not valid",
         ),
     ],
-    ids=["evaluation", "patch", "not-an-object", "wrong-type"],
+    ids=[
+        "evaluation",
+        "patch",
+        "not-an-object",
+        "not-the-root",
+        "type-name",
+        "atomic",
+        "wrong-type",
+    ],
 )
 async def test_errors_refuse_under_fail_and_are_skipped_under_ignore(
     mutation: dict[str, Any], message: str
