@@ -912,6 +912,27 @@ def apply_configuration(value: Any) -> dict[str, Any]:
     return converted
 
 
+def json_patch(value: Any) -> list[dict[str, Any]]:
+    """A JSONPatch expression's result as RFC 6902 operations: a list of ``JSONPatch{op, path,
+    from, value}``, object values' type names following their field names, else
+    ``EvaluationError`` in upstream's words."""
+    if not isinstance(value, list):
+        raise EvaluationError("type mismatch: JSONPatchType.expression should evaluate to array")
+    operations = []
+    for item in value:
+        if not isinstance(item, ObjectValue) or item.type_name != "JSONPatch":
+            raise EvaluationError(
+                "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch"
+            )
+        for name, member in item.items():  # (celpy's MessageType.get raises when absent)
+            if name == "value" and isinstance(member, ObjectValue):
+                _check_type_names(member)
+        operation = to_json(item)
+        assert isinstance(operation, dict)
+        operations.append(operation)
+    return operations
+
+
 def _check_type_names(value: ObjectValue) -> None:
     for name, member in value.items():
         expected = value.type_name + "." + str(name)

@@ -16,7 +16,8 @@ afresh) and changes it:
   list or map is refused, as upstream refuses it (``may not mutate atomic arrays, maps or
   structs: .spec.initContainers[0].args``): what the configuration leaves out would be lost;
 - ``JSONPatch``: the expression returns a list of ``JSONPatch{op, path, value, from}``, applied
-  as RFC 6902 (``patch.apply_json_patch``), ``jsonpatch.escapeKey`` escaping map keys.
+  as RFC 6902 (``patch.apply_json_patch``), ``jsonpatch.escapeKey`` escaping map keys; a
+  ``test`` operation that fails leaves the object as it is (upstream's conditional patches).
 
 The result must decode as the object's kind and is defaulted as a request's body is (an added
 container gets its pull and termination-message policies); what it sets is validated with
@@ -201,15 +202,15 @@ def _mutated(
         result = cel.compile_expression(expression, cel.MUTATION).evaluate(variables)
         if mutation.patch_type == "ApplyConfiguration":
             return _applied(cel.apply_configuration(result), document, info)
-        operations = cel.to_json(result)
+        operations = cel.json_patch(result)
     except (cel.CompileError, cel.EvaluationError) as error:
         raise MutationError(f"expression '{expression}' resulted in error: {error}") from None
-    if not isinstance(operations, list) or not all(isinstance(op, dict) for op in operations):
-        raise MutationError(f"expression '{expression}' must return a list of JSONPatch")
     try:
         patched = patch.apply_json_patch(document, operations)
+    except patch.TestFailed:
+        return document  # a failed test leaves the object as it is (as upstream)
     except patch.PatchError as error:
-        raise MutationError(f"the JSON patch does not apply: {error}") from None
+        raise MutationError(f"JSON Patch: {error}") from None
     if not isinstance(patched, dict):
         raise MutationError("the JSON patch does not leave an object")
     return patched

@@ -161,6 +161,20 @@ async def test_json_patches_with_escaped_keys_variables_and_params_null() -> Non
     assert created.spec.containers[0].image == "nginx:1.27"
 
 
+async def test_a_failed_test_operation_leaves_the_object_as_it_is() -> None:
+    """The docs' conditional patch: replace the image only where it is still the one tested."""
+    conditional = json_patch(
+        "[JSONPatch{op: 'test', path: '/spec/containers/0/image', value: 'nginx'}, "
+        "JSONPatch{op: 'replace', path: '/spec/containers/0/image', value: 'nginx:1.27'}]"
+    )
+    created = pod()
+    await admit(created, policy("pin", conditional))
+    assert created.spec is not None and created.spec.containers is not None
+    assert created.spec.containers[0].image == "nginx:1.27"
+    again = await admit(created, policy("pin", conditional))
+    assert created.spec.containers[0].image == "nginx:1.27" and not again.wanted
+
+
 async def test_a_false_match_condition_skips_the_policy() -> None:
     created = pod()
     await admit(
@@ -180,7 +194,22 @@ async def test_a_false_match_condition_skips_the_policy() -> None:
     ("mutation", "message"),
     [
         (json_patch("object.spec.nothing"), "resulted in error"),
-        (json_patch("[JSONPatch{op: 'remove', path: '/spec/absent'}]"), "does not apply"),
+        (
+            json_patch("[JSONPatch{op: 'remove', path: '/spec/absent'}]"),
+            "JSON Patch: json patch operation 0 (remove '/spec/absent'): 'absent' does not exist",
+        ),
+        (
+            json_patch("[{'op': 'remove', 'path': '/spec/nodeName'}]"),
+            "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch",
+        ),
+        (
+            json_patch(
+                "[JSONPatch{op: 'add', path: '/spec/securityContext', value: "
+                "Object.spec.securityContext{seLinuxOptions: Object.spec.wrong{level: 's0'}}}]"
+            ),
+            'type mismatch: unexpected type name "Object.spec.wrong", expected '
+            '"Object.spec.securityContext.seLinuxOptions"',
+        ),
         (apply_configuration("'not an object'"), "must evaluate to Object but got string"),
         (
             apply_configuration("Object.spec{nodeName: 'n'}"),
@@ -207,6 +236,8 @@ async def test_a_false_match_condition_skips_the_policy() -> None:
     ids=[
         "evaluation",
         "patch",
+        "not-patches",
+        "patch-value-type-name",
         "not-an-object",
         "not-the-root",
         "type-name",
