@@ -89,6 +89,11 @@ def test_api_resources(kubectl: Kubectl) -> None:
         "false",
         "RuntimeClass",
     ]
+    for plural, kind in (
+        ("mutatingadmissionpolicies", "MutatingAdmissionPolicy"),
+        ("mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding"),
+    ):
+        assert by_name[plural] == [plural, "admissionregistration.k8s.io/v1", "false", kind]
     assert by_name["deviceclasses"] == [
         "deviceclasses",
         "resource.k8s.io/v1",

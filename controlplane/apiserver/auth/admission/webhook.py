@@ -280,6 +280,12 @@ async def _mutate(
         ) from None
     if (decoded.api_version, decoded.kind) != (obj.api_version, obj.kind):
         raise errors.internal(f'failed calling webhook "{name}": the patch changed the kind')
+    return adopt(obj, decoded)
+
+
+def adopt(obj: Resource, decoded: Resource) -> bool:
+    """Make ``obj`` what a mutation ``decoded`` (in place: admission hands the same object on);
+    whether it changed."""
     if msgspec.json.encode(decoded) == msgspec.json.encode(obj):
         return False
     for attribute in obj.__struct_fields__:
