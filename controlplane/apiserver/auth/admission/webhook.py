@@ -643,9 +643,9 @@ def _patch(name: str, document: Document, response: dict[str, Any]) -> Document 
         raise errors.internal(f'failed calling webhook "{name}": invalid patch: {error}') from None
     try:
         patched = patch.apply_json_patch(document, operations)
-    except errors.ApiError as error:
+    except patch.PatchError as error:
         raise errors.internal(
-            f'failed calling webhook "{name}": the patch does not apply: {error.message}'
+            f'failed calling webhook "{name}": the patch does not apply: {error}'
         ) from None
     if not isinstance(patched, dict):
         raise errors.internal(f'failed calling webhook "{name}": the patch does not apply')
