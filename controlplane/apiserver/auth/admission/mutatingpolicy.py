@@ -50,7 +50,7 @@ from controlplane.apiserver.crd import cel
 from controlplane.apiserver.endpoints import apply, patch
 from controlplane.apiserver.registry.store import RequestContext
 from controlplane.apiserver.storage.watchcache import WatchCache
-from kube.api import codec, walk
+from kube.api import codec
 from kube.api.kinds.admissionregistration_v1 import (
     GROUP,
     MutatingAdmissionPolicy,
@@ -186,7 +186,6 @@ def _mutate(mutation: Mutation, variables: dict[str, Any], request: policy.Reque
         decoded = codec.from_builtins(mutated, info.cls).obj
     except codec.DecodeError as error:
         raise MutationError(f"the mutated object is not valid: {error}") from None
-    walk.set_defaults(decoded)
     if (decoded.api_version, decoded.kind) != (obj.api_version, obj.kind):
         raise MutationError("a mutation may not change the object's apiVersion or kind")
     return webhook.adopt(obj, decoded)

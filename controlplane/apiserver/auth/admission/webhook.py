@@ -67,7 +67,7 @@ from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from controlplane.apiserver.registry.store import Admission, RequestContext, ResourceStore
 from controlplane.apiserver.storage.watchcache import WatchCache
 from kube import pki
-from kube.api import codec, names
+from kube.api import codec, names, walk
 from kube.api.kinds.admissionregistration_v1 import (
     MatchCondition,
     MutatingWebhook,
@@ -284,8 +284,9 @@ async def _mutate(
 
 
 def adopt(obj: Resource, decoded: Resource) -> bool:
-    """Make ``obj`` what a mutation ``decoded`` (in place: admission hands the same object on);
-    whether it changed."""
+    """Make ``obj`` what a mutation ``decoded``, defaulted as upstream defaults a mutated
+    object (in place: admission hands the same object on); whether it changed."""
+    walk.set_defaults(decoded)
     if msgspec.json.encode(decoded) == msgspec.json.encode(obj):
         return False
     for attribute in obj.__struct_fields__:

@@ -15,6 +15,7 @@ from kube.api.kinds.admissionregistration_v1 import (
     ValidatingWebhookConfiguration,
 )
 from kube.api.kinds.core_v1.cluster import ConfigMap
+from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kube.api.meta_v1 import ObjectMeta
 from kube.client.errors import ApiError
 from kube.client.rest import Client
@@ -25,6 +26,7 @@ from tests.controlplane.apiserver.webhook_servers import (
     configure_fixture,  # noqa: F401 (fixture)
     denied,
     patched,
+    rules,
     selected,
     webhook,
     webhooks_fixture,  # noqa: F401 (fixture)
@@ -88,6 +90,42 @@ async def test_a_webhook_rejects(
         'admission webhook "names.example.com" denied the request: bad names are not allowed'
     )
     await client.create(ConfigMap(metadata=ObjectMeta(name="good-one", namespace=namespace)))
+
+
+async def test_what_a_webhook_adds_is_defaulted(
+    client: Client, namespace: str, webhooks: Webhooks, configure: Configure
+) -> None:
+    """As upstream's mutating dispatcher defaults the patched object: a sidecar added without
+    its pull policy or termination message path gets them."""
+    sidecar = {"name": "sidecar", "image": "busybox:1.36"}
+    webhooks.answers["/sidecar"] = lambda asked: patched(
+        [{"op": "add", "path": "/spec/containers/-", "value": sidecar}]
+    )
+    selector = await selected(client, namespace)
+    await configure(
+        MutatingWebhookConfiguration(
+            metadata=ObjectMeta(name=f"{namespace}-sidecar"),
+            webhooks=[
+                webhook(
+                    MutatingWebhook,
+                    "sidecar.example.com",
+                    webhooks,
+                    "/sidecar",
+                    selector,
+                    rules=rules("configmaps", "pods"),  # configmaps: configure's probe
+                )
+            ],
+        )
+    )
+    pod = Pod(
+        metadata=ObjectMeta(name="p", namespace=namespace),
+        spec=PodSpec(containers=[Container(name="app", image="busybox:1.36")]),
+    )
+    created = await client.create(pod)
+    assert created.spec is not None and created.spec.containers is not None
+    added = created.spec.containers[1]
+    assert (added.name, added.image_pull_policy) == ("sidecar", "IfNotPresent")
+    assert added.termination_message_path == "/dev/termination-log"
 
 
 async def test_a_webhooks_patch_that_does_not_apply_fails_the_request_and_writes_nothing(
