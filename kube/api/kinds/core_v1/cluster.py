@@ -381,7 +381,7 @@ class Namespace(Resource):
 # Event.
 
 EVENT_TYPES = ("Normal", "Warning")
-_MESSAGE_LIMIT = 1024
+NOTE_LIMIT = 1024
 
 
 class EventSource(Struct):
@@ -498,41 +498,49 @@ class Event(Resource):
     reporting_instance: str | None = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        """Upstream's checks of core/v1 events (events.k8s.io/v1 is stricter)."""
-        namespace = self.metadata.namespace or ""
-        involved_namespace = (self.involved_object or ObjectReference()).namespace or ""
-        if self.event_time is None:
-            # An old-style event: an event about a cluster-scoped object lives in "default"
-            # (or nowhere); any other must live in the namespace of its object.
-            allowed = ("", "default") if not involved_namespace else (involved_namespace,)
-        else:
-            allowed = ("default", "kube-system") if not involved_namespace else (namespace,)
-        if namespace not in allowed:
-            errors.invalid(
-                path.child("involvedObject").child("namespace"),
-                involved_namespace,
-                "does not match event.namespace",
-            )
-        if self.event_time is None:
-            return
-        controller_path = path.child("reportingController")
-        if not self.reporting_component:
-            errors.required(controller_path)
-        for problem in names.is_qualified_name(self.reporting_component or ""):
-            errors.invalid(controller_path, self.reporting_component or "", problem)
-        for name, value, limit in (
-            ("reportingInstance", self.reporting_instance, 128),
-            ("action", self.action, 128),
-            ("reason", self.reason, 128),
-        ):
-            if not value:
-                errors.required(path.child(name))
-            elif len(value) > limit:
-                errors.invalid(path.child(name), "", f"can have at most {limit} characters")
-        if len(self.message or "") > _MESSAGE_LIMIT:
-            errors.invalid(
-                path.child("message"), "", f"can have at most {_MESSAGE_LIMIT} characters"
-            )
+        validate_event(self, "reportingComponent", path, errors)
+
+
+REPORTING_INSTANCE_LIMIT = ACTION_LIMIT = REASON_LIMIT = 128
+
+
+def validate_event(event: Event, controller_field: str, path: Path, errors: ErrorList) -> None:
+    """Upstream's checks of every event, whichever group it is written through (its
+    ``legacyValidateEvent``): an event with an eventTime names its reporter and action.
+    Paths are core's field names, as upstream's (which validates the internal object), except
+    the reporting controller, named as the group the request came through calls it."""
+    namespace = event.metadata.namespace or ""
+    involved_namespace = (event.involved_object or ObjectReference()).namespace or ""
+    if event.event_time is None:
+        # An old-style event: an event about a cluster-scoped object lives in "default"
+        # (or nowhere); any other must live in the namespace of its object.
+        allowed = ("", "default") if not involved_namespace else (involved_namespace,)
+    else:
+        allowed = ("default", "kube-system") if not involved_namespace else (namespace,)
+    if namespace not in allowed:
+        errors.invalid(
+            path.child("involvedObject").child("namespace"),
+            involved_namespace,
+            "does not match event.namespace",
+        )
+    if event.event_time is None:
+        return
+    controller_path = path.child(controller_field)
+    if not event.reporting_component:
+        errors.required(controller_path)
+    for problem in names.is_qualified_name(event.reporting_component or ""):
+        errors.invalid(controller_path, event.reporting_component or "", problem)
+    for name, value, limit in (
+        ("reportingInstance", event.reporting_instance, REPORTING_INSTANCE_LIMIT),
+        ("action", event.action, ACTION_LIMIT),
+        ("reason", event.reason, REASON_LIMIT),
+    ):
+        if not value:
+            errors.required(path.child(name))
+        elif len(value) > limit:
+            errors.invalid(path.child(name), "", f"can have at most {limit} characters")
+    if len(event.message or "") > NOTE_LIMIT:
+        errors.invalid(path.child("message"), "", f"can have at most {NOTE_LIMIT} characters")
 
 
 # ResourceQuota.
