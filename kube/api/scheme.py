@@ -73,6 +73,9 @@ class KindInfo:
     """The version objects of this resource are stored at; empty: this kind's own."""
     storage_group: str | None = None
     """The group objects of this resource are stored in; None: this kind's own."""
+    deprecated_since: str = ""
+    """The release that deprecated this kind (``1.19``): every request to it is answered with
+    upstream's warning, "v1 ComponentStatus is deprecated in v1.19+"."""
     returns_deleted: bool = False
     """A delete answers with the deleted object rather than a Status (upstream's
     ``ReturnDeletedObject``; its OpenAPI, and so the clients generated from it, expect it)."""
@@ -103,6 +106,13 @@ class KindInfo:
     def group_resource(self) -> str:
         """``deployments.apps``, or ``pods`` for the core group: how messages name it."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def deprecation(self) -> str | None:
+        """Upstream's warning for requests to a deprecated kind (None: not deprecated)."""
+        if not self.deprecated_since:
+            return None
+        return f"{self.api_version} {self.kind} is deprecated in v{self.deprecated_since}+"
 
     def selectable_fields(self, obj: Any) -> dict[str, str]:
         """The values of every field this kind can be selected by (``metadata.name`` always)."""
@@ -234,6 +244,7 @@ def kind(
     name_format: str = DNS1123_SUBDOMAIN,
     storage_version: str = "",
     storage_group: str | None = None,
+    deprecated_since: str = "",
     returns_deleted: bool = False,
 ) -> Callable[[R], R]:
     """Register the decorated class as a kind served at ``group/version/plural``."""
@@ -256,6 +267,7 @@ def kind(
             name_format=name_format,
             storage_version=storage_version,
             storage_group=storage_group,
+            deprecated_since=deprecated_since,
             returns_deleted=returns_deleted,
         )
         cls.API_VERSION = info.api_version

@@ -1,5 +1,7 @@
 """core/v1 namespaces and what lives in them besides workloads: Namespace, ConfigMap, Secret,
-ServiceAccount, Event, ResourceQuota and LimitRange.
+ServiceAccount, Event, ResourceQuota and LimitRange; and ComponentStatus, the health of the
+control plane as the API server probes it (read-only, never stored; deprecated since 1.19 but
+served, as upstream serves it).
 
 Binary values (``ConfigMap.binaryData``, ``Secret.data``) travel as base64 text in JSON and are
 declared as that text; validation decodes them to check them and to measure their size.
@@ -541,6 +543,57 @@ def validate_event(event: Event, controller_field: str, path: Path, errors: Erro
             errors.invalid(path.child(name), "", f"can have at most {limit} characters")
     if len(event.message or "") > NOTE_LIMIT:
         errors.invalid(path.child("message"), "", f"can have at most {NOTE_LIMIT} characters")
+
+
+# ComponentStatus.
+
+COMPONENT_HEALTHY = "Healthy"
+
+
+class ComponentCondition(Struct):
+    """One probe of a component: whether it is healthy, what it said, what went wrong."""
+
+    type: Annotated[str | None, meta(required=True, doc="Type of condition: Healthy.", proto=1)] = (
+        None
+    )
+    status: Annotated[str | None, meta(required=True, doc="True, False or Unknown.", proto=2)] = (
+        None
+    )
+    message: Annotated[str | None, meta(doc="What the component answered.", proto=3)] = None
+    error: Annotated[str | None, meta(doc="Why the probe failed.", proto=4)] = None
+
+
+def _health(obj: ComponentStatus) -> tuple[str, str, str]:
+    """Upstream's printComponentStatus: STATUS, MESSAGE, ERROR of the Healthy condition."""
+    for condition in obj.conditions or ():
+        if condition.type == COMPONENT_HEALTHY:
+            status = "Healthy" if condition.status == "True" else "Unhealthy"
+            return status, condition.message or "", condition.error or ""
+    return "Unknown", "", ""
+
+
+@kind(
+    group="",
+    version="v1",
+    plural="componentstatuses",
+    namespaced=False,
+    short_names=("cs",),
+    verbs=("get", "list"),
+    columns=(
+        NAME_COLUMN,
+        Column("Status", lambda o, now: _health(o)[0]),
+        Column("Message", lambda o, now: _health(o)[1]),
+        Column("Error", lambda o, now: _health(o)[2]),
+    ),
+    deprecated_since="1.19",
+)
+class ComponentStatus(Resource):
+    """The health of one control-plane component, probed when read."""
+
+    conditions: Annotated[
+        list[ComponentCondition] | None,
+        meta(merge_key="type", doc="The component's conditions.", proto=2),
+    ] = None
 
 
 # ResourceQuota.
