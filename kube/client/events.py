@@ -27,6 +27,12 @@ not retried again, so shutdown never waits long on an unreachable server.
 ``event_for`` builds the Event alone (a pure function): named ``<object>.<unix nanoseconds in
 hex>`` as upstream, in the object's namespace (``default`` for cluster-scoped objects), with
 ``source``, ``reportingComponent`` and ``reportingInstance`` from the recorder.
+
+This is the recorder upstream's kubelet and kube-controller-manager still use in 1.36.
+Upstream's kube-scheduler records through events.k8s.io/v1 instead (client-go's
+``tools/events``: an ``eventTime``, an ``action``, repeats kept as a ``series``); here it
+records through this one, so its events read the same through both groups (the API server
+serves one set of objects in both) but repeat as ``count`` rather than as a series.
 """
 
 from __future__ import annotations
