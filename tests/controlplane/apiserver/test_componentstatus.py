@@ -134,6 +134,8 @@ def test_read_only(kubectl: Kubectl) -> None:
         if line.startswith("componentstatuses ")
     ]
     assert rows == [["componentstatuses", "cs", "v1", "false", "ComponentStatus", "get,list"]]
+    explained = kubectl.run("explain", "componentstatus.conditions", namespaced=False).stdout
+    assert "type\t<string> -required-" in explained and "error\t<string>" in explained
 
 
 def test_python_client(api_client: kubernetes.client.ApiClient) -> None:

@@ -305,3 +305,10 @@ def test_api_resources_lists_both_groups(kubectl: Kubectl) -> None:
         ["events", "ev", "v1", "true", "Event", verbs],
         ["events", "ev", "events.k8s.io/v1", "true", "Event", verbs],
     ]
+
+
+def test_kubectl_explain_events_k8s_io(kubectl: Kubectl) -> None:
+    explained = kubectl.run("explain", "events", "--api-version=events.k8s.io/v1").stdout
+    assert "GROUP:      events.k8s.io" in explained
+    for field in ("note\t<string>", "regarding\t<ObjectReference>", "series\t<EventSeries>"):
+        assert field in explained, field
