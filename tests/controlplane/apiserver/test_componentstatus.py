@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from tests.controlplane.apiserver.corpus import columns
+from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import (
     BARE_APISERVER,
     Kubectl,
@@ -74,15 +75,25 @@ def healthy_scheduler(scheduler: FakeComponent) -> None:
     scheduler.status, scheduler.body = 200, b"ok"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
 def apiserver(
-    scheduler: FakeComponent, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    scheduler: FakeComponent,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("componentstatus") / "data"
+    """The API server on each store: etcd-0 reports the store, whichever it is."""
+    base = tmp_path_factory.mktemp(f"componentstatus-{request.param}")
+    data_dir = base / "data"
     data_dir.mkdir()
+    etcd = EtcdServer(base / "etcd") if request.param == "etcd" else None
+    store = []
+    if etcd is not None:
+        etcd.start()
+        store = ["--store", f"etcd://{etcd.endpoint}"]
     server = start_server(
         data_dir,
         *BARE_APISERVER,
+        *store,
         "--component-health",
         f"scheduler=http://127.0.0.1:{SCHEDULER_PORT}/healthz",
         "--component-health",
@@ -92,6 +103,8 @@ def apiserver(
         yield server
     finally:
         stop_server(server)
+        if etcd is not None:
+            etcd.stop()
 
 
 def test_kubectl_get_cs(kubectl: Kubectl) -> None:
@@ -180,3 +193,25 @@ def test_a_whole_server_reports_its_components_healthy(tmp_path: Path) -> None:
         ]
     finally:
         stop_server(server)
+
+
+@pytest.mark.etcd
+def test_etcd_down_is_reported(tmp_path: Path) -> None:
+    """The store's own error, under ERROR, as upstream's etcd probe reports it."""
+    etcd = EtcdServer(tmp_path / "etcd")
+    etcd.start()
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    server = start_server(data_dir, *BARE_APISERVER, "--store", f"etcd://{etcd.endpoint}")
+    try:
+        kubectl = Kubectl(server.kubeconfig, tmp_path / "cache", "default")
+        kubectl.run("api-resources", namespaced=False)  # discovery cached while etcd is up
+        etcd.stop()
+        got = kubectl.run("get", "cs", "etcd-0", namespaced=False, check=False)
+        assert got.returncode == 0, got.stderr
+        (header, row) = columns(got.stdout)
+        assert header == ["NAME", "STATUS", "MESSAGE", "ERROR"]
+        assert row[:3] == ["etcd-0", "Unhealthy", ""] and row[3], row
+    finally:
+        stop_server(server)
+        etcd.stop()
