@@ -5,6 +5,8 @@ process of its own, its child, so that the API server, the scheduler and the con
 each get a core (one Python process holds one interpreter lock: run as one, the whole control
 plane shared a core).  The parent (``supervise``) uses ``kube.supervision``:
 
+- ports left free (``--scheduler-port 0``) are chosen first, so that every child knows them
+  (the API server probes the scheduler and the controller-manager for ComponentStatus);
 - the API server starts first; once it prints ``kubelab apiserver: serving on https://...``
   (relayed as the command's first stdout line, which scripts and tests wait for) its admin
   and component kubeconfigs are written, and the scheduler and the controller-manager (and,
@@ -35,6 +37,7 @@ import argparse
 import asyncio
 import functools
 import logging
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -147,6 +150,18 @@ async def supervise(args: argparse.Namespace, argv: Sequence[str], stop: asyncio
     docstring); the exit code of a component that could not start, if one could not."""
     supervisor = Supervisor()
     port: list[str] = []
+    # Ports the flags leave free (0) are chosen here, so that every child knows them: the
+    # API server probes the scheduler and the controller-manager for ComponentStatus.
+    chosen = [
+        part
+        for flag, value in (
+            ("--scheduler-port", args.scheduler_port),
+            ("--controller-manager-port", args.controller_manager_port),
+        )
+        if value == 0
+        for part in (flag, str(_free_port()))
+    ]
+    argv = [*argv, *chosen]
 
     def apiserver() -> list[str]:
         # A restarted API server binds the port its first run chose (--secure-port 0), which
@@ -172,11 +187,22 @@ async def supervise(args: argparse.Namespace, argv: Sequence[str], stop: asyncio
     return 0
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 async def run_component(args: argparse.Namespace, name: str, stop: asyncio.Event) -> int:
     """One component of the server, in this process, with the server's flags."""
     data_dir = apiserver_command.prepare_data_dir(args)
     if name == APISERVER:
-        async with apiserver_command.serving(args, data_dir):
+        health = {
+            SCHEDULER: f"http://127.0.0.1:{args.scheduler_port}/healthz",
+            CONTROLLER_MANAGER: f"http://127.0.0.1:{args.controller_manager_port}/healthz",
+        }
+        async with apiserver_command.serving(args, data_dir, component_health=health):
             await stop.wait()
         return 0
     if name == SCHEDULER:

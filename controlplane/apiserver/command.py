@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,6 +120,15 @@ def add_flags(
         default=None,
         help="address clients and the kubernetes Service use to reach this "
         "server (default: the bind address)",
+    )
+    parser.add_argument(
+        "--component-health",
+        type=_component_health,
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="a component ComponentStatus reports and its /healthz URL, repeatable (default: "
+        "scheduler and controller-manager on their default ports on 127.0.0.1, as upstream)",
     )
     parser.add_argument(
         "--store",
@@ -323,9 +332,18 @@ def _etcd_tls(args: argparse.Namespace | None) -> EtcdTLS | None:
 
 
 @contextlib.asynccontextmanager
-async def serving(args: argparse.Namespace, data_dir: Path) -> AsyncIterator[Running]:
-    """The API server the flags describe, serving until the block ends."""
-    from controlplane.apiserver.server import APIServer, ServerConfig, serve
+async def serving(
+    args: argparse.Namespace, data_dir: Path, component_health: Mapping[str, str] | None = None
+) -> AsyncIterator[Running]:
+    """The API server the flags describe, serving until the block ends; ``component_health``:
+    where the scheduler and the controller-manager serve /healthz unless ``--component-health``
+    says (default: their ports on 127.0.0.1, as upstream's API server assumes)."""
+    from controlplane.apiserver.server import (
+        DEFAULT_COMPONENT_HEALTH,
+        APIServer,
+        ServerConfig,
+        serve,
+    )
 
     config = ServerConfig(
         data_dir=data_dir,
@@ -357,6 +375,9 @@ async def serving(args: argparse.Namespace, data_dir: Path) -> AsyncIterator[Run
         requestheader_group_headers=args.requestheader_group_headers,
         requestheader_extra_headers_prefix=args.requestheader_extra_headers_prefix,
         enable_aggregator_routing=args.enable_aggregator_routing,
+        component_health=dict(args.component_health)
+        or component_health
+        or DEFAULT_COMPONENT_HEALTH,
     )
     if "AlwaysAllow" in config.authorization_modes:
         logging.getLogger("kubelab.apiserver").warning(
@@ -385,6 +406,13 @@ async def serving(args: argparse.Namespace, data_dir: Path) -> AsyncIterator[Run
             await running.stop()
     finally:
         await store.close()
+
+
+def _component_health(value: str) -> tuple[str, str]:
+    name, _, url = value.partition("=")
+    if not name or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{value!r} is not NAME=http(s)://HOST:PORT/PATH")
+    return name, url
 
 
 def prepare_data_dir(args: argparse.Namespace) -> Path:

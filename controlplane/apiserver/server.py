@@ -30,7 +30,7 @@ import logging
 import platform
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ from controlplane.apiserver.endpoints import apply, audit, discovery, negotiatio
 from controlplane.apiserver.endpoints.handlers import Request, ResourceHandler, json_response
 from controlplane.apiserver.endpoints.openapi import OpenAPIDocuments
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
+from controlplane.apiserver.registry.componentstatus import HTTPProbe, StoreProbe
 from controlplane.apiserver.registry.proxy import KubeletConnector
 from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.store import Admission, RequestContext, ResourceStore
@@ -67,6 +68,8 @@ from controlplane.apiserver.storage.encryption import EncryptedStore, Encryption
 from controlplane.apiserver.storage.watchcache import WatchCache
 from controlplane.apiserver.system import bootstrap, clusterinfo
 from controlplane.apiserver.system.apiserverleases import ApiServerLeases
+from controlplane.controllers import command as controller_manager_command
+from controlplane.scheduler import command as scheduler_command
 from controlplane.storage.interface import Store, Unavailable
 from controlplane.storage.metered import MeteredStore
 from kube import KUBERNETES_VERSION, __version__
@@ -81,6 +84,14 @@ MAX_BODY = 3 * 1024 * 1024
 APISERVICES = ("apiregistration.k8s.io", "v1", "apiservices")
 USER = web.RequestKey("user", auth.User)
 """Where the authentication stage leaves the caller on the request."""
+
+
+DEFAULT_COMPONENT_HEALTH = {
+    "scheduler": f"http://127.0.0.1:{scheduler_command.DEFAULT_PORT}/healthz",
+    "controller-manager": f"http://127.0.0.1:{controller_manager_command.DEFAULT_PORT}/healthz",
+}
+"""Where the components ComponentStatus reports serve (upstream: their default secure ports
+on 127.0.0.1, which kubelab's serve over plain HTTP)."""
 
 
 @dataclass
@@ -132,6 +143,10 @@ class ServerConfig:
     """Proxy to an extension server's endpoint addresses rather than its Service's cluster IP."""
     apiservice_check_interval: float = 10.0
     """Seconds between two availability checks of every APIService."""
+    component_health: Mapping[str, str] = field(
+        default_factory=lambda: dict(DEFAULT_COMPONENT_HEALTH)
+    )
+    """The /healthz URL of each component ComponentStatus reports (besides the store)."""
 
     @property
     def advertise(self) -> str:
@@ -239,7 +254,13 @@ class APIServer:
         )
         """Routes extension servers' group/versions; its front-proxy identity set by ``serve``."""
         self._autoregistering: asyncio.Task[None] | None = None
-        self.backends = Backends(self)
+        self.backends = Backends(
+            self,
+            components={
+                **{name: HTTPProbe(url) for name, url in config.component_health.items()},
+                "etcd-0": StoreProbe(self._read_store),
+            },
+        )
         """The kubelet client and token issuer subresources use, set by ``serve``."""
         self.handler = ResourceHandler(
             self.lookup,
@@ -648,10 +669,14 @@ class APIServer:
     async def _storage_reachable(self) -> bool:
         try:
             async with asyncio.timeout(2):
-                await self.store.list("/registry/health-check/", limit=1)
+                await self._read_store()
         except Exception:
             return False
         return True
+
+    async def _read_store(self) -> object:
+        """A read that succeeds only if the store answers (health checks)."""
+        return await self.store.list("/registry/health-check/", limit=1)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -172,8 +173,9 @@ class SchedulerOptions:
 
 async def run_scheduler(options: SchedulerOptions, stop: asyncio.Event) -> int:
     """Schedule until ``stop`` is set (0) or the leader lease is lost (1)."""
+    from controlplane.scheduler.config import DEFAULT_SCHEDULER_NAME
     from controlplane.scheduler.scheduler import DecisionLog, Scheduler
-    from kube.client.events import EventRecorder
+    from kube.client.events import SeriesEventRecorder
     from kube.client.informers import SharedInformerFactory
     from kube.client.leaderelection import (
         LeaderElectionConfig,
@@ -192,7 +194,14 @@ async def run_scheduler(options: SchedulerOptions, stop: asyncio.Event) -> int:
         options.kubeconfig, user_agent="kubelab-scheduler", qps=options.qps, burst=options.burst
     )
     async with client:
-        recorder = EventRecorder(client, component="default-scheduler", clock=clock)
+        # One recorder for every profile, reporting as the default one (upstream has one per
+        # profile, each reporting under its scheduler name).
+        recorder = SeriesEventRecorder(
+            client,
+            DEFAULT_SCHEDULER_NAME,
+            f"{DEFAULT_SCHEDULER_NAME}-{socket.gethostname()}",
+            clock=clock,
+        )
         informers = SharedInformerFactory(client, clock=clock)
         scheduler = Scheduler(
             client,

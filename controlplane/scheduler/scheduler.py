@@ -603,6 +603,7 @@ class Scheduler:
             "Normal",
             "Scheduled",
             f"Successfully assigned {pod.key} to {node_name}",
+            action="Binding",
         )
 
     # Failures.
@@ -627,7 +628,9 @@ class Scheduler:
         if nominated:
             self.queue.nominate(qpi.info, nominated)
         self.queue.done(qpi.info.uid)
-        self._recorder.event(qpi.pod, "Warning", "FailedScheduling", status.message)
+        self._recorder.event(
+            qpi.pod, "Warning", "FailedScheduling", status.message, action="Scheduling"
+        )
         await self._set_condition(
             qpi.info, "SchedulerError" if error else "Unschedulable", status.message
         )

@@ -13,6 +13,9 @@ two conversions between its class and the storage version's with ``conversion``.
 then keeps one copy of each object, at the storage version, and every version reads and writes
 it (``Scheme.convert``); discovery prefers the version of highest priority
 (``version_priority``: GA before beta before alpha, higher numbers first).
+
+A resource may even be served in two groups over one storage: events.k8s.io/v1 Events are core
+v1 Events, stored under core's key (``storage_group``), as upstream stores them.
 """
 
 from __future__ import annotations
@@ -68,6 +71,11 @@ class KindInfo:
     name_format: str = DNS1123_SUBDOMAIN
     storage_version: str = ""
     """The version objects of this resource are stored at; empty: this kind's own."""
+    storage_group: str | None = None
+    """The group objects of this resource are stored in; None: this kind's own."""
+    deprecated_since: str = ""
+    """The release that deprecated this kind (``1.19``): every request to it is answered with
+    upstream's warning, "v1 ComponentStatus is deprecated in v1.19+"."""
     returns_deleted: bool = False
     """A delete answers with the deleted object rather than a Status (upstream's
     ``ReturnDeletedObject``; its OpenAPI, and so the clients generated from it, expect it)."""
@@ -77,9 +85,14 @@ class KindInfo:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
+    def stored_group(self) -> str:
+        return self.group if self.storage_group is None else self.storage_group
+
+    @property
     def storage_api_version(self) -> str:
         version = self.storage_version or self.version
-        return f"{self.group}/{version}" if self.group else version
+        group = self.stored_group
+        return f"{group}/{version}" if group else version
 
     @property
     def group_version(self) -> tuple[str, str]:
@@ -93,6 +106,13 @@ class KindInfo:
     def group_resource(self) -> str:
         """``deployments.apps``, or ``pods`` for the core group: how messages name it."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def deprecation(self) -> str | None:
+        """Upstream's warning for requests to a deprecated kind (None: not deprecated)."""
+        if not self.deprecated_since:
+            return None
+        return f"{self.api_version} {self.kind} is deprecated in v{self.deprecated_since}+"
 
     def selectable_fields(self, obj: Any) -> dict[str, str]:
         """The values of every field this kind can be selected by (``metadata.name`` always)."""
@@ -169,7 +189,7 @@ class Scheme:
 
     def storage_class(self, info: KindInfo) -> type[Resource]:
         """The class objects of ``info``'s resource are stored as."""
-        if not info.storage_version or info.storage_version == info.version:
+        if info.storage_api_version == info.api_version:
             return info.cls
         stored = self.by_kind(info.storage_api_version, info.kind)
         if stored is None:
@@ -223,6 +243,8 @@ def kind(
     field_selectors: Mapping[str, FieldGetter] | None = None,
     name_format: str = DNS1123_SUBDOMAIN,
     storage_version: str = "",
+    storage_group: str | None = None,
+    deprecated_since: str = "",
     returns_deleted: bool = False,
 ) -> Callable[[R], R]:
     """Register the decorated class as a kind served at ``group/version/plural``."""
@@ -244,6 +266,8 @@ def kind(
             field_selectors=dict(field_selectors or {}),
             name_format=name_format,
             storage_version=storage_version,
+            storage_group=storage_group,
+            deprecated_since=deprecated_since,
             returns_deleted=returns_deleted,
         )
         cls.API_VERSION = info.api_version

@@ -1,4 +1,5 @@
-"""Recording core/v1 Events, as client-go's ``tools/record`` (broadcaster, correlator, sink).
+"""Recording Events, as client-go's ``tools/record`` (broadcaster, correlator, sink) and, for
+new-style events, ``tools/events``.
 
 A component reports what it did (``Scheduled``, ``FailedScheduling``, ``Killing``) through
 ``recorder.event(obj, type, reason, message)``.  Recording must never get in the way of the
@@ -27,6 +28,13 @@ not retried again, so shutdown never waits long on an unreachable server.
 ``event_for`` builds the Event alone (a pure function): named ``<object>.<unix nanoseconds in
 hex>`` as upstream, in the object's namespace (``default`` for cluster-scoped objects), with
 ``source``, ``reportingComponent`` and ``reportingInstance`` from the recorder.
+
+``EventRecorder`` is the recorder upstream's kubelet and kube-controller-manager still use in
+1.36.  Upstream's kube-scheduler records through events.k8s.io/v1 instead (client-go's
+``tools/events``), and so does kubelab's, through ``SeriesEventRecorder``: new-style events
+(``new_event_for``: an ``eventTime``, an ``action``, the reporting controller and instance)
+whose repeats are kept as a ``series`` (see the class).  The API server serves the same
+objects in both groups, so either kind of event reads through either.
 """
 
 from __future__ import annotations
@@ -40,9 +48,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from kube.api.kinds.core_v1.cluster import Event, EventSource
+import msgspec
+
+from kube.api.kinds import events_v1
+from kube.api.kinds.core_v1.cluster import Event, EventSeries, EventSource
 from kube.api.kinds.core_v1.volume import ObjectReference
 from kube.api.meta_v1 import ObjectMeta, Resource
+from kube.api.struct import micro_time, parse_micro_time
 from kube.client.errors import ApiError, ClientError
 from kube.clock import Clock, RealClock
 
@@ -64,6 +76,10 @@ SPAM_BURST = 25
 SPAM_QPS = 1.0 / 300.0
 MAX_TRIES = 12
 RETRY_INTERVAL = 10.0
+FINISH_TIME = 6 * 60.0
+"""Seconds after its last occurrence that a series ends (client-go ``tools/events``)."""
+REFRESH_TIME = 30 * 60.0
+"""Seconds between writes of a running series' count (client-go ``tools/events``)."""
 
 _DEFAULT_NAMESPACE = "default"
 
@@ -109,6 +125,8 @@ def event_for(
     host: str | None = None,
     now: datetime.datetime,
     name: str | None = None,
+    action: str | None = None,
+    related: Resource | None = None,
 ) -> Event:
     """A new Event (count 1) about ``obj``, happening ``now``; named from ``now`` if not given.
 
@@ -118,10 +136,7 @@ def event_for(
     moment = now.astimezone(datetime.UTC)
     seconds = moment.replace(microsecond=0)
     return Event(
-        metadata=ObjectMeta(
-            name=name or f"{ref.name}.{_unix_nanos(moment):x}",
-            namespace=ref.namespace or _DEFAULT_NAMESPACE,
-        ),
+        metadata=_event_meta(ref, moment, name),
         involved_object=ref,
         reason=reason,
         message=message,
@@ -130,8 +145,51 @@ def event_for(
         last_timestamp=seconds,
         count=1,
         type=type,
+        action=action,
+        related=involved_object(related) if related is not None else None,
         reporting_component=component,
         reporting_instance=host or None,
+    )
+
+
+def new_event_for(
+    obj: Resource,
+    type: str,
+    reason: str,
+    note: str,
+    *,
+    action: str,
+    controller: str,
+    instance: str,
+    now: datetime.datetime,
+    name: str | None = None,
+    related: Resource | None = None,
+) -> Event:
+    """A new-style Event about ``obj``, as client-go's ``tools/events`` recorder makes it
+    (stored as core/v1, sent through events.k8s.io/v1): an eventTime and an action, the
+    reporting controller and instance, and none of the deprecated fields.  Pure, as
+    ``event_for``."""
+    ref = involved_object(obj)
+    moment = now.astimezone(datetime.UTC)
+    return Event(
+        metadata=_event_meta(ref, moment, name),
+        involved_object=ref,
+        reason=reason,
+        message=note,
+        type=type,
+        event_time=micro_time(moment),
+        action=action,
+        related=involved_object(related) if related is not None else None,
+        reporting_component=controller,
+        reporting_instance=instance,
+    )
+
+
+def _event_meta(ref: ObjectReference, moment: datetime.datetime, name: str | None) -> ObjectMeta:
+    """Named ``<object>.<unix nanoseconds in hex>`` in the object's namespace, as upstream."""
+    return ObjectMeta(
+        name=name or f"{ref.name}.{_unix_nanos(moment):x}",
+        namespace=ref.namespace or _DEFAULT_NAMESPACE,
     )
 
 
@@ -164,6 +222,18 @@ def _correlation_key(event: Event) -> tuple[str, ...]:
         event.reason or "",
         event.message or "",
     )
+
+
+@dataclass(frozen=True)
+class _Occurrence:
+    """What a caller of ``event`` reported, before it becomes an Event."""
+
+    obj: Resource
+    type: str
+    reason: str
+    message: str
+    action: str | None
+    related: Resource | None
 
 
 @dataclass
@@ -248,8 +318,19 @@ class EventRecorder:
     async def __aexit__(self, *_: object) -> None:
         await self.close()
 
-    def event(self, obj: Resource, type: str, reason: str, message: str) -> None:
-        """Queue an Event about ``obj``: never blocks, never raises (drops, with a log)."""
+    def event(
+        self,
+        obj: Resource,
+        type: str,
+        reason: str,
+        message: str,
+        *,
+        action: str | None = None,
+        related: Resource | None = None,
+    ) -> None:
+        """Queue an Event about ``obj`` (what was done to it, ``action``, and with what other
+        object, ``related``, where the caller says): never blocks, never raises (drops, with
+        a log)."""
         if type not in EVENT_TYPES:
             log.error("unsupported event type %r (reason %s): dropped", type, reason)
             return
@@ -260,20 +341,27 @@ class EventRecorder:
         # Names come from the time in nanoseconds; two events in one nanosecond (or on a
         # clock that stands still) must still get different names.
         self._last_nanos = max(_unix_nanos(now), self._last_nanos + 1)
+        name = f"{obj.metadata.name}.{self._last_nanos:x}"
         try:
-            event = event_for(
-                obj,
-                type,
-                reason,
-                message,
-                component=self.component,
-                host=self.host,
-                now=now,
-                name=f"{obj.metadata.name}.{self._last_nanos:x}",
+            self._queue.put_nowait(
+                self._build(_Occurrence(obj, type, reason, message, action, related), now, name)
             )
-            self._queue.put_nowait(event)
         except asyncio.QueueFull:
             log.warning("event queue full: dropping %s event about %s", reason, _what(obj))
+
+    def _build(self, what: _Occurrence, now: datetime.datetime, name: str) -> Event:
+        return event_for(
+            what.obj,
+            what.type,
+            what.reason,
+            what.message,
+            component=self.component,
+            host=self.host,
+            now=now,
+            name=name,
+            action=what.action,
+            related=what.related,
+        )
 
     async def start(self) -> None:
         """Begin sending queued events (idempotent)."""
@@ -322,13 +410,19 @@ class EventRecorder:
         if not self._spam.allow(event):
             log.debug("event %s (%s) dropped by the spam filter", event.metadata.name, event.reason)
             return
+        sent = await self._deliver(event, update=seen is not None)
+        if sent is not None:
+            self._remember(key, sent, event)
+
+    async def _deliver(self, event: Event, *, update: bool) -> Event | None:
+        """Send with retries (see the module docstring); what the server holds, or None."""
         for attempt in range(1, self.max_tries + 1):
             try:
-                sent = await self._send(event, update=seen is not None)
+                return await self._send(event, update=update)
             except (ApiError, ClientError) as error:
                 if isinstance(error, ApiError) and error.already_exists:
                     log.debug("event %s exists already: %s", event.metadata.name, error)
-                    return
+                    return None
                 final = (
                     isinstance(error, ApiError) and not error.retryable
                 ) or self._closing.is_set()
@@ -343,12 +437,10 @@ class EventRecorder:
                     error,
                 )
                 if final or attempt == self.max_tries:
-                    return
+                    return None
                 pause = self.retry_interval * (random.random() if attempt == 1 else 1.0)
                 await self._pause(pause)
-                continue
-            self._remember(key, sent, event)
-            return
+        return None
 
     async def _send(self, event: Event, *, update: bool) -> Event:
         namespace = event.metadata.namespace or _DEFAULT_NAMESPACE
@@ -388,6 +480,153 @@ class EventRecorder:
             await asyncio.gather(sleep, closing, return_exceptions=True)
 
 
+class SeriesEventRecorder(EventRecorder):
+    """Records new-style Events through events.k8s.io/v1, as client-go's ``tools/events``.
+
+    What differs from ``EventRecorder`` (queueing, retries and closing are the same):
+
+    - the Event has an ``eventTime``, the caller's ``action`` and ``related`` object, the
+      reporting controller and ``<controller>-<hostname>`` as reporting instance;
+    - repeats are kept as a ``series``: an event isomorphic to a remembered one (same action,
+      reason, reporting controller, object and related object; the note may differ) is not
+      created again.  The second occurrence PATCHes ``series`` {count 2, lastObservedTime};
+      later ones only count, and every ``REFRESH_TIME`` the counts of running series are
+      written.  A series is written a last time and forgotten ``FINISH_TIME`` after its last
+      occurrence; an event without a series is forgotten ``FINISH_TIME`` after it happened;
+    - there is no spam filter (``tools/events`` has none).
+    """
+
+    def __init__(
+        self,
+        client: EventClient,
+        controller: str,
+        instance: str,
+        clock: Clock | None = None,
+        *,
+        max_tries: int = MAX_TRIES,
+        retry_interval: float = RETRY_INTERVAL,
+    ) -> None:
+        super().__init__(
+            client,
+            controller,
+            host=instance,
+            clock=clock,
+            max_tries=max_tries,
+            retry_interval=retry_interval,
+        )
+        self._isomorphic: dict[tuple[tuple[str, ...], ...], Event] = {}
+
+    def _build(self, what: _Occurrence, now: datetime.datetime, name: str) -> Event:
+        return new_event_for(
+            what.obj,
+            what.type,
+            what.reason,
+            what.message,
+            action=what.action or "",
+            controller=self.component,
+            instance=self.host or "",
+            now=now,
+            name=name,
+            related=what.related,
+        )
+
+    async def _run(self) -> None:
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(super()._run())
+            tasks.create_task(self._maintain())
+
+    async def _record(self, event: Event) -> None:
+        key = _isomorphic_key(event)
+        known = self._isomorphic.get(key)
+        if known is None:
+            self._isomorphic[key] = event
+            await self._write(key, event)
+            return
+        now = micro_time(self.clock.now())
+        if known.series is not None:
+            known.series.count = (known.series.count or 0) + 1
+            known.series.last_observed_time = now
+            return
+        known.series = EventSeries(count=2, last_observed_time=now)
+        await self._write(key, known)
+
+    async def _write(self, key: tuple[tuple[str, ...], ...], event: Event) -> None:
+        sent = await self._deliver(event, update=event.series is not None)
+        if sent is not None and self._isomorphic.get(key) is event:
+            # Keep counting from what the server holds (its name, should it have been
+            # created again) and what was counted meanwhile.
+            sent.series = event.series
+            self._isomorphic[key] = sent
+
+    async def _send(self, event: Event, *, update: bool) -> Event:
+        namespace = event.metadata.namespace or _DEFAULT_NAMESPACE
+        name = event.metadata.name or ""
+        if update and event.series is not None:
+            series = {
+                "count": event.series.count,
+                "lastObservedTime": event.series.last_observed_time,
+            }
+            try:
+                patched = await self.client.patch(
+                    events_v1.Event, name, namespace, {"series": series}, patch_type="merge"
+                )
+                return events_v1.to_core(patched)
+            except ApiError as error:
+                if not error.not_found:
+                    raise
+        fresh = msgspec.structs.replace(
+            event, metadata=msgspec.structs.replace(event.metadata, resource_version=None)
+        )
+        return events_v1.to_core(await self.client.create(events_v1.from_core(fresh)))
+
+    async def _maintain(self) -> None:
+        """End old series and forget old events every FINISH_TIME; write the running series'
+        counts every REFRESH_TIME."""
+        since_refresh = 0.0
+        while True:
+            await self.clock.sleep(FINISH_TIME)
+            since_refresh += FINISH_TIME
+            refresh = since_refresh >= REFRESH_TIME
+            if refresh:
+                since_refresh = 0.0
+            horizon = self.clock.now() - datetime.timedelta(seconds=FINISH_TIME)
+            for key, event in list(self._isomorphic.items()):
+                if event.series is None:
+                    if _moment(event.event_time) < horizon:
+                        del self._isomorphic[key]
+                elif _moment(event.series.last_observed_time) < horizon:
+                    await self._deliver(event, update=True)
+                    self._isomorphic.pop(key, None)
+                elif refresh:
+                    await self._write(key, event)
+
+
+def _moment(value: str | None) -> datetime.datetime:
+    return parse_micro_time(value) if value else datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+def _reference_key(ref: ObjectReference | None) -> tuple[str, ...]:
+    ref = ref or ObjectReference()
+    return (
+        ref.kind or "",
+        ref.namespace or "",
+        ref.name or "",
+        ref.uid or "",
+        ref.api_version or "",
+        ref.resource_version or "",
+        ref.field_path or "",
+    )
+
+
+def _isomorphic_key(event: Event) -> tuple[tuple[str, ...], ...]:
+    """client-go ``tools/events``' ``getKey``: what makes two events one series."""
+    return (
+        (event.action or "", event.reason or "", event.reporting_component or ""),
+        _reference_key(event.involved_object),
+        _reference_key(event.related),
+    )
+
+
 def _what(obj: Resource) -> str:
     kind = obj.kind or getattr(obj, "KIND", "object")
     namespace = obj.metadata.namespace
@@ -405,6 +644,8 @@ __all__ = [
     "WARNING",
     "EventClient",
     "EventRecorder",
+    "SeriesEventRecorder",
     "event_for",
     "involved_object",
+    "new_event_for",
 ]

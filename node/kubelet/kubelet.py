@@ -9,7 +9,8 @@
   ``pleg`` relists it every second and wakes the workers of pods whose containers changed;
 - per pod: volumes (``volumes.manager``), probes (``probes``), CrashLoopBackOff (``backoff``),
   status (``status.generate_pod_status`` computed, ``statusmanager`` sent);
-- the node: ``nodestatus`` registers the Node and keeps its status and Lease; once the Node
+- the node: ``nodestatus`` registers the Node and keeps its status and Lease, ``csinode`` its
+  CSINode (the Node is not Ready before that exists, as upstream); once the Node
   has a podCIDR the pod network is configured (CNI config, the CNI agent, CRI's runtime
   config); the ``server`` answers the API server's logs/exec/attach/port-forward streams,
   with its serving certificate from ``--tls-cert-file`` or, rotating, from a certificate
@@ -58,6 +59,7 @@ from node.kubelet import certificate, mirror
 from node.kubelet.apiobjects import ApiObjects
 from node.kubelet.auth import AuthOptions, KubeletAuth
 from node.kubelet.backoff import CrashLoopBackOff
+from node.kubelet.csinode import CHECK_PERIOD, CSINodeManager
 from node.kubelet.logs import LogRotator
 from node.kubelet.nodestatus import NodeOptions, NodeStatusManager
 from node.kubelet.pleg import PodLifecycleEventGenerator
@@ -135,6 +137,7 @@ class KubeletConfig:
     server: ServerOptions | None = None
     pod_manifest_path: Path | None = None
     cert_dir: Path = Path("/var/lib/kubelet/pki")
+    csinode_check_period: float = CHECK_PERIOD
 
 
 class Kubelet:
@@ -190,13 +193,16 @@ class Kubelet:
         )
         self.workers = PodWorkers(self, self.clock)
         self.pleg = PodLifecycleEventGenerator(self.runtime.snapshot, self.workers.sync, self.clock)
+        self.csinode = CSINodeManager(
+            client, self.node_name, self.clock, config.csinode_check_period
+        )
         self.node_status = NodeStatusManager(
             client,
             config.node,
             self.cri,
             self.clock,
             events=self.recorder,
-            health_checks=[self.pleg.healthy],
+            health_checks=[self.pleg.healthy, self.csinode.healthy],
         )
         self.static = (
             StaticPodSource(config.pod_manifest_path, self.node_name, self.clock)
@@ -254,6 +260,7 @@ class Kubelet:
         await self._wait_for_runtime()
         async with self.recorder:
             await self.node_status.register()
+            await self.csinode.initialize()
             self.pods_informer.add_event_handler(
                 on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted
             )
@@ -261,6 +268,7 @@ class Kubelet:
             await self.informers.wait_for_cache_sync()
             loops: list[Awaitable[None]] = [
                 self.node_status.run(),
+                self.csinode.run(),
                 self.pleg.run(),
                 self._every(HOUSEKEEPING_PERIOD, self.housekeeping),
                 self._every(LOG_ROTATION_PERIOD, self.rotate_logs),

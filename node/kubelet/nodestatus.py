@@ -527,6 +527,11 @@ def set_condition(
     return transitioned
 
 
+def node_owner(name: str, uid: str) -> OwnerReference:
+    """How what the kubelet makes for its Node (its Lease, its CSINode) names its owner."""
+    return OwnerReference(api_version="v1", kind="Node", name=name, uid=uid)
+
+
 def not_ready_message(errors: Sequence[str]) -> str:
     """Errors joined as upstream's ``errors.NewAggregate`` prints them."""
     return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
@@ -886,9 +891,7 @@ class NodeStatusManager:
         spec.renew_time = micro_time(self._clock.now())
         uid = self._node.metadata.uid if self._node is not None else None
         if uid and not lease.metadata.owner_references:
-            lease.metadata.owner_references = [
-                OwnerReference(api_version="v1", kind="Node", name=self.options.node_name, uid=uid)
-            ]
+            lease.metadata.owner_references = [node_owner(self.options.node_name, uid)]
 
     # Loops.
 

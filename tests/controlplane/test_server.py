@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from kube.api.kinds import events_v1
 from kube.api.kinds.core_v1.cluster import Namespace, ServiceAccount
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import Container, Pod
@@ -103,9 +104,35 @@ async def place_one_pod(server: ServerProcess) -> dict[str, str]:
         return await bound_pods(client, "work", ["web"])
 
 
+async def scheduled_event(server: ServerProcess) -> events_v1.Event:
+    """The Scheduled event of pod work/web, as events.k8s.io/v1 serves it."""
+    found: list[events_v1.Event] = []
+    async with Client.from_kubeconfig(server.kubeconfig) as client:
+
+        async def recorded() -> bool:
+            found[:] = [
+                e
+                for e in (await client.list(events_v1.Event, "work")).items
+                if e.reason == "Scheduled" and e.regarding and e.regarding.name == "web"
+            ]
+            return bool(found)
+
+        await eventually(recorded)
+    return found[0]
+
+
 def test_server_schedules_pods_and_explains_them(server: ServerProcess) -> None:
     port = scheduler_port(server)
     placed = asyncio.run(place_one_pod(server))
+    # The scheduler records as upstream's: through events.k8s.io, new-style.
+    event = asyncio.run(scheduled_event(server))
+    assert (event.action, event.type, event.reporting_controller) == (
+        "Binding",
+        "Normal",
+        "default-scheduler",
+    )
+    assert event.note == f"Successfully assigned work/web to {placed['web']}"
+    assert event.event_time is not None and event.deprecated_count is None
     explain = subprocess.run(
         [*KUBELAB, "scheduler", "explain", "work/web", "--address", f"http://127.0.0.1:{port}"],
         capture_output=True,

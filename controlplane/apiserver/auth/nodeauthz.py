@@ -13,6 +13,8 @@ this scale and can never disagree with the caches):
   to: get, and list/watch narrowed to one name with ``fieldSelector=metadata.name=<name>``;
 - ``serviceaccounts/token`` of the service accounts those pods run as;
 - its own Lease in ``kube-node-lease``;
+- its own CSINode: get, create, update, patch, delete (a create names no object, so
+  NodeRestriction checks the name); never list or watch;
 - everything else the ``system:node`` ClusterRole lists (events, services, CSRs, ...).
 
 Anything else is no opinion, so RBAC may still grant it (upstream binds ``system:node`` to no
@@ -106,6 +108,11 @@ class NodeAuthorizer:
         node = node_name(user)
         if node is None:
             return False
+        if info.is_resource_request and (info.group, info.resource) == (
+            "storage.k8s.io",
+            "csinodes",
+        ):
+            return self._csinode(node, info)
         if not info.is_resource_request or info.group not in ("", "coordination.k8s.io"):
             return self._by_rules(info)
         resource = info.resource
@@ -142,6 +149,11 @@ class NodeAuthorizer:
         if info.verb == "create":
             return not info.subresource
         return info.name == node and info.verb in ("get", "update", "patch", "delete")
+
+    def _csinode(self, node: str, info: RequestInfo) -> bool:
+        if info.subresource or info.verb not in ("get", "create", "update", "patch", "delete"):
+            return False
+        return (info.verb == "create" or info.name == node) and self._by_rules(info)
 
     def _pods(self, node: str, info: RequestInfo) -> bool:
         if info.verb in ("list", "watch"):

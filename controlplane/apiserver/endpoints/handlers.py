@@ -127,6 +127,8 @@ class ResourceHandler:
             raise errors.ApiError(
                 404, "NotFound", "the server could not find the requested resource"
             )
+        if store.info.deprecation is not None:
+            req.ctx.warnings.append(store.info.deprecation)
         if not sub and info.verb not in store.info.verbs:
             raise errors.method_not_allowed(
                 f'{info.verb} is not supported on resources of kind "{store.info.group_resource}"'
@@ -190,6 +192,9 @@ class ResourceHandler:
             return await subresource.connect(req.http, namespace, name, path)
         if info.verb == "get" and isinstance(subresource, rest.Getter):
             return self._answer(req, store, await subresource.get(namespace, name))
+        if info.verb == "list" and isinstance(subresource, rest.Lister):
+            listed = await subresource.list(namespace, self._selection(req, store))
+            return self._render_list(req, store, listed)
         if info.verb == "create" and isinstance(subresource, rest.Creater):
             obj = await self._read_object(req, subresource.body)
             created = await subresource.create(namespace, name, obj, req.ctx)
@@ -344,6 +349,11 @@ class ResourceHandler:
                 resource_version=version,
                 resource_version_match=match,
             )
+        return self._render_list(req, store, listed)
+
+    def _render_list(
+        self, req: Request, store: ResourceStore, listed: ResourceList[Any]
+    ) -> web.Response:
         output = negotiation.choose(req.http.headers.get("Accept"))
         if output.as_ == negotiation.TABLE:
             table = tables.table(

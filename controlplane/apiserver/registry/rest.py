@@ -5,6 +5,7 @@ object that implements only the interfaces of the verbs it serves, and the endpo
 on those interfaces, never on a subresource's name:
 
 - ``Getter``: get;
+- ``Lister``: list, for a kind whose objects are made when read (ComponentStatus);
 - ``Creater``: create, the body decoded as the object's ``body`` kind (``pods/binding`` takes
   a Binding, ``serviceaccounts/token`` a TokenRequest);
 - ``Updater``: update, the body decoded the same way;
@@ -22,19 +23,20 @@ that code needing other kinds' stores takes instead of the whole server.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
 from controlplane.apiserver import errors
-from controlplane.apiserver.registry.store import RequestContext, ResourceStore
-from kube.api.meta_v1 import Resource, TypeMeta
+from controlplane.apiserver.registry.store import RequestContext, ResourceStore, Selection
+from kube.api.meta_v1 import Resource, ResourceList, TypeMeta
 from kube.api.scheme import KindInfo
 
 if TYPE_CHECKING:
     from controlplane.apiserver.auth.tokens import TokenIssuer
+    from controlplane.apiserver.registry.componentstatus import ComponentProbe
     from controlplane.apiserver.registry.proxy import KubeletConnector
 
 Change = Callable[[Resource], Resource]
@@ -50,6 +52,11 @@ class Lookup(Protocol):
 @runtime_checkable
 class Getter(Protocol):
     async def get(self, namespace: str, name: str) -> TypeMeta: ...
+
+
+@runtime_checkable
+class Lister(Protocol):
+    async def list(self, namespace: str, selection: Selection) -> ResourceList[Any]: ...
 
 
 @runtime_checkable
@@ -101,6 +108,8 @@ class Backends:
     registry: Lookup
     kubelets: KubeletConnector | None = None
     tokens: TokenIssuer | None = None
+    components: Mapping[str, ComponentProbe] = field(default_factory=dict)
+    """What ComponentStatus probes, by component name."""
 
     def kubelet_client(self) -> KubeletConnector:
         if self.kubelets is None:

@@ -5,7 +5,8 @@ One ``ResourceStore`` per served kind turns API semantics into store operations:
 - keys ``/registry/<group>/<resource>/<namespace>/<name>`` (core kinds without the group);
   values are the object's JSON without ``resourceVersion``, which is the store revision and is
   set on every read, at the storage version of its resource (converted to and from the version
-  served, for a resource served in several);
+  served, for a resource served in several), under the key of the group it is stored in
+  (events.k8s.io Events are core Events);
 - create: namespace and name checks, ``generateName``, uid, creationTimestamp, generation;
   then the kind's strategy, defaults, admission, validation and a create-if-absent write;
 - update: optimistic concurrency (a stale resourceVersion is a 409; none means unconditional),
@@ -185,7 +186,7 @@ class ResourceStore:
         # A resource served in several versions is stored at one (kube.api.scheme).
         self._stored_as = SCHEME.storage_class(info)
         self._decoder = msgspec.json.Decoder(self._stored_as)
-        group = f"{info.group}/" if info.group else ""
+        group = f"{info.stored_group}/" if info.stored_group else ""
         self.root = f"/registry/{group}{info.plural}/"
 
     # Keys and bytes.
@@ -306,7 +307,7 @@ class ResourceStore:
         walk.set_defaults(obj)
         await self._admit("CREATE", obj, None, ctx)
         self._track(obj, None, ctx, "")
-        problems = walk.validate(obj)
+        problems = self.strategy.validate_create(obj)
         if problems:
             raise errors.invalid(info, meta.name or "", problems)
         with self._prepared(obj, None, keep=not ctx.dry_run):

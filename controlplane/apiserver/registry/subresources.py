@@ -5,7 +5,8 @@ A subresource a kind declares (``KindInfo.subresources``) is served by the objec
 for the kind here, else by the generic one of its name (``status`` and ``scale`` of any kind,
 custom resources included).  A declared subresource with no REST object is not served yet.
 Registered under the empty name, a REST object serves a kind's own verbs in place of its store:
-``bindings`` binds the pod its Binding names, as upstream's legacy binding storage.
+``bindings`` binds the pod its Binding names, as upstream's legacy binding storage;
+``componentstatuses`` are probed, not stored.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from controlplane.apiserver.registry import namespace, node, pod, serviceaccount
+from controlplane.apiserver.registry.componentstatus import ComponentStatusREST
 from controlplane.apiserver.registry.object import ObjectREST
 from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.scale import ScaleREST
 from controlplane.apiserver.registry.store import ResourceStore
 from kube.api.kinds.certificates_v1 import CertificateSigningRequest
-from kube.api.kinds.core_v1.cluster import Namespace, ServiceAccount
+from kube.api.kinds.core_v1.cluster import ComponentStatus, Namespace, ServiceAccount
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import Binding, Pod
 from kube.api.meta_v1 import Resource
@@ -36,6 +38,7 @@ GENERIC: dict[str, Factory] = {
 }
 BY_KIND: dict[tuple[type[Resource], str], Factory] = {
     (Binding, ""): lambda _, backends: pod.BindingREST(backends.store("", "v1", "pods")),
+    (ComponentStatus, ""): lambda _, backends: ComponentStatusREST(backends.components),
     (Pod, "binding"): lambda store, _: pod.BindingREST(store),
     (Pod, "eviction"): pod.EvictionREST,
     (Pod, "ephemeralcontainers"): lambda store, _: ObjectREST(store, "ephemeralcontainers"),

@@ -437,6 +437,8 @@ class DefaultPreemption:
                 "Normal",
                 "Preempted",
                 f"Preempted by pod {preemptor.metadata.uid} on node {node_name}",
+                action="Preempting",
+                related=preemptor,
             )
         return None
 

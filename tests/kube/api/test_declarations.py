@@ -21,6 +21,7 @@ from kube.api.scheme import SCHEME, KindInfo
 # Client model names that do not follow <Version><Kind> (V1Pod, V2HorizontalPodAutoscaler).
 MODEL_NAMES = {
     ("", "Event"): "CoreV1Event",
+    ("events.k8s.io", "Event"): "EventsV1Event",
     ("", "EndpointPort"): "CoreV1EndpointPort",
     ("discovery.k8s.io", "EndpointPort"): "DiscoveryV1EndpointPort",
     ("authentication.k8s.io", "TokenRequest"): "AuthenticationV1TokenRequest",

@@ -23,11 +23,13 @@ from kube.api.kinds.core_v1.cluster import ConfigMap, Event, ServiceAccount
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import Container, Pod
 from kube.api.kinds.node_v1 import RuntimeClass
+from kube.api.kinds.storage_v1 import CSINode
 from kube.api.meta_v1 import ObjectMeta
 from kube.client.errors import ApiError
 from kube.client.rest import Client
 from node.cri.fake import FakeContainer, FakeRuntime
 from node.cri.pb import api_pb2 as pb
+from node.kubelet.csinode import CHECK_PERIOD, MIGRATED_PLUGINS_ANNOTATION
 from node.kubelet.kubelet import Kubelet, KubeletConfig
 from node.kubelet.mirror import is_mirror_pod
 from node.kubelet.nodestatus import NodeOptions
@@ -36,6 +38,7 @@ from node.kubelet.runtime.labels import POD_UID_LABEL
 from node.kubelet.runtime.options import NodeRuntimeOptions
 from node.kubelet.volumes.manager import FakeMounter
 from tests import builders
+from tests.controlplane.apiserver.admission_servers import node_kubeconfig
 from tests.servers import ServerProcess, start_server, stop_server
 
 BUSYBOX = "docker.io/library/busybox:1.35"
@@ -55,11 +58,19 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
 class FakeNode:
     """One kubelet on one fake runtime; ``start``/``stop`` it like a process."""
 
-    def __init__(self, client: Client, runtime: FakeRuntime, root: Path) -> None:
+    def __init__(
+        self,
+        client: Client,
+        runtime: FakeRuntime,
+        root: Path,
+        name: str | None = None,
+        csinode_check_period: float = CHECK_PERIOD,
+    ) -> None:
         self.client = client
         self.runtime = runtime
         self.root = root
-        self.name = f"node-{uuid.uuid4().hex[:8]}"
+        self.name = name or f"node-{uuid.uuid4().hex[:8]}"
+        self.csinode_check_period = csinode_check_period
         self.manifests = root / "manifests"
         self.manifests.mkdir(exist_ok=True)
         self.cgroups = FakeCgroups()
@@ -83,6 +94,7 @@ class FakeNode:
             ),
             runtime_endpoint=self.runtime.endpoint,
             pod_manifest_path=self.manifests,
+            csinode_check_period=self.csinode_check_period,
         )
 
     async def start(self) -> None:
@@ -260,6 +272,53 @@ async def test_a_pods_runtime_class_handler_reaches_cri(
         await client.delete(RuntimeClass, name)
         with contextlib.suppress(ApiError):
             await client.delete(Node, harness.name)
+
+
+async def test_the_kubelet_registers_its_csinode_and_keeps_it(
+    client: Client, apiserver: ServerProcess, runtime: FakeRuntime, tmp_path: Path
+) -> None:
+    """As its own node (Node authorizer, NodeRestriction): the CSINode is created, owned by
+    the Node, with no drivers, and comes back when deleted."""
+    name = f"node-{uuid.uuid4().hex[:8]}"
+    async with Client.from_kubeconfig(node_kubeconfig(apiserver, name, tmp_path)) as kubelet:
+        harness = FakeNode(kubelet, runtime, tmp_path, name=name, csinode_check_period=0.2)
+        await harness.start()
+        try:
+            csinode = await _csinode(client, name)
+            node = await client.get(Node, name)
+            assert [
+                (o.api_version, o.kind, o.name, o.uid)
+                for o in csinode.metadata.owner_references or ()
+            ] == [("v1", "Node", name, node.metadata.uid)]
+            assert csinode.spec is not None and csinode.spec.drivers == []
+            assert (csinode.metadata.annotations or {})[MIGRATED_PLUGINS_ANNOTATION] == (
+                "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,"
+                "kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,"
+                "kubernetes.io/vsphere-volume"
+            )
+            await client.delete(CSINode, name)
+            again = await _csinode(client, name, other_than=csinode.metadata.uid)
+            assert again.metadata.owner_references == csinode.metadata.owner_references
+        finally:
+            await harness.stop()
+            with contextlib.suppress(ApiError):
+                await client.delete(Node, name)
+
+
+async def _csinode(client: Client, name: str, other_than: str | None = None) -> CSINode:
+    """The CSINode of node ``name`` once it exists (and is not the one whose uid is given)."""
+    found: list[CSINode] = []
+
+    async def exists() -> bool:
+        try:
+            csinode = await client.get(CSINode, name)
+        except ApiError:
+            return False
+        found[:] = [csinode]
+        return csinode.metadata.uid != other_than
+
+    await eventually(exists, f"CSINode {name}")
+    return found[0]
 
 
 async def test_deletion_is_graceful_confirmed_and_leaves_nothing(

@@ -13,7 +13,8 @@ group ``system:nodes``) may make; this plugin checks the objects themselves, as 
   referencing no service account, secret, configmap or claim; it deletes, evicts and updates
   the status of only pods bound to itself;
 - **serviceaccounts/token**: only tokens bound to a pod that runs on it, by the pod's current
-  UID.
+  UID;
+- **CSINode**: only the one named after it.
 
 The pods a token names are read from a watch cache (falling back to the store on a miss).
 """
@@ -28,6 +29,7 @@ from controlplane.apiserver.storage.watchcache import WatchCache
 from kube.api.kinds.authentication_v1 import TokenRequest
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Pod
+from kube.api.kinds.storage_v1 import CSINode
 from kube.api.meta_v1 import Resource
 from kube.api.scheme import KindInfo
 
@@ -69,7 +71,9 @@ def node_restriction(pods: WatchCache) -> Admission:
             raise errors.forbidden(info, name, f"could not determine node from user {ctx.user!r}")
 
         def refuse(message: str) -> errors.ApiError:
-            return errors.forbidden(info, name, f'{info.plural} "{name}" is forbidden: {message}')
+            return errors.forbidden(
+                info, name, f'{info.group_resource} "{name}" is forbidden: {message}'
+            )
 
         if isinstance(obj, Node):
             _check_node(node, operation, obj, old, refuse)
@@ -77,6 +81,8 @@ def node_restriction(pods: WatchCache) -> Admission:
             _check_pod(node, operation, ctx.subresource, obj, refuse)
         elif isinstance(obj, TokenRequest) and ctx.subresource == "token":
             await _check_token(node, obj, pods, refuse)
+        elif isinstance(obj, CSINode) and name != node:
+            raise refuse("can only access CSINode with the same name as the requesting node")
 
     return admit
 

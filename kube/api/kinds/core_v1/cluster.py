@@ -1,5 +1,7 @@
 """core/v1 namespaces and what lives in them besides workloads: Namespace, ConfigMap, Secret,
-ServiceAccount, Event, ResourceQuota and LimitRange.
+ServiceAccount, Event, ResourceQuota and LimitRange; and ComponentStatus, the health of the
+control plane as the API server probes it (read-only, never stored; deprecated since 1.19 but
+served, as upstream serves it).
 
 Binary values (``ConfigMap.binaryData``, ``Secret.data``) travel as base64 text in JSON and are
 declared as that text; validation decodes them to check them and to measure their size.
@@ -382,7 +384,7 @@ class Namespace(Resource):
 # Event.
 
 EVENT_TYPES = ("Normal", "Warning")
-_MESSAGE_LIMIT = 1024
+NOTE_LIMIT = 1024
 
 
 class EventSource(Struct):
@@ -499,41 +501,100 @@ class Event(Resource):
     reporting_instance: str | None = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        """Upstream's checks of core/v1 events (events.k8s.io/v1 is stricter)."""
-        namespace = self.metadata.namespace or ""
-        involved_namespace = (self.involved_object or ObjectReference()).namespace or ""
-        if self.event_time is None:
-            # An old-style event: an event about a cluster-scoped object lives in "default"
-            # (or nowhere); any other must live in the namespace of its object.
-            allowed = ("", "default") if not involved_namespace else (involved_namespace,)
-        else:
-            allowed = ("default", "kube-system") if not involved_namespace else (namespace,)
-        if namespace not in allowed:
-            errors.invalid(
-                path.child("involvedObject").child("namespace"),
-                involved_namespace,
-                "does not match event.namespace",
-            )
-        if self.event_time is None:
-            return
-        controller_path = path.child("reportingController")
-        if not self.reporting_component:
-            errors.required(controller_path)
-        for problem in names.is_qualified_name(self.reporting_component or ""):
-            errors.invalid(controller_path, self.reporting_component or "", problem)
-        for name, value, limit in (
-            ("reportingInstance", self.reporting_instance, 128),
-            ("action", self.action, 128),
-            ("reason", self.reason, 128),
-        ):
-            if not value:
-                errors.required(path.child(name))
-            elif len(value) > limit:
-                errors.invalid(path.child(name), "", f"can have at most {limit} characters")
-        if len(self.message or "") > _MESSAGE_LIMIT:
-            errors.invalid(
-                path.child("message"), "", f"can have at most {_MESSAGE_LIMIT} characters"
-            )
+        validate_event(self, "reportingComponent", path, errors)
+
+
+REPORTING_INSTANCE_LIMIT = ACTION_LIMIT = REASON_LIMIT = 128
+
+
+def validate_event(event: Event, controller_field: str, path: Path, errors: ErrorList) -> None:
+    """Upstream's checks of every event, whichever group it is written through (its
+    ``legacyValidateEvent``): an event with an eventTime names its reporter and action.
+    Paths are core's field names, as upstream's (which validates the internal object), except
+    the reporting controller, named as the group the request came through calls it."""
+    namespace = event.metadata.namespace or ""
+    involved_namespace = (event.involved_object or ObjectReference()).namespace or ""
+    if event.event_time is None:
+        # An old-style event: an event about a cluster-scoped object lives in "default"
+        # (or nowhere); any other must live in the namespace of its object.
+        allowed = ("", "default") if not involved_namespace else (involved_namespace,)
+    else:
+        allowed = ("default", "kube-system") if not involved_namespace else (namespace,)
+    if namespace not in allowed:
+        errors.invalid(
+            path.child("involvedObject").child("namespace"),
+            involved_namespace,
+            "does not match event.namespace",
+        )
+    if event.event_time is None:
+        return
+    controller_path = path.child(controller_field)
+    if not event.reporting_component:
+        errors.required(controller_path)
+    for problem in names.is_qualified_name(event.reporting_component or ""):
+        errors.invalid(controller_path, event.reporting_component or "", problem)
+    for name, value, limit in (
+        ("reportingInstance", event.reporting_instance, REPORTING_INSTANCE_LIMIT),
+        ("action", event.action, ACTION_LIMIT),
+        ("reason", event.reason, REASON_LIMIT),
+    ):
+        if not value:
+            errors.required(path.child(name))
+        elif len(value) > limit:
+            errors.invalid(path.child(name), "", f"can have at most {limit} characters")
+    if len(event.message or "") > NOTE_LIMIT:
+        errors.invalid(path.child("message"), "", f"can have at most {NOTE_LIMIT} characters")
+
+
+# ComponentStatus.
+
+COMPONENT_HEALTHY = "Healthy"
+
+
+class ComponentCondition(Struct):
+    """One probe of a component: whether it is healthy, what it said, what went wrong."""
+
+    type: Annotated[str | None, meta(required=True, doc="Type of condition: Healthy.", proto=1)] = (
+        None
+    )
+    status: Annotated[str | None, meta(required=True, doc="True, False or Unknown.", proto=2)] = (
+        None
+    )
+    message: Annotated[str | None, meta(doc="What the component answered.", proto=3)] = None
+    error: Annotated[str | None, meta(doc="Why the probe failed.", proto=4)] = None
+
+
+def _health(obj: ComponentStatus) -> tuple[str, str, str]:
+    """Upstream's printComponentStatus: STATUS, MESSAGE, ERROR of the Healthy condition."""
+    for condition in obj.conditions or ():
+        if condition.type == COMPONENT_HEALTHY:
+            status = "Healthy" if condition.status == "True" else "Unhealthy"
+            return status, condition.message or "", condition.error or ""
+    return "Unknown", "", ""
+
+
+@kind(
+    group="",
+    version="v1",
+    plural="componentstatuses",
+    namespaced=False,
+    short_names=("cs",),
+    verbs=("get", "list"),
+    columns=(
+        NAME_COLUMN,
+        Column("Status", lambda o, now: _health(o)[0]),
+        Column("Message", lambda o, now: _health(o)[1]),
+        Column("Error", lambda o, now: _health(o)[2]),
+    ),
+    deprecated_since="1.19",
+)
+class ComponentStatus(Resource):
+    """The health of one control-plane component, probed when read."""
+
+    conditions: Annotated[
+        list[ComponentCondition] | None,
+        meta(merge_key="type", doc="The component's conditions.", proto=2),
+    ] = None
 
 
 # ResourceQuota.

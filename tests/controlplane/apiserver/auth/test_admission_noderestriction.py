@@ -1,9 +1,10 @@
 """NodeRestriction through the API, with kubelet client certificates (CN system:node:<name>,
-O system:nodes) on a server authorizing with Node,RBAC: a kubelet changes only its own Node
-and the pods bound to it."""
+O system:nodes) on a server authorizing with Node,RBAC: a kubelet changes only its own Node,
+its own CSINode and the pods bound to it."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from kube.api.kinds.core_v1.cluster import ServiceAccount
 from kube.api.kinds.core_v1.node import Node, NodeSpec, Taint
 from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Container, Pod
 from kube.api.kinds.policy_v1 import Eviction
+from kube.api.kinds.storage_v1 import CSINode, CSINodeSpec
 from kube.api.meta_v1 import ObjectMeta
 from kube.client.errors import ApiError
 from kube.client.rest import Client
@@ -228,3 +230,39 @@ async def test_a_kubelet_touches_only_pods_bound_to_it(
         said('unexpected operation "UPDATE", node "n1" can only create and delete mirror pods'),
     )
     await kubelet.delete(Pod, "ours", namespace)
+
+
+def csinode(name: str) -> CSINode:
+    return CSINode(metadata=ObjectMeta(name=name), spec=CSINodeSpec(drivers=[]))
+
+
+async def test_a_kubelet_writes_only_its_own_csinode(
+    client: Client, kubelet: Client, authorizing: bool
+) -> None:
+    await own_node(client, kubelet)
+    forbidden = "can only access CSINode with the same name as the requesting node"
+    # A create names no object to the authorizer: NodeRestriction refuses it.
+    await refused(
+        kubelet.create(csinode("n2")),
+        f'csinodes.storage.k8s.io "n2" is forbidden: {forbidden}',
+    )
+    mine = await kubelet.create(csinode("n1"))
+    mine.metadata.labels = {"example.com/rack": "r1"}
+    mine = await kubelet.update(mine)
+    assert (await kubelet.get(CSINode, "n1")).metadata.labels == {"example.com/rack": "r1"}
+
+    with contextlib.suppress(ApiError):
+        await client.create(csinode("n2"))
+    other = await client.get(CSINode, "n2")
+    other.metadata.labels = {"stolen": "yes"}
+    # Another node's: the Node authorizer refuses first when it runs, NodeRestriction otherwise.
+    said = 'csinodes.storage.k8s.io "n2" is forbidden'
+    await refused(kubelet.update(other), said if authorizing else forbidden)
+    await refused(kubelet.delete(CSINode, "n2"), said if authorizing else forbidden)
+    if authorizing:
+        await refused(kubelet.get(CSINode, "n2"), said)
+        with pytest.raises(ApiError) as listing:
+            await kubelet.list(CSINode)
+        assert listing.value.code == 403
+    await kubelet.delete(CSINode, "n1")
+    await client.delete(CSINode, "n2")

@@ -84,10 +84,20 @@ def pdb(name: str, labels: Mapping[str, str] | None, allowed: int, *disrupted: s
 
 @dataclass
 class FakeRecorder:
-    events: list[tuple[str, str, str, str]] = field(default_factory=list)
+    events: list[tuple[str, str, str, str, str | None, str | None]] = field(default_factory=list)
 
-    def event(self, obj: Pod, type: str, reason: str, message: str) -> None:
-        self.events.append((obj.metadata.name or "", type, reason, message))
+    def event(
+        self,
+        obj: Pod,
+        type: str,
+        reason: str,
+        message: str,
+        *,
+        action: str | None = None,
+        related: Pod | None = None,
+    ) -> None:
+        related_name = related.metadata.name if related is not None else None
+        self.events.append((obj.metadata.name or "", type, reason, message, action, related_name))
 
 
 @dataclass
@@ -411,7 +421,14 @@ CONDITION = PodCondition(
     message="default-scheduler: preempting to accommodate a higher priority pod",
 )
 MARK_V = ("patch", "v", "strategic", {"status": {"conditions": [CONDITION]}})
-EVENT_V = ("v", "Normal", "Preempted", "Preempted by pod uid-default-p on node n1")
+EVENT_V = (
+    "v",
+    "Normal",
+    "Preempted",
+    "Preempted by pod uid-default-p on node n1",
+    "Preempting",
+    "p",
+)
 INTERNAL = ApiError(ApiStatus(code=500, reason="InternalError", message="boom"))
 NOT_FOUND = ApiError(ApiStatus(code=404, reason="NotFound", message='pods "v" not found'))
 

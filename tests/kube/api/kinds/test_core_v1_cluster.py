@@ -535,9 +535,9 @@ EVENT_CASES: list[tuple[str, dict[str, Any], list[tuple[str, ErrorType]]]] = [
         [
             ("action", REQUIRED),
             ("reason", REQUIRED),
-            ("reportingController", INVALID),
-            ("reportingController", INVALID),
-            ("reportingController", REQUIRED),
+            ("reportingComponent", INVALID),
+            ("reportingComponent", INVALID),
+            ("reportingComponent", REQUIRED),
             ("reportingInstance", REQUIRED),
         ],
     ),
