@@ -107,6 +107,11 @@ def test_api_resources(kubectl: Kubectl) -> None:
         "false",
         "ResourceSlice",
     ]
+    for plural, kind in (
+        ("flowschemas", "FlowSchema"),
+        ("prioritylevelconfigurations", "PriorityLevelConfiguration"),
+    ):
+        assert by_name[plural] == [plural, "flowcontrol.apiserver.k8s.io/v1", "false", kind]
     assert "leases" in by_name and "customresourcedefinitions" in by_name
 
 
