@@ -182,6 +182,20 @@ def test_python_client(api_client: k8s.ApiClient) -> None:
     api.delete_priority_level_configuration("py-level")
 
 
+def apply_slow_lane(kubectl: Kubectl) -> dict[str, Any]:
+    """Apply slowpoke's FlowSchema and level; once the server routes by them, the schema."""
+    kubectl.run("apply", "-f", "-", input=SLOW_LANE, namespaced=False)
+    dump = ("get", "--raw", "/debug/api_priority_and_fairness/dump_priority_levels")
+    eventually(lambda: "slow-lane," in kubectl.run(*dump, namespaced=False).stdout)
+    return kubectl.json("get", "flowschema", "slow-lane")
+
+
+def _session(apiserver: ServerProcess) -> aiohttp.ClientSession:
+    """An admin session (which may impersonate) to the server."""
+    connector = aiohttp.TCPConnector(ssl=admin_ssl(apiserver.data_dir))
+    return aiohttp.ClientSession(apiserver.url, connector=connector)
+
+
 async def _get(
     session: aiohttp.ClientSession, path: str, user: str | None = None
 ) -> tuple[int, dict[str, str], str]:
@@ -197,19 +211,10 @@ def test_an_overloaded_level_answers_429_while_others_are_served(
     waits, four are refused at once; a user at another level is served meanwhile.  The slow
     requests are lists at a resourceVersion the server has not reached: the server holds each
     until its watch cache gives up (upstream's 504 "Too large resource version")."""
-    kubectl.run("apply", "-f", "-", input=SLOW_LANE, namespaced=False)
-    fs = kubectl.json("get", "flowschema", "slow-lane")
+    fs = apply_slow_lane(kubectl)
 
     async def scenario() -> None:
-        connector = aiohttp.TCPConnector(ssl=admin_ssl(apiserver.data_dir))
-        async with aiohttp.ClientSession(apiserver.url, connector=connector) as session:
-            for _ in range(50):  # the configuration reaches the server's caches
-                _, _, levels = await _get(
-                    session, "/debug/api_priority_and_fairness/dump_priority_levels"
-                )
-                if "slow-lane," in levels:
-                    break
-                await asyncio.sleep(0.2)
+        async with _session(apiserver) as session:
             slow = "/api/v1/namespaces/default/configmaps?resourceVersion=999999999"
             requests = [asyncio.create_task(_get(session, slow, "slowpoke")) for _ in range(6)]
             await asyncio.sleep(1.0)
@@ -256,6 +261,29 @@ def test_an_overloaded_level_answers_429_while_others_are_served(
             'apiserver_flowcontrol_rejected_requests_total{priority_level="slow-lane",'
             'flow_schema="slow-lane",reason="queue-full"} 4'
         ) in metrics
+
+    asyncio.run(scenario())
+
+
+def test_watches_hold_a_seat_only_while_set_up(apiserver: ServerProcess, kubectl: Kubectl) -> None:
+    """slowpoke's level has one seat and one queue of one, yet four watches stay open at
+    once and a list still gets through: each watch gave its seat back as its response began."""
+    apply_slow_lane(kubectl)
+
+    async def scenario() -> None:
+        async with _session(apiserver) as session:
+            # Opened together, well before the server ends them (after 3 s); read to their end
+            # so that every connection closes cleanly.
+            watch = "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=3"
+            headers = {"Impersonate-User": "slowpoke"}
+            opening = [session.get(watch, headers=headers) for _ in range(4)]
+            watches = await asyncio.wait_for(asyncio.gather(*opening), 2)
+            assert [w.status for w in watches] == [200] * 4
+            status, _, _ = await _get(session, "/api/v1/namespaces/default/configmaps", "slowpoke")
+            assert status == 200
+            for w in watches:
+                await w.read()
+                w.release()
 
     asyncio.run(scenario())
 
