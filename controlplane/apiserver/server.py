@@ -28,7 +28,7 @@ import logging
 import platform
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,12 @@ from controlplane.apiserver.endpoints import apply, audit, discovery, negotiatio
 from controlplane.apiserver.endpoints.handlers import Request, ResourceHandler, json_response
 from controlplane.apiserver.endpoints.openapi import OpenAPIDocuments
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
-from controlplane.apiserver.flowcontrol.controller import Classification, FlowControl, Seat
+from controlplane.apiserver.flowcontrol.controller import (
+    Classification,
+    FlowControl,
+    Seat,
+    list_seats,
+)
 from controlplane.apiserver.registry.proxy import KubeletConnector
 from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.store import Admission, RequestContext, ResourceStore
@@ -445,7 +450,8 @@ class APIServer:
             request[audit.IMPERSONATED] = user = impersonated
         # Priority and fairness between impersonation and authorization, as upstream's chain.
         request[FLOW] = flow = self.flowcontrol.classify(user, info)
-        async with self.flowcontrol.seat(flow, _request_details(user, info)) as seat:
+        seats = self._seats(info, request.query)
+        async with self.flowcontrol.seat(flow, seats, _request_details(user, info)) as seat:
             request[audit.DECISION] = allowed = self.authorizer(user, info)
             self.auditor.authorized(request)
             if not allowed:
@@ -463,6 +469,14 @@ class APIServer:
             finally:
                 self._watches.discard(task)
                 self._watchers.inc(info.resource, amount=-1)
+
+    def _seats(self, info: RequestInfo, query: Mapping[str, str]) -> int:
+        """The seats a request takes: by its size for a list (the objects counted in the
+        resource's watch cache, none if it has none yet), one otherwise."""
+        if info.verb != "list":
+            return 1
+        cache = self.caches.get((info.group, info.version, info.resource))
+        return list_seats(len(cache.objects()) if cache is not None else 0, query)
 
     async def _authenticate(self, request: web.Request) -> auth.User:
         for authenticate in self.authenticators:

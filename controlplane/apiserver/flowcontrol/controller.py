@@ -8,9 +8,11 @@ upstream's nominal limits: ``ceil(limit * shares / sum of every level's shares)`
 then lends and borrows seats between levels every few seconds (``lendablePercent``,
 ``borrowingLimitPercent``); here each level keeps its nominal limit.
 
-Each request takes one seat (upstream estimates wider lists and mutating requests with watch
-fan-out; not here).  A watch holds its seat only until its response starts, that is while it
-is set up, as upstream's watches hold theirs during initialization.  The exempt level never
+A list takes seats by upstream's width estimate (``list_seats``: one per 100 objects it will
+go through, 1 to 10); every other request takes one (upstream also charges mutating requests
+for the watches they notify; not here).  A watch holds its seat only until its response
+starts, that is while it is set up, as upstream's watches hold theirs during
+initialization.  The exempt level never
 waits.  A request that cannot be queued, or waits longer than ``wait_limit`` (upstream: a
 quarter of the request timeout), is refused with upstream's 429.
 
@@ -29,7 +31,7 @@ import dataclasses
 import datetime
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.auth import User
@@ -37,7 +39,7 @@ from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from controlplane.apiserver.flowcontrol import bootstrap, classify
 from controlplane.apiserver.flowcontrol.fairqueuing import EXECUTE, QUEUED, QueueSet, Request
 from controlplane.apiserver.registry.store import ResourceStore
-from controlplane.apiserver.storage.watchcache import WatchCache
+from controlplane.apiserver.storage.watchcache import WatchCache, serves_list
 from kube.api.kinds.flowcontrol_v1 import (
     CATCH_ALL,
     DANGLING,
@@ -56,6 +58,8 @@ PRIORITY_LEVEL_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
 WAIT_LIMIT = 15.0
 """Upstream's longest wait in a queue: a quarter of the 60 s request timeout."""
 ENSURE_EVERY = 60.0
+OBJECTS_PER_SEAT = 100
+MAX_SEATS = 10
 
 
 @dataclasses.dataclass(eq=False)
@@ -197,13 +201,15 @@ class FlowControl:
     # The request path.
 
     @contextlib.asynccontextmanager
-    async def seat(self, c: Classification, details: dict[str, str]) -> AsyncIterator[Seat]:
+    async def seat(
+        self, c: Classification, seats: int, details: dict[str, str]
+    ) -> AsyncIterator[Seat]:
         """Hold a seat of the request's level while the body runs (the body may give it back
         earlier: a watch, once it is set up); 429 if the level cannot take the request in
         time."""
         labels = (c.level.config.metadata.name or "", c.schema.metadata.name or "")
         queues = c.level.queues
-        request = Request(labels[1], c.distinguisher, 1, self.clock.monotonic(), details)
+        request = Request(labels[1], c.distinguisher, seats, self.clock.monotonic(), details)
         if queues is not None:
             outcome = queues.offer(request, request.arrived)
             if outcome not in (EXECUTE, QUEUED):
@@ -445,6 +451,27 @@ class FlowControl:
                         row += [request.details.get(c, "") for c in detail_columns]
                     rows.append(row)
         return rows
+
+
+def list_seats(stored: int, query: Mapping[str, str]) -> int:
+    """The seats a list of a resource holding ``stored`` objects takes, as upstream's list
+    work estimator: a list from the watch cache goes through every object; one from the
+    store reads ``limit`` of them (all of them too if a selector filters them) and encodes
+    them."""
+    limit = int(query.get("limit") or 0)
+    limit = limit if 0 < limit < stored else stored
+    if serves_list(
+        query.get("resourceVersion"),
+        query.get("resourceVersionMatch"),
+        int(query.get("limit") or 0),
+        query.get("continue"),
+    ):
+        objects = stored
+    elif query.get("labelSelector") or query.get("fieldSelector"):
+        objects = stored + limit
+    else:
+        objects = 2 * limit
+    return min(MAX_SEATS, max(1, math.ceil(objects / OBJECTS_PER_SEAT)))
 
 
 def tabwrite(rows: Sequence[Sequence[str]]) -> str:

@@ -1,8 +1,12 @@
 """One priority level's seats and queues, driven step by step with explicit times (no clock,
-no sleeps): shuffle sharding, queue length limits, fair dispatch, withdrawal."""
+no sleeps): shuffle sharding, queue length limits, fair dispatch, withdrawal; and the seats a
+list takes."""
 
 from __future__ import annotations
 
+import pytest
+
+from controlplane.apiserver.flowcontrol.controller import list_seats
 from controlplane.apiserver.flowcontrol.fairqueuing import (
     CONCURRENCY_LIMIT,
     EXECUTE,
@@ -122,3 +126,18 @@ def test_new_parameters_start_what_now_fits_and_deal_again() -> None:
     level.offer(waiting, 0)
     assert level.configure(2, 4, 2, 5, now=3) == [waiting]
     assert len(level.queues) == 4 and waiting.started == 3
+
+
+@pytest.mark.parametrize(
+    ("stored", "query", "seats"),
+    [
+        pytest.param(0, {}, 1, id="empty"),
+        pytest.param(120, {}, 3, id="from-the-store-twice-the-objects"),
+        pytest.param(5000, {"limit": "500"}, 10, id="paged-capped-at-10"),
+        pytest.param(5000, {"limit": "100"}, 2, id="paged"),
+        pytest.param(350, {"resourceVersion": "0"}, 4, id="from-the-cache"),
+        pytest.param(350, {"limit": "50", "labelSelector": "a=b"}, 4, id="selector"),
+    ],
+)
+def test_list_seats_as_upstreams_estimate(stored: int, query: dict[str, str], seats: int) -> None:
+    assert list_seats(stored, query) == seats
