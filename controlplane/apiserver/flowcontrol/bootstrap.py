@@ -30,12 +30,15 @@ from controlplane.apiserver.registry.store import RequestContext, ResourceStore
 from kube.api import walk
 from kube.api.codec import from_builtins
 from kube.api.kinds.flowcontrol_v1 import (
-    CATCH_ALL,
+    ALL_USERS,
+    EVERYTHING,
     EXEMPT,
     GROUP,
+    MANDATORY_SPECS,
     NAME_ALL,
     FlowSchema,
     PriorityLevelConfiguration,
+    group_subjects,
 )
 from kube.api.meta_v1 import Resource
 
@@ -44,28 +47,12 @@ log = logging.getLogger(__name__)
 AUTOUPDATE = "apf.kubernetes.io/autoupdate-spec"
 SYSTEM = RequestContext(user="system:apiserver", groups=("system:masters",))
 
-_EVERYTHING = {
-    "resourceRules": [
-        {
-            "verbs": [NAME_ALL],
-            "apiGroups": [NAME_ALL],
-            "resources": [NAME_ALL],
-            "clusterScope": True,
-            "namespaces": [NAME_ALL],
-        }
-    ],
-    "nonResourceRules": [{"verbs": [NAME_ALL], "nonResourceURLs": [NAME_ALL]}],
-}
 _LEASES = {
     "verbs": ["get", "create", "update"],
     "apiGroups": ["coordination.k8s.io"],
     "resources": ["leases"],
     "namespaces": [NAME_ALL],
 }
-
-
-def _groups(*names: str) -> list[dict[str, Any]]:
-    return [{"kind": "Group", "group": {"name": name}} for name in names]
 
 
 def _users(*names: str) -> list[dict[str, Any]]:
@@ -110,26 +97,15 @@ def _level(name: str, shares: int, lendable: int, queuing: tuple[int, int, int] 
     return from_builtins(raw, PriorityLevelConfiguration).obj
 
 
-ALL_USERS = ("system:unauthenticated", "system:authenticated")
-
-MANDATORY_LEVELS: tuple[PriorityLevelConfiguration, ...] = (
-    from_builtins(
-        {
-            "metadata": {"name": EXEMPT},
-            "spec": {
-                "type": "Exempt",
-                "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0},
-            },
-        },
-        PriorityLevelConfiguration,
-    ).obj,
-    _level(CATCH_ALL, 5, 0, None),
+MANDATORY_LEVELS: tuple[PriorityLevelConfiguration, ...] = tuple(
+    from_builtins({"metadata": {"name": name}, "spec": spec}, PriorityLevelConfiguration).obj
+    for (kind, name), spec in MANDATORY_SPECS.items()
+    if kind == "PriorityLevelConfiguration"
 )
-MANDATORY_SCHEMAS: tuple[FlowSchema, ...] = (
-    _schema(EXEMPT, EXEMPT, 1, None, {"subjects": _groups("system:masters"), **_EVERYTHING}),
-    _schema(
-        CATCH_ALL, CATCH_ALL, 10000, "ByUser", {"subjects": _groups(*ALL_USERS), **_EVERYTHING}
-    ),
+MANDATORY_SCHEMAS: tuple[FlowSchema, ...] = tuple(
+    from_builtins({"metadata": {"name": name}, "spec": spec}, FlowSchema).obj
+    for (kind, name), spec in MANDATORY_SPECS.items()
+    if kind == "FlowSchema"
 )
 SUGGESTED_LEVELS: tuple[PriorityLevelConfiguration, ...] = (
     _level("system", 30, 33, (64, 6, 50)),
@@ -145,7 +121,7 @@ SUGGESTED_SCHEMAS: tuple[FlowSchema, ...] = (
         "system",
         500,
         "ByUser",
-        {"subjects": _groups("system:nodes"), **_EVERYTHING},
+        {"subjects": group_subjects("system:nodes"), **EVERYTHING},
     ),
     _schema(
         "system-node-high",
@@ -153,7 +129,7 @@ SUGGESTED_SCHEMAS: tuple[FlowSchema, ...] = (
         400,
         "ByUser",
         {
-            "subjects": _groups("system:nodes"),
+            "subjects": group_subjects("system:nodes"),
             "resourceRules": [
                 {
                     "verbs": [NAME_ALL],
@@ -172,7 +148,7 @@ SUGGESTED_SCHEMAS: tuple[FlowSchema, ...] = (
         2,
         None,
         {
-            "subjects": _groups(*ALL_USERS),
+            "subjects": group_subjects(*ALL_USERS),
             "nonResourceRules": [
                 {"verbs": ["get"], "nonResourceURLs": ["/healthz", "/readyz", "/livez"]}
             ],
@@ -242,35 +218,35 @@ SUGGESTED_SCHEMAS: tuple[FlowSchema, ...] = (
         "workload-high",
         800,
         "ByNamespace",
-        {"subjects": _users("system:kube-controller-manager"), **_EVERYTHING},
+        {"subjects": _users("system:kube-controller-manager"), **EVERYTHING},
     ),
     _schema(
         "kube-scheduler",
         "workload-high",
         800,
         "ByNamespace",
-        {"subjects": _users("system:kube-scheduler"), **_EVERYTHING},
+        {"subjects": _users("system:kube-scheduler"), **EVERYTHING},
     ),
     _schema(
         "kube-system-service-accounts",
         "workload-high",
         900,
         "ByNamespace",
-        {"subjects": _kube_system_accounts(NAME_ALL), **_EVERYTHING},
+        {"subjects": _kube_system_accounts(NAME_ALL), **EVERYTHING},
     ),
     _schema(
         "service-accounts",
         "workload-low",
         9000,
         "ByUser",
-        {"subjects": _groups("system:serviceaccounts"), **_EVERYTHING},
+        {"subjects": group_subjects("system:serviceaccounts"), **EVERYTHING},
     ),
     _schema(
         "global-default",
         "global-default",
         9900,
         "ByUser",
-        {"subjects": _groups(*ALL_USERS), **_EVERYTHING},
+        {"subjects": group_subjects(*ALL_USERS), **EVERYTHING},
     ),
 )
 

@@ -13,19 +13,21 @@ condition.
 Field names, order and protobuf numbers are k8s.io/api release-1.36's; defaults are those of
 pkg/apis/flowcontrol/v1 (matchingPrecedence 1000, nominalConcurrencyShares 30 for a limited
 level and 0 for the exempt one, lendablePercent 0, queues 64, handSize 8, queueLengthLimit 50),
-validation follows pkg/apis/flowcontrol/validation with its messages.  Upstream also refuses a
-changed spec of the mandatory objects (``exempt``, ``catch-all``); here the API server puts
-their spec back instead (see ``controlplane.apiserver.flowcontrol.bootstrap``).
+validation follows pkg/apis/flowcontrol/validation with its messages, including its refusal
+of a mandatory object (``exempt``, ``catch-all``) whose spec is not the fixed one
+(``MANDATORY_SPECS``; the exempt level's ``spec.exempt`` may change).  The API server creates
+them, and the rest of upstream's configuration, in ``controlplane.apiserver.flowcontrol``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Annotated, Any
 
 import msgspec
 
-from kube.api import names
+from kube.api import names, walk
 from kube.api.errors import ErrorList, Path
 from kube.api.meta_v1 import Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
@@ -49,6 +51,71 @@ LIMIT_RESPONSE_TYPES = ("Queue", "Reject")
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "proxy", "update", "watch")
 DANGLING = "Dangling"
 """The FlowSchema condition saying whether its priority level is missing."""
+ALL_USERS = ("system:unauthenticated", "system:authenticated")
+EVERYTHING: dict[str, Any] = {
+    "resourceRules": [
+        {
+            "verbs": [NAME_ALL],
+            "apiGroups": [NAME_ALL],
+            "resources": [NAME_ALL],
+            "clusterScope": True,
+            "namespaces": [NAME_ALL],
+        }
+    ],
+    "nonResourceRules": [{"verbs": [NAME_ALL], "nonResourceURLs": [NAME_ALL]}],
+}
+"""The rules of a PolicyRulesWithSubjects that match every request."""
+
+
+def group_subjects(*groups: str) -> list[dict[str, Any]]:
+    return [{"kind": "Group", "group": {"name": group}} for group in groups]
+
+
+MANDATORY_SPECS: dict[tuple[str, str], dict[str, Any]] = {
+    ("PriorityLevelConfiguration", EXEMPT): {
+        "type": "Exempt",
+        "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0},
+    },
+    ("PriorityLevelConfiguration", CATCH_ALL): {
+        "type": "Limited",
+        "limited": {
+            "nominalConcurrencyShares": 5,
+            "lendablePercent": 0,
+            "limitResponse": {"type": "Reject"},
+        },
+    },
+    ("FlowSchema", EXEMPT): {
+        "priorityLevelConfiguration": {"name": EXEMPT},
+        "matchingPrecedence": 1,
+        "rules": [{"subjects": group_subjects("system:masters"), **EVERYTHING}],
+    },
+    ("FlowSchema", CATCH_ALL): {
+        "priorityLevelConfiguration": {"name": CATCH_ALL},
+        "matchingPrecedence": 10000,
+        "distinguisherMethod": {"type": "ByUser"},
+        "rules": [{"subjects": group_subjects(*ALL_USERS), **EVERYTHING}],
+    },
+}
+"""The fixed specs of upstream's mandatory objects, by kind and name."""
+
+
+def _fixed_spec(kind: str, name: str | None) -> Any:
+    """The defaulted spec, as JSON values, a mandatory object must have (None: not one)."""
+    if (kind, name or "") not in MANDATORY_SPECS:
+        return None
+    return _defaulted_fixed_spec(kind, name or "")
+
+
+@functools.cache
+def _defaulted_fixed_spec(kind: str, name: str) -> Any:
+    raw = {"spec": MANDATORY_SPECS[kind, name]}
+    obj: FlowSchema | PriorityLevelConfiguration = (
+        msgspec.convert(raw, FlowSchema)
+        if kind == "FlowSchema"
+        else msgspec.convert(raw, PriorityLevelConfiguration)
+    )
+    walk.set_defaults(obj)
+    return msgspec.to_builtins(obj.spec)
 
 
 class FlowSchemaCondition(Struct):
@@ -500,13 +567,17 @@ class FlowSchema(Resource):
             self.spec = FlowSchemaSpec()
 
     def validate(self, path: Path, errors: ErrorList) -> None:
+        name = self.metadata.name
         precedence = self.spec.matching_precedence if self.spec else None
-        if precedence == 1 and self.metadata.name != EXEMPT:
+        if precedence == 1 and name != EXEMPT:
             errors.invalid(
                 path.child("spec").child("matchingPrecedence"),
                 precedence,
                 "only the schema named 'exempt' may have matchingPrecedence 1",
             )
+        fixed, spec = _fixed_spec("FlowSchema", name), msgspec.to_builtins(self.spec)
+        if fixed is not None and spec != fixed:
+            errors.invalid(path.child("spec"), spec, f"spec of '{name}' must equal the fixed value")
 
 
 # PriorityLevelConfiguration.
@@ -788,3 +859,20 @@ class PriorityLevelConfiguration(Resource):
                 )
         elif spec.type is not None:
             errors.not_supported(spec_path.child("type"), spec.type, LEVEL_TYPES)
+        fixed, current = _fixed_spec(self.KIND, self.metadata.name), msgspec.to_builtins(spec)
+        if fixed is None:
+            return
+        if self.metadata.name == EXEMPT:  # the exempt level's shares may change
+            fixed, current = (
+                {k: v for k, v in d.items() if k != "exempt"} for d in (fixed, current)
+            )
+            if current != fixed:
+                errors.invalid(
+                    spec_path,
+                    msgspec.to_builtins(spec),
+                    "spec of 'exempt' except the 'spec.exempt' field must equal the fixed value",
+                )
+        elif current != fixed:
+            errors.invalid(
+                spec_path, current, f"spec of '{self.metadata.name}' must equal the fixed value"
+            )

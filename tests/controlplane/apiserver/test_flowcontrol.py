@@ -7,6 +7,7 @@ and invalid objects refused."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -94,6 +95,10 @@ def flow_schema(name: str, level: str, rule: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"priorityLevelConfiguration": {"name": level}, "rules": [rule]},
     }
+
+
+def _exists(kubectl: Kubectl, resource: str, name: str) -> bool:
+    return kubectl.run("get", resource, name, check=False, namespaced=False).returncode == 0
 
 
 def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -338,31 +343,23 @@ def test_dangling_and_live_changes(kubectl: Kubectl) -> None:
     assert any(line.startswith("global-default,") for line in dump.splitlines())
 
 
-def test_mandatory_objects_are_restored(kubectl: Kubectl) -> None:
-    kubectl.run("delete", "flowschema", "catch-all", namespaced=False)
-    kubectl.run(
+def test_mandatory_objects_are_fixed_and_restored(kubectl: Kubectl) -> None:
+    refused = kubectl.run(
         "patch",
         "prioritylevelconfiguration",
         "catch-all",
         "--type=merge",
         "-p",
         '{"spec":{"limited":{"nominalConcurrencyShares":50}}}',
+        check=False,
         namespaced=False,
     )
-    eventually(
-        lambda: (
-            kubectl.run("get", "flowschema", "catch-all", check=False, namespaced=False).returncode
-            == 0
-        )
-    )
-    eventually(
-        lambda: (
-            kubectl.json("get", "prioritylevelconfiguration", "catch-all")["spec"]["limited"][
-                "nominalConcurrencyShares"
-            ]
-            == 5
-        )
-    )
+    assert refused.returncode == 1
+    assert "spec of 'catch-all' must equal the fixed value" in refused.stderr
+    kubectl.run("delete", "flowschema", "catch-all", namespaced=False)
+    kubectl.run("delete", "prioritylevelconfiguration", "catch-all", namespaced=False)
+    for resource in ("flowschema", "prioritylevelconfiguration"):
+        eventually(functools.partial(_exists, kubectl, resource, "catch-all"))
 
 
 def test_invalid_objects_are_refused(kubectl: Kubectl) -> None:

@@ -62,14 +62,17 @@ async def test_everything_is_created_annotated_and_a_second_run_changes_nothing(
     assert (await levels.list()).metadata.resource_version == revision
 
 
-async def test_mandatory_specs_are_put_back_whatever_the_annotation(stores: Stores) -> None:
+async def test_mandatory_objects_come_back_and_are_always_autoupdated(stores: Stores) -> None:
     schemas, levels = stores
     await bootstrap.ensure(schemas, levels)
-    await set_shares(levels, "catch-all", 50, {bootstrap.AUTOUPDATE: "false"})
+    await set_shares(levels, "catch-all", 5, {bootstrap.AUTOUPDATE: "false"})
     await schemas.delete("", "exempt", DeleteOptions(), bootstrap.SYSTEM)
+    await levels.delete("", "exempt", DeleteOptions(), bootstrap.SYSTEM)
     await bootstrap.ensure(schemas, levels)
-    assert await shares(levels, "catch-all") == 5
+    catch_all = await levels.get("", "catch-all")
+    assert (catch_all.metadata.annotations or {})[bootstrap.AUTOUPDATE] == "true"
     assert (await schemas.get("", "exempt")).metadata.name == "exempt"
+    assert (await levels.get("", "exempt")).metadata.name == "exempt"
 
 
 @pytest.mark.parametrize(

@@ -253,10 +253,41 @@ def test_messages() -> None:
         "than queues (4)"
     ]
     named = merge(LEVEL, {"metadata": {"name": "exempt"}})
-    assert [str(e) for e in walk.validate(decode(named, PriorityLevelConfiguration))] == [
+    messages = [str(e) for e in walk.validate(decode(named, PriorityLevelConfiguration))]
+    assert messages[0] == (
         "spec.type: Invalid value: \"Limited\": type must be 'Exempt' if and only if name is "
         "'exempt'"
-    ]
+    )
+    assert messages[1].endswith(
+        "spec of 'exempt' except the 'spec.exempt' field must equal the fixed value"
+    )
+
+
+def test_mandatory_specs_are_fixed() -> None:
+    exempt = merge(
+        LEVEL, {"metadata": {"name": "exempt"}, "spec": {"type": "Exempt", "limited": None}}
+    )
+    assert problems(decode(exempt, PriorityLevelConfiguration)) == []
+    shares = merge(exempt, {"spec": {"exempt": {"nominalConcurrencyShares": 10}}})
+    assert problems(decode(shares, PriorityLevelConfiguration)) == [], "exempt's shares may change"
+    catch_all = merge(
+        LEVEL,
+        {
+            "metadata": {"name": "catch-all"},
+            "spec": {
+                "limited": {
+                    "nominalConcurrencyShares": 5,
+                    "limitResponse": {"type": "Reject", "queuing": None},
+                }
+            },
+        },
+    )
+    assert problems(decode(catch_all, PriorityLevelConfiguration)) == []
+    more = merge(catch_all, {"spec": {"limited": {"nominalConcurrencyShares": 50}}})
+    (message,) = [str(e) for e in walk.validate(decode(more, PriorityLevelConfiguration))]
+    assert message.endswith("spec of 'catch-all' must equal the fixed value")
+    schema = merge(SCHEMA, {"metadata": {"name": "catch-all"}})
+    assert problems(decode(schema, FlowSchema)) == [("spec", INVALID)]
 
 
 def test_cells_and_registration() -> None:
