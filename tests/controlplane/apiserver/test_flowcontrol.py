@@ -21,8 +21,12 @@ from tests.controlplane.apiserver.corpus import columns, refusal, refused_docume
 from tests.controlplane.apiserver.inprocess import admin_ssl
 from tests.servers import BARE_APISERVER, Kubectl, ServerProcess, start_server, stop_server
 
-# Two seats in all, so a level of one share gets exactly one.
-LIMITS = ("--max-requests-inflight", "1", "--max-mutating-requests-inflight", "1")
+# Two seats in all, so a level of one share gets exactly one; RBAC, for the debug endpoints'
+# authorization.
+FLAGS = (
+    *("--max-requests-inflight", "1", "--max-mutating-requests-inflight", "1"),
+    *("--authorization-mode", "RBAC"),
+)
 SUGGESTED_SCHEMAS = [
     "catch-all",
     "endpoint-controller",
@@ -74,6 +78,27 @@ spec:
           apiGroups: [""]
           resources: ["configmaps"]
           namespaces: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: configmap-reader
+rules:
+  - apiGroups: [""]
+    resources: ["configmaps"]
+    verbs: ["get", "list", "watch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: configmap-readers
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: configmap-reader
+subjects:
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: slowpoke}
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: bystander}
 """
 
 
@@ -81,7 +106,7 @@ spec:
 def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data_dir = tmp_path_factory.mktemp("apf") / "data"
     data_dir.mkdir()
-    server = start_server(data_dir, *BARE_APISERVER, *LIMITS)
+    server = start_server(data_dir, *BARE_APISERVER, *FLAGS)
     try:
         yield server
     finally:
@@ -385,6 +410,24 @@ def test_invalid_objects_are_refused(kubectl: Kubectl) -> None:
         "namespace for service account"
     ) in message
     assert "spec.rules[0].resourceRules[0].namespaces: Required value" in message
+
+
+@pytest.mark.parametrize(
+    "who",
+    [
+        pytest.param(("alice",), id="user"),
+        pytest.param(("prometheus", "system:monitoring"), id="monitoring"),
+    ],
+)
+def test_debug_dumps_are_for_cluster_admins(kubectl: Kubectl, who: tuple[str, ...]) -> None:
+    """Non-resource URLs that RBAC's bootstrap roles grant only through cluster-admin."""
+    path = "/debug/api_priority_and_fairness/dump_priority_levels"
+    impersonation = ["--as", who[0], *(f"--as-group={group}" for group in who[1:])]
+    refused = kubectl.run("get", "--raw", path, *impersonation, check=False, namespaced=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f'Error from server (Forbidden): forbidden: User "{who[0]}" cannot get path "{path}"'
+    )
 
 
 def test_explain(kubectl: Kubectl) -> None:
