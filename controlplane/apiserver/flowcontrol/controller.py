@@ -4,9 +4,9 @@
 change takes effect on the next request, with no restart) and keeps one ``QueueSet`` per
 limited level.  The server's concurrency limit (``--max-requests-inflight`` plus
 ``--max-mutating-requests-inflight``) is divided among levels by their nominal shares, as
-upstream's nominal limits: ``ceil(limit * shares / sum of every level's shares)``.  Upstream
-then lends and borrows seats between levels every few seconds (``lendablePercent``,
-``borrowingLimitPercent``); here each level keeps its nominal limit.
+upstream's nominal limits: ``ceil(limit * shares / sum of every level's shares)``; every 10
+seconds the limited levels then lend and borrow seats by their recent demand, within
+``lendablePercent`` and ``borrowingLimitPercent`` (``borrowing``).
 
 A list takes seats by upstream's width estimate (``list_seats``: one per 100 objects it will
 go through, 1 to 10); every other request takes one (upstream also charges mutating requests
@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from controlplane.apiserver import errors
 from controlplane.apiserver.auth import User
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
-from controlplane.apiserver.flowcontrol import bootstrap, classify
+from controlplane.apiserver.flowcontrol import bootstrap, borrowing, classify
 from controlplane.apiserver.flowcontrol.fairqueuing import EXECUTE, QUEUED, QueueSet, Request
 from controlplane.apiserver.registry.store import ResourceStore
 from controlplane.apiserver.storage.watchcache import WatchCache, serves_list
@@ -68,6 +68,11 @@ class Level:
     nominal: int
     queues: QueueSet | None
     """None for the exempt level."""
+    demand: borrowing.SeatDemand
+    lower: int = 0
+    upper: int = 0
+    """The bounds of the current limit (``queues.limit``): what lending and borrowing allow."""
+    smoothed: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +150,11 @@ class FlowControl:
             "Nominal number of execution seats configured for each priority level",
             ["priority_level"],
         )
+        self._current = metrics.gauge(
+            "apiserver_flowcontrol_current_limit_seats",
+            "current derived number of execution seats available to each priority level",
+            ["priority_level"],
+        )
 
     # The configuration.
 
@@ -172,11 +182,14 @@ class FlowControl:
             queuing = _queuing(config)
             exempt = config.spec is None or config.spec.type == "Exempt"
             if level is None or (level.queues is None) != exempt:
-                level = Level(config, nominal, None if exempt else QueueSet(nominal, *queuing))
-            else:
-                level.config, level.nominal = config, nominal
-                if level.queues is not None:
-                    self._wake(level.queues.configure(nominal, *queuing, now))
+                queues = None if exempt else QueueSet(nominal, *queuing)
+                level = Level(config, nominal, queues, borrowing.SeatDemand(now))
+            level.config, level.nominal = config, nominal
+            level.lower, level.upper = _bounds(config, nominal, self.server_limit)
+            if level.queues is not None:
+                limit = max(level.lower, min(level.upper, level.queues.limit))
+                self._current.set(name, value=limit)
+                self._wake(level.queues.configure(limit, *queuing, now))
             levels[name] = level
         self._levels = levels
         schemas = {
@@ -212,11 +225,12 @@ class FlowControl:
         request = Request(labels[1], c.distinguisher, seats, self.clock.monotonic(), details)
         if queues is not None:
             outcome = queues.offer(request, request.arrived)
+            self._note_demand(c.level)
             if outcome not in (EXECUTE, QUEUED):
                 self._rejected.inc(*labels, outcome)
                 raise errors.too_many_requests()
             if outcome == QUEUED:
-                await self._wait(queues, request, labels)
+                await self._wait(c.level, request, labels)
         self._executing.inc(*labels)
         self._dispatched.inc(*labels)
 
@@ -224,6 +238,7 @@ class FlowControl:
             self._executing.inc(*labels, amount=-1)
             if queues is not None:
                 self._wake(queues.finish(request, self.clock.monotonic()))
+                self._note_demand(c.level)
 
         seat = Seat(give_back)
         try:
@@ -231,7 +246,9 @@ class FlowControl:
         finally:
             seat.release()
 
-    async def _wait(self, queues: QueueSet, request: Request, labels: tuple[str, str]) -> None:
+    async def _wait(self, level: Level, request: Request, labels: tuple[str, str]) -> None:
+        queues = level.queues
+        assert queues is not None
         future = asyncio.get_running_loop().create_future()
         self._waiters[request] = future
         self._inqueue.inc(*labels)
@@ -251,6 +268,27 @@ class FlowControl:
         finally:
             self._waiters.pop(request, None)
             self._inqueue.inc(*labels, amount=-1)
+            self._note_demand(level)
+
+    def _note_demand(self, level: Level) -> None:
+        if level.queues is not None:
+            level.demand.set(level.queues.demand, self.clock.monotonic())
+
+    def adjust(self) -> None:
+        """Lend and borrow seats between the limited levels by their recent demand (see
+        ``borrowing``); the controller calls it every ``borrowing.PERIOD`` seconds."""
+        self._refresh()
+        now = self.clock.monotonic()
+        limited = [(n, lv) for n, lv in sorted(self._levels.items()) if lv.queues is not None]
+        items = []
+        for _, level in limited:
+            level.smoothed = borrowing.smooth(level.smoothed, level.demand.reset(now))
+            items.append(borrowing.Bounds(level.lower, level.upper, level.smoothed))
+        limits = borrowing.allocate(sum(level.nominal for _, level in limited), items)
+        for (name, level), limit in zip(limited, limits, strict=True):
+            assert level.queues is not None
+            self._current.set(name, value=limit)
+            self._wake(level.queues.configure(limit, *_queuing(level.config), now))
 
     def _wake(self, started: Sequence[Request]) -> None:
         for request in started:
@@ -273,8 +311,12 @@ class FlowControl:
 
     async def _run(self, last_ensure: float) -> None:
         schemas_store, levels_store = self.schemas.store, self.levels.store
+        last_adjust = last_ensure
         while True:
             try:
+                if self.clock.monotonic() - last_adjust >= borrowing.PERIOD:
+                    self.adjust()
+                    last_adjust = self.clock.monotonic()
                 due = self.clock.monotonic() - last_ensure >= ENSURE_EVERY
                 if due or bootstrap.mandatory_changed(
                     self.levels.objects(), self.schemas.objects()
@@ -528,6 +570,15 @@ def _shares(config: PriorityLevelConfiguration) -> int:
     if spec.exempt is not None:
         return spec.exempt.nominal_concurrency_shares or 0
     return 0
+
+
+def _bounds(config: PriorityLevelConfiguration, nominal: int, total: int) -> tuple[int, int]:
+    limited = config.spec.limited if config.spec else None
+    if limited is None:
+        return nominal, nominal
+    return borrowing.bounds(
+        nominal, limited.lendable_percent or 0, limited.borrowing_limit_percent, total
+    )
 
 
 def _queuing(config: PriorityLevelConfiguration) -> tuple[int, int, int]:

@@ -101,6 +101,11 @@ class QueueSet:
     def waiting(self) -> int:
         return sum(len(q.waiting) for q in self.queues)
 
+    @property
+    def demand(self) -> int:
+        """Seats executing plus seats waiting: what the level would use if it could."""
+        return self.seats_in_use + sum(q.waiting_seats for q in self.queues)
+
     def configure(
         self, limit: int, queues: int, hand: int, queue_length_limit: int, now: float
     ) -> list[Request]:

@@ -51,6 +51,7 @@ spec:
   type: Limited
   limited:
     nominalConcurrencyShares: 1
+    borrowingLimitPercent: 0
     limitResponse:
       type: Queue
       queuing:
@@ -237,8 +238,9 @@ async def _get(
 def test_an_overloaded_level_answers_429_while_others_are_served(
     apiserver: ServerProcess, kubectl: Kubectl
 ) -> None:
-    """slowpoke's level has one seat, one queue of one: of six slow requests one runs, one
-    waits, four are refused at once; a user at another level is served meanwhile.  The slow
+    """slowpoke's level has one seat (and borrows none), one queue of one: of six slow
+    requests one runs, one waits, four are refused at once; a user at another level is served
+    meanwhile.  The slow
     requests are lists at a resourceVersion the server has not reached: the server holds each
     until its watch cache gives up (upstream's 504 "Too large resource version")."""
     fs = apply_slow_lane(kubectl)
