@@ -60,6 +60,7 @@ from controlplane.apiserver.flowcontrol.controller import (
     FlowControl,
     Seat,
     list_seats,
+    long_running,
 )
 from controlplane.apiserver.registry.proxy import KubeletConnector
 from controlplane.apiserver.registry.rest import Backends
@@ -471,8 +472,11 @@ class APIServer:
                 self._watchers.inc(info.resource, amount=-1)
 
     def _seats(self, info: RequestInfo, query: Mapping[str, str]) -> int:
-        """The seats a request takes: by its size for a list (the objects counted in the
-        resource's watch cache, none if it has none yet), one otherwise."""
+        """The seats a request takes: none for a long-running one other than a watch, by its
+        size for a list (the objects counted in the resource's watch cache, none if it has
+        none yet), one otherwise."""
+        if long_running(info) and info.verb != "watch":
+            return 0
         if info.verb != "list":
             return 1
         cache = self.caches.get((info.group, info.version, info.resource))

@@ -12,7 +12,8 @@ A list takes seats by upstream's width estimate (``list_seats``: one per 100 obj
 go through, 1 to 10); every other request takes one (upstream also charges mutating requests
 for the watches they notify; not here).  A watch holds its seat only until its response
 starts, that is while it is set up, as upstream's watches hold theirs during
-initialization.  The exempt level never
+initialization; other long-running requests (``long_running``: exec, attach, logs,
+port-forward, proxy) take none, as upstream.  The exempt level never
 waits.  A request that cannot be queued, or waits longer than ``wait_limit`` (upstream: a
 quarter of the request timeout), is refused with upstream's 429.
 
@@ -103,6 +104,9 @@ class Seat:
 
 
 class FlowControl:
+    """The request path's view of the configuration, the levels' queues, and what keeps
+    them (see the module docstring).  One per API server; used from its event loop only."""
+
     def __init__(
         self,
         schemas: WatchCache,
@@ -217,11 +221,11 @@ class FlowControl:
     async def seat(
         self, c: Classification, seats: int, details: dict[str, str]
     ) -> AsyncIterator[Seat]:
-        """Hold a seat of the request's level while the body runs (the body may give it back
-        earlier: a watch, once it is set up); 429 if the level cannot take the request in
-        time."""
+        """Hold ``seats`` seats of the request's level while the body runs (the body may give
+        them back earlier: a watch, once it is set up); none: the level is not asked.  429 if
+        the level cannot take the request in time."""
         labels = (c.level.config.metadata.name or "", c.schema.metadata.name or "")
-        queues = c.level.queues
+        queues = c.level.queues if seats else None
         request = Request(labels[1], c.distinguisher, seats, self.clock.monotonic(), details)
         if queues is not None:
             outcome = queues.offer(request, request.arrived)
@@ -299,9 +303,10 @@ class FlowControl:
     # Beside the request path.
 
     async def start(self) -> None:
-        """Store the bootstrap configuration, then keep it current in the background: every
+        """Store the bootstrap configuration, then, in the background: keep it current (every
         ``ENSURE_EVERY`` seconds, and within a second of a mandatory object being deleted or
-        changed; and the FlowSchemas' Dangling condition, every second."""
+        changed), the FlowSchemas' Dangling condition (every second) and the levels' current
+        limits (``adjust``, every ``borrowing.PERIOD`` seconds)."""
         await bootstrap.ensure(self.schemas.store, self.levels.store)
         self._task = asyncio.create_task(self._run(self.clock.monotonic()), name="flowcontrol")
 
@@ -500,12 +505,12 @@ def list_seats(stored: int, query: Mapping[str, str]) -> int:
     work estimator: a list from the watch cache goes through every object; one from the
     store reads ``limit`` of them (all of them too if a selector filters them) and encodes
     them."""
-    limit = int(query.get("limit") or 0)
-    limit = limit if 0 < limit < stored else stored
+    asked = _count(query.get("limit"))  # a bad limit is the list handler's to refuse
+    limit = asked if 0 < asked < stored else stored
     if serves_list(
         query.get("resourceVersion"),
         query.get("resourceVersionMatch"),
-        int(query.get("limit") or 0),
+        asked,
         query.get("continue"),
     ):
         objects = stored
@@ -514,6 +519,26 @@ def list_seats(stored: int, query: Mapping[str, str]) -> int:
     else:
         objects = 2 * limit
     return min(MAX_SEATS, max(1, math.ceil(objects / OBJECTS_PER_SEAT)))
+
+
+def _count(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def long_running(info: RequestInfo) -> bool:
+    """Whether a request is long-running as upstream's apiserver counts them (watch and proxy
+    verbs; attach, exec, log, portforward and proxy subresources): those other than watches
+    take no seat at all."""
+    return info.verb in ("watch", "proxy") or info.subresource in (
+        "attach",
+        "exec",
+        "log",
+        "portforward",
+        "proxy",
+    )
 
 
 def tabwrite(rows: Sequence[Sequence[str]]) -> str:

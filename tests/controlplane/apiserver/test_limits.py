@@ -1,6 +1,7 @@
 """The server's concurrency limit goes through API Priority and Fairness: requests of a level
-beyond its seats get 429 with Retry-After, while the exempt level (system:masters) is never
-limited.  Before the server has its configuration, the mandatory levels alone share it."""
+beyond its seats get 429 with Retry-After, while the exempt level (system:masters) and
+long-running requests other than watches (logs here) are never limited.  Before the server
+has its configuration, the mandatory levels alone share it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from controlplane.storage.sqlite import SQLiteStore
 
 WRITE = ("POST", "/api/v1/namespaces/default/configmaps")
 READ = ("GET", "/api/v1/namespaces/default/configmaps")
+LOGS = ("GET", "/api/v1/namespaces/default/pods/p/log?follow=true")
 
 
 async def test_requests_beyond_a_levels_seats_get_429(tmp_path: Path) -> None:
@@ -47,6 +49,7 @@ async def test_requests_beyond_a_levels_seats_get_429(tmp_path: Path) -> None:
     try:
         busy = [call("alice", *WRITE), call("alice", *READ)]
         busy += [call("admin", *READ) for _ in range(5)]
+        busy += [call("alice", *LOGS) for _ in range(3)]  # long-running: no seat
         await asyncio.sleep(0.01)
         for method, target in (WRITE, READ):
             with pytest.raises(ApiError) as refused:
@@ -55,7 +58,7 @@ async def test_requests_beyond_a_levels_seats_get_429(tmp_path: Path) -> None:
             assert refused.value.message == "Too many requests, please try again later."
         release.set()
         done = await asyncio.wait_for(asyncio.gather(*busy), 5)
-        assert [r.status for r in done] == [200] * 7
+        assert [r.status for r in done] == [200] * 10
         again = await asyncio.wait_for(call("alice", *WRITE), 5)
         assert again.status == 200, "the seats are free again"
         levels = server.flowcontrol.dump("dump_priority_levels")

@@ -137,6 +137,7 @@ def test_new_parameters_start_what_now_fits_and_deal_again() -> None:
         pytest.param(5000, {"limit": "100"}, 2, id="paged"),
         pytest.param(350, {"resourceVersion": "0"}, 4, id="from-the-cache"),
         pytest.param(350, {"limit": "50", "labelSelector": "a=b"}, 4, id="selector"),
+        pytest.param(350, {"limit": ":"}, 7, id="bad-limit-left-to-the-handler"),
     ],
 )
 def test_list_seats_as_upstreams_estimate(stored: int, query: dict[str, str], seats: int) -> None:
