@@ -1,17 +1,17 @@
 """Seats lent and borrowed between levels: demand integrated over time, smoothed, and the
-server's seats shared within each level's bounds; then a busy level borrowing an idle one's
-seats through the controller, with a fake clock."""
+server's seats shared within each level's bounds; then, through the controller with a fake
+clock, a busy level borrowing an idle one's seats, and a request refused after waiting too
+long."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from controlplane.apiserver.errors import ApiError
 from controlplane.apiserver.flowcontrol import bootstrap
 from controlplane.apiserver.flowcontrol.borrowing import (
     Bounds,
@@ -22,13 +22,7 @@ from controlplane.apiserver.flowcontrol.borrowing import (
     smooth,
 )
 from controlplane.apiserver.flowcontrol.controller import Classification, FlowControl
-from controlplane.apiserver.registry.store import ResourceStore
-from controlplane.apiserver.storage.watchcache import WatchCache
-from controlplane.storage.sqlite import SQLiteStore
-from kube.api.codec import from_builtins
-from kube.api.kinds.flowcontrol_v1 import FlowSchema, PriorityLevelConfiguration
 from kube.clock import FakeClock
-from kube.metrics import Registry
 
 
 def test_demand_is_time_weighted() -> None:
@@ -74,44 +68,6 @@ def test_allocation(total: int, levels: list[Bounds], expected: list[int]) -> No
     assert allocate(total, levels) == expected
 
 
-def level(name: str, shares: int, lendable: int) -> PriorityLevelConfiguration:
-    raw = {
-        "metadata": {"name": name},
-        "spec": {
-            "type": "Limited",
-            "limited": {
-                "nominalConcurrencyShares": shares,
-                "lendablePercent": lendable,
-                "limitResponse": {
-                    "type": "Queue",
-                    "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 10},
-                },
-            },
-        },
-    }
-    return from_builtins(raw, PriorityLevelConfiguration).obj
-
-
-@pytest.fixture
-async def flowcontrol(tmp_path: Path) -> AsyncIterator[tuple[FlowControl, FakeClock]]:
-    store = await SQLiteStore.open(tmp_path / "db")
-    clock = FakeClock()
-    schemas = ResourceStore(FlowSchema.kind_info, store, clock)
-    levels = ResourceStore(PriorityLevelConfiguration.kind_info, store, clock)
-    # Shares 1, 1 and catch-all's 5 of 14 seats: nominal limits 2, 2 and 10.
-    for config in (level("busy", 1, 0), level("idle", 1, 100)):
-        await levels.create("", config, bootstrap.SYSTEM)
-    caches = WatchCache(schemas), WatchCache(levels)
-    for cache in caches:
-        await cache.start()
-    try:
-        yield FlowControl(*caches, 14, clock, Registry()), clock
-    finally:
-        for cache in caches:
-            cache.stop()
-        await store.close()
-
-
 async def test_a_busy_level_borrows_an_idle_levels_seats(
     flowcontrol: tuple[FlowControl, FakeClock],
 ) -> None:
@@ -138,3 +94,20 @@ async def test_a_busy_level_borrows_an_idle_levels_seats(
         with contextlib.suppress(asyncio.CancelledError):
             await waiting[2]
         assert busy.queues.waiting == 0 and busy.queues.cancelled == 1
+
+
+async def test_a_request_waiting_too_long_gets_429(
+    flowcontrol: tuple[FlowControl, FakeClock],
+) -> None:
+    control, _ = flowcontrol
+    control.wait_limit = 0.05
+    control._refresh()
+    flow = Classification(bootstrap.MANDATORY_SCHEMAS[1], control._levels["idle"], "")
+    async with control.seat(flow, 2, {}):  # the level's two seats
+        with pytest.raises(ApiError) as refused:
+            async with control.seat(flow, 1, {}):
+                pass
+    assert (refused.value.code, refused.value.retry_after) == (429, 1)
+    rows = [line.split() for line in control.dump("dump_priority_levels").splitlines()]
+    idle = next(row for row in rows if row[0] == "idle,")
+    assert idle[4:] == ["0,", "0,", "1,", "0,", "1,", "0"], "waiting, executing ... timed out"
