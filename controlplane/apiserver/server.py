@@ -60,6 +60,13 @@ from controlplane.apiserver.endpoints import apply, audit, discovery, negotiatio
 from controlplane.apiserver.endpoints.handlers import Request, ResourceHandler, json_response
 from controlplane.apiserver.endpoints.openapi import OpenAPIDocuments
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
+from controlplane.apiserver.flowcontrol.controller import (
+    Classification,
+    FlowControl,
+    Seat,
+    list_seats,
+    long_running,
+)
 from controlplane.apiserver.registry.componentstatus import HTTPProbe, StoreProbe
 from controlplane.apiserver.registry.proxy import KubeletConnector
 from controlplane.apiserver.registry.rest import Backends
@@ -73,6 +80,7 @@ from controlplane.scheduler import command as scheduler_command
 from controlplane.storage.interface import Store, Unavailable
 from controlplane.storage.metered import MeteredStore
 from kube import KUBERNETES_VERSION, __version__
+from kube.api.kinds.flowcontrol_v1 import GROUP as FLOWCONTROL_GROUP
 from kube.api.kinds.rbac_v1 import GROUP as RBAC_GROUP
 from kube.api.scheme import SCHEME, KindInfo
 from kube.clock import Clock, RealClock
@@ -83,6 +91,9 @@ log = logging.getLogger(__name__)
 MAX_BODY = 3 * 1024 * 1024
 APISERVICES = ("apiregistration.k8s.io", "v1", "apiservices")
 USER = web.RequestKey("user", auth.User)
+FLOW = web.RequestKey("flow", Classification)
+RELEASE_SEAT = web.RequestKey("release_seat", Seat)
+DEBUG_FLOWCONTROL = "/debug/api_priority_and_fairness/"
 """Where the authentication stage leaves the caller on the request."""
 
 
@@ -285,7 +296,13 @@ class APIServer:
         self._watchers = self.metrics.gauge(
             "apiserver_longrunning_requests", "Number of watch requests in flight.", ["resource"]
         )
-        self._inflight = {"readOnly": 0, "mutating": 0}
+        self.flowcontrol = FlowControl(
+            self._cache((FLOWCONTROL_GROUP, "v1", "flowschemas")),
+            self._cache((FLOWCONTROL_GROUP, "v1", "prioritylevelconfigurations")),
+            config.max_requests_inflight + config.max_mutating_requests_inflight,
+            self.clock,
+            self.metrics,
+        )
         self.port = config.secure_port
         self._ready = False
         self.openapi = OpenAPIDocuments(self.kinds)
@@ -442,6 +459,7 @@ class APIServer:
         await bootstrap.repair(self, self.allocation)
         await bootstrap.ensure_objects(self, self.config.kubernetes_service_ip, port)
         await reconcile.reconcile(self)
+        await self.flowcontrol.start()
         for cache in self.caches.values():
             await cache.start()
         for store in list(self.stores.values()):
@@ -459,6 +477,7 @@ class APIServer:
             client_max_size=MAX_BODY, middlewares=[self.auditor.middleware, self._middleware]
         )
         app.on_response_prepare.append(self.auditor.on_prepare)
+        app.on_response_prepare.append(_flow_headers)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         return app
 
@@ -508,12 +527,18 @@ class APIServer:
         impersonated = authn.impersonate(request, user, self.authorizer)
         if impersonated is not user:
             request[audit.IMPERSONATED] = user = impersonated
-        request[audit.DECISION] = allowed = self.authorizer(user, info)
-        self.auditor.authorized(request)
-        if not allowed:
-            raise auth.forbidden(user, info)
-        request[USER] = user
-        if info.verb == "watch":
+        # Priority and fairness between impersonation and authorization, as upstream's chain.
+        request[FLOW] = flow = self.flowcontrol.classify(user, info)
+        seats = self._seats(info, request.query)
+        async with self.flowcontrol.seat(flow, seats, _request_details(user, info)) as seat:
+            request[audit.DECISION] = allowed = self.authorizer(user, info)
+            self.auditor.authorized(request)
+            if not allowed:
+                raise auth.forbidden(user, info)
+            request[USER] = user
+            if info.verb != "watch":
+                return await handler(request)
+            request[RELEASE_SEAT] = seat  # a watch is set up once its response starts
             self._watchers.inc(info.resource)
             task = asyncio.current_task()
             assert task is not None
@@ -523,19 +548,17 @@ class APIServer:
             finally:
                 self._watches.discard(task)
                 self._watchers.inc(info.resource, amount=-1)
-        kind = "readOnly" if info.verb in ("get", "list") else "mutating"
-        limit = (
-            self.config.max_requests_inflight
-            if kind == "readOnly"
-            else self.config.max_mutating_requests_inflight
-        )
-        if self._inflight[kind] >= limit:
-            raise errors.too_many_requests()
-        self._inflight[kind] += 1
-        try:
-            return await handler(request)
-        finally:
-            self._inflight[kind] -= 1
+
+    def _seats(self, info: RequestInfo, query: Mapping[str, str]) -> int:
+        """The seats a request takes: none for a long-running one other than a watch, by its
+        size for a list (the objects counted in the resource's watch cache, none if it has
+        none yet), one otherwise."""
+        if long_running(info) and info.verb != "watch":
+            return 0
+        if info.verb != "list":
+            return 1
+        cache = self.caches.get((info.group, info.version, info.resource))
+        return list_seats(len(cache.objects()) if cache is not None else 0, query)
 
     async def _authenticate(self, request: web.Request) -> auth.User:
         for authenticate in self.authenticators:
@@ -582,6 +605,17 @@ class APIServer:
             ("/healthz/", "/livez/", "/readyz/")
         ):
             return await self._health(request, path)
+        if path.startswith(DEBUG_FLOWCONTROL):
+            try:
+                dump = self.flowcontrol.dump(
+                    path.removeprefix(DEBUG_FLOWCONTROL),
+                    request.query.get("includeRequestDetails") == "1",
+                )
+            except KeyError:
+                raise errors.ApiError(
+                    404, "NotFound", "the server could not find the requested resource"
+                ) from None
+            return web.Response(text=dump, content_type="text/plain")
         if path == "/metrics":
             return web.Response(text=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
         if path == "/api":
@@ -699,6 +733,7 @@ class Running:
         await self.server.leases.stop()
         self.server.end_watches()
         self.server.crds.stop()
+        self.server.flowcontrol.stop()
         for cache in self.server.caches.values():
             cache.stop()
         await self.runner.cleanup()
@@ -756,6 +791,31 @@ async def serve(server: APIServer) -> Running:
     await available.sync_all()
     checking = asyncio.create_task(available.run(), name="apiservice-availability")
     return Running(server, runner, port, pki, compactor, checking)
+
+
+async def _flow_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Name the request's FlowSchema and priority level in its response, and give back the
+    seat of a watch, whose setup ends as its response starts."""
+    flow = request.get(FLOW)
+    if flow is not None:
+        response.headers.update(flow.headers())
+    seat = request.get(RELEASE_SEAT)
+    if seat is not None:
+        seat.release()
+
+
+def _request_details(user: auth.User, info: RequestInfo) -> dict[str, str]:
+    """What ``dump_requests?includeRequestDetails=1`` shows of a waiting request."""
+    return {
+        "UserName": user.name,
+        "Verb": info.verb,
+        "APIPath": info.path,
+        "Namespace": info.namespace,
+        "Name": info.name,
+        "APIVersion": info.version,
+        "Resource": info.resource,
+        "SubResource": info.subresource,
+    }
 
 
 def _status_response(error: errors.ApiError) -> web.Response:

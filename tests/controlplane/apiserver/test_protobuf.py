@@ -730,6 +730,36 @@ def template_spec(decoded: dict[str, Any]) -> Any:
             ),
             {"metadata": {}, "status": {"userInfo": {"extra": {"scopes": ["a", "b"]}}}},
         ),
+        (
+            body(
+                "flowcontrol.apiserver.k8s.io/v1",
+                "FlowSchema",
+                meta("f")
+                + ld(
+                    2,
+                    ld(1, ld(1, "pl"))
+                    + vint(2, 50)
+                    + ld(
+                        4,
+                        ld(1, ld(1, "Group") + ld(3, ld(1, "g")))
+                        + ld(3, ld(1, "get") + ld(6, "/x")),
+                    ),
+                ),
+            ),
+            {
+                "metadata": {"name": "f"},
+                "spec": {
+                    "priorityLevelConfiguration": {"name": "pl"},
+                    "matchingPrecedence": 50,
+                    "rules": [
+                        {
+                            "subjects": [{"kind": "Group", "group": {"name": "g"}}],
+                            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/x"]}],
+                        }
+                    ],
+                },
+            },
+        ),
     ],
     ids=[
         "zero-times",
@@ -743,6 +773,7 @@ def template_spec(decoded: dict[str, Any]) -> Any:
         "int-or-string",
         "managed-fields",
         "extra-values",
+        "flowschema-non-resource-urls-at-6",
     ],
 )
 def test_hand_built(data: bytes, expected: dict[str, Any]) -> None:
