@@ -27,6 +27,7 @@ from controlplane.controllers import (
     resourcequota,
     rootcacert,
     serviceaccount,
+    servicecidrs,
     statefulset,
     tainteviction,
     tokencleaner,
@@ -64,6 +65,7 @@ CONTROLLERS: Mapping[str, ControllerFactory] = {
     csrsigning.NAME: csrsigning.new,
     bootstrapsigner.NAME: bootstrapsigner.new,
     tokencleaner.NAME: tokencleaner.new,
+    servicecidrs.NAME: servicecidrs.new,
 }
 
 SERVICE_ACCOUNTS: Mapping[str, str] = {
@@ -95,6 +97,7 @@ SERVICE_ACCOUNTS: Mapping[str, str] = {
     csrsigning.NAME: "certificate-controller",
     bootstrapsigner.NAME: "bootstrap-signer",
     tokencleaner.NAME: "token-cleaner",
+    servicecidrs.NAME: "service-cidrs-controller",
 }
 """The ``kube-system`` service account each controller acts as with
 ``--use-service-account-credentials`` (upstream's names; RBAC binds each to its

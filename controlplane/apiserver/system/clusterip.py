@@ -1,0 +1,383 @@
+"""Services' ClusterIPs, allocated from ServiceCIDRs and recorded as IPAddress objects, as
+upstream's allocator since 1.33 (MultiCIDRServiceAllocator GA, no dual write to a bitmap).
+
+- The ranges are the ServiceCIDR objects that are Ready (or carry no Ready condition yet: the
+  controller-manager may not run) and are not being deleted; the API server creates the
+  default one, ``kubernetes``, from ``--service-cluster-ip-range`` and recreates it if it is
+  deleted (``DefaultServiceCIDR``). A second ServiceCIDR simply adds its addresses.
+- Every allocated address is an IPAddress named after it, labelled as the allocator's and
+  pointing at its Service. Creating that object is the lock: two API servers, or two requests
+  of one, that pick the same address cannot both create it, and the loser tries the next one.
+  The IPAddress watch cache only lets the search skip addresses known to be taken.
+- Within a range, dynamic allocations start at a random address of the upper band and fall
+  back to the lower band (KEP-3070: the lower ``offset`` addresses are kept for Services that
+  ask for a given address), as upstream's ``calculateRangeOffset`` divides it.
+- ``repair`` is upstream's RepairIPAddress: a Service whose address has no IPAddress gets one,
+  an IPAddress of the allocator's whose Service is gone (for longer than a request may take)
+  or holds another address is deleted.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import logging
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from controlplane.apiserver import errors
+from controlplane.apiserver.registry.store import RequestContext, ResourceStore
+from controlplane.apiserver.storage.watchcache import WatchCache
+from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.networking_v1 import (
+    IPAddress,
+    IPAddressSpec,
+    ParentReference,
+    ServiceCIDR,
+    ServiceCIDRSpec,
+)
+from kube.api.meta_v1 import DeleteOptions, ObjectMeta
+from kube.clock import Clock
+
+log = logging.getLogger(__name__)
+
+MANAGED_BY = "ipallocator.k8s.io"
+LABEL_MANAGED_BY = "ipaddress.kubernetes.io/managed-by"
+LABEL_FAMILY = "ipaddress.kubernetes.io/ip-family"
+DEFAULT_SERVICE_CIDR = "kubernetes"
+ORPHAN_GRACE = datetime.timedelta(seconds=60)
+"""How long an IPAddress may exist without its Service: the time a create may take between
+allocating the address and writing the Service (upstream's request timeout)."""
+SYSTEM = RequestContext(user="system:apiserver", groups=("system:masters",))
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class AllocationError(Exception):
+    """No free address left, or the requested one is taken or outside every range."""
+
+
+FULL = "range is full"
+ALLOCATED = "provided IP is already allocated"
+MISMATCHED = "the provided network does not match the current range"
+
+
+def family(address: str) -> str:
+    """``IPv4`` or ``IPv6``, the IPFamily of ``address``."""
+    return f"IPv{ipaddress.ip_address(address).version}"
+
+
+@dataclass(frozen=True)
+class Range:
+    """The addresses of one CIDR a Service may get: not the network address, nor IPv4's
+    broadcast address; the first ``offset`` of them form the band kept for static requests."""
+
+    network: Network
+
+    @property
+    def first(self) -> int:
+        return int(self.network.network_address) + 1
+
+    @property
+    def last(self) -> int:
+        last = int(self.network.broadcast_address)
+        return last - 1 if self.network.version == 4 else last
+
+    @property
+    def offset(self) -> int:
+        """upstream's calculateRangeOffset: min(max(16, size/16), 256), none for /28 and
+        smaller."""
+        size = self.network.num_addresses
+        return 0 if size <= 16 else min(max(16, size // 16), 256)
+
+    def contains(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        return self.first <= int(address) <= self.last
+
+    def candidates(self, rand: random.Random) -> Iterator[str]:
+        """Every address once: the upper band from a random start, wrapping, then the lower
+        band likewise."""
+        upper = self.first + self.offset
+        for low, high in ((upper, self.last), (self.first, upper - 1)):
+            count = high - low + 1
+            if count <= 0:
+                continue
+            start = rand.randrange(count)
+            for step in range(count):
+                yield str(ipaddress.ip_address(low + (start + step) % count))
+
+
+def is_ready(cidr: ServiceCIDR) -> bool:
+    """Upstream's isReady: the Ready condition's status, true when there is none yet."""
+    for condition in (cidr.status.conditions if cidr.status else None) or ():
+        if condition.type == "Ready":
+            return condition.status == "True"
+    return True
+
+
+def cidrs_of(cidr: ServiceCIDR) -> list[Network]:
+    return [ipaddress.ip_network(c) for c in (cidr.spec.cidrs if cidr.spec else None) or ()]
+
+
+def service_ref(namespace: str, name: str) -> ParentReference:
+    return ParentReference(group="", resource="services", namespace=namespace, name=name)
+
+
+def ip_address(address: str, namespace: str, name: str) -> IPAddress:
+    """The IPAddress the allocator records for a Service's address."""
+    return IPAddress(
+        metadata=ObjectMeta(
+            name=address,
+            labels={LABEL_FAMILY: family(address), LABEL_MANAGED_BY: MANAGED_BY},
+        ),
+        spec=IPAddressSpec(parent_ref=service_ref(namespace, name)),
+    )
+
+
+class ClusterIPAllocator:
+    """Allocates and releases ClusterIPs over the ServiceCIDR and IPAddress stores."""
+
+    def __init__(
+        self,
+        cidrs: ResourceStore,
+        addresses: ResourceStore,
+        known: WatchCache | None = None,
+        rand: random.Random | None = None,
+    ) -> None:
+        self.cidrs = cidrs
+        self.addresses = addresses
+        self.known = known
+        """The IPAddress cache, if any: addresses it holds are skipped without a write."""
+        self.rand = rand or random.Random()
+
+    async def ranges(self, ip_family: str) -> list[Range]:
+        """The ranges of one family allocations may use now, each CIDR once, in random order
+        (as upstream's map of allocators)."""
+        networks: dict[Network, None] = {}
+        for obj in (await self.cidrs.list()).items:
+            assert isinstance(obj, ServiceCIDR)
+            if obj.metadata.deletion_timestamp is None and is_ready(obj):
+                for network in cidrs_of(obj):
+                    if f"IPv{network.version}" == ip_family:
+                        networks[network] = None
+        ranges = [Range(n) for n in networks]
+        self.rand.shuffle(ranges)
+        return ranges
+
+    async def allocate(self, service: Service, requested: str | None, dry_run: bool) -> str:
+        """Reserve ``requested``, or a free address of the Service's family; a dry run checks
+        a requested address and answers a range's network address for a dynamic one, as
+        upstream's dry-run allocator, persisting nothing."""
+        namespace, name = service.metadata.namespace or "", service.metadata.name or ""
+        if requested:
+            address = ipaddress.ip_address(requested)
+            ranges = [r for r in await self.ranges(family(requested)) if address in r.network]
+            if not ranges:
+                raise AllocationError(MISMATCHED)
+            if not any(r.contains(address) for r in ranges):
+                raise AllocationError(
+                    f"the provided IP ({requested}) is not in the valid range. The range of "
+                    f"valid IPs is {ranges[0].network}"
+                )
+            if not dry_run and not await self._create(ip_address(requested, namespace, name)):
+                raise AllocationError(ALLOCATED)
+            return requested
+        spec = service.spec
+        ip_family = (spec.ip_families if spec else None) or [await self._default_family()]
+        for rng in await self.ranges(ip_family[0]):
+            if dry_run:
+                return str(rng.network.network_address)
+            for candidate in rng.candidates(self.rand):
+                if self.known is not None and self.known.get("", candidate) is not None:
+                    continue
+                if await self._create(ip_address(candidate, namespace, name)):
+                    return candidate
+        raise AllocationError(FULL)
+
+    async def _default_family(self) -> str:
+        """The family of the default ServiceCIDR's first CIDR (IPv4 without one)."""
+        try:
+            default = await self.cidrs.get("", DEFAULT_SERVICE_CIDR)
+        except errors.ApiError:
+            return "IPv4"
+        assert isinstance(default, ServiceCIDR)
+        networks = cidrs_of(default)
+        return f"IPv{networks[0].version}" if networks else "IPv4"
+
+    async def _create(self, address: IPAddress) -> bool:
+        """Create the IPAddress; False if it exists (another allocation won the address)."""
+        try:
+            await self.addresses.create("", address, SYSTEM)
+        except errors.ApiError as error:
+            if error.code == 409:
+                return False
+            raise
+        return True
+
+    async def release(self, address: str) -> None:
+        """Delete the address's IPAddress; one already gone is no error (upstream ignores
+        release errors too)."""
+        await _delete(self.addresses, address)
+
+
+async def _delete(addresses: ResourceStore, name: str) -> None:
+    try:
+        await addresses.delete("", name, DeleteOptions(), SYSTEM)
+    except errors.ApiError as error:
+        if error.code != 404:
+            raise
+
+
+async def ensure_default_cidr(cidrs: ResourceStore, cidr: str) -> None:
+    """Create the default ServiceCIDR ``kubernetes`` over ``cidr`` if it does not exist (or is
+    on its way out: then once it is gone). Idempotent; run at start and periodically."""
+    try:
+        await cidrs.get("", DEFAULT_SERVICE_CIDR)
+        return
+    except errors.ApiError as error:
+        if error.code != 404:
+            raise
+    default = ServiceCIDR(
+        metadata=ObjectMeta(name=DEFAULT_SERVICE_CIDR),
+        spec=ServiceCIDRSpec(cidrs=[str(ipaddress.ip_network(cidr))]),
+    )
+    try:
+        await cidrs.create("", default, SYSTEM)
+    except errors.ApiError as error:
+        if error.code != 409:
+            raise
+        return
+    log.info("created the default ServiceCIDR %s over %s", DEFAULT_SERVICE_CIDR, cidr)
+
+
+async def repair(
+    services: ResourceStore,
+    addresses: ResourceStore,
+    cidrs: ResourceStore,
+    now: datetime.datetime,
+) -> None:
+    """One pass of upstream's RepairIPAddress over every Service and IPAddress."""
+    networks = [n for obj in (await cidrs.list()).items for n in cidrs_of(_cidr(obj))]
+    listed = {a.metadata.name or "": _address(a) for a in (await addresses.list()).items}
+    held: dict[tuple[str, str], set[str]] = {}
+    for obj in (await services.list()).items:
+        assert isinstance(obj, Service)
+        key = (obj.metadata.namespace or "", obj.metadata.name or "")
+        held[key] = set(_cluster_ips(obj))
+    for (namespace, name), ips in held.items():
+        for ip in sorted(ips):
+            if not any(ipaddress.ip_address(ip) in n for n in networks):
+                log.warning(
+                    "Cluster IP [%s]: %s of Service %s/%s is not within any configured Service "
+                    "CIDR; please recreate service",
+                    family(ip),
+                    ip,
+                    namespace,
+                    name,
+                )
+                continue
+            current = listed.get(ip)
+            if current is not None and _labelled(current) and _refers(current, namespace, name):
+                continue
+            if current is not None:
+                if _owner(current) != (namespace, name) and ip in held.get(_owner(current), ()):
+                    log.warning(
+                        "Cluster IP [%s]:%s was assigned to multiple services; please "
+                        "recreate service",
+                        family(ip),
+                        ip,
+                    )
+                    continue
+                await _delete(addresses, ip)
+            log.warning(
+                "Cluster IP [%s]: %s of Service %s/%s is not allocated; repairing",
+                family(ip),
+                ip,
+                namespace,
+                name,
+            )
+            fresh = ip_address(ip, namespace, name)
+            await _create_ignoring_conflict(addresses, fresh)
+            listed[ip] = fresh
+    for ip, current in listed.items():
+        labels = current.metadata.labels or {}
+        if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
+            continue
+        ref = (current.spec.parent_ref if current.spec else None) or ParentReference()
+        owner = _owner(current)
+        if ref.group or ref.resource != "services":
+            reason = "does not reference a Service"
+        elif owner not in held:
+            created = current.metadata.creation_timestamp
+            if created is not None and now - created <= ORPHAN_GRACE:
+                continue
+            reason = "appears to have leaked"
+        elif ip not in held[owner]:
+            reason = "has a wrong reference"
+        else:
+            continue
+        log.warning("IPAddress %s of Service %s/%s %s: cleaning up", ip, *owner, reason)
+        await _delete(addresses, ip)
+
+
+async def _create_ignoring_conflict(addresses: ResourceStore, address: IPAddress) -> None:
+    try:
+        await addresses.create("", address, SYSTEM)
+    except errors.ApiError as error:
+        if error.code != 409:
+            raise
+
+
+def _cluster_ips(service: Service) -> list[str]:
+    spec = service.spec
+    if spec is None or spec.type == "ExternalName" or spec.cluster_ip in (None, "", "None"):
+        return []
+    return list(spec.cluster_ips or [spec.cluster_ip or ""])
+
+
+def _labelled(address: IPAddress) -> bool:
+    labels = address.metadata.labels or {}
+    name = address.metadata.name or ""
+    return labels.get(LABEL_MANAGED_BY) == MANAGED_BY and labels.get(LABEL_FAMILY) == family(name)
+
+
+def _owner(address: IPAddress) -> tuple[str, str]:
+    """The namespace and name of the object the address points at."""
+    ref = (address.spec.parent_ref if address.spec else None) or ParentReference()
+    return ref.namespace or "", ref.name or ""
+
+
+def _refers(address: IPAddress, namespace: str, name: str) -> bool:
+    """Whether the address points at the Service ``namespace/name``."""
+    ref = (address.spec.parent_ref if address.spec else None) or ParentReference()
+    service = not ref.group and ref.resource == "services"
+    return service and _owner(address) == (namespace, name)
+
+
+def _cidr(obj: object) -> ServiceCIDR:
+    assert isinstance(obj, ServiceCIDR)
+    return obj
+
+
+def _address(obj: object) -> IPAddress:
+    assert isinstance(obj, IPAddress)
+    return obj
+
+
+async def keep(
+    services: ResourceStore,
+    addresses: ResourceStore,
+    cidrs: ResourceStore,
+    default_cidr: str,
+    clock: Clock,
+    interval: float,
+) -> None:
+    """Forever: the default ServiceCIDR kept, then a repair pass, every ``interval`` seconds
+    (a failed pass is logged and retried at the next)."""
+    while True:
+        try:
+            await ensure_default_cidr(cidrs, default_cidr)
+            await repair(services, addresses, cidrs, clock.now())
+        except errors.ApiError as error:
+            log.warning("ClusterIP repair failed: %s", error)
+        await clock.sleep(interval)
