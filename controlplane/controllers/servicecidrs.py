@@ -19,12 +19,18 @@ from typing import Any
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, unwrap
-from kube.api.kinds.networking_v1 import IPAddress, ServiceCIDR, ServiceCIDRStatus
+from kube.api.kinds.networking_v1 import (
+    LABEL_MANAGED_BY,
+    IPAddress,
+    ServiceCIDR,
+    ServiceCIDRStatus,
+)
 from kube.api.meta_v1 import Condition
 
 NAME = "service-cidr-controller"
 FINALIZER = "networking.k8s.io/service-cidr-finalizer"
-MANAGED_BY = ("ipaddress.kubernetes.io/managed-by", "ipallocator.k8s.io")
+ALLOCATOR = "ipallocator.k8s.io"
+"""The managed-by label value of the API server's ClusterIP allocator."""
 DELETION_GRACE = 10.0
 """Seconds from a ServiceCIDR's deletion before its finalizer may go (upstream's
 deletionGracePeriod)."""
@@ -35,10 +41,6 @@ TERMINATING_MESSAGE = (
 )
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def networks(cidr: ServiceCIDR) -> list[Network]:
-    return [ipaddress.ip_network(c) for c in (cidr.spec.cidrs if cidr.spec else None) or ()]
 
 
 def _within(inner: Network, outer: Network) -> bool:
@@ -75,7 +77,7 @@ class ServiceCIDRController(Controller):
     def _address_changed(self, obj: Any) -> None:
         address = ipaddress.ip_address(unwrap(obj).metadata.name or "")
         for cidr in self.cidrs.lister.list():
-            if any(address in n for n in networks(cidr)):
+            if any(address in n for n in cidr.networks()):
                 self.enqueue(cidr)
 
     def _address_updated(self, old: Any, new: Any) -> None:
@@ -106,7 +108,7 @@ class ServiceCIDRController(Controller):
             updated = copy.deepcopy(cidr)
             updated.metadata.finalizers = [*(cidr.metadata.finalizers or ()), FINALIZER]
             cidr = await self.ctx.client.update(updated)
-        await self._set_ready(cidr, "True", None, READY_MESSAGE)
+        await self._set_ready(cidr, "True", "", READY_MESSAGE)
 
     def _others(self, cidr: ServiceCIDR) -> list[Network]:
         """The CIDRs of every other ServiceCIDR that is not being deleted."""
@@ -115,30 +117,27 @@ class ServiceCIDRController(Controller):
             for other in self.cidrs.lister.list()
             if other.metadata.name != cidr.metadata.name
             and other.metadata.deletion_timestamp is None
-            for n in networks(other)
+            for n in other.networks()
         ]
 
     def _can_delete(self, cidr: ServiceCIDR) -> bool:
         """Whether no address of the allocator's would be left outside every range: each CIDR
         is inside another ServiceCIDR's, or each address inside it is in another's too."""
         others = self._others(cidr)
-        mine = networks(cidr)
+        mine = cidr.networks()
         if all(any(_within(n, o) for o in others) for n in mine):
             return True
-        key, value = MANAGED_BY
         for address in self.addresses.lister.list():
-            if (address.metadata.labels or {}).get(key) != value:
+            if (address.metadata.labels or {}).get(LABEL_MANAGED_BY) != ALLOCATOR:
                 continue
             ip = ipaddress.ip_address(address.metadata.name or "")
             if any(ip in n for n in mine) and not any(ip in o for o in others):
                 return False
         return True
 
-    async def _set_ready(
-        self, cidr: ServiceCIDR, status: str, reason: str | None, message: str
-    ) -> None:
+    async def _set_ready(self, cidr: ServiceCIDR, status: str, reason: str, message: str) -> None:
         """Write the Ready condition unless it already says this (its transition time moves
-        only when the status changes)."""
+        only when the status changes; an empty reason is written as upstream's, ``""``)."""
         conditions = list((cidr.status.conditions if cidr.status else None) or [])
         current = next((c for c in conditions if c.type == "Ready"), None)
         if current is not None and (current.status, current.reason or None, current.message) == (

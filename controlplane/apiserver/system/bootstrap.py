@@ -153,8 +153,9 @@ class ServiceAllocation:
             try:
                 ip = await self.ips.allocate(service, requested, prepared.dry_run)
             except clusterip.AllocationError as error:
-                shown = requested or "<nil>"
-                problems.invalid(path, spec.cluster_ip, f"failed to allocate IP {shown}: {error}")
+                if requested is None:  # upstream answers an InternalError here
+                    raise errors.internal(f"failed to allocate a serviceIP: {error}") from None
+                problems.invalid(path, requested, f"failed to allocate IP {requested}: {error}")
                 return
             except ValueError:
                 return  # an unparsable address; validation has already reported it

@@ -31,6 +31,8 @@ from controlplane.apiserver.registry.store import RequestContext, ResourceStore
 from controlplane.apiserver.storage.watchcache import WatchCache
 from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.networking_v1 import (
+    LABEL_IP_ADDRESS_FAMILY,
+    LABEL_MANAGED_BY,
     IPAddress,
     IPAddressSpec,
     ParentReference,
@@ -43,8 +45,6 @@ from kube.clock import Clock
 log = logging.getLogger(__name__)
 
 MANAGED_BY = "ipallocator.k8s.io"
-LABEL_MANAGED_BY = "ipaddress.kubernetes.io/managed-by"
-LABEL_FAMILY = "ipaddress.kubernetes.io/ip-family"
 DEFAULT_SERVICE_CIDR = "kubernetes"
 ORPHAN_GRACE = datetime.timedelta(seconds=60)
 """How long an IPAddress may exist without its Service: the time a create may take between
@@ -115,12 +115,9 @@ def is_ready(cidr: ServiceCIDR) -> bool:
     return True
 
 
-def cidrs_of(cidr: ServiceCIDR) -> list[Network]:
-    return [ipaddress.ip_network(c) for c in (cidr.spec.cidrs if cidr.spec else None) or ()]
-
-
 def service_ref(namespace: str, name: str) -> ParentReference:
-    return ParentReference(group="", resource="services", namespace=namespace, name=name)
+    """A reference to a Service (core group: no ``group``, as upstream's JSON omits it)."""
+    return ParentReference(resource="services", namespace=namespace, name=name)
 
 
 def ip_address(address: str, namespace: str, name: str) -> IPAddress:
@@ -128,7 +125,7 @@ def ip_address(address: str, namespace: str, name: str) -> IPAddress:
     return IPAddress(
         metadata=ObjectMeta(
             name=address,
-            labels={LABEL_FAMILY: family(address), LABEL_MANAGED_BY: MANAGED_BY},
+            labels={LABEL_IP_ADDRESS_FAMILY: family(address), LABEL_MANAGED_BY: MANAGED_BY},
         ),
         spec=IPAddressSpec(parent_ref=service_ref(namespace, name)),
     )
@@ -157,7 +154,7 @@ class ClusterIPAllocator:
         for obj in (await self.cidrs.list()).items:
             assert isinstance(obj, ServiceCIDR)
             if obj.metadata.deletion_timestamp is None and is_ready(obj):
-                for network in cidrs_of(obj):
+                for network in obj.networks():
                     if f"IPv{network.version}" == ip_family:
                         networks[network] = None
         ranges = [Range(n) for n in networks]
@@ -201,7 +198,7 @@ class ClusterIPAllocator:
         except errors.ApiError:
             return "IPv4"
         assert isinstance(default, ServiceCIDR)
-        networks = cidrs_of(default)
+        networks = default.networks()
         return f"IPv{networks[0].version}" if networks else "IPv4"
 
     async def _create(self, address: IPAddress) -> bool:
@@ -257,7 +254,7 @@ async def repair(
     now: datetime.datetime,
 ) -> None:
     """One pass of upstream's RepairIPAddress over every Service and IPAddress."""
-    networks = [n for obj in (await cidrs.list()).items for n in cidrs_of(_cidr(obj))]
+    networks = [n for obj in (await cidrs.list()).items for n in _cidr(obj).networks()]
     listed = {a.metadata.name or "": _address(a) for a in (await addresses.list()).items}
     held: dict[tuple[str, str], set[str]] = {}
     for obj in (await services.list()).items:
@@ -338,7 +335,9 @@ def _cluster_ips(service: Service) -> list[str]:
 def _labelled(address: IPAddress) -> bool:
     labels = address.metadata.labels or {}
     name = address.metadata.name or ""
-    return labels.get(LABEL_MANAGED_BY) == MANAGED_BY and labels.get(LABEL_FAMILY) == family(name)
+    return labels.get(LABEL_MANAGED_BY) == MANAGED_BY and labels.get(
+        LABEL_IP_ADDRESS_FAMILY
+    ) == family(name)
 
 
 def _owner(address: IPAddress) -> tuple[str, str]:
