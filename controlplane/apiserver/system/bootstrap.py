@@ -15,6 +15,7 @@ and namespace lifecycle.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -264,14 +265,34 @@ async def _create_missing(
     store: ResourceStore, namespace: str, obj: Resource, ctx: RequestContext
 ) -> None:
     """Create ``obj`` unless an object of its name exists (whatever its content; another
-    API server starting at the same time may create it first)."""
+    API server starting at the same time may create it first, and may hold the ``kubernetes``
+    Service's ClusterIP a moment before its Service is written: a refused create waits for
+    the other's object)."""
+    name = obj.metadata.name or ""
+    if await _exists(store, namespace, name):
+        return
     try:
-        await store.get(namespace, obj.metadata.name or "")
+        await store.create(namespace, obj, ctx)
+    except errors.ApiError as refused:
+        if refused.code == 409:
+            return
+        for _ in range(CREATED_ELSEWHERE_CHECKS):
+            await asyncio.sleep(0.1)
+            if await _exists(store, namespace, name):
+                return
+        raise
+
+
+CREATED_ELSEWHERE_CHECKS = 50
+"""How many times, 0.1 s apart, a refused bootstrap object is looked for before the refusal
+stands."""
+
+
+async def _exists(store: ResourceStore, namespace: str, name: str) -> bool:
+    try:
+        await store.get(namespace, name)
     except errors.ApiError as error:
         if error.code != 404:
             raise
-        try:
-            await store.create(namespace, obj, ctx)
-        except errors.ApiError as conflict:
-            if conflict.code != 409:
-                raise
+        return False
+    return True
