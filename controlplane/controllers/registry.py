@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controlplane.controllers import (
+    admissionpolicystatus,
     bootstrapsigner,
     clusterroleaggregation,
     cronjob,
@@ -66,6 +67,7 @@ CONTROLLERS: Mapping[str, ControllerFactory] = {
     bootstrapsigner.NAME: bootstrapsigner.new,
     tokencleaner.NAME: tokencleaner.new,
     servicecidrs.NAME: servicecidrs.new,
+    admissionpolicystatus.NAME: admissionpolicystatus.new,
 }
 
 SERVICE_ACCOUNTS: Mapping[str, str] = {
@@ -98,6 +100,7 @@ SERVICE_ACCOUNTS: Mapping[str, str] = {
     bootstrapsigner.NAME: "bootstrap-signer",
     tokencleaner.NAME: "token-cleaner",
     servicecidrs.NAME: "service-cidrs-controller",
+    admissionpolicystatus.NAME: "validatingadmissionpolicy-status-controller",
 }
 """The ``kube-system`` service account each controller acts as with
 ``--use-service-account-credentials`` (upstream's names; RBAC binds each to its

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import kubernetes
 import pytest
@@ -29,11 +28,6 @@ spec:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from serve_all_in_one(tmp_path_factory, "--service-cluster-ip-range", "10.96.0.0/28")
-
-
-@pytest.fixture
-def kubectl(server: ServerProcess, tmp_path: Path) -> Kubectl:
-    return Kubectl(server.kubeconfig, tmp_path / "kubectl-cache", "default")
 
 
 def _rows(text: str) -> list[list[str]]:

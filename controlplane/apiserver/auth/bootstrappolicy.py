@@ -515,6 +515,7 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
     service account each runs as with ``--use-service-account-credentials``."""
     apps = ("apps", "extensions")
     networking = ("networking.k8s.io",)
+    admission = ("admissionregistration.k8s.io",)
     return {
         "certificate-controller": [
             rule(
@@ -698,6 +699,10 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
             rule(("list", "watch", "get", "delete"), ("",), ("pods",)),
             rule(("patch",), ("",), ("pods/status",)),
             rule(READ, ("",), ("nodes",)),
+        ],
+        "validatingadmissionpolicy-status-controller": [
+            rule(READ, admission, ("validatingadmissionpolicies",)),
+            rule(("get", "patch", "update"), admission, ("validatingadmissionpolicies/status",)),
         ],
     }
 
