@@ -372,6 +372,7 @@ class APIServer:
         await clusterip.ensure_default_cidr(
             self.stores[(NETWORKING_GROUP, "v1", "servicecidrs")],
             self.config.service_cluster_ip_range,
+            self.clock.now(),
         )
         await bootstrap.ensure_objects(self, self.config.kubernetes_service_ip, port)
         await reconcile.reconcile(self)

@@ -55,14 +55,22 @@ def test_extend_service_ip_ranges(kubectl: Kubectl, server: ServerProcess) -> No
     )  # fmt: skip
     rows = _rows(kubectl.run("get", "servicecidr").stdout)
     assert [r[:2] for r in rows] == [["NAME", "CIDRS"], ["kubernetes", "10.96.0.0/28"]]
-    _eventually(lambda: _ready(kubectl, "kubernetes") == "True", "kubernetes never Ready")
-    default = kubectl.json("get", "servicecidr", "kubernetes")
-    assert default["metadata"]["finalizers"] == ["networking.k8s.io/service-cidr-finalizer"]
-    rows = _rows(kubectl.run("get", "ipaddresses").stdout)
+    assert _ready(kubectl, "kubernetes") == "True"  # set by the API server itself
+    _eventually(
+        lambda: (
+            kubectl.json("get", "servicecidr", "kubernetes")["metadata"].get("finalizers")
+            == ["networking.k8s.io/service-cidr-finalizer"]
+        ),
+        "the controller-manager never protected kubernetes",
+    )
+    rows = _rows(kubectl.run("get", "servicecidr,ipaddress").stdout)
     assert [r[:2] for r in rows] == [
+        ["NAME", "CIDRS"],
+        ["servicecidr.networking.k8s.io/kubernetes", "10.96.0.0/28"],
+        [],
         ["NAME", "PARENTREF"],
-        ["10.96.0.1", "services/default/kubernetes"],
-        ["10.96.0.10", "services/kube-system/kube-dns"],
+        ["ipaddress.networking.k8s.io/10.96.0.1", "services/default/kubernetes"],
+        ["ipaddress.networking.k8s.io/10.96.0.10", "services/kube-system/kube-dns"],
     ]
 
     ips = []

@@ -38,8 +38,9 @@ from kube.api.kinds.networking_v1 import (
     ParentReference,
     ServiceCIDR,
     ServiceCIDRSpec,
+    ServiceCIDRStatus,
 )
-from kube.api.meta_v1 import DeleteOptions, ObjectMeta
+from kube.api.meta_v1 import Condition, DeleteOptions, ObjectMeta
 from kube.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -225,26 +226,55 @@ async def _delete(addresses: ResourceStore, name: str) -> None:
             raise
 
 
-async def ensure_default_cidr(cidrs: ResourceStore, cidr: str) -> None:
-    """Create the default ServiceCIDR ``kubernetes`` over ``cidr`` if it does not exist (or is
-    on its way out: then once it is gone). Idempotent; run at start and periodically."""
+async def ensure_default_cidr(cidrs: ResourceStore, cidr: str, now: datetime.datetime) -> None:
+    """Upstream's DefaultServiceCIDR controller, one pass: create the ServiceCIDR
+    ``kubernetes`` over ``cidr`` if it does not exist (one on its way out is left to the
+    controller-manager: recreated once gone), and mark it Ready when it matches ``cidr`` and
+    carries no Ready condition (or an Unknown one). Idempotent; run at start and periodically.
+    """
+    wanted = [str(ipaddress.ip_network(cidr))]
     try:
-        await cidrs.get("", DEFAULT_SERVICE_CIDR)
-        return
+        current = await cidrs.get("", DEFAULT_SERVICE_CIDR)
     except errors.ApiError as error:
         if error.code != 404:
             raise
-    default = ServiceCIDR(
-        metadata=ObjectMeta(name=DEFAULT_SERVICE_CIDR),
-        spec=ServiceCIDRSpec(cidrs=[str(ipaddress.ip_network(cidr))]),
+        default = ServiceCIDR(
+            metadata=ObjectMeta(name=DEFAULT_SERVICE_CIDR), spec=ServiceCIDRSpec(cidrs=wanted)
+        )
+        try:
+            current = await cidrs.create("", default, SYSTEM)
+        except errors.ApiError as conflict:
+            if conflict.code != 409:
+                raise
+            return
+        log.info("created the default ServiceCIDR %s over %s", DEFAULT_SERVICE_CIDR, cidr)
+    assert isinstance(current, ServiceCIDR)
+    if current.metadata.deletion_timestamp is not None or current.spec is None:
+        return
+    if current.spec.cidrs != wanted:
+        log.debug("the default ServiceCIDR %s is not this server's %s", current.spec.cidrs, cidr)
+        return
+    conditions = (current.status.conditions if current.status else None) or []
+    ready = next((c for c in conditions if c.type == "Ready"), None)
+    if ready is not None and ready.status != "Unknown":
+        return
+    current.status = ServiceCIDRStatus(
+        conditions=[c for c in conditions if c.type != "Ready"]
+        + [
+            Condition(
+                type="Ready",
+                status="True",
+                reason="",
+                message="Kubernetes default Service CIDR is ready",
+                last_transition_time=now.replace(microsecond=0),
+            )
+        ]
     )
     try:
-        await cidrs.create("", default, SYSTEM)
+        await cidrs.update("", DEFAULT_SERVICE_CIDR, current, SYSTEM, subresource="status")
     except errors.ApiError as error:
-        if error.code != 409:
+        if error.code not in (404, 409):
             raise
-        return
-    log.info("created the default ServiceCIDR %s over %s", DEFAULT_SERVICE_CIDR, cidr)
 
 
 async def repair(
@@ -375,7 +405,7 @@ async def keep(
     (a failed pass is logged and retried at the next)."""
     while True:
         try:
-            await ensure_default_cidr(cidrs, default_cidr)
+            await ensure_default_cidr(cidrs, default_cidr, clock.now())
             await repair(services, addresses, cidrs, clock.now())
         except errors.ApiError as error:
             log.warning("ClusterIP repair failed: %s", error)

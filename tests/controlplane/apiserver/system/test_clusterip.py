@@ -103,7 +103,7 @@ async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
     services = _store(store, clock, "services")
     allocator = clusterip.ClusterIPAllocator(cidrs, addresses, rand=random.Random(1))
     services.hooks.append(bootstrap.ServiceAllocation(allocator, (30000, 32767)))
-    await clusterip.ensure_default_cidr(cidrs, "10.96.0.0/28")
+    await clusterip.ensure_default_cidr(cidrs, "10.96.0.0/28", clock.now())
     try:
         yield Stores(services, cidrs, addresses, clock)
     finally:
@@ -256,9 +256,30 @@ async def test_repair_restores_missing_and_removes_orphan_addresses(stores: Stor
     assert names == {kept.spec.cluster_ip, lost.spec.cluster_ip, "10.96.0.10"}
 
 
-async def test_the_default_servicecidr_is_kept(stores: Stores) -> None:
+def _ready(cidr: object) -> tuple[str | None, str | None]:
+    assert isinstance(cidr, ServiceCIDR) and cidr.status is not None
+    (condition,) = cidr.status.conditions or []
+    assert condition.type == "Ready"
+    return condition.status, condition.message
+
+
+async def test_the_default_servicecidr_is_kept_and_ready(stores: Stores) -> None:
+    default = await stores.cidrs.get("", clusterip.DEFAULT_SERVICE_CIDR)
+    assert _ready(default) == ("True", "Kubernetes default Service CIDR is ready")
     await stores.cidrs.delete("", clusterip.DEFAULT_SERVICE_CIDR, DeleteOptions(), CTX)
-    await clusterip.ensure_default_cidr(stores.cidrs, "10.96.0.0/28")
+    await clusterip.ensure_default_cidr(stores.cidrs, "10.96.0.0/28", stores.clock.now())
     default = await stores.cidrs.get("", clusterip.DEFAULT_SERVICE_CIDR)
     assert isinstance(default, ServiceCIDR) and default.spec is not None
     assert default.spec.cidrs == ["10.96.0.0/28"]
+    assert _ready(default)[0] == "True"
+
+
+async def test_a_default_servicecidr_set_not_ready_is_left_so(stores: Stores) -> None:
+    default = await stores.cidrs.get("", clusterip.DEFAULT_SERVICE_CIDR)
+    assert isinstance(default, ServiceCIDR)
+    default.status = ServiceCIDRStatus(
+        conditions=[Condition(type="Ready", status="False", reason="Admin", message="off")]
+    )
+    await stores.cidrs.update("", "kubernetes", default, CTX, subresource="status")
+    await clusterip.ensure_default_cidr(stores.cidrs, "10.96.0.0/28", stores.clock.now())
+    assert _ready(await stores.cidrs.get("", "kubernetes")) == ("False", "off")
