@@ -150,6 +150,15 @@ class ServiceAllocation:
         if previous and spec.cluster_ip in (None, "", previous):
             spec.cluster_ip = previous
         elif not previous or spec.cluster_ip != previous:
+            configured = await self.ips.families()
+            for i, ip_family in enumerate(spec.ip_families or ()):
+                if ip_family not in configured:
+                    at = ROOT.child("spec").child("ipFamilies").index(i)
+                    problems.invalid(
+                        at, ip_family, f"ipfamily {ip_family} is not configured on cluster"
+                    )
+            if problems:
+                return
             requested = spec.cluster_ip or None
             try:
                 ip = await self.ips.allocate(service, requested, prepared.dry_run)

@@ -181,7 +181,7 @@ class ClusterIPAllocator:
                 raise AllocationError(ALLOCATED)
             return requested
         spec = service.spec
-        ip_family = (spec.ip_families if spec else None) or [await self._default_family()]
+        ip_family = (spec.ip_families if spec else None) or await self.families()
         for rng in await self.ranges(ip_family[0]):
             if dry_run:
                 return str(rng.network.network_address)
@@ -192,15 +192,15 @@ class ClusterIPAllocator:
                     return candidate
         raise AllocationError(FULL)
 
-    async def _default_family(self) -> str:
-        """The family of the default ServiceCIDR's first CIDR (IPv4 without one)."""
+    async def families(self) -> list[str]:
+        """The IP families the cluster is configured for, primary first: the default
+        ServiceCIDR's (IPv4 without one)."""
         try:
             default = await self.cidrs.get("", DEFAULT_SERVICE_CIDR)
         except errors.ApiError:
-            return "IPv4"
+            return ["IPv4"]
         assert isinstance(default, ServiceCIDR)
-        networks = default.networks()
-        return f"IPv{networks[0].version}" if networks else "IPv4"
+        return [f"IPv{n.version}" for n in default.networks()] or ["IPv4"]
 
     async def _create(self, address: IPAddress) -> bool:
         """Create the IPAddress; False if it exists (another allocation won the address)."""

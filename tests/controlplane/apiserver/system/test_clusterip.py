@@ -66,8 +66,12 @@ class Stores:
     addresses: ResourceStore
     clock: FakeClock
 
-    async def service(self, name: str, cluster_ip: str | None = None) -> Service:
-        spec = ServiceSpec(cluster_ip=cluster_ip, ports=[ServicePort(port=80)])
+    async def service(
+        self, name: str, cluster_ip: str | None = None, families: list[str] | None = None
+    ) -> Service:
+        spec = ServiceSpec(
+            cluster_ip=cluster_ip, ip_families=families, ports=[ServicePort(port=80)]
+        )
         created = await self.services.create(
             "default", Service(metadata=ObjectMeta(name=name), spec=spec), CTX
         )
@@ -135,13 +139,20 @@ async def test_an_allocation_is_an_ipaddress_pointing_at_its_service(stores: Sto
     assert await stores.addresses_by_name() == {}
 
 
-async def _refusal(stores: Stores, name: str, cluster_ip: str | None = None) -> str:
+async def _refusal(
+    stores: Stores,
+    name: str,
+    cluster_ip: str | None = None,
+    families: list[str] | None = None,
+    field: str = "spec.clusterIPs[0]",
+) -> str:
+    """The message of the 422 creating the Service gets, at ``field``."""
     with pytest.raises(errors.ApiError) as caught:
-        await stores.service(name, cluster_ip)
+        await stores.service(name, cluster_ip, families)
     assert caught.value.code == 422
     assert caught.value.details is not None
     (cause,) = caught.value.details.causes or []
-    assert cause.field == "spec.clusterIPs[0]"
+    assert cause.field == field
     return cause.message or ""
 
 
@@ -170,6 +181,11 @@ async def _full(stores: Stores, name: str) -> None:
         500,
         "Internal error occurred: failed to allocate a serviceIP: range is full",
     )
+
+
+async def test_an_unconfigured_family_is_refused(stores: Stores) -> None:
+    message = await _refusal(stores, "v6", families=["IPv6"], field="spec.ipFamilies[0]")
+    assert message == 'Invalid value: "IPv6": ipfamily IPv6 is not configured on cluster'
 
 
 async def test_a_full_range_is_extended_by_a_second_servicecidr(stores: Stores) -> None:
