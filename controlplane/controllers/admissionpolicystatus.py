@@ -5,11 +5,11 @@ Keys are policy names. A policy whose ``status.observedGeneration`` is behind it
 is checked: the kinds its ``matchConstraints.resourceRules`` name exactly (no ``*``; at most
 ``MAX_TYPES``, as upstream) are found through discovery, their schemas in the server's
 ``/openapi/v3`` documents (so custom resources are checked like built-ins), and ``params`` is
-typed by ``paramKind``'s schema. Each expression (``validations[i].expression`` and
-``messageExpression``, ``auditAnnotations[i].valueExpression``, ``matchConditions[i].expression``,
-``variables[i].expression``) is checked against each kind; what fails becomes an
-``expressionWarning`` whose ``fieldRef`` names the expression and whose ``warning`` is
-upstream's text, one ``<group>/<version>, Kind=<kind>: <cel-go issues>`` line group per kind.
+typed by ``paramKind``'s schema. Each validation's ``expression`` and ``messageExpression`` is
+checked against each kind; what fails becomes an ``expressionWarning`` whose ``fieldRef`` names
+the expression and whose ``warning`` is upstream's text, one ``<group>/<version>, Kind=<kind>:
+<cel-go issues>`` line group per kind. As upstream's ``TypeChecker.CheckContext``, only
+validations are reported: auditAnnotations, matchConditions and variables get no warnings.
 
 What is checked is what ``cel.field_issues`` checks: every field selection and index down from
 ``object``, ``oldObject`` and ``params`` against the schemas (cel-go's ``undefined field``).
@@ -54,7 +54,8 @@ def gvk_string(kind: Kind) -> str:
 
 
 def expressions(spec: ValidatingAdmissionPolicySpec) -> list[tuple[str, str]]:
-    """(fieldRef, expression) of every CEL expression of a policy."""
+    """(fieldRef, expression) of the expressions upstream type-checks: each validation's
+    expression and messageExpression."""
     found: list[tuple[str, str]] = []
     for i, validation in enumerate(spec.validations or ()):
         found.append((f"spec.validations[{i}].expression", validation.expression or ""))
@@ -62,14 +63,6 @@ def expressions(spec: ValidatingAdmissionPolicySpec) -> list[tuple[str, str]]:
             found.append(
                 (f"spec.validations[{i}].messageExpression", validation.message_expression)
             )
-    for i, annotation in enumerate(spec.audit_annotations or ()):
-        found.append(
-            (f"spec.auditAnnotations[{i}].valueExpression", annotation.value_expression or "")
-        )
-    for i, condition in enumerate(spec.match_conditions or ()):
-        found.append((f"spec.matchConditions[{i}].expression", condition.expression or ""))
-    for i, variable in enumerate(spec.variables or ()):
-        found.append((f"spec.variables[{i}].expression", variable.expression or ""))
     return found
 
 
