@@ -180,3 +180,17 @@ def test_the_python_client_sees_the_allocations(server: ServerProcess) -> None:
             lambda: ip not in [a.metadata.name for a in networking.list_ip_address().items],
             "the Service's IPAddress outlived it",
         )
+
+
+def test_a_deleted_ipaddress_is_repaired(kubectl: Kubectl) -> None:
+    ip = kubectl.json("create", "service", "clusterip", "repaired", "--tcp", "80")["spec"][
+        "clusterIP"
+    ]
+    kubectl.run("delete", "ipaddress", ip, namespaced=False)
+    _eventually(
+        lambda: kubectl.run("get", "ipaddress", ip, check=False).returncode == 0,
+        "the API server's repair loop never gave the Service its IPAddress back",
+    )
+    rows = _rows(kubectl.run("get", "ipaddress", ip).stdout)
+    assert rows[1][:2] == [ip, "services/default/repaired"]
+    kubectl.run("delete", "service", "repaired")

@@ -17,6 +17,7 @@ import pytest
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
 from controlplane.apiserver.system import bootstrap, clusterip
+from controlplane.storage.interface import Store
 from controlplane.storage.sqlite import SQLiteStore
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
 from kube.api.kinds.networking_v1 import GROUP as NETWORKING_GROUP
@@ -91,25 +92,32 @@ class Stores:
         return {a.metadata.name or "": a for a in items if isinstance(a, IPAddress)}
 
 
-def _store(store: SQLiteStore, clock: FakeClock, plural: str, group: str = "") -> ResourceStore:
+def _store(store: Store, clock: FakeClock, plural: str, group: str = "") -> ResourceStore:
     info = SCHEME.by_resource(group, "v1", plural)
     assert info is not None
     return ResourceStore(info, store, clock)
 
 
-@pytest.fixture
-async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
-    store = await SQLiteStore.open(tmp_path / "store.db")
-    clock = FakeClock(datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC))
+def _server(store: Store, clock: FakeClock) -> Stores:
+    """The stores one API server has over ``store``, its Services allocating as the server's
+    (every server's allocator starts from the same random seed: they pick the same addresses
+    first)."""
     net = NETWORKING_GROUP
     cidrs = _store(store, clock, "servicecidrs", net)
     addresses = _store(store, clock, "ipaddresses", net)
     services = _store(store, clock, "services")
     allocator = clusterip.ClusterIPAllocator(cidrs, addresses, rand=random.Random(1))
     services.hooks.append(bootstrap.ServiceAllocation(allocator, (30000, 32767)))
-    await clusterip.ensure_default_cidr(cidrs, "10.96.0.0/28", clock.now())
+    return Stores(services, cidrs, addresses, clock)
+
+
+@pytest.fixture
+async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
+    store = await SQLiteStore.open(tmp_path / "store.db")
+    server = _server(store, FakeClock(datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)))
+    await clusterip.ensure_default_cidr(server.cidrs, "10.96.0.0/28", server.clock.now())
     try:
-        yield Stores(services, cidrs, addresses, clock)
+        yield server
     finally:
         await store.close()
 
@@ -225,6 +233,15 @@ async def test_concurrent_creates_never_share_an_address(stores: Stores) -> None
     ips = [s.spec.cluster_ip for s in created if s.spec is not None]
     assert len(set(ips)) == 14
     assert set(await stores.addresses_by_name()) == set(ips)
+
+
+async def test_two_servers_creating_at_once_never_share_an_address(stores: Stores) -> None:
+    other = _server(stores.services.store, stores.clock)
+    created = await asyncio.gather(
+        *(server.service(f"s{n}-{i}") for i in range(7) for n, server in enumerate((stores, other)))
+    )
+    ips = [s.spec.cluster_ip for s in created if s.spec is not None]
+    assert len(set(ips)) == 14
 
 
 async def test_a_dry_run_persists_nothing(stores: Stores) -> None:
