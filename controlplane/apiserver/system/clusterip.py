@@ -3,8 +3,9 @@ upstream's allocator since 1.33 (MultiCIDRServiceAllocator GA, no dual write to 
 
 - The ranges are the ServiceCIDR objects that are Ready (or carry no Ready condition yet: the
   controller-manager may not run) and are not being deleted; the API server creates the
-  default one, ``kubernetes``, from ``--service-cluster-ip-range`` and recreates it if it is
-  deleted (``DefaultServiceCIDR``). A second ServiceCIDR simply adds its addresses.
+  default one, ``kubernetes``, from ``--service-cluster-ip-range``, marks it Ready and
+  recreates it if it is deleted (``ensure_default_cidr``, upstream's DefaultServiceCIDR
+  controller). A second ServiceCIDR simply adds its addresses.
 - Every allocated address is an IPAddress named after it, labelled as the allocator's and
   pointing at its Service. Creating that object is the lock: two API servers, or two requests
   of one, that pick the same address cannot both create it, and the loser tries the next one.
@@ -121,13 +122,15 @@ def service_ref(namespace: str, name: str) -> ParentReference:
     return ParentReference(resource="services", namespace=namespace, name=name)
 
 
+def labels(address: str) -> dict[str, str]:
+    """The labels the allocator puts on the IPAddress of ``address``."""
+    return {LABEL_IP_ADDRESS_FAMILY: family(address), LABEL_MANAGED_BY: MANAGED_BY}
+
+
 def ip_address(address: str, namespace: str, name: str) -> IPAddress:
     """The IPAddress the allocator records for a Service's address."""
     return IPAddress(
-        metadata=ObjectMeta(
-            name=address,
-            labels={LABEL_IP_ADDRESS_FAMILY: family(address), LABEL_MANAGED_BY: MANAGED_BY},
-        ),
+        metadata=ObjectMeta(name=address, labels=labels(address)),
         spec=IPAddressSpec(parent_ref=service_ref(namespace, name)),
     )
 
@@ -177,7 +180,9 @@ class ClusterIPAllocator:
                     f"the provided IP ({requested}) is not in the valid range. The range of "
                     f"valid IPs is {ranges[0].network}"
                 )
-            if not dry_run and not await self._create(ip_address(requested, namespace, name)):
+            if dry_run:
+                return requested
+            if not await _create(self.addresses, ip_address(requested, namespace, name)):
                 raise AllocationError(ALLOCATED)
             return requested
         spec = service.spec
@@ -188,7 +193,7 @@ class ClusterIPAllocator:
             for candidate in rng.candidates(self.rand):
                 if self.known is not None and self.known.get("", candidate) is not None:
                     continue
-                if await self._create(ip_address(candidate, namespace, name)):
+                if await _create(self.addresses, ip_address(candidate, namespace, name)):
                     return candidate
         raise AllocationError(FULL)
 
@@ -202,20 +207,21 @@ class ClusterIPAllocator:
         assert isinstance(default, ServiceCIDR)
         return [f"IPv{n.version}" for n in default.networks()] or ["IPv4"]
 
-    async def _create(self, address: IPAddress) -> bool:
-        """Create the IPAddress; False if it exists (another allocation won the address)."""
-        try:
-            await self.addresses.create("", address, SYSTEM)
-        except errors.ApiError as error:
-            if error.code == 409:
-                return False
-            raise
-        return True
-
     async def release(self, address: str) -> None:
         """Delete the address's IPAddress; one already gone is no error (upstream ignores
         release errors too)."""
         await _delete(self.addresses, address)
+
+
+async def _create(addresses: ResourceStore, address: IPAddress) -> bool:
+    """Create the IPAddress; False if it exists (another allocation won the address)."""
+    try:
+        await addresses.create("", address, SYSTEM)
+    except errors.ApiError as error:
+        if error.code == 409:
+            return False
+        raise
+    return True
 
 
 async def _delete(addresses: ResourceStore, name: str) -> None:
@@ -324,11 +330,10 @@ async def repair(
                 name,
             )
             fresh = ip_address(ip, namespace, name)
-            await _create_ignoring_conflict(addresses, fresh)
+            await _create(addresses, fresh)
             listed[ip] = fresh
     for ip, current in listed.items():
-        labels = current.metadata.labels or {}
-        if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
+        if (current.metadata.labels or {}).get(LABEL_MANAGED_BY) != MANAGED_BY:
             continue
         ref = (current.spec.parent_ref if current.spec else None) or ParentReference()
         owner = _owner(current)
@@ -347,14 +352,6 @@ async def repair(
         await _delete(addresses, ip)
 
 
-async def _create_ignoring_conflict(addresses: ResourceStore, address: IPAddress) -> None:
-    try:
-        await addresses.create("", address, SYSTEM)
-    except errors.ApiError as error:
-        if error.code != 409:
-            raise
-
-
 def _cluster_ips(service: Service) -> list[str]:
     spec = service.spec
     if spec is None or spec.type == "ExternalName" or spec.cluster_ip in (None, "", "None"):
@@ -363,11 +360,9 @@ def _cluster_ips(service: Service) -> list[str]:
 
 
 def _labelled(address: IPAddress) -> bool:
-    labels = address.metadata.labels or {}
-    name = address.metadata.name or ""
-    return labels.get(LABEL_MANAGED_BY) == MANAGED_BY and labels.get(
-        LABEL_IP_ADDRESS_FAMILY
-    ) == family(name)
+    """Whether the address carries (at least) the allocator's labels."""
+    present = address.metadata.labels or {}
+    return labels(address.metadata.name or "").items() <= present.items()
 
 
 def _owner(address: IPAddress) -> tuple[str, str]:
@@ -409,4 +404,6 @@ async def keep(
             await repair(services, addresses, cidrs, clock.now())
         except errors.ApiError as error:
             log.warning("ClusterIP repair failed: %s", error)
+        except Exception:  # a bug here must not end repairs for the server's lifetime
+            log.exception("ClusterIP repair failed")
         await clock.sleep(interval)
