@@ -28,8 +28,9 @@ VAGRANT_BOX := $(shell sed -n 's/^box: *//p' vagrant/inventory.yaml)
 BOX_FILE := vagrant/.box/$(VAGRANT_BOX).box
 BOX_ADDED := vagrant/.box/$(VAGRANT_BOX).added
 WHEELS := vagrant/.wheels
+CLIENT_E2E := .client-e2e
 
-.PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench \
+.PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench client-e2e \
 	vagrant-setup vagrant-packages vagrant-wheels vagrant-box vagrant-lab
 
 setup: system-packages venv proto
@@ -96,6 +97,16 @@ unit:
 	exit $$status
 
 test: setup lint typecheck contracts unit
+
+# The official Python client's own e2e suite against `kubelab server`
+# (tests/controlplane/apiserver/test_client_e2e.py): the suite is in neither the client's wheel
+# nor its sdist, so it comes from a clone of kubernetes-client/python, at the installed
+# client's tag: make client-e2e CLIENT_GIT=path/to/python(.git)
+client-e2e: setup
+	@test -n "$(CLIENT_GIT)" || { echo "client-e2e: CLIENT_GIT=path/to/a/clone/of/kubernetes-client/python"; exit 2; }
+	rm -rf $(CLIENT_E2E) && mkdir -p $(CLIENT_E2E)
+	git -C $(CLIENT_GIT) archive "v$$($(PY) -c 'import kubernetes; print(kubernetes.__version__)')" kubernetes/e2e_test | tar -x -C $(CLIENT_E2E)
+	KUBELAB_CLIENT_E2E=$(CURDIR)/$(CLIENT_E2E) $(PY) -m pytest -p no:cacheprovider tests/controlplane/apiserver/test_client_e2e.py
 
 bench: setup
 	$(PY) -m bench

@@ -126,11 +126,13 @@ class CertificateAuthority:
         return cls(KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)))
 
     @classmethod
-    def load_or_create(cls, directory: Path, name: str = "ca") -> CertificateAuthority:
+    def load_or_create(
+        cls, directory: Path, name: str = "ca", common_name: str = "kubelab-ca"
+    ) -> CertificateAuthority:
         """The CA kept in ``directory``, created there on first use."""
         if (directory / f"{name}.crt").exists() and (directory / f"{name}.key").exists():
             return cls(KeyPair.read(directory, name))
-        ca = cls.create()
+        ca = cls.create(common_name)
         ca.pair.write(directory, name)
         return ca
 

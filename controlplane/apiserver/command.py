@@ -244,6 +244,46 @@ def add_flags(
         "connects to them for logs, exec and port-forward (default: none, not verified)",
     )
     parser.add_argument(
+        "--proxy-client-cert-file",
+        type=Path,
+        default=None,
+        help="the client certificate presented to extension API servers when proxying "
+        "(default: the front-proxy client certificate made under <data-dir>/pki)",
+    )
+    parser.add_argument("--proxy-client-key-file", type=Path, default=None, help="its key (PEM)")
+    parser.add_argument(
+        "--requestheader-client-ca-file",
+        type=Path,
+        default=None,
+        help="the CA whose client certificates may name the user in request headers "
+        "(default: the front-proxy CA made under <data-dir>/pki)",
+    )
+    parser.add_argument(
+        "--requestheader-allowed-names",
+        type=_comma_list,
+        default=[],
+        help="common names a front-proxy certificate may carry (default: any; with the "
+        "front-proxy CA kubelab makes: front-proxy-client)",
+    )
+    for name, default in (
+        ("username-headers", "X-Remote-User"),
+        ("group-headers", "X-Remote-Group"),
+        ("extra-headers-prefix", "X-Remote-Extra-"),
+    ):
+        parser.add_argument(
+            f"--requestheader-{name}",
+            type=_comma_list,
+            default=[default],
+            help=f"request header {name.replace('-', ' ')} to read (default: {default})",
+        )
+    parser.add_argument(
+        "--enable-aggregator-routing",
+        type=boolean,
+        default=False,
+        help="proxy to an extension API server's endpoint addresses instead of its Service's "
+        "cluster IP (default: false)",
+    )
+    parser.add_argument(
         "--tls-san",
         action="append",
         default=[],
@@ -309,6 +349,14 @@ async def serving(args: argparse.Namespace, data_dir: Path) -> AsyncIterator[Run
         audit_log_path=args.audit_log_path,
         audit_log_maxsize=args.audit_log_maxsize,
         audit_log_maxbackup=args.audit_log_maxbackup,
+        proxy_client_cert_file=args.proxy_client_cert_file,
+        proxy_client_key_file=args.proxy_client_key_file,
+        requestheader_client_ca_file=args.requestheader_client_ca_file,
+        requestheader_allowed_names=args.requestheader_allowed_names,
+        requestheader_username_headers=args.requestheader_username_headers,
+        requestheader_group_headers=args.requestheader_group_headers,
+        requestheader_extra_headers_prefix=args.requestheader_extra_headers_prefix,
+        enable_aggregator_routing=args.enable_aggregator_routing,
     )
     if "AlwaysAllow" in config.authorization_modes:
         logging.getLogger("kubelab.apiserver").warning(

@@ -14,9 +14,11 @@ policy (``bootstrappolicy``) is reconciled at every start (``reconcile``).
 On first start ``serve`` has the server's PKI created under ``<data-dir>/pki`` (a cluster CA,
 a serving certificate naming every address clients use and its client certificate towards
 kubelets: ``certs.serving``; a client certificate per component: ``certs.identities``) and
-``<data-dir>/admin.kubeconfig`` with one kubeconfig per component written beside it.  This
-module wires the pieces; the subpackages hold them (``endpoints``, ``registry``, ``auth``,
-``crd``, ``storage``, ``system``, ``certs``).
+``<data-dir>/admin.kubeconfig`` with one kubeconfig per component written beside it.  A request
+for a group/version an extension API server answers (a non-local APIService) is proxied to it
+once authorized (``aggregator``).  This module wires the pieces; the subpackages hold them
+(``endpoints``, ``registry``, ``auth``, ``crd``, ``aggregator``, ``storage``, ``system``,
+``certs``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from typing import Any
 from aiohttp import web
 
 from controlplane.apiserver import auth, errors
+from controlplane.apiserver.aggregator import autoregister, frontproxy
+from controlplane.apiserver.aggregator.available import AvailableConditionController
+from controlplane.apiserver.aggregator.proxy import Aggregator
 from controlplane.apiserver.auth import admission as builtin_admission
 from controlplane.apiserver.auth import (
     authn,
@@ -74,6 +79,7 @@ from kube.metrics import CONTENT_TYPE, Registry
 log = logging.getLogger(__name__)
 
 MAX_BODY = 3 * 1024 * 1024
+APISERVICES = ("apiregistration.k8s.io", "v1", "apiservices")
 USER = web.RequestKey("user", auth.User)
 """Where the authentication stage leaves the caller on the request."""
 
@@ -114,6 +120,21 @@ class ServerConfig:
     audit_log_maxbackup: int = 0
     hostname: str = ""
     """What the identity lease's name is derived from (default: the machine's host name)."""
+    proxy_client_cert_file: Path | None = None
+    """The client certificate presented to extension API servers (with ``proxy_client_key_file``;
+    default: the front-proxy client certificate made under ``<data-dir>/pki``, as kubeadm's)."""
+    proxy_client_key_file: Path | None = None
+    requestheader_client_ca_file: Path | None = None
+    """The CA front-proxy client certificates chain to (default: the front-proxy CA made under
+    ``<data-dir>/pki``, with ``requestheader_allowed_names`` ``front-proxy-client``)."""
+    requestheader_allowed_names: Sequence[str] = ()
+    requestheader_username_headers: Sequence[str] = ("X-Remote-User",)
+    requestheader_group_headers: Sequence[str] = ("X-Remote-Group",)
+    requestheader_extra_headers_prefix: Sequence[str] = ("X-Remote-Extra-",)
+    enable_aggregator_routing: bool = False
+    """Proxy to an extension server's endpoint addresses rather than its Service's cluster IP."""
+    apiservice_check_interval: float = 10.0
+    """Seconds between two availability checks of every APIService."""
 
     @property
     def advertise(self) -> str:
@@ -219,6 +240,11 @@ class APIServer:
         for resource_store in self.stores.values():
             resource_store.admission = [admit]
         self.crds = customresources.Controller(self, self.clock)
+        self.aggregator = Aggregator(
+            self.stores, self._cache(APISERVICES), None, config.enable_aggregator_routing
+        )
+        """Routes extension servers' group/versions; its front-proxy identity set by ``serve``."""
+        self._autoregistering: asyncio.Task[None] | None = None
         self.backends = Backends(self)
         """The kubelet client and token issuer subresources use, set by ``serve``."""
         self.handler = ResourceHandler(
@@ -351,14 +377,44 @@ class APIServer:
         if SCHEME.by_resource(*key) is None:
             self.stores[key] = store
             self.openapi.forget(info.group, info.version)
+            self._autoregister()
 
     def remove_store(self, key: tuple[str, str, str]) -> None:
         """Stop serving a kind added with ``add_store``."""
         if SCHEME.by_resource(*key) is None and self.stores.pop(key, None) is not None:
             self.openapi.forget(*key[:2])
+            self._autoregister()
             cache = self.caches.pop(key, None)
             if cache is not None:
                 cache.stop()
+
+    def _autoregister(self) -> None:
+        """Bring the local APIServices in line with the kinds served, in the background (the
+        custom resource controller changes them from synchronous code)."""
+        if not self._ready:
+            return  # ``start`` registers them once every kind is in place
+        previous = self._autoregistering
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            try:
+                await autoregister.sync(self.stores[APISERVICES], self.kinds())
+            except Exception:
+                log.exception("registering the local APIServices failed")
+
+        self._autoregistering = asyncio.get_running_loop().create_task(run())
+
+    def aggregation(self) -> discovery.Aggregation:
+        """What the APIServices add to discovery (module ``discovery``)."""
+        priorities = self.aggregator.priorities()
+        priorities[APISERVICES[0], APISERVICES[1]] = autoregister.APIREGISTRATION_PRIORITY
+        remote = [
+            (s.spec.group or "", s.spec.version or "")
+            for s in self.aggregator.remote_services()
+            if s.spec is not None
+        ]
+        return discovery.Aggregation(priorities, remote, dict(self.aggregator.discovered))
 
     def end_watches(self) -> None:
         """End every open watch: clients see the stream close and re-watch elsewhere."""
@@ -382,6 +438,7 @@ class APIServer:
             if "watch" in store.info.verbs:  # filled in the background, as upstream's caches
                 self.read_cache(store)
         await self.crds.start()
+        await autoregister.sync(self.stores[APISERVICES], self.kinds())
         await self.leases.start(port)
         self._clusterips = asyncio.create_task(
             clusterip.keep(
@@ -499,6 +556,11 @@ class APIServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         info = parse(request.method, request.path, request.query)
+        remote = (
+            self.aggregator.remote(info.group, info.version) if info.api_prefix == "apis" else None
+        )
+        if remote is not None:
+            return await self.aggregator.proxy(request, remote, request[USER])
         if info.is_resource_request:
             user = request[USER]
             ctx = RequestContext(
@@ -531,20 +593,24 @@ class APIServer:
         if path == "/api":
             output = negotiation.choose(accept, discovery=True)
             if output.as_ == negotiation.DISCOVERY:
-                return _discovery_response(discovery.aggregated(self.kinds(), core=True))
+                return _discovery_response(
+                    discovery.aggregated(self.kinds(), True, self.aggregation())
+                )
             return json_response(
                 discovery.api_versions(f"{_host(self.config.advertise)}:{self.port}")
             )
         if path == "/apis":
             output = negotiation.choose(accept, discovery=True)
             if output.as_ == negotiation.DISCOVERY:
-                return _discovery_response(discovery.aggregated(self.kinds(), core=False))
-            return json_response(discovery.api_group_list(self.kinds()))
+                return _discovery_response(
+                    discovery.aggregated(self.kinds(), False, self.aggregation())
+                )
+            return json_response(discovery.api_group_list(self.kinds(), self.aggregation()))
         if path.startswith("/openapi/"):
             return self.openapi.respond(request, path)
         if info.api_prefix == "apis" and not info.version:
             group = path.split("/")[2] if path.count("/") == 2 else ""
-            found = discovery.api_group(self.kinds(), group)
+            found = discovery.api_group(self.kinds(), group, self.aggregation())
             if found is not None:
                 return json_response(found)
         if info.api_prefix and info.version:
@@ -624,10 +690,14 @@ class Running:
     port: int
     pki: serving.PKI
     compactor: asyncio.Task[None]
+    available: asyncio.Task[None]
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def stop(self) -> None:
         self.compactor.cancel()
+        self.available.cancel()
+        await asyncio.gather(self.available, return_exceptions=True)
+        await self.server.aggregator.close()
         await self.server.leases.stop()
         self.server.stop_repair()
         self.server.end_watches()
@@ -658,13 +728,16 @@ async def serve(server: APIServer) -> Running:
     )
     server.backends.kubelets = KubeletConnector(kubelet_ca, pki.kubelet_client)
     server.use_token_issuer(TokenIssuer.load_or_create(config.data_dir / "pki"))
+    front_proxy = frontproxy.configure(config, pki)
+    server.aggregator.identity = front_proxy.identity
+    server.authenticators.insert(0, front_proxy.authenticator)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(
         runner,
         config.bind_address,
         config.secure_port,
-        ssl_context=pki.server_context(),
+        ssl_context=pki.server_context(front_proxy.ca_file),
         reuse_address=True,
     )
     await site.start()
@@ -672,12 +745,20 @@ async def serve(server: APIServer) -> Running:
     try:
         await server.start(port)
         await clusterinfo.publish(server, server.url, pki.ca.cert_pem)
+        await frontproxy.publish(server, pki.ca.cert_pem, front_proxy.requestheader)
     except BaseException:
         await runner.cleanup()
         raise
     identities.write_kubeconfigs(config.data_dir, pki.ca, server.url)
     compactor = asyncio.create_task(server.compact_forever(), name="compactor")
-    return Running(server, runner, port, pki, compactor)
+    available = AvailableConditionController(
+        server.aggregator, server.stores, server.clock, config.apiservice_check_interval
+    )
+    # Ready once every APIService has its condition, as upstream's autoregister-completion
+    # readiness check waits for the local ones.
+    await available.sync_all()
+    checking = asyncio.create_task(available.run(), name="apiservice-availability")
+    return Running(server, runner, port, pki, compactor, checking)
 
 
 def _status_response(error: errors.ApiError) -> web.Response:

@@ -149,6 +149,8 @@ def _scalar(t: mi.Type) -> Schema:
         return {"type": "number", "format": "double"}
     if isinstance(t, mi.DateTimeType):
         return {"type": "string", "format": "date-time"}
+    if isinstance(t, mi.BytesType):
+        return {"type": "string", "format": "byte"}
     return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 

@@ -82,6 +82,7 @@ from typing import Final, Protocol
 
 from controlplane import bootstraptoken
 from controlplane.apiserver.auth.tokens import TokenIssuer
+from controlplane.apiserver.certs import serving
 from kube.api.kinds.apps_v1 import Deployment
 from kube.api.kinds.core_v1.node import Node as NodeObject
 from kube.api.meta_v1 import Resource
@@ -214,8 +215,9 @@ def write_cloud_config(lab: Lab) -> None:
 @dataclass
 class SeedPKI:
     """HA: the PKI every server shares, made before any starts (``kubelab server`` would
-    otherwise create a CA of its own in each data directory): the cluster CA and the
-    service-account signing key in the first server's ``pki/`` (``Lab.pki_dir``), copied into
+    otherwise create a CA of its own in each data directory): the cluster CA, the
+    service-account signing key and the front-proxy CA and client certificate in the first
+    server's ``pki/`` (``Lab.pki_dir``), copied into
     every other server's; and the etcd members' certificates from the same CA."""
 
     name: str = "PKI: one cluster CA and service-account key for every server; etcd's"
@@ -227,6 +229,7 @@ class SeedPKI:
 def seed_pki(lab: Lab) -> None:
     ca = CertificateAuthority.load_or_create(lab.pki_dir)
     TokenIssuer.load_or_create(lab.pki_dir)
+    serving.ensure_front_proxy(lab.pki_dir)
     for node in lab.controlplanes[1:]:
         shutil.copytree(lab.pki_dir, lab.server_dir_of(node) / "pki", dirs_exist_ok=True)
     components.etcd_cluster(lab).write_pki(ca)

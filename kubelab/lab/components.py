@@ -295,7 +295,7 @@ def containerd(lab: Lab, node: Node) -> Component:
             layout.root,
             layout.state,
             layout.opt,
-            layout.runc_root,
+            *layout.runc_roots.values(),
             node.cni_bin_dir,
             node.cni_conf_dir,
         ),

@@ -11,6 +11,9 @@ them.  Every key below was found necessary on the machines this project runs on:
 - ``netns_mounts_under_state_dir``: pod network namespaces are mounted under this node's state,
   not the shared /var/run/netns, so teardown finds and removes exactly its own;
 - ``disable_apparmor``, ``SystemdCgroup = false``: cgroupfs paths the kubelet removes itself;
+- two runc handlers (``RUNTIME_HANDLERS``), ``runc`` the default and ``kubelab-runc``, each
+  with a runc state directory of its own: a pod's RuntimeClass names the handler, and where
+  its containers' state lives shows which one CRI used;
 - a stream server on 127.0.0.1 with port "0" (any free port) so nodes do not collide;
 - ``max_conf_num = 1``: the first conflist of ``cni_conf_dir`` is the node's network;
 - images are imported into the ``k8s.io`` namespace beforehand (kubelab.lab.images), and the
@@ -31,6 +34,9 @@ from pathlib import Path
 from typing import Final
 
 CRI_PLUGIN: Final = "io.containerd.grpc.v1.cri"
+RUNTIME_HANDLERS: Final = ("runc", "kubelab-runc")
+"""The CRI runtime handlers (RuntimeClass ``handler``) a node's containerd has, the default
+first."""
 OPT_PLUGIN: Final = "io.containerd.internal.v1.opt"
 # sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH: Final = 107
@@ -102,8 +108,9 @@ class ContainerdLayout:
         return self.state_dir / "opt"
 
     @property
-    def runc_root(self) -> Path:
-        return self.state_dir / "runc"
+    def runc_roots(self) -> dict[str, Path]:
+        """Each runtime handler's runc state directory."""
+        return {handler: self.state_dir / handler for handler in RUNTIME_HANDLERS}
 
     @property
     def config_file(self) -> Path:
@@ -132,15 +139,13 @@ def containerd_config(layout: ContainerdLayout) -> str:
                 "stream_server_port": "0",
                 "containerd": {
                     "snapshotter": "overlayfs",
-                    "default_runtime_name": "runc",
+                    "default_runtime_name": RUNTIME_HANDLERS[0],
                     "runtimes": {
-                        "runc": {
+                        handler: {
                             "runtime_type": "io.containerd.runc.v2",
-                            "options": {
-                                "SystemdCgroup": False,
-                                "Root": str(layout.runc_root),
-                            },
-                        },
+                            "options": {"SystemdCgroup": False, "Root": str(root)},
+                        }
+                        for handler, root in layout.runc_roots.items()
                     },
                 },
                 "cni": {
@@ -173,7 +178,13 @@ def hosts_toml(url: str, override_path: bool = False) -> str:
 
 def write_containerd_config(layout: ContainerdLayout) -> Path:
     """Create the layout's directories and write its config; returns the config file."""
-    for directory in (layout.state_dir, layout.root, layout.state, layout.opt, layout.runc_root):
+    for directory in (
+        layout.state_dir,
+        layout.root,
+        layout.state,
+        layout.opt,
+        *layout.runc_roots.values(),
+    ):
         directory.mkdir(parents=True, exist_ok=True)
     path = layout.config_file
     path.write_text(containerd_config(layout))

@@ -1,5 +1,7 @@
 """The API server's serving PKI under ``<data-dir>/pki``: the cluster CA, the serving
-certificate and the server's client certificate towards kubelets.
+certificate and the server's client certificate towards kubelets; and, as kubeadm makes them,
+the front-proxy CA and the front-proxy client certificate (CN ``front-proxy-client``) the
+aggregator presents to extension API servers.
 
 Created once and kept across restarts; the serving certificate is issued again only when the
 names it must carry change (an address added with ``--advertise-address`` or
@@ -29,6 +31,9 @@ SERVICE_NAMES = (
     "kubernetes.default.svc.cluster.local",
 )
 
+FRONT_PROXY_CA = "front-proxy-ca"
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
 
 @dataclass
 class PKI:
@@ -40,13 +45,17 @@ class PKI:
     serving_key: Path
     ca_cert: Path
     kubelet_client: KeyPair
+    front_proxy_ca: Path
+    front_proxy_client: KeyPair
 
-    def server_context(self) -> ssl.SSLContext:
-        """TLS for the server: its serving certificate; client certificates of the CA are
-        asked for, not required (tokens and anonymous requests come without)."""
+    def server_context(self, *client_cas: Path) -> ssl.SSLContext:
+        """TLS for the server: its serving certificate; client certificates of the CA (and of
+        ``client_cas``: the requestheader CA) are asked for, not required (tokens and
+        anonymous requests come without)."""
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.serving_cert, self.serving_key)
-        context.load_verify_locations(cafile=str(self.ca_cert))
+        for ca in (self.ca_cert, *client_cas):
+            context.load_verify_locations(cafile=str(ca))
         context.verify_mode = ssl.CERT_OPTIONAL
         return context
 
@@ -71,7 +80,28 @@ def ensure(pki_dir: Path, addresses: Iterable[str]) -> PKI:
         serving = ca.issue("kube-apiserver", server=True, dns_names=dns, ip_addresses=ips)
         serving.write(pki_dir, "apiserver")
     kubelet_client = identities.ensure(ca, pki_dir, identities.KUBELET_CLIENT)
-    return PKI(ca, serving, serving_cert, serving_key, pki_dir / "ca.crt", kubelet_client)
+    front_proxy_client = ensure_front_proxy(pki_dir)
+    return PKI(
+        ca,
+        serving,
+        serving_cert,
+        serving_key,
+        pki_dir / "ca.crt",
+        kubelet_client,
+        pki_dir / f"{FRONT_PROXY_CA}.crt",
+        front_proxy_client,
+    )
+
+
+def ensure_front_proxy(pki_dir: Path) -> KeyPair:
+    """The front-proxy CA (``front-proxy-ca.crt``) and its client certificate, created once
+    (the HA lab makes them before any server starts, so every server shares them)."""
+    ca = CertificateAuthority.load_or_create(pki_dir, FRONT_PROXY_CA, FRONT_PROXY_CA)
+    if (pki_dir / f"{FRONT_PROXY_CLIENT}.crt").exists():
+        return KeyPair.read(pki_dir, FRONT_PROXY_CLIENT)
+    client = ca.issue(FRONT_PROXY_CLIENT, client=True)
+    client.write(pki_dir, FRONT_PROXY_CLIENT)
+    return client
 
 
 def is_ip(text: str) -> bool:

@@ -948,6 +948,143 @@ parameter object, or null), ``namespaceObject`` (the request's Namespace, or nul
 ``variables`` (the policy's variables, each evaluated when first read)."""
 
 
+# Mutating admission policies: building apply configurations and JSON patches.
+
+
+class TypeName(celtypes.MessageType):
+    """An object type a mutation builds (``Object``, ``Object.spec``, ``JSONPatch``): a field
+    selection names a nested type, and ``Name{field: value, ...}`` (which celpy evaluates as a
+    call) builds a value of it.  Values are untyped here: a field the kind does not have is
+    refused when the result is decoded, not when the expression is compiled."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def get(self, key: Any, default: Any = None) -> TypeName:
+        return TypeName(f"{self.name}.{key}")
+
+    def __call__(self, fields: Any = None) -> ObjectValue:
+        return ObjectValue(self.name, {str(k): v for k, v in (fields or {}).items()})
+
+
+class ObjectValue(celtypes.MessageType):
+    """A value a mutation built, which remembers the type name it was built as."""
+
+    def __init__(self, type_name: str, fields: Mapping[str, Any]) -> None:
+        super().__init__(**fields)
+        self.type_name = type_name
+
+
+def apply_configuration(value: Any) -> dict[str, Any]:
+    """An ApplyConfiguration expression's result as JSON: an ``Object{...}`` whose nested
+    object types follow its field names (``Object.spec`` under ``spec``, as upstream checks
+    them), else ``EvaluationError`` in upstream's words."""
+    if not isinstance(value, ObjectValue) or value.type_name != "Object":
+        got = value.type_name if isinstance(value, ObjectValue) else _cel_type_name(value)
+        raise EvaluationError(f"must evaluate to Object but got {got}")
+    _check_type_names(value)
+    converted = to_json(value)
+    assert isinstance(converted, dict)
+    return converted
+
+
+def json_patch(value: Any) -> list[dict[str, Any]]:
+    """A JSONPatch expression's result as RFC 6902 operations: a list of ``JSONPatch{op, path,
+    from, value}``, object values' type names following their field names, else
+    ``EvaluationError`` in upstream's words."""
+    if not isinstance(value, list):
+        raise EvaluationError("type mismatch: JSONPatchType.expression should evaluate to array")
+    operations = []
+    for item in value:
+        if not isinstance(item, ObjectValue) or item.type_name != "JSONPatch":
+            raise EvaluationError(
+                "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch"
+            )
+        for name, member in item.items():  # (celpy's MessageType.get raises when absent)
+            if name == "value" and isinstance(member, ObjectValue):
+                _check_type_names(member)
+        operation = to_json(item)
+        assert isinstance(operation, dict)
+        operations.append(operation)
+    return operations
+
+
+def _check_type_names(value: ObjectValue) -> None:
+    for name, member in value.items():
+        expected = value.type_name + "." + str(name)
+        members = member if isinstance(member, list) else [member]
+        for item in members:
+            if not isinstance(item, ObjectValue):
+                continue
+            if item.type_name != expected:
+                raise EvaluationError(
+                    f'type mismatch: unexpected type name "{item.type_name}", expected '
+                    f'"{expected}", which matches field name path from root Object type'
+                )
+            _check_type_names(item)
+
+
+def _cel_type_name(value: Any) -> str:
+    """CEL's name of a value's type (for messages)."""
+    names = {
+        celtypes.BoolType: "bool",
+        celtypes.IntType: "int",
+        celtypes.UintType: "uint",
+        celtypes.DoubleType: "double",
+        celtypes.StringType: "string",
+        celtypes.BytesType: "bytes",
+        celtypes.ListType: "list",
+        celtypes.MapType: "map",
+    }
+    if value is None:
+        return "null_type"
+    return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
+
+
+def _escape_key(target: Any, key: Any) -> celtypes.Value:
+    """``jsonpatch.escapeKey``: a map key as one JSON pointer token (RFC 6901)."""
+    return celtypes.StringType(str(_string_arg(key)).replace("~", "~0").replace("/", "~1"))
+
+
+def to_json(value: Any) -> Any:
+    """A CEL value as plain JSON (what a mutation built, to merge or apply as a patch)."""
+    if value is None or isinstance(value, celtypes.BoolType):
+        return None if value is None else bool(value)
+    if isinstance(value, celtypes.IntType | celtypes.UintType):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, celtypes.BytesType):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, celtypes.TimestampType):
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    raise EvaluationError(f"cannot convert {type(value).__name__} to JSON")
+
+
+MUTATION = Declarations(
+    POLICY.variables | {"Object", "JSONPatch", "jsonpatch"},
+    {**POLICY.functions, "escapeKey": _escape_key},
+)
+"""MutatingAdmissionPolicy mutations: the policy variables, and ``Object`` (the root of an
+apply configuration), ``JSONPatch`` (one patch operation) and ``jsonpatch.escapeKey``."""
+
+
+def mutation_variables() -> dict[str, celtypes.Value]:
+    """The values of ``MUTATION``'s type names (to add to a policy's variables)."""
+    return {
+        "Object": TypeName("Object"),
+        "JSONPatch": TypeName("JSONPatch"),
+        "jsonpatch": TypeName("jsonpatch"),
+    }
+
+
 # CRD and webhook validation compile with this module (kube.api cannot import it).
 apiextensions_v1.use_rule_compiler(compile_problem)
 admissionregistration_v1.use_condition_compiler(lambda text: compile_problem(text, ADMISSION))

@@ -206,12 +206,13 @@ def _shape(node: _Node) -> _Shape:
     if isinstance(t, mi.StructType):
         return _Shape(STRUCT, t, info)
     if isinstance(t, mi.DictType):
-        return _LEAF if info.map_type == "atomic" else _Shape(MAP, t, info)
+        return _Shape(LEAF, t, info) if info.map_type == "atomic" else _Shape(MAP, t, info)
     if isinstance(t, mi.ListType):
         if info.list_type == "map" and info.list_map_keys:
             return _Shape(MAP_LIST, t, info)
         if info.list_type == "set":
             return _Shape(SET_LIST, t, info)
+        return _Shape(LEAF, t, info)
     return _LEAF
 
 
@@ -433,6 +434,29 @@ def merge(live: dict[str, Any], config: dict[str, Any], cls: type[Struct]) -> di
     merged = _merge(live, config, type_tree(cls))
     assert isinstance(merged, dict)
     return _copy(merged)  # type: ignore[no-any-return]
+
+
+def atomic_paths(config: dict[str, Any], cls: type[Struct]) -> list[str]:
+    """Where ``config`` sets a list or map that a merge replaces as a whole, as
+    structured-merge-diff prints paths (``.spec.initContainers[0].args``, list items by
+    index): what a mutating admission policy's apply configuration may not set, since the
+    values it leaves out would be dropped (upstream's ``findAtomics``)."""
+    found: list[str] = []
+    _atomics(config, type_tree(cls), "", found)
+    return found
+
+
+def _atomics(value: Any, node: _Node, path: str, found: list[str]) -> None:
+    shape = _shape(node)
+    if shape.kind == LEAF:
+        if isinstance(shape.t, mi.ListType | mi.DictType) and isinstance(value, list | dict):
+            found.append(path)
+    elif shape.kind in (STRUCT, MAP) and isinstance(value, dict):
+        for key, member in value.items():
+            _atomics(member, _child(shape, key)[0], f"{path}.{key}", found)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _atomics(item, _item(shape), f"{path}[{index}]", found)
 
 
 def _merge(live: Any, config: Any, node: _Node) -> Any:

@@ -4,14 +4,20 @@ kubectl prefers the aggregated form (``apidiscovery.k8s.io/v2``, one document fo
 one for ``/apis``, answered only with the exact content type it asked for); the Python client
 and older tools walk the legacy documents (``/api``, ``/apis``, ``/api/v1``, ``/apis/G/V``).
 Both come from the same list of ``KindInfo`` records, so they never disagree; custom resources
-join by being in that list.
+join by being in that list.  Groups an extension API server serves (non-local APIServices)
+join as ``Remote`` versions: listed in ``/apis`` and ``/apis/G`` from their APIServices, and in
+the aggregated document with the resources their server last answered.  Groups are ordered as
+upstream's aggregator orders them: by their highest ``groupPriorityMinimum`` (highest first),
+then by name; versions by ``versionPriority``, then by kube-like version order.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from kube.api.meta_v1 import (
     APIGroup,
@@ -64,14 +70,43 @@ def _storage_version_hash(info: KindInfo) -> str:
     return base64.b64encode(digest[:8]).decode()
 
 
-def _group_versions(kinds: Iterable[KindInfo]) -> dict[str, list[str]]:
-    """Versions of each group, the preferred one first (upstream's version priority)."""
+Priorities = Mapping[tuple[str, str], tuple[int, int]]
+"""(group, version) → (groupPriorityMinimum, versionPriority), from the APIServices."""
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """What the APIServices add: every group/version's priorities, the group/versions
+    extension servers answer, and what each last said it serves."""
+
+    priorities: Priorities = field(default_factory=dict)
+    versions: Sequence[tuple[str, str]] = ()
+    resources: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    """(group, version) → the APIResourceList its server answered (only available ones)."""
+
+
+LOCAL_ONLY = Aggregation()
+
+
+def _group_versions(kinds: Iterable[KindInfo], remote: Aggregation) -> dict[str, list[str]]:
+    """Versions of each group, groups and versions in the order clients should prefer."""
+    priorities = remote.priorities
     groups: dict[str, list[str]] = {}
-    for info in kinds:
-        versions = groups.setdefault(info.group, [])
-        if info.version not in versions:
-            versions.append(info.version)
-    return {group: sorted(versions, key=version_priority) for group, versions in groups.items()}
+    for group, version in [*((i.group, i.version) for i in kinds), *remote.versions]:
+        versions = groups.setdefault(group, [])
+        if version not in versions:
+            versions.append(version)
+
+    def group_order(group: str) -> tuple[int, str]:
+        return (-max(priorities.get((group, v), (0, 0))[0] for v in groups[group]), group)
+
+    return {
+        group: sorted(
+            groups[group],
+            key=lambda v: (-priorities.get((group, v), (0, 0))[1], version_priority(v)),
+        )
+        for group in sorted(groups, key=group_order)
+    }
 
 
 def api_versions(address: str) -> APIVersions:
@@ -84,10 +119,10 @@ def api_versions(address: str) -> APIVersions:
     )
 
 
-def api_group_list(kinds: Iterable[KindInfo]) -> APIGroupList:
+def api_group_list(kinds: Iterable[KindInfo], remote: Aggregation = LOCAL_ONLY) -> APIGroupList:
     """``/apis``: every named group with its versions, the first one preferred."""
     groups = []
-    for group, versions in _group_versions(kinds).items():
+    for group, versions in _group_versions(kinds, remote).items():
         if not group:
             continue
         listed = [
@@ -97,9 +132,11 @@ def api_group_list(kinds: Iterable[KindInfo]) -> APIGroupList:
     return APIGroupList(groups=groups)
 
 
-def api_group(kinds: Iterable[KindInfo], group: str) -> APIGroup | None:
+def api_group(
+    kinds: Iterable[KindInfo], group: str, remote: Aggregation = LOCAL_ONLY
+) -> APIGroup | None:
     """``/apis/G``: one group."""
-    for listed in api_group_list(kinds).groups:
+    for listed in api_group_list(kinds, remote).groups:
         if listed.name == group:
             return listed
     return None
@@ -141,15 +178,25 @@ def api_resource_list(kinds: Iterable[KindInfo], group: str, version: str) -> AP
     )
 
 
-def aggregated(kinds: Iterable[KindInfo], core: bool) -> APIGroupDiscoveryList:
+def aggregated(
+    kinds: Iterable[KindInfo],
+    core: bool,
+    remote: Aggregation = LOCAL_ONLY,
+) -> APIGroupDiscoveryList:
     """The aggregated document of ``/api`` (core) or ``/apis`` (every named group)."""
     items = []
     kinds = list(kinds)
-    for group, versions in _group_versions(kinds).items():
+    served = {(i.group, i.version) for i in kinds}
+    for group, versions in _group_versions(kinds, remote).items():
         if bool(group) == core:
             continue
         listed = []
         for version in versions:
+            if (group, version) not in served:
+                answered = remote.resources.get((group, version))
+                if answered is not None:
+                    listed.append(_remote_version(version, answered))
+                continue
             resources = []
             for info in kinds:
                 if info.group_version != (group, version) or not info.verbs:
@@ -179,5 +226,46 @@ def aggregated(kinds: Iterable[KindInfo], core: bool) -> APIGroupDiscoveryList:
             listed.append(
                 APIVersionDiscovery(version=version, resources=resources, freshness="Current")
             )
-        items.append(APIGroupDiscovery(metadata=ObjectMeta(name=group), versions=listed))
+        if listed:
+            items.append(APIGroupDiscovery(metadata=ObjectMeta(name=group), versions=listed))
     return APIGroupDiscoveryList(items=items)
+
+
+def _remote_version(version: str, answered: Mapping[str, Any]) -> APIVersionDiscovery:
+    """An extension server's APIResourceList in the aggregated form, as upstream's
+    aggregator converts a server that does not serve aggregated discovery itself."""
+    group_version = str(answered.get("groupVersion", ""))
+    group = group_version.rpartition("/")[0]
+    entries = [r for r in answered.get("resources") or () if isinstance(r, dict)]
+    subresources: dict[str, list[APISubresourceDiscovery]] = {}
+    for entry in entries:
+        parent, slash, sub = str(entry.get("name", "")).partition("/")
+        if slash:
+            subresources.setdefault(parent, []).append(
+                APISubresourceDiscovery(
+                    subresource=sub,
+                    response_kind=GroupVersionKind(
+                        group=str(entry.get("group") or group),
+                        version=str(entry.get("version") or version),
+                        kind=str(entry.get("kind", "")),
+                    ),
+                    verbs=list(entry.get("verbs") or []),
+                )
+            )
+    resources = [
+        APIResourceDiscovery(
+            resource=str(entry["name"]),
+            response_kind=GroupVersionKind(
+                group=group, version=version, kind=str(entry.get("kind", ""))
+            ),
+            scope="Namespaced" if entry.get("namespaced") else "Cluster",
+            singular_resource=str(entry.get("singularName") or ""),
+            verbs=list(entry.get("verbs") or []),
+            short_names=list(entry.get("shortNames") or []) or None,
+            categories=list(entry.get("categories") or []) or None,
+            subresources=subresources.get(str(entry["name"])),
+        )
+        for entry in entries
+        if "/" not in str(entry.get("name", "/"))
+    ]
+    return APIVersionDiscovery(version=version, resources=resources, freshness="Current")

@@ -70,6 +70,11 @@ class PatchError(ValueError):
         self.code = code
 
 
+class TestFailed(PatchError):
+    """A JSON patch whose ``test`` operation found another value (which some callers, as
+    mutating admission policies, take as "leave the document as it is")."""
+
+
 # Plain JSON values.
 
 
@@ -289,7 +294,8 @@ def _apply_operation(doc: Any, operation: _Operation) -> Any:
     if op == "test":
         actual = _resolve(operation, doc, tokens)
         if not _json_equal(actual, operation.value):
-            raise operation.fail(f"test failed: the value is {_short(actual)}")
+            failed = operation.fail(f"test failed: the value is {_short(actual)}")
+            raise TestFailed(str(failed), failed.code)
         return doc
     assert operation.source is not None
     source = operation.source

@@ -1,10 +1,13 @@
-"""admissionregistration.k8s.io/v1: admission webhooks and validating admission policies.
+"""admissionregistration.k8s.io/v1: admission webhooks and admission policies.
 
 A MutatingWebhookConfiguration or ValidatingWebhookConfiguration lists webhooks the API server
 calls for matching requests: which operations on which resources, where the webhook lives (a
 URL or an in-cluster Service), what to do when it fails and how long to wait.  A
 ValidatingAdmissionPolicy states CEL validations in-process, and a
 ValidatingAdmissionPolicyBinding applies one to a set of resources, optionally with parameters.
+A MutatingAdmissionPolicy states CEL mutations (apply configurations or JSON patches) and a
+MutatingAdmissionPolicyBinding applies one the same way; the two policy kinds share their
+parameters, matching, variables and match conditions.
 
 The webhook client configuration and its checks are shared with CRD conversion webhooks
 (``apiextensions_v1``).  Webhooks' match conditions are compiled when a configuration is
@@ -38,6 +41,7 @@ REINVOCATION_POLICIES = ("Never", "IfNeeded")
 VALIDATION_ACTIONS = ("Deny", "Warn", "Audit")
 PARAMETER_NOT_FOUND_ACTIONS = ("Deny", "Allow")
 VALIDATION_REASONS = ("Forbidden", "Invalid", "RequestEntityTooLarge")
+PATCH_TYPES = ("ApplyConfiguration", "JSONPatch")
 ACCEPTED_REVIEW_VERSIONS = ("v1", "v1beta1")
 MAX_MATCH_CONDITIONS = 64
 
@@ -492,17 +496,36 @@ class AuditAnnotation(Struct):
     value_expression: Annotated[str | None, meta(required=True)] = None
 
 
+def _validate_policy_matching(
+    constraints: MatchResources | None,
+    conditions: list[MatchCondition] | None,
+    path: Path,
+    errors: ErrorList,
+) -> None:
+    """What both policy kinds require of their matching: resource rules (which give the
+    expressions their types) and match conditions with unique names."""
+    if constraints is not None and not constraints.resource_rules:
+        errors.required(path.child("matchConstraints").child("resourceRules"))
+    _validate_match_conditions(conditions, path.child("matchConditions"), errors)
+
+
+MatchConstraints = Annotated[
+    MatchResources | None, meta(required=True, doc="The requests the policy applies to.")
+]
+PolicyFailurePolicy = Annotated[str | None, meta(required=True, enum=FAILURE_POLICIES)]
+MatchConditions = Annotated[list[MatchCondition] | None, meta(merge_key="name")]
+"""The fields both policy kinds declare alike."""
+
+
 class ValidatingAdmissionPolicySpec(Struct):
     """The parameters, matching, validations and failure policy of a policy."""
 
     param_kind: ParamKind | None = None
-    match_constraints: Annotated[
-        MatchResources | None, meta(required=True, doc="The requests the policy applies to.")
-    ] = None
+    match_constraints: MatchConstraints = None
     validations: Annotated[list[Validation] | None, atomic()] = None
-    failure_policy: Annotated[str | None, meta(required=True, enum=FAILURE_POLICIES)] = None
+    failure_policy: PolicyFailurePolicy = None
     audit_annotations: Annotated[list[AuditAnnotation] | None, atomic()] = None
-    match_conditions: Annotated[list[MatchCondition] | None, meta(merge_key="name")] = None
+    match_conditions: MatchConditions = None
     variables: Annotated[list[Variable] | None, meta(merge_key="name")] = None
 
     def set_defaults(self) -> None:
@@ -510,9 +533,7 @@ class ValidatingAdmissionPolicySpec(Struct):
             self.failure_policy = "Fail"
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        if self.match_constraints is not None and not self.match_constraints.resource_rules:
-            errors.required(path.child("matchConstraints").child("resourceRules"))
-        _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
+        _validate_policy_matching(self.match_constraints, self.match_conditions, path, errors)
         if not self.validations and not self.audit_annotations:
             detail = "validations or auditAnnotations must contain at least one item"
             errors.required(path.child("validations"), detail)
@@ -542,11 +563,20 @@ class ValidatingAdmissionPolicyStatus(Struct):
     ] = None
 
 
-def _param_kind_cell(o: ValidatingAdmissionPolicy, now: datetime.datetime) -> str:
+def _param_kind_cell(
+    o: ValidatingAdmissionPolicy | MutatingAdmissionPolicy, now: datetime.datetime
+) -> str:
     param_kind = o.spec.param_kind if o.spec else None
     if param_kind is None:
         return "<unset>"
     return f"{param_kind.api_version or ''}/{param_kind.kind or ''}"
+
+
+PARAM_KIND_COLUMN = Column(
+    "ParamKind",
+    _param_kind_cell,
+    description="ParamKind specifies the kind of resources used to parameterize this policy",
+)
 
 
 @kind(
@@ -565,12 +595,7 @@ def _param_kind_cell(o: ValidatingAdmissionPolicy, now: datetime.datetime) -> st
             description="Validations indicates the number of validation rules defined in this "
             "configuration",
         ),
-        Column(
-            "ParamKind",
-            _param_kind_cell,
-            description="ParamKind specifies the kind of resources used to parameterize this "
-            "policy",
-        ),
+        PARAM_KIND_COLUMN,
         AGE_COLUMN,
     ),
 )
@@ -608,6 +633,11 @@ class ParamRef(Struct):
             errors.required(path, "one of name or selector must be specified")
 
 
+def _validate_policy_name(name: str | None, path: Path, errors: ErrorList) -> None:
+    if name:
+        errors.extend_checked(path, name, names.is_dns1123_subdomain(name))
+
+
 class ValidatingAdmissionPolicyBindingSpec(Struct):
     """The policy bound, its parameters, the resources matched and what a failure does."""
 
@@ -619,12 +649,7 @@ class ValidatingAdmissionPolicyBindingSpec(Struct):
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
-        if self.policy_name:
-            errors.extend_checked(
-                path.child("policyName"),
-                self.policy_name,
-                names.is_dns1123_subdomain(self.policy_name),
-            )
+        _validate_policy_name(self.policy_name, path.child("policyName"), errors)
         actions_path = path.child("validationActions")
         seen: set[str] = set()
         for i, action in enumerate(self.validation_actions or ()):
@@ -656,7 +681,9 @@ def go_selector_string(selector: LabelSelector) -> str:
     )
 
 
-def _param_ref_cell(o: ValidatingAdmissionPolicyBinding, now: datetime.datetime) -> str:
+def _param_ref_cell(
+    o: ValidatingAdmissionPolicyBinding | MutatingAdmissionPolicyBinding, now: datetime.datetime
+) -> str:
     ref = o.spec.param_ref if o.spec else None
     if ref is None:
         return "<unset>"
@@ -667,31 +694,172 @@ def _param_ref_cell(o: ValidatingAdmissionPolicyBinding, now: datetime.datetime)
     return "<unset>"
 
 
+BINDING_COLUMNS = (
+    NAME_COLUMN,
+    Column(
+        "PolicyName",
+        lambda o, now: (o.spec and o.spec.policy_name) or "",
+        description="PolicyName indicates the policy definition which the policy binding binded to",
+    ),
+    Column(
+        "ParamRef",
+        _param_ref_cell,
+        description="ParamRef indicates the param resource which sets the configration param",
+    ),
+    AGE_COLUMN,
+)
+
+
 @kind(
     group=GROUP,
     version="v1",
     plural="validatingadmissionpolicybindings",
     namespaced=False,
     categories=CATEGORIES,
-    columns=(
-        NAME_COLUMN,
-        Column(
-            "PolicyName",
-            lambda o, now: (o.spec and o.spec.policy_name) or "",
-            description="PolicyName indicates the policy definition which the policy binding "
-            "binded to",
-        ),
-        Column(
-            "ParamRef",
-            _param_ref_cell,
-            description="ParamRef indicates the param resource which sets the configration param",
-        ),
-        AGE_COLUMN,
-    ),
+    columns=BINDING_COLUMNS,
 )
 class ValidatingAdmissionPolicyBinding(Resource):
     """Applies a ValidatingAdmissionPolicy to matching requests, with parameters and actions."""
 
     spec: Annotated[
         ValidatingAdmissionPolicyBindingSpec | None, meta(required=True, doc="The binding.")
+    ] = None
+
+
+# MutatingAdmissionPolicy and its binding.
+
+
+class ApplyConfiguration(Struct):
+    """A CEL expression that builds an apply configuration (``Object{spec: Object.spec{...}}``)
+    merged into the object as server-side apply merges."""
+
+    expression: str | None = None
+
+
+class JSONPatch(Struct):
+    """A CEL expression that returns RFC 6902 operations (``[JSONPatch{op: "add", ...}]``)."""
+
+    expression: str | None = None
+
+
+class Mutation(Struct):
+    """One change a policy makes: an apply configuration or a JSON patch."""
+
+    patch_type: Annotated[str | None, meta(required=True, enum=PATCH_TYPES)] = None
+    apply_configuration: ApplyConfiguration | None = None
+    json_patch: JSONPatch | None = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        fields = {
+            "ApplyConfiguration": ("applyConfiguration", self.apply_configuration),
+            "JSONPatch": ("jsonPatch", self.json_patch),
+        }
+        if self.patch_type not in fields:
+            return
+        for name, value in fields.values():
+            if name != fields[self.patch_type][0] and value is not None:
+                errors.invalid(
+                    path.child(name),
+                    f"{{{name}}}",
+                    f"must not be specified when patchType is {self.patch_type}",
+                )
+        name, chosen = fields[self.patch_type]
+        if chosen is None:
+            errors.required(
+                path.child(name), f"must be specified when patchType is {self.patch_type}"
+            )
+        elif not (chosen.expression or "").strip():
+            errors.required(path.child(name).child("expression"))
+
+
+MUTATED_OPERATIONS = ("*", "CONNECT", "CREATE", "UPDATE")
+"""The operations a mutating policy or binding may match: a DELETE has no object to change."""
+
+
+def _validate_mutated_operations(
+    match: MatchResources | None, path: Path, errors: ErrorList
+) -> None:
+    operations = path.child("resourceRules").child("operations")
+    for rule in (match.resource_rules if match is not None else None) or ():
+        for operation in rule.operations or ():
+            if operation not in MUTATED_OPERATIONS:
+                errors.not_supported(operations, operation, MUTATED_OPERATIONS)
+
+
+class MutatingAdmissionPolicySpec(Struct):
+    """The parameters, matching, variables, mutations and failure policy of a policy."""
+
+    param_kind: ParamKind | None = None
+    match_constraints: MatchConstraints = None
+    variables: Annotated[list[Variable] | None, atomic()] = None
+    mutations: Annotated[list[Mutation] | None, atomic()] = None
+    failure_policy: PolicyFailurePolicy = None
+    match_conditions: MatchConditions = None
+    reinvocation_policy: Annotated[str | None, meta(required=True, enum=REINVOCATION_POLICIES)] = (
+        None
+    )
+
+    def set_defaults(self) -> None:
+        if self.failure_policy is None:
+            self.failure_policy = "Fail"
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        _validate_policy_matching(self.match_constraints, self.match_conditions, path, errors)
+        _validate_mutated_operations(self.match_constraints, path.child("matchConstraints"), errors)
+        if not self.mutations:
+            errors.required(path.child("mutations"), "mutations must contain at least one item")
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="mutatingadmissionpolicies",
+    namespaced=False,
+    categories=CATEGORIES,
+    columns=(
+        NAME_COLUMN,
+        Column(
+            "Mutations",
+            lambda o, now: len((o.spec and o.spec.mutations) or ()),
+            type="integer",
+            description="Mutation indicates the number of mutations rules defined in this "
+            "configuration",
+        ),
+        PARAM_KIND_COLUMN,
+        AGE_COLUMN,
+    ),
+)
+class MutatingAdmissionPolicy(Resource):
+    """CEL mutations the API server applies itself to the requests a binding matches."""
+
+    spec: Annotated[MutatingAdmissionPolicySpec | None, meta(required=True, doc="The policy.")] = (
+        None
+    )
+
+
+class MutatingAdmissionPolicyBindingSpec(Struct):
+    """The policy bound, its parameters and the resources matched."""
+
+    policy_name: Annotated[str | None, meta(required=True)] = None
+    param_ref: ParamRef | None = None
+    match_resources: MatchResources | None = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        _validate_policy_name(self.policy_name, path.child("policyName"), errors)
+        _validate_mutated_operations(self.match_resources, path.child("matchResources"), errors)
+
+
+@kind(
+    group=GROUP,
+    version="v1",
+    plural="mutatingadmissionpolicybindings",
+    namespaced=False,
+    categories=CATEGORIES,
+    columns=BINDING_COLUMNS,
+)
+class MutatingAdmissionPolicyBinding(Resource):
+    """Applies a MutatingAdmissionPolicy to matching requests, with parameters."""
+
+    spec: Annotated[
+        MutatingAdmissionPolicyBindingSpec | None, meta(required=True, doc="The binding.")
     ] = None

@@ -16,7 +16,7 @@ from kube.api.errors import ErrorList, Path
 from kube.api.kinds.apps_v1 import validate_at_most_100_percent, validate_int_or_percent
 from kube.api.meta_v1 import Condition, DeleteOptions, LabelSelector, Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
-from kube.api.scheme import CREATE_ONLY, kind
+from kube.api.scheme import NOT_SERVED, kind
 from kube.api.struct import IntOrString, Struct, Time, meta
 
 GROUP = "policy"
@@ -122,7 +122,7 @@ class PodDisruptionBudget(Resource):
     ] = None
 
 
-@kind(group=GROUP, version="v1", plural="evictions", verbs=CREATE_ONLY)
+@kind(group=GROUP, version="v1", plural="evictions", verbs=NOT_SERVED)
 class Eviction(Resource):
     """A request to evict (gracefully delete) the pod of the same name, within its budgets."""
 

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -60,54 +61,29 @@ def test_version(kubectl: Kubectl) -> None:
     assert server["gitVersion"].startswith("v1.36.0+kubelab")
 
 
-def test_api_resources(kubectl: Kubectl) -> None:
-    rows = _rows(kubectl.run("api-resources", namespaced=False).stdout)
-    assert rows[0] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
-    by_name = {r[0]: r for r in rows[1:]}
-    assert by_name["pods"] == ["pods", "po", "v1", "true", "Pod"]
-    assert by_name["deployments"] == ["deployments", "deploy", "apps/v1", "true", "Deployment"]
-    assert by_name["nodes"] == ["nodes", "no", "v1", "false", "Node"]
-    assert by_name["networkpolicies"] == [
-        "networkpolicies",
-        "netpol",
-        "networking.k8s.io/v1",
-        "true",
-        "NetworkPolicy",
-    ]
-    assert by_name["ingresses"] == ["ingresses", "ing", "networking.k8s.io/v1", "true", "Ingress"]
-    assert by_name["csidrivers"] == ["csidrivers", "storage.k8s.io/v1", "false", "CSIDriver"]
-    assert by_name["volumeattributesclasses"] == [
-        "volumeattributesclasses",
-        "vac",
-        "storage.k8s.io/v1",
-        "false",
-        "VolumeAttributesClass",
-    ]
-    assert by_name["runtimeclasses"] == [
-        "runtimeclasses",
-        "node.k8s.io/v1",
-        "false",
-        "RuntimeClass",
-    ]
-    assert by_name["deviceclasses"] == [
-        "deviceclasses",
-        "resource.k8s.io/v1",
-        "false",
-        "DeviceClass",
-    ]
-    assert by_name["resourceclaims"] == [
-        "resourceclaims",
-        "resource.k8s.io/v1",
-        "true",
-        "ResourceClaim",
-    ]
-    assert by_name["resourceslices"] == [
-        "resourceslices",
-        "resource.k8s.io/v1",
-        "false",
-        "ResourceSlice",
-    ]
-    assert "leases" in by_name and "customresourcedefinitions" in by_name
+UPSTREAM_API_RESOURCES = Path(__file__).with_name("api-resources-1.36.txt")
+
+
+def _cells(table: str) -> list[tuple[str, ...]]:
+    """The rows of a kubectl table cut where its header's columns start, so an empty cell (no
+    short names, no categories) stays in its column."""
+    header, *lines = table.splitlines()
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    return [tuple(line[a:b].strip() for a, b in bounds) for line in [header, *lines]]
+
+
+def test_api_resources_are_upstreams_ga_built_ins(kubectl: Kubectl) -> None:
+    """``kubectl api-resources -o wide`` lists, in kubectl's order, exactly the GA built-in
+    resources of Kubernetes 1.36 with their short names, preferred version, scope, kind, verbs
+    and categories.  The expected table was made from the official Python client v36.0.3's
+    OpenAPI document (resources, versions, scope, kinds, verbs) and upstream's discovery
+    documents (short names, categories); rows of groups upstream does not have (a test's
+    custom resources) are left out."""
+    expected = _cells(UPSTREAM_API_RESOURCES.read_text())
+    served = _cells(kubectl.run("api-resources", "-o", "wide", namespaced=False).stdout)
+    groups = {row[2] for row in expected}
+    assert [row for row in served if row[2] in groups] == expected
 
 
 def test_create_get_and_output_formats(kubectl: Kubectl) -> None:

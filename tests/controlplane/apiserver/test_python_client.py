@@ -197,8 +197,9 @@ def test_dynamic_crud_of_every_kind(api_client: k8s.ApiClient, namespace: str, i
     }
     if isinstance(obj.get("involvedObject"), dict) and info.namespaced:
         obj["involvedObject"]["namespace"] = namespace  # an Event's object is in its namespace
-    if info.kind in ("CustomResourceDefinition", "IPAddress"):
-        # A CRD is named after its group and plural, an IPAddress after its address.
+    if info.kind in ("CustomResourceDefinition", "IPAddress", "APIService"):
+        # A CRD is named after its group and plural, an IPAddress after its address, an
+        # APIService after its version and group.
         obj["metadata"]["name"] = sample["metadata"]["name"]
     client = dynamic.DynamicClient(api_client)
     resource = client.resources.get(api_version=info.api_version, kind=info.kind)

@@ -139,13 +139,13 @@ def test_up_seeds_the_pki_starts_etcd_before_servers_and_the_balancer_after() ->
     assert seed < etcd_up < min(servers) and max(servers) < balancer
 
 
-def test_every_server_gets_the_same_ca_and_service_account_key(tmp_path: Path) -> None:
+def test_every_server_gets_the_same_cas_and_service_account_key(tmp_path: Path) -> None:
     lab = ha(tmp_path)
     seed_pki(lab)
     first = lab.pki_dir
     for cp in lab.controlplanes[1:]:
         copy = lab.server_dir_of(cp) / "pki"
-        for name in ("ca.crt", "ca.key", "sa.key"):
+        for name in ("ca.crt", "ca.key", "sa.key", "front-proxy-ca.crt", "front-proxy-client.crt"):
             assert (copy / name).read_bytes() == (first / name).read_bytes()
     assert (lab.etcd_dir / "pki" / "controlplane3.crt").exists()
     assert (lab.etcd_dir / "pki" / "ca.crt").read_bytes() == (first / "ca.crt").read_bytes()

@@ -293,6 +293,13 @@ def served(node: str, url: str, timeout: float = 30.0) -> None:
         time.sleep(0.2)
 
 
+def served_by_every_worker(workers: set[str], node_port: int) -> None:
+    """Wait until each worker's node port answers the client: a load balancer picks any worker,
+    and each node's proxy syncs on its own (at most once a second)."""
+    for worker in sorted(workers):
+        served("client", f"http://{worker}:{node_port}/")
+
+
 def answers(count: int, node: str, url: str, pod: str | None, kubectl: Kubectl) -> list[str]:
     """The bodies of ``count`` GETs of ``url`` from a lab node's namespace or from a pod."""
     bodies = []
@@ -521,7 +528,8 @@ def test_a_load_balancer_ip_answers_the_client_and_goes_with_its_service(
     )
     external = external_ip(lab.kubectl, "web-lb2")
     assert external.startswith("10.240.0.2")
-    served("client", f"http://{external}/")
+    node_port = lab.kubectl.json("get", "service", "web-lb2")["spec"]["ports"][0]["nodePort"]
+    served_by_every_worker({w.ip for w in lab.lab.workers}, node_port)
     assert answering_nodes(answers(12, "client", f"http://{external}/", None, lab.kubectl)) == {
         "node1",
         "node2",
@@ -891,7 +899,8 @@ def test_a_load_balancer_spreads_over_the_nodes_and_refuses_without_endpoints(
     workers = {w.ip for w in Lab(running_spec(LAB_NAME, set())).workers}
     assert "10.240.0.13" in workers
     assert workers <= RouterNat().targets(ip)
-    served("client", url)
+    node_port = lab.kubectl.json("get", "service", SPREAD_LB)["spec"]["ports"][0]["nodePort"]
+    served_by_every_worker(workers, node_port)
     assert len(answering_nodes(answers(12, "client", url, None, lab.kubectl))) > 1
 
     lab.kubectl.run("scale", "deployment", SPREAD, "--replicas=0")
@@ -904,7 +913,6 @@ def test_a_load_balancer_spreads_over_the_nodes_and_refuses_without_endpoints(
         time.sleep(0.5)
     # Until every node's proxy has synced, some still DNAT to the deleted pods (no answer):
     # wait for each worker's node port (where the router sends) to refuse.
-    node_port = lab.kubectl.json("get", "service", SPREAD_LB)["spec"]["ports"][0]["nodePort"]
     for worker in sorted(workers):
         while (code := refused_or_answered(f"http://{worker}:{node_port}/")) != 7:
             assert time.monotonic() < deadline, f"{worker}: curl's exit code stayed {code}"
@@ -915,7 +923,7 @@ def test_a_load_balancer_spreads_over_the_nodes_and_refuses_without_endpoints(
 
     lab.kubectl.run("scale", "deployment", SPREAD, "--replicas=3")
     lab.kubectl.run("rollout", "status", f"deployment/{SPREAD}", "--timeout=90s")
-    served("client", url)
+    served_by_every_worker(workers, node_port)
     assert len(answering_nodes(answers(12, "client", url, None, lab.kubectl))) > 1
 
 

@@ -55,9 +55,15 @@ def test_cri_plugin_keys() -> None:
     assert cri["stream_server_address"] == "127.0.0.1"
     assert cri["stream_server_port"] == "0"
     assert cri["containerd"]["snapshotter"] == "overlayfs"
-    runc = cri["containerd"]["runtimes"]["runc"]
-    assert runc["runtime_type"] == "io.containerd.runc.v2"
-    assert runc["options"] == {"SystemdCgroup": False, "Root": "/run/kubelab/n1/runc"}
+    assert cri["containerd"]["default_runtime_name"] == "runc"
+    runtimes = cri["containerd"]["runtimes"]
+    assert runtimes == {
+        handler: {
+            "runtime_type": "io.containerd.runc.v2",
+            "options": {"SystemdCgroup": False, "Root": f"/run/kubelab/n1/{handler}"},
+        }
+        for handler in ("runc", "kubelab-runc")
+    }
     assert cri["cni"] == {
         "bin_dir": "/opt/cni/bin",
         "conf_dir": "/etc/cni/net.d",
@@ -79,7 +85,7 @@ def test_write_creates_directories(tmp_path: Path) -> None:
     node = layout(tmp_path / "n")
     path = write_containerd_config(node)
     assert tomllib.loads(path.read_text())["root"] == str(node.root)
-    assert all(d.is_dir() for d in (node.root, node.state, node.opt, node.runc_root))
+    assert all(d.is_dir() for d in (node.root, node.state, node.opt, *node.runc_roots.values()))
 
 
 def test_hosts_toml_pulls_from_the_mirror_only() -> None:

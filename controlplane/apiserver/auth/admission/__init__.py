@@ -6,8 +6,9 @@ each as its two halves (``Plugin``): the mutating one (upstream's ``Admit``) and
 validating one (``Validate``).  ``chain`` runs them as upstream's admission chain does: every
 mutating half in order (NamespaceLifecycle, LimitRanger's defaults, ServiceAccount's,
 NodeRestriction, TaintNodesByCondition, AlwaysPullImages, Priority, DefaultTolerationSeconds,
-DefaultStorageClass, RuntimeClass, DefaultIngressClass, then the mutating webhooks), all of
-them once more when a mutating webhook changed the object (``webhook.Reinvocation``), and only
+DefaultStorageClass, RuntimeClass, DefaultIngressClass, then the MutatingAdmissionPolicies
+(``mutatingpolicy``) and the mutating webhooks), all of them once more when a policy or a
+mutating webhook changed the object (``webhook.Reinvocation``), and only
 then every validating half (LimitRanger's bounds, ServiceAccount's checks, AlwaysPullImages',
 PodSecurity, RuntimeClass's overhead check, the server's own checks, the
 ValidatingAdmissionPolicies (``policy``), the validating webhooks, and ResourceQuota last, so
@@ -52,6 +53,7 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.auth import Authorizer
 from controlplane.apiserver.auth.admission import (
     limitranger,
+    mutatingpolicy,
     noderestriction,
     podsecurity,
     policy,
@@ -335,6 +337,7 @@ ORDER = (
     "DefaultStorageClass",
     "RuntimeClass",
     "DefaultIngressClass",
+    "MutatingAdmissionPolicy",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
@@ -352,6 +355,7 @@ DEFAULT_PLUGINS = (
     "DefaultStorageClass",
     "RuntimeClass",
     "DefaultIngressClass",
+    "MutatingAdmissionPolicy",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
@@ -360,6 +364,7 @@ DEFAULT_PLUGINS = (
 """Upstream's default set, of the plugins above (NodeRestriction and AlwaysPullImages are
 opt-in there too)."""
 LAST = (
+    "MutatingAdmissionPolicy",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
@@ -457,6 +462,15 @@ def plugins(
             mutating(priority(cache(("scheduling.k8s.io", "v1", "priorityclasses"))))
         ),
         "DefaultTolerationSeconds": lambda: Plugin(mutating(default_toleration_seconds())),
+        "MutatingAdmissionPolicy": lambda: Plugin(
+            mutate=mutatingpolicy.mutating_policies(
+                cache((*hooks, "mutatingadmissionpolicies")),
+                cache((*hooks, "mutatingadmissionpolicybindings")),
+                cache(namespaces),
+                stores,
+                authorizer,
+            )
+        ),
         "MutatingAdmissionWebhook": lambda: Plugin(
             mutate=webhook.mutating(
                 cache((*hooks, "mutatingwebhookconfigurations")),

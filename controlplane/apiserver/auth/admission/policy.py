@@ -11,7 +11,8 @@ order) whose ``matchResources`` also match, and once per parameter object the bi
   them (``webhook.matched_version``: a custom resource's other served version);
 - **parameters**: with ``paramKind``, the binding's ``paramRef`` names one object or selects
   any number, in ``paramRef.namespace`` or, for a namespaced kind, the request's namespace;
-  none found: ``parameterNotFoundAction: Deny`` refuses, ``Allow`` skips the binding;
+  none found: ``parameterNotFoundAction: Deny`` refuses, ``Allow`` skips the binding; a
+  binding without ``paramRef`` is evaluated with null ``params``;
 - **expressions** (``cel.POLICY``): ``object``, ``oldObject``, ``request``, ``params``,
   ``namespaceObject``, ``authorizer`` and ``variables.<name>`` (each variable evaluated when
   first read); ``matchConditions`` first (one false: skipped), then each validation: false is
@@ -36,9 +37,9 @@ parameter object created a moment ago is seen.  What is not done: ``status.typeC
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from celpy import celtypes
 
@@ -51,9 +52,14 @@ from controlplane.apiserver.storage.watchcache import WatchCache
 from kube.api import codec
 from kube.api.kinds.admissionregistration_v1 import (
     MatchResources,
+    MutatingAdmissionPolicy,
+    MutatingAdmissionPolicyBinding,
     NamedRuleWithOperations,
+    ParamKind,
+    ParamRef,
     ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding,
+    Variable,
 )
 from kube.api.labels import Selector
 from kube.api.meta_v1 import Resource, StatusCause, StatusDetails
@@ -66,6 +72,8 @@ EXEMPT = {
     "validatingwebhookconfigurations",
     "validatingadmissionpolicies",
     "validatingadmissionpolicybindings",
+    "mutatingadmissionpolicies",
+    "mutatingadmissionpolicybindings",
 }
 """The admission configuration kinds no policy applies to (upstream's exemption)."""
 REASON_CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
@@ -120,33 +128,13 @@ def validating_policies(
             return
         request = Request(operation, info, obj, old, ctx)
         evaluations: list[Evaluation] = []
-        bound_to: dict[str, list[ValidatingAdmissionPolicyBinding]] = {}
-        for binding in _by_name(bindings.objects(), ValidatingAdmissionPolicyBinding):
-            if binding.spec is not None:
-                bound_to.setdefault(binding.spec.policy_name or "", []).append(binding)
-        for policy in _by_name(policies.objects(), ValidatingAdmissionPolicy):
-            spec = policy.spec
-            if spec is None or spec.match_constraints is None:
-                continue
-            applied = bound_to.get(policy.metadata.name or "", [])
-            if not applied:
-                continue
-            target = await _matched(spec.match_constraints, namespaces, stores, request)
-            if target is None:
-                continue
-            for binding in applied:
-                bound = binding.spec
-                assert bound is not None
-                constraint = bound.match_resources
-                if constraint is not None and not await _matched(
-                    constraint, namespaces, stores, request, rules_required=False
-                ):
-                    continue
-                evaluations.append(
-                    await _evaluate(
-                        policy, binding, target, namespaces, stores, authorizer, request
-                    )
-                )
+        kinds = (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding)
+        async for policy, binding, target in applicable(
+            policies, bindings, kinds, namespaces, stores, request
+        ):
+            evaluations.append(
+                await _evaluate(policy, binding, target, namespaces, stores, authorizer, request)
+            )
         denial: tuple[Evaluation, Failure] | None = None
         for evaluation in evaluations:
             record(evaluation, ctx)
@@ -161,6 +149,44 @@ def validating_policies(
 
 def _by_name(objects: list[Resource], cls: type[Any]) -> list[Any]:
     return sorted((o for o in objects if isinstance(o, cls)), key=lambda o: o.metadata.name or "")
+
+
+Policy = TypeVar("Policy", ValidatingAdmissionPolicy, MutatingAdmissionPolicy)
+Binding = TypeVar("Binding", ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicyBinding)
+
+
+async def applicable(
+    policies: WatchCache,
+    bindings: WatchCache,
+    kinds: tuple[type[Policy], type[Binding]],
+    namespaces: WatchCache,
+    stores: webhook.Stores,
+    request: Request,
+) -> AsyncIterator[tuple[Policy, Binding, KindInfo]]:
+    """Each policy (in name order) whose ``matchConstraints`` match the request, with each of
+    its bindings (in name order) whose ``matchResources`` match it too, and the version of the
+    resource matched; for either policy kind.  A policy without bindings is not matched.  Each
+    match is made when it is reached, so a mutating policy sees what those before it did."""
+    policy_kind, binding_kind = kinds
+    bound_to: dict[str, list[Binding]] = {}
+    for binding in _by_name(bindings.objects(), binding_kind):
+        if binding.spec is not None:
+            bound_to.setdefault(binding.spec.policy_name or "", []).append(binding)
+    for policy in _by_name(policies.objects(), policy_kind):
+        spec = policy.spec
+        applied = bound_to.get(policy.metadata.name or "", [])
+        if spec is None or spec.match_constraints is None or not applied:
+            continue
+        target = await _matched(spec.match_constraints, namespaces, stores, request)
+        if target is None:
+            continue
+        for binding in applied:
+            assert binding.spec is not None
+            constraint = binding.spec.match_resources
+            if constraint is None or await _matched(
+                constraint, namespaces, stores, request, rules_required=False
+            ):
+                yield policy, binding, target
 
 
 async def _matched(
@@ -214,27 +240,18 @@ async def _evaluate(
     evaluation = Evaluation(policy, binding, [], {})
     fail = spec.failure_policy != "Ignore"
     try:
-        params = await _params(policy, binding, request.obj, stores)
+        assert binding.spec is not None
+        params = await params_of(spec.param_kind, binding.spec.param_ref, request.obj, stores)
     except ConfigurationError as error:
         if fail:
             evaluation.failures.append(
                 Failure(f"failed to configure binding: {error}", "Invalid", -1)
             )
         return evaluation
-    info, obj, ctx = request.info, request.obj, request.ctx
-    body = await webhook.admission_request(
-        target, stores, request.operation, info, obj, request.old, ctx
-    )
-    base = webhook.expression_variables(body, authorizer, info, obj, ctx)
-    namespace = await _namespace_object(namespaces, info, obj)
+    namespace = await namespace_object(namespaces, request.info, request.obj)
     for param in params:
-        variables: dict[str, celtypes.Value] = {
-            **base,
-            "params": cel.to_cel_json(param),
-            "namespaceObject": cel.to_cel_json(namespace),
-        }
-        variables["variables"] = LazyVariables(
-            {v.name or "": v.expression or "" for v in spec.variables or ()}, variables
+        variables = await scope(
+            target, stores, authorizer, request, param, namespace, spec.variables or ()
         )
         held, problems = webhook.conditions_hold(spec.match_conditions or (), cel.POLICY, variables)
         if not held:
@@ -250,23 +267,14 @@ async def _evaluate(
     return evaluation
 
 
-async def _params(
-    policy: ValidatingAdmissionPolicy,
-    binding: ValidatingAdmissionPolicyBinding,
-    obj: Resource,
-    stores: webhook.Stores,
+async def params_of(
+    kind: ParamKind | None, ref: ParamRef | None, obj: Resource, stores: webhook.Stores
 ) -> list[dict[str, Any] | None]:
-    """The parameter objects the binding selects (``[None]`` for a policy without
-    ``paramKind``)."""
-    assert policy.spec is not None and binding.spec is not None
-    kind, ref = policy.spec.param_kind, binding.spec.param_ref
-    if kind is None:
+    """The parameter objects a binding's ``ref`` selects, for either policy kind: ``[None]``
+    for a policy without ``paramKind`` or a binding without ``paramRef`` (evaluated with null
+    ``params``, as upstream)."""
+    if kind is None or ref is None:
         return [None]
-    if ref is None:
-        raise ConfigurationError(
-            f"paramKind '{kind.api_version}, Kind={kind.kind}' is set in the policy but the "
-            "binding has no paramRef"
-        )
     store = _store_of(stores, kind.api_version or "", kind.kind or "")
     if store is None:
         raise ConfigurationError(
@@ -274,6 +282,10 @@ async def _params(
             f"Kind={kind.kind}'"
         )
     namespace = ref.namespace or ""
+    if namespace and not store.info.namespaced:
+        raise ConfigurationError(
+            "paramRef.namespace must not be provided for a cluster-scoped `paramKind`"
+        )
     if store.info.namespaced and not namespace:
         namespace = obj.metadata.namespace or ""
         if not namespace:
@@ -302,6 +314,33 @@ async def _params(
     return [codec.to_builtins(o) for o in found]
 
 
+async def scope(
+    target: KindInfo,
+    stores: webhook.Stores,
+    authorizer: Authorizer,
+    request: Request,
+    param: dict[str, Any] | None,
+    namespace: dict[str, Any] | None,
+    declared: Sequence[Variable],
+) -> dict[str, celtypes.Value]:
+    """What a policy's expressions see for one parameter object: the request's admission
+    variables (its objects at ``target``'s version), ``params``, ``namespaceObject`` and the
+    policy's ``variables``."""
+    info, obj, ctx = request.info, request.obj, request.ctx
+    body = await webhook.admission_request(
+        target, stores, request.operation, info, obj, request.old, ctx
+    )
+    variables: dict[str, celtypes.Value] = {
+        **webhook.expression_variables(body, authorizer, info, obj, ctx),
+        "params": cel.to_cel_json(param),
+        "namespaceObject": cel.to_cel_json(namespace),
+    }
+    variables["variables"] = LazyVariables(
+        {v.name or "": v.expression or "" for v in declared}, variables
+    )
+    return variables
+
+
 def _store_of(stores: webhook.Stores, api_version: str, kind: str) -> ResourceStore | None:
     for store in stores.values():
         if store.info.api_version == api_version and store.info.kind == kind:
@@ -309,7 +348,7 @@ def _store_of(stores: webhook.Stores, api_version: str, kind: str) -> ResourceSt
     return None
 
 
-async def _namespace_object(
+async def namespace_object(
     namespaces: WatchCache, info: KindInfo, obj: Resource
 ) -> dict[str, Any] | None:
     if not info.namespaced or not obj.metadata.namespace:

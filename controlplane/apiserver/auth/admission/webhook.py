@@ -280,6 +280,12 @@ async def _mutate(
         ) from None
     if (decoded.api_version, decoded.kind) != (obj.api_version, obj.kind):
         raise errors.internal(f'failed calling webhook "{name}": the patch changed the kind')
+    return adopt(obj, decoded)
+
+
+def adopt(obj: Resource, decoded: Resource) -> bool:
+    """Make ``obj`` what a mutation ``decoded`` (in place: admission hands the same object on);
+    whether it changed."""
     if msgspec.json.encode(decoded) == msgspec.json.encode(obj):
         return False
     for attribute in obj.__struct_fields__:
@@ -637,9 +643,9 @@ def _patch(name: str, document: Document, response: dict[str, Any]) -> Document 
         raise errors.internal(f'failed calling webhook "{name}": invalid patch: {error}') from None
     try:
         patched = patch.apply_json_patch(document, operations)
-    except errors.ApiError as error:
+    except patch.PatchError as error:
         raise errors.internal(
-            f'failed calling webhook "{name}": the patch does not apply: {error.message}'
+            f'failed calling webhook "{name}": the patch does not apply: {error}'
         ) from None
     if not isinstance(patched, dict):
         raise errors.internal(f'failed calling webhook "{name}": the patch does not apply')

@@ -39,7 +39,7 @@ from kube.api.kinds.core_v1.volume import (
 from kube.api.meta_v1 import Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column, age
 from kube.api.quantity import Quantity
-from kube.api.scheme import kind
+from kube.api.scheme import STANDARD_VERBS, kind
 from kube.api.struct import (
     DNS1123_LABEL,
     MicroTime,
@@ -347,6 +347,7 @@ class NamespaceStatus(Struct):
     plural="namespaces",
     namespaced=False,
     short_names=("ns",),
+    verbs=tuple(v for v in STANDARD_VERBS if v != "deletecollection"),
     subresources=("status", "finalize"),
     name_format=DNS1123_LABEL,
     columns=(

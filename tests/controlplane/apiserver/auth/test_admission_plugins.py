@@ -68,6 +68,7 @@ def test_flags_choose_from_the_default_set() -> None:
         "DefaultStorageClass",
         "RuntimeClass",
         "DefaultIngressClass",
+        "MutatingAdmissionPolicy",
         "MutatingAdmissionWebhook",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionWebhook",

@@ -90,6 +90,28 @@ async def test_a_webhook_rejects(
     await client.create(ConfigMap(metadata=ObjectMeta(name="good-one", namespace=namespace)))
 
 
+async def test_a_webhooks_patch_that_does_not_apply_fails_the_request_and_writes_nothing(
+    client: Client, namespace: str, webhooks: Webhooks, configure: Configure
+) -> None:
+    """As upstream's mutating dispatcher: an internal error (a proper Status), whatever the
+    failurePolicy, since the webhook answered."""
+    webhooks.answers["/mutate"] = lambda asked: patched([{"op": "remove", "path": "/nothing"}])
+    selector = await selected(client, namespace)
+    await configure(
+        MutatingWebhookConfiguration(
+            metadata=ObjectMeta(name=f"{namespace}-bad-patch"),
+            webhooks=[webhook(MutatingWebhook, "bad.example.com", webhooks, "/mutate", selector)],
+        )
+    )
+    with pytest.raises(ApiError) as refused:
+        await client.create(ConfigMap(metadata=ObjectMeta(name="c", namespace=namespace)))
+    assert (refused.value.code, refused.value.reason) == (500, "InternalError")
+    assert 'failed calling webhook "bad.example.com": the patch does not apply' in (
+        refused.value.message
+    )
+    assert not (await client.list(ConfigMap, namespace=namespace)).items
+
+
 @pytest.mark.parametrize("policy", ["Fail", "Ignore"])
 async def test_a_slow_webhook_times_out(
     client: Client, namespace: str, webhooks: Webhooks, configure: Configure, policy: str

@@ -10,6 +10,8 @@ from kube.api import walk
 from kube.api.codec import to_builtins
 from kube.api.errors import ErrorType
 from kube.api.kinds.admissionregistration_v1 import (
+    MutatingAdmissionPolicy,
+    MutatingAdmissionPolicyBinding,
     MutatingWebhookConfiguration,
     ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding,
@@ -326,6 +328,139 @@ def test_binding_validation(raw: dict[str, Any], expected: list[tuple[str, Error
     assert problems(decode(raw, ValidatingAdmissionPolicyBinding)) == sorted(expected)
 
 
+MAP: dict[str, Any] = {
+    "apiVersion": API_VERSION,
+    "kind": "MutatingAdmissionPolicy",
+    "metadata": {"name": "sidecar-policy.example.com", "creationTimestamp": CREATED},
+    "spec": {
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "operations": ["CREATE"],
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "resources": ["pods"],
+                }
+            ]
+        },
+        "mutations": [
+            {
+                "patchType": "ApplyConfiguration",
+                "applyConfiguration": {"expression": "Object{spec: Object.spec{}}"},
+            }
+        ],
+        "reinvocationPolicy": "Never",
+    },
+}
+MAPB = {
+    "apiVersion": API_VERSION,
+    "kind": "MutatingAdmissionPolicyBinding",
+    "metadata": {"name": "sidecar-binding", "creationTimestamp": CREATED},
+    "spec": {"policyName": "sidecar-policy.example.com"},
+}
+JSON_PATCH = {"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}}
+
+
+def test_mutating_policy_defaults() -> None:
+    """failurePolicy is defaulted; reinvocationPolicy, unlike a webhook's, is required."""
+    raw = merge(MAP, {"spec": {"reinvocationPolicy": None}})
+    spec = to_builtins(decode(raw, MutatingAdmissionPolicy))["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["matchPolicy"] == "Equivalent"
+    assert list(spec) == ["matchConstraints", "mutations", "failurePolicy"]
+
+
+def mutations(*items: dict[str, Any]) -> dict[str, Any]:
+    return merge(MAP, {"spec": {"mutations": list(items)}})
+
+
+MUTATING_POLICY_VALIDATION = [
+    ("valid", MAP, []),
+    ("json-patch", mutations(JSON_PATCH), []),
+    ("no-mutations", mutations(), [("spec.mutations", REQUIRED)]),
+    ("no-resource-rules", merge(MAP, {"spec": {"matchConstraints": {"resourceRules": None}}}),
+     [("spec.matchConstraints.resourceRules", REQUIRED)]),
+    ("no-patch-type", mutations({"jsonPatch": {"expression": "[]"}}),
+     [("spec.mutations[0].patchType", REQUIRED)]),
+    ("patch-type", mutations({"patchType": "Merge"}),
+     [("spec.mutations[0].patchType", NOT_SUPPORTED)]),
+    ("apply-configuration-missing", mutations({"patchType": "ApplyConfiguration"}),
+     [("spec.mutations[0].applyConfiguration", REQUIRED)]),
+    ("json-patch-missing", mutations({"patchType": "JSONPatch"}),
+     [("spec.mutations[0].jsonPatch", REQUIRED)]),
+    ("both", mutations(merge(JSON_PATCH, {"applyConfiguration": {"expression": "Object{}"}})),
+     [("spec.mutations[0].applyConfiguration", INVALID)]),
+    ("no-reinvocation", merge(MAP, {"spec": {"reinvocationPolicy": None}}),
+     [("spec.reinvocationPolicy", REQUIRED)]),
+    ("delete", merge(MAP, {"spec": {"matchConstraints": {"resourceRules": [
+        merge(MAP["spec"]["matchConstraints"]["resourceRules"][0],
+              {"operations": ["CREATE", "DELETE"]})]}}}),
+     [("spec.matchConstraints.resourceRules.operations", NOT_SUPPORTED)]),
+    ("empty-expression", mutations({"patchType": "JSONPatch", "jsonPatch": {"expression": " "}}),
+     [("spec.mutations[0].jsonPatch.expression", REQUIRED)]),
+    ("reinvocation", merge(MAP, {"spec": {"reinvocationPolicy": "Always"}}),
+     [("spec.reinvocationPolicy", NOT_SUPPORTED)]),
+    ("failure-policy", merge(MAP, {"spec": {"failurePolicy": "Maybe"}}),
+     [("spec.failurePolicy", NOT_SUPPORTED)]),
+    ("duplicate-condition", merge(MAP, {"spec": {"matchConditions": [
+        {"name": "a", "expression": "true"}, {"name": "a", "expression": "true"}]}}),
+     [("spec.matchConditions[1].name", DUPLICATE)]),
+    ("param-kind-empty", merge(MAP, {"spec": {"paramKind": {}}}),
+     [("spec.paramKind.apiVersion", REQUIRED), ("spec.paramKind.kind", REQUIRED)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [c[1:] for c in MUTATING_POLICY_VALIDATION],
+    ids=[c[0] for c in MUTATING_POLICY_VALIDATION],
+)
+def test_mutating_policy_validation(
+    raw: dict[str, Any], expected: list[tuple[str, ErrorType]]
+) -> None:
+    assert problems(decode(raw, MutatingAdmissionPolicy)) == sorted(expected)
+
+
+def test_mutating_policy_messages() -> None:
+    errors = walk.validate(
+        decode(mutations({"patchType": "JSONPatch"}, JSON_PATCH), MutatingAdmissionPolicy)
+    )
+    assert [(e.field, e.detail) for e in errors] == [
+        ("spec.mutations[0].jsonPatch", "must be specified when patchType is JSONPatch")
+    ]
+    errors = walk.validate(decode(mutations(), MutatingAdmissionPolicy))
+    assert [e.detail for e in errors] == ["mutations must contain at least one item"]
+    both = mutations(merge(JSON_PATCH, {"applyConfiguration": {"expression": "Object{}"}}))
+    errors = walk.validate(decode(both, MutatingAdmissionPolicy))
+    assert [(e.value, e.detail) for e in errors] == [
+        ("{applyConfiguration}", "must not be specified when patchType is JSONPatch")
+    ]
+
+
+MUTATING_BINDING_VALIDATION = [
+    ("valid", MAPB, []),
+    ("no-policy", merge(MAPB, {"spec": {"policyName": None}}), [("spec.policyName", REQUIRED)]),
+    ("policy-name", merge(MAPB, {"spec": {"policyName": "Sidecar_Policy"}}),
+     [("spec.policyName", INVALID)]),
+    ("param-ref-empty", merge(MAPB, {"spec": {"paramRef": {}}}),
+     [("spec.paramRef", REQUIRED), ("spec.paramRef.parameterNotFoundAction", REQUIRED)]),
+    ("delete", merge(MAPB, {"spec": {"matchResources": {"resourceRules": [
+        merge(MAP["spec"]["matchConstraints"]["resourceRules"][0], {"operations": ["DELETE"]})
+    ]}}}), [("spec.matchResources.resourceRules.operations", NOT_SUPPORTED)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [c[1:] for c in MUTATING_BINDING_VALIDATION],
+    ids=[c[0] for c in MUTATING_BINDING_VALIDATION],
+)
+def test_mutating_binding_validation(
+    raw: dict[str, Any], expected: list[tuple[str, ErrorType]]
+) -> None:
+    assert problems(decode(raw, MutatingAdmissionPolicyBinding)) == sorted(expected)
+
+
 GO_SELECTOR = (
     "&LabelSelector{MatchLabels:map[string]string{a: 1,b: 2,},MatchExpressions:"
     "[]LabelSelectorRequirement{LabelSelectorRequirement{Key:env,Operator:In,Values:[x y],},},}"
@@ -350,6 +485,14 @@ PRINTING = [
      merge(VAPB, {"spec": {"paramRef": {"selector": merge(SELECTOR, {"matchExpressions": [
          {"key": "env", "operator": "In", "values": ["x", "y"]}]})}}}),
      ["max-replicas-everywhere", "max-replicas", GO_SELECTOR, "5m"]),
+    ("map", MutatingAdmissionPolicy, mutations(JSON_PATCH, JSON_PATCH),
+     ["sidecar-policy.example.com", 2, "<unset>", "5m"]),
+    ("map-param-kind", MutatingAdmissionPolicy,
+     merge(MAP, {"spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}}}),
+     ["sidecar-policy.example.com", 1, "v1/ConfigMap", "5m"]),
+    ("map-binding", MutatingAdmissionPolicyBinding,
+     merge(MAPB, {"spec": {"paramRef": {"name": "p", "namespace": "ns"}}}),
+     ["sidecar-binding", "sidecar-policy.example.com", "ns/p", "5m"]),
 ]  # fmt: skip
 
 
@@ -366,6 +509,8 @@ def test_registration() -> None:
         MutatingWebhookConfiguration,
         ValidatingAdmissionPolicy,
         ValidatingAdmissionPolicyBinding,
+        MutatingAdmissionPolicy,
+        MutatingAdmissionPolicyBinding,
     ):
         assert cls.kind_info.categories == ("api-extensions",)
         assert not cls.kind_info.namespaced
@@ -382,3 +527,12 @@ def test_registration() -> None:
         "ParamRef",
         "Age",
     ]
+    assert [c.name for c in MutatingAdmissionPolicy.kind_info.columns] == [
+        "Name",
+        "Mutations",
+        "ParamKind",
+        "Age",
+    ]
+    assert MutatingAdmissionPolicyBinding.kind_info.columns == (
+        ValidatingAdmissionPolicyBinding.kind_info.columns
+    )

@@ -15,7 +15,7 @@ from kube.api.kinds.discovery_v1 import EndpointSlice
 from kube.api.kinds.policy_v1 import Eviction, PodDisruptionBudget
 from kube.api.kinds.scheduling_v1 import PriorityClass
 from kube.api.kinds.storage_v1 import StorageClass
-from kube.api.scheme import CREATE_ONLY
+from kube.api.scheme import NOT_SERVED
 from tests.kube.api.kinds.helpers import (
     CREATED,
     DUPLICATE,
@@ -103,8 +103,9 @@ def test_policy_registrations() -> None:
         "Allowed Disruptions",
         "Age",
     ]
+    # Only the pods/eviction subresource takes one: no top-level resource in discovery.
     eviction = Eviction.kind_info
-    assert (eviction.group, eviction.plural, eviction.verbs) == ("policy", "evictions", CREATE_ONLY)
+    assert (eviction.group, eviction.plural, eviction.verbs) == ("policy", "evictions", NOT_SERVED)
 
 
 def test_eviction_round_trips() -> None:
