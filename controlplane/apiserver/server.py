@@ -73,7 +73,7 @@ from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.store import Admission, RequestContext, ResourceStore
 from controlplane.apiserver.storage.encryption import EncryptedStore, EncryptionConfig
 from controlplane.apiserver.storage.watchcache import WatchCache
-from controlplane.apiserver.system import bootstrap, clusterinfo
+from controlplane.apiserver.system import bootstrap, clusterinfo, clusterip
 from controlplane.apiserver.system.apiserverleases import ApiServerLeases
 from controlplane.controllers import command as controller_manager_command
 from controlplane.scheduler import command as scheduler_command
@@ -81,6 +81,7 @@ from controlplane.storage.interface import Store, Unavailable
 from controlplane.storage.metered import MeteredStore
 from kube import KUBERNETES_VERSION, __version__
 from kube.api.kinds.flowcontrol_v1 import GROUP as FLOWCONTROL_GROUP
+from kube.api.kinds.networking_v1 import GROUP as NETWORKING_GROUP
 from kube.api.kinds.rbac_v1 import GROUP as RBAC_GROUP
 from kube.api.scheme import SCHEME, KindInfo
 from kube.clock import Clock, RealClock
@@ -120,6 +121,8 @@ class ServerConfig:
     max_mutating_requests_inflight: int = 200
     bookmark_interval: float = 60.0
     compaction_interval: float = 300.0
+    service_ip_repair_interval: float = 10.0
+    """How often the default ServiceCIDR is checked and ClusterIPs repaired (``clusterip``)."""
     anonymous_auth: bool = True
     token_auth_file: Path | None = None
     api_audiences: Sequence[str] = ()
@@ -210,21 +213,13 @@ class APIServer:
         self.authenticators = list(authenticators)
         self.tokens: authn.TokenChain | None = None
         self.stores: dict[tuple[str, str, str], ResourceStore] = {}
-        self.allocation = bootstrap.ServiceAllocation(
-            config.service_cluster_ip_range, config.service_node_port_range
-        )
         self.leases = ApiServerLeases(
             self, config.advertise, self.store, self.clock, config.hostname or socket.gethostname()
         )
-        hooks = {("", "v1", "services"): [self.allocation]}
         for info in SCHEME.served():
             key = (info.group, info.version, info.plural)
             self.stores[key] = ResourceStore(
-                info,
-                self.store,
-                self.clock,
-                hooks=hooks.get(key, ()),
-                track_fields=apply.record_update,
+                info, self.store, self.clock, track_fields=apply.record_update
             )
         self.caches = {
             key: WatchCache(self.stores[key])
@@ -237,8 +232,19 @@ class APIServer:
                 (RBAC_GROUP, "v1", "clusterroles"),
                 (RBAC_GROUP, "v1", "rolebindings"),
                 (RBAC_GROUP, "v1", "clusterrolebindings"),
+                (NETWORKING_GROUP, "v1", "ipaddresses"),
             )
         }
+        self.allocation = bootstrap.ServiceAllocation(
+            clusterip.ClusterIPAllocator(
+                self.stores[(NETWORKING_GROUP, "v1", "servicecidrs")],
+                self.stores[(NETWORKING_GROUP, "v1", "ipaddresses")],
+                self.caches[(NETWORKING_GROUP, "v1", "ipaddresses")],
+            ),
+            config.service_node_port_range,
+        )
+        self.stores[("", "v1", "services")].hooks.append(self.allocation)
+        self._clusterips: asyncio.Task[None] | None = None
         """What authentication, authorization and admission read instead of the store."""
         self.authorization = authz.Union([self._mode(m) for m in config.authorization_modes])
         self.authorizer: auth.Authorizer = authorizer or self.authorization
@@ -457,6 +463,11 @@ class APIServer:
         """Create the cluster's bootstrap objects for the port served; ready once they exist."""
         self.port = port
         await bootstrap.repair(self, self.allocation)
+        await clusterip.ensure_default_cidr(
+            self.stores[(NETWORKING_GROUP, "v1", "servicecidrs")],
+            self.config.service_cluster_ip_range,
+            self.clock.now(),
+        )
         await bootstrap.ensure_objects(self, self.config.kubernetes_service_ip, port)
         await reconcile.reconcile(self)
         await self.flowcontrol.start()
@@ -468,7 +479,23 @@ class APIServer:
         await self.crds.start()
         await autoregister.sync(self.stores[APISERVICES], self.kinds())
         await self.leases.start(port)
+        self._clusterips = asyncio.create_task(
+            clusterip.keep(
+                self.stores[("", "v1", "services")],
+                self.stores[(NETWORKING_GROUP, "v1", "ipaddresses")],
+                self.stores[(NETWORKING_GROUP, "v1", "servicecidrs")],
+                self.config.service_cluster_ip_range,
+                self.clock,
+                self.config.service_ip_repair_interval,
+            ),
+            name="clusterip repair",
+        )
         self._ready = True
+
+    def stop_repair(self) -> None:
+        """Stop keeping the default ServiceCIDR and repairing ClusterIPs."""
+        if self._clusterips is not None:
+            self._clusterips.cancel()
 
     # The pipeline.
 
@@ -731,6 +758,7 @@ class Running:
         await asyncio.gather(self.available, return_exceptions=True)
         await self.server.aggregator.close()
         await self.server.leases.stop()
+        self.server.stop_repair()
         self.server.end_watches()
         self.server.crds.stop()
         self.server.flowcontrol.stop()

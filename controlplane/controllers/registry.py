@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controlplane.controllers import (
+    admissionpolicystatus,
     bootstrapsigner,
     clusterroleaggregation,
     cronjob,
@@ -27,6 +28,7 @@ from controlplane.controllers import (
     resourcequota,
     rootcacert,
     serviceaccount,
+    servicecidrs,
     statefulset,
     tainteviction,
     tokencleaner,
@@ -64,6 +66,8 @@ CONTROLLERS: Mapping[str, ControllerFactory] = {
     csrsigning.NAME: csrsigning.new,
     bootstrapsigner.NAME: bootstrapsigner.new,
     tokencleaner.NAME: tokencleaner.new,
+    servicecidrs.NAME: servicecidrs.new,
+    admissionpolicystatus.NAME: admissionpolicystatus.new,
 }
 
 SERVICE_ACCOUNTS: Mapping[str, str] = {
@@ -95,6 +99,8 @@ SERVICE_ACCOUNTS: Mapping[str, str] = {
     csrsigning.NAME: "certificate-controller",
     bootstrapsigner.NAME: "bootstrap-signer",
     tokencleaner.NAME: "token-cleaner",
+    servicecidrs.NAME: "service-cidrs-controller",
+    admissionpolicystatus.NAME: "validatingadmissionpolicy-status-controller",
 }
 """The ``kube-system`` service account each controller acts as with
 ``--use-service-account-credentials`` (upstream's names; RBAC binds each to its

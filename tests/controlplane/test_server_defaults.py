@@ -10,25 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from controlplane.storage.sqlite import SQLiteStore
-from tests.servers import Kubectl, ServerProcess, serve_all_in_one, start_server, stop_server
+from tests.servers import Kubectl, start_server, stop_server
 
 COMPONENT_PORTS = ("--scheduler-port", "0", "--controller-manager-port", "0")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    yield from serve_all_in_one(tmp_path_factory)
-
-
-@pytest.fixture
-def kubectl(server: ServerProcess, tmp_path: Path) -> Kubectl:
-    return Kubectl(server.kubeconfig, tmp_path / "kubectl-cache", "default")
 
 
 def fill(kubectl: Kubectl, namespace: str) -> None:

@@ -514,6 +514,8 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
     """Upstream's ``system:controller:<name>`` rules, for the controllers kubelab runs, by the
     service account each runs as with ``--use-service-account-credentials``."""
     apps = ("apps", "extensions")
+    networking = ("networking.k8s.io",)
+    admission = ("admissionregistration.k8s.io",)
     return {
         "certificate-controller": [
             rule(
@@ -663,6 +665,12 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
         ],
         "root-ca-cert-publisher": [rule(("create", "update"), ("",), ("configmaps",))],
         "service-account-controller": [rule(("create",), ("",), ("serviceaccounts",))],
+        "service-cidrs-controller": [
+            rule(("get", "list", "watch", "patch", "update"), networking, ("servicecidrs",)),
+            rule(("patch", "update"), networking, ("servicecidrs/finalizers",)),
+            rule(("patch", "update"), networking, ("servicecidrs/status",)),
+            rule(("get", "list", "watch"), networking, ("ipaddresses",)),
+        ],
         "statefulset-controller": [
             rule(("list", "watch"), ("",), ("pods",)),
             rule(("list", "watch"), ("apps",), ("statefulsets",)),
@@ -691,6 +699,10 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
             rule(("list", "watch", "get", "delete"), ("",), ("pods",)),
             rule(("patch",), ("",), ("pods/status",)),
             rule(READ, ("",), ("nodes",)),
+        ],
+        "validatingadmissionpolicy-status-controller": [
+            rule(READ, admission, ("validatingadmissionpolicies",)),
+            rule(("get", "patch", "update"), admission, ("validatingadmissionpolicies/status",)),
         ],
     }
 

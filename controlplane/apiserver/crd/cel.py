@@ -50,10 +50,14 @@ extensions added here: on strings ``lowerAscii``, ``upperAscii``, ``trim``, ``re
 ``split``, ``substring``, ``charAt``, ``indexOf``, ``lastIndexOf``; on lists ``join``,
 ``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``.
 
-Not done: static types (a rule that is not boolean, or compares an int with a string, fails
-when evaluated, not when the CRD is written), heterogeneous numeric equality (``1 == 1.0`` is
-an error in celpy), the other Kubernetes libraries (``quantity``, ``url``, ``ip``, ``cidr``,
-``format``, regex ``find``, optionals and ``optionalOldSelf``), cost estimation, the
+Static checks: ``field_issues`` follows field selections and indexing down from variables
+typed by OpenAPI schemas and reports cel-go's ``undefined field`` (ValidatingAdmissionPolicy
+type checking, ``controlplane.controllers.admissionpolicystatus``).
+
+Not done: the rest of static typing (a rule that is not boolean, or compares an int with a
+string, fails when evaluated, not when the CRD is written), heterogeneous numeric equality
+(``1 == 1.0`` is an error in celpy), the other Kubernetes libraries (``quantity``, ``url``, ``ip``,
+``cidr``, ``format``, regex ``find``, optionals and ``optionalOldSelf``), cost estimation, the
 ``apiVersion``/``kind``/``metadata`` of a root ``self``, and validation ratcheting.
 """
 
@@ -252,6 +256,79 @@ def _bound_variables(tree: lark.Tree[Any]) -> set[str]:
                 if sub.data == "ident":
                     bound.add(str(sub.children[0]))
     return bound
+
+
+# Static field checks.
+
+
+@dataclass(frozen=True)
+class TypedRoots:
+    r"""The OpenAPI schemas the checked variables have (``object`` and ``oldObject`` the matched
+    kind's, ``params`` the paramKind's; None where unknown), and the document's component
+    schemas their ``$ref``\ s point into."""
+
+    roots: Mapping[str, Schema | None]
+    components: Mapping[str, Schema]
+
+    def resolve(self, schema: Schema) -> Schema:
+        r"""The schema behind ``$ref``\ s and single-member ``allOf`` wrappers."""
+        for _ in range(64):
+            if "$ref" in schema:
+                schema = self.components.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
+            elif len(schema.get("allOf") or ()) == 1:
+                schema = schema["allOf"][0]
+            else:
+                break
+        return schema
+
+
+def field_issues(text: str, typed: TypedRoots) -> str | None:
+    """cel-go's ``undefined field`` errors of ``text`` against ``typed`` (one issue per line
+    group, leftmost first), or None: what upstream's type checker reports when a field
+    selection names no property of a typed object. Only selections (``a.b``) and indexing
+    down from the typed roots are followed; whatever else has a type here is dynamic."""
+    try:
+        tree = _ENVIRONMENT.compile(text)
+    except Exception:  # a syntax error is the policy validation's to report
+        return None
+    issues: list[str] = []
+    for node in _top_down(tree):
+        if node.data == "member_dot":
+            _select(text, node, typed, issues)
+    return "\n".join(issues) or None
+
+
+def _select(text: str, node: lark.Tree[Any], typed: TypedRoots, issues: list[str]) -> Schema | None:
+    """The schema of ``node`` (a member expression), appending an issue where a selection
+    names no property of an object with declared properties."""
+    data, children = node.data, node.children
+    if data in ("member", "primary") and len(children) == 1 and isinstance(children[0], lark.Tree):
+        return _select(text, children[0], typed, issues)
+    if data == "ident":
+        root = typed.roots.get(str(children[0]))
+        return typed.resolve(root) if root is not None else None
+    if data == "member_index" and isinstance(children[0], lark.Tree):
+        base = _select(text, children[0], typed, [])
+        inner = (base or {}).get("items") or (base or {}).get("additionalProperties")
+        return typed.resolve(inner) if isinstance(inner, dict) else None
+    if data != "member_dot" or not isinstance(children[0], lark.Tree):
+        return None
+    base = _select(text, children[0], typed, [])
+    if base is None or base.get("x-kubernetes-preserve-unknown-fields"):
+        return None
+    name = children[1]
+    properties: Mapping[str, Schema] = base.get("properties") or {}
+    if properties:
+        visible = {escape(p) or p: schema for p, schema in properties.items()}
+        found = visible.get(str(name))
+        if found is None:
+            line = getattr(name, "line", None) or 1
+            column = max((getattr(name, "column", None) or 2) - 1, 1)
+            issues.append(_issue(text, line, column, f"undefined field '{name}'"))
+            return None
+        return typed.resolve(found)
+    values = base.get("additionalProperties")
+    return typed.resolve(values) if isinstance(values, dict) else None
 
 
 def _eval_message(error: CELEvalError) -> str:

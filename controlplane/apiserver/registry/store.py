@@ -34,7 +34,7 @@ import datetime
 import json
 import secrets
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -102,16 +102,25 @@ FieldTracker = Callable[
 or None on create, context, subresource, now); runs after admission, before validation."""
 
 
+class Transaction(Protocol):
+    """What a write hook prepared: made final once the object is written, taken back if the
+    write fails or is only a dry run (as upstream's Service REST storage's transactions)."""
+
+    async def commit(self) -> None: ...
+
+    async def revert(self) -> None: ...
+
+
 class WriteHook(Protocol):
     """Side effects of the storage layer itself, such as allocating a Service's ClusterIP.
 
-    ``prepare`` runs after validation, just before the write, and returns how to undo what it
-    did if the write then fails; ``deleted`` runs once an object is really gone.
+    ``prepare`` runs after validation, just before the write (persisting nothing when
+    ``dry_run``); ``deleted`` runs once an object is really gone.
     """
 
-    def prepare(self, obj: Resource, old: Resource | None) -> Callable[[], None]: ...
+    async def prepare(self, obj: Resource, old: Resource | None, dry_run: bool) -> Transaction: ...
 
-    def deleted(self, obj: Resource) -> None: ...
+    async def deleted(self, obj: Resource) -> None: ...
 
 
 @dataclass
@@ -310,7 +319,7 @@ class ResourceStore:
         problems = self.strategy.validate_create(obj)
         if problems:
             raise errors.invalid(info, meta.name or "", problems)
-        with self._prepared(obj, None, keep=not ctx.dry_run):
+        async with self._prepared(obj, None, ctx.dry_run):
             if ctx.dry_run:
                 return obj
             try:
@@ -418,7 +427,7 @@ class ResourceStore:
         new_meta.resource_version = None
         key = current_kv.key
         finalized = self._finalized(obj)
-        with self._prepared(obj, old, keep=not ctx.dry_run):
+        async with self._prepared(obj, old, ctx.dry_run):
             data = self.encode(obj)
             if data == self.encode(old) and not current_kv.stale:
                 obj.metadata.resource_version = str(current_kv.mod_revision)
@@ -437,7 +446,7 @@ class ResourceStore:
             except KeyNotFound:
                 raise errors.not_found(info, name) from None
         if finalized:
-            self._deleted(obj)
+            await self._deleted(obj)
         obj.metadata.resource_version = str(kv.mod_revision)
         return obj
 
@@ -495,7 +504,7 @@ class ResourceStore:
                 raise _Retry() from None
             except KeyNotFound:
                 raise errors.not_found(self.info, name) from None
-            self._deleted(obj)
+            await self._deleted(obj)
             obj.metadata.resource_version = str(kv.mod_revision)
             return obj, True
         if meta.deletion_timestamp is None or (
@@ -613,26 +622,28 @@ class ResourceStore:
             and not self.strategy.finalizers_pending(obj)
         )
 
-    @contextlib.contextmanager
-    def _prepared(self, obj: Resource, old: Resource | None, keep: bool) -> Iterator[None]:
-        """Run the write hooks' preparations; undo them if the write does not happen (or is
-        only a dry run: ``keep`` false)."""
-        undo: list[Callable[[], None]] = []
+    @contextlib.asynccontextmanager
+    async def _prepared(
+        self, obj: Resource, old: Resource | None, dry_run: bool
+    ) -> AsyncIterator[None]:
+        """Run the write hooks' preparations; commit them once the write happened, revert
+        them if it did not (or was only a dry run)."""
+        prepared: list[Transaction] = []
+        keep = not dry_run
         try:
             for hook in self.hooks:
-                undo.append(hook.prepare(obj, old))
+                prepared.append(await hook.prepare(obj, old, dry_run))
             yield
         except BaseException:
             keep = False
             raise
         finally:
-            if not keep:
-                for step in reversed(undo):
-                    step()
+            for transaction in prepared if keep else reversed(prepared):
+                await (transaction.commit() if keep else transaction.revert())
 
-    def _deleted(self, obj: Resource) -> None:
+    async def _deleted(self, obj: Resource) -> None:
         for hook in self.hooks:
-            hook.deleted(obj)
+            await hook.deleted(obj)
 
     def _track(
         self, obj: Resource, old: Resource | None, ctx: RequestContext, subresource: str

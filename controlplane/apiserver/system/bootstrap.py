@@ -5,23 +5,26 @@ and namespace lifecycle.
   ``kube-node-lease``, and the ``kubernetes`` Service (the first address of the service range);
   its Endpoints and EndpointSlice, naming every API server that is up, are kept by
   ``apiserverleases``.
-- ClusterIPs and NodePorts are handed out by allocators that live beside the Service store as
-  write hooks: allocated just before a Service is written (a requested address or port is
-  checked, a missing one chosen), given back if the write fails or once the Service is gone, and
-  rebuilt from the stored Services at start, so no address is ever handed out twice.
+- ClusterIPs and NodePorts are handed out by a write hook of the Service store: allocated just
+  before a Service is written (a requested address or port is checked, a missing one chosen),
+  given back if the write fails or once the Service is gone. Addresses are IPAddress objects
+  (``clusterip``); ports a range in memory rebuilt from the stored Services at start, so none is
+  ever handed out twice.
 - The PriorityClasses ``system-cluster-critical`` and ``system-node-critical``.
 """
 
 from __future__ import annotations
 
-import ipaddress
+import asyncio
 import random
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.auth.admission import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
+from controlplane.apiserver.system import clusterip
+from controlplane.apiserver.system.clusterip import AllocationError
 from kube.api.errors import ROOT, ErrorList
 from kube.api.kinds.core_v1.cluster import Namespace
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
@@ -32,50 +35,6 @@ if TYPE_CHECKING:
     from controlplane.apiserver.registry.rest import Lookup
 
 NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
-
-
-class AllocationError(Exception):
-    """No free value left, or the requested one is taken or out of range."""
-
-
-class IPAllocator:
-    """Addresses of a CIDR, each handed out at most once."""
-
-    def __init__(self, cidr: str) -> None:
-        self.network = ipaddress.ip_network(cidr)
-        self.used: set[str] = set()
-
-    def allocate(self, requested: str | None = None) -> str:
-        if requested:
-            address = ipaddress.ip_address(requested)
-            if address not in self.network or address in (
-                self.network.network_address,
-                self.network.broadcast_address,
-            ):
-                raise AllocationError(
-                    f"failed to allocate IP {requested}: the provided IP ({requested}) is not in "
-                    f"the valid range. The range of valid IPs is {self.network}"
-                )
-            if requested in self.used:
-                raise AllocationError(
-                    f"failed to allocate IP {requested}: provided IP is already allocated"
-                )
-            self.used.add(requested)
-            return requested
-        size = self.network.num_addresses - 2
-        if len(self.used) >= size:
-            raise AllocationError("range is full")
-        start = random.randrange(size)
-        for offset in range(size):
-            candidate = str(self.network.network_address + 1 + (start + offset) % size)
-            if candidate not in self.used:
-                self.used.add(candidate)
-                return candidate
-        raise AllocationError("range is full")
-
-    def release(self, address: str | None) -> None:
-        if address:
-            self.used.discard(address)
 
 
 class PortAllocator:
@@ -112,13 +71,6 @@ class PortAllocator:
             self.used.discard(port)
 
 
-def _cluster_ip(service: Service) -> str | None:
-    spec = service.spec
-    if spec is None or spec.type == "ExternalName" or spec.cluster_ip in (None, "", "None"):
-        return None
-    return spec.cluster_ip
-
-
 def _node_ports(service: Service) -> list[int]:
     spec = service.spec
     ports = [p.node_port for p in (spec.ports or ()) if p.node_port] if spec else []
@@ -127,56 +79,69 @@ def _node_ports(service: Service) -> list[int]:
     return ports
 
 
-class ServiceAllocation:
-    """The write hook that gives Services their ClusterIP and NodePorts."""
+@dataclass
+class _Prepared:
+    """What one Service write holds: committed, the addresses and ports it gave up are
+    released; reverted, the ones it was given are."""
 
-    def __init__(self, cluster_ip_range: str, node_ports: tuple[int, int]) -> None:
-        self.ips = IPAllocator(cluster_ip_range)
+    allocation: ServiceAllocation
+    dry_run: bool
+    ips: list[str] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)
+    released_ips: list[str] = field(default_factory=list)
+    released_ports: list[int] = field(default_factory=list)
+
+    async def commit(self) -> None:
+        await self.allocation.release(self.released_ips, self.released_ports)
+
+    async def revert(self) -> None:
+        if not self.dry_run:
+            await self.allocation.release(self.ips, [])
+        await self.allocation.release([], self.ports)
+
+
+class ServiceAllocation:
+    """The write hook that gives Services their ClusterIP (``clusterip``) and NodePorts (a
+    range in memory, rebuilt from the stored Services at start)."""
+
+    def __init__(self, ips: clusterip.ClusterIPAllocator, node_ports: tuple[int, int]) -> None:
+        self.ips = ips
         self.ports = PortAllocator(*node_ports)
 
     def track(self, service: Service) -> None:
-        """Mark what an existing Service holds as used (repair at start)."""
-        ip = _cluster_ip(service)
-        if ip and ipaddress.ip_address(ip) in self.ips.network:
-            self.ips.used.add(ip)
+        """Mark the NodePorts an existing Service holds as used (repair at start)."""
         self.ports.used.update(_node_ports(service))
 
-    def prepare(self, obj: Resource, old: Resource | None) -> Callable[[], None]:
+    async def prepare(self, obj: Resource, old: Resource | None, dry_run: bool) -> _Prepared:
         assert isinstance(obj, Service)
         assert old is None or isinstance(old, Service)
+        prepared = _Prepared(self, dry_run)
         spec = obj.spec
         if spec is None:
-            return lambda: None
-        allocated_ips: list[str] = []
-        allocated_ports: list[int] = []
-
-        def undo() -> None:
-            for ip in allocated_ips:
-                self.ips.release(ip)
-            for port in allocated_ports:
-                self.ports.release(port)
-
+            return prepared
         problems = ErrorList()
         try:
-            self._cluster_ip(spec, old, allocated_ips, problems)
-            self._node_ports(spec, old, allocated_ports, problems)
+            await self._cluster_ip(obj, spec, old, prepared, problems)
+            self._node_ports(spec, old, prepared.ports, problems)
         except BaseException:
-            undo()
+            await prepared.revert()
             raise
         if problems:
-            undo()
+            await prepared.revert()
             raise errors.invalid(obj.kind_info, obj.metadata.name or "", problems)
-        released = self._released(obj, old)
+        if old is not None:
+            old_ip, new_ip = _cluster_ip(old), _cluster_ip(obj)
+            prepared.released_ips = [old_ip] if old_ip and old_ip != new_ip else []
+            prepared.released_ports = sorted(set(_node_ports(old)) - set(_node_ports(obj)))
+        return prepared
 
-        def release_and_undo() -> None:
-            undo()
-            self._reclaim(released)
-
-        self._drop(released)
-        return release_and_undo
-
-    def _cluster_ip(
-        self, spec: ServiceSpec, old: Service | None, allocated: list[str], problems: ErrorList
+    async def _cluster_ip(
+        self,
+        service: Service,
+        spec: ServiceSpec,
+        old: Service | None,
+        prepared: _Prepared,
+        problems: ErrorList,
     ) -> None:
         path = ROOT.child("spec").child("clusterIPs").index(0)
         previous = _cluster_ip(old) if old is not None else None
@@ -185,17 +150,29 @@ class ServiceAllocation:
         if previous and spec.cluster_ip in (None, "", previous):
             spec.cluster_ip = previous
         elif not previous or spec.cluster_ip != previous:
+            configured = await self.ips.families()
+            for i, ip_family in enumerate(spec.ip_families or ()):
+                if ip_family not in configured:
+                    at = ROOT.child("spec").child("ipFamilies").index(i)
+                    problems.invalid(
+                        at, ip_family, f"ipfamily {ip_family} is not configured on cluster"
+                    )
+            if problems:
+                return
+            requested = spec.cluster_ip or None
             try:
-                ip = self.ips.allocate(spec.cluster_ip or None)
-            except AllocationError as error:
-                problems.invalid(path, spec.cluster_ip, str(error))
+                ip = await self.ips.allocate(service, requested, prepared.dry_run)
+            except clusterip.AllocationError as error:
+                if requested is None:  # upstream answers an InternalError here
+                    raise errors.internal(f"failed to allocate a serviceIP: {error}") from None
+                problems.invalid(path, requested, f"failed to allocate IP {requested}: {error}")
                 return
             except ValueError:
                 return  # an unparsable address; validation has already reported it
-            allocated.append(ip)
+            prepared.ips.append(ip)
             spec.cluster_ip = ip
         spec.cluster_ips = [spec.cluster_ip]
-        spec.ip_families = spec.ip_families or ["IPv4"]
+        spec.ip_families = spec.ip_families or [clusterip.family(spec.cluster_ip)]
         spec.ip_family_policy = spec.ip_family_policy or "SingleStack"
 
     def _node_ports(
@@ -229,34 +206,27 @@ class ServiceAllocation:
         else:
             spec.health_check_node_port = None
 
-    def _released(self, new: Service, old: Service | None) -> tuple[list[str], list[int]]:
-        """What ``old`` held that ``new`` no longer does."""
-        if old is None:
-            return [], []
-        old_ip, new_ip = _cluster_ip(old), _cluster_ip(new)
-        ips = [old_ip] if old_ip and old_ip != new_ip else []
-        ports = sorted(set(_node_ports(old)) - set(_node_ports(new)))
-        return ips, ports
-
-    def _drop(self, released: tuple[list[str], list[int]]) -> None:
-        for ip in released[0]:
-            self.ips.release(ip)
-        for port in released[1]:
+    async def release(self, ips: list[str], ports: list[int]) -> None:
+        for ip in ips:
+            await self.ips.release(ip)
+        for port in ports:
             self.ports.release(port)
 
-    def _reclaim(self, released: tuple[list[str], list[int]]) -> None:
-        self.ips.used.update(released[0])
-        self.ports.used.update(released[1])
-
-    def deleted(self, obj: Resource) -> None:
+    async def deleted(self, obj: Resource) -> None:
         assert isinstance(obj, Service)
-        self.ips.release(_cluster_ip(obj))
-        for port in _node_ports(obj):
-            self.ports.release(port)
+        ip = _cluster_ip(obj)
+        await self.release([ip] if ip else [], _node_ports(obj))
+
+
+def _cluster_ip(service: Service) -> str | None:
+    spec = service.spec
+    if spec is None or spec.type == "ExternalName" or spec.cluster_ip in (None, "", "None"):
+        return None
+    return spec.cluster_ip
 
 
 async def repair(registry: Lookup, allocation: ServiceAllocation) -> None:
-    """Rebuild the allocators from the stored Services."""
+    """Rebuild the NodePort allocator from the stored Services."""
     services = registry.lookup("", "v1", "services")
     assert services is not None
     for service in (await services.list()).items:
@@ -304,14 +274,34 @@ async def _create_missing(
     store: ResourceStore, namespace: str, obj: Resource, ctx: RequestContext
 ) -> None:
     """Create ``obj`` unless an object of its name exists (whatever its content; another
-    API server starting at the same time may create it first)."""
+    API server starting at the same time may create it first, and may hold the ``kubernetes``
+    Service's ClusterIP a moment before its Service is written: a refused create waits for
+    the other's object)."""
+    name = obj.metadata.name or ""
+    if await _exists(store, namespace, name):
+        return
     try:
-        await store.get(namespace, obj.metadata.name or "")
+        await store.create(namespace, obj, ctx)
+    except errors.ApiError as refused:
+        if refused.code == 409:
+            return
+        for _ in range(CREATED_ELSEWHERE_CHECKS):
+            await asyncio.sleep(0.1)
+            if await _exists(store, namespace, name):
+                return
+        raise
+
+
+CREATED_ELSEWHERE_CHECKS = 50
+"""How many times, 0.1 s apart, a refused bootstrap object is looked for before the refusal
+stands."""
+
+
+async def _exists(store: ResourceStore, namespace: str, name: str) -> bool:
+    try:
+        await store.get(namespace, name)
     except errors.ApiError as error:
         if error.code != 404:
             raise
-        try:
-            await store.create(namespace, obj, ctx)
-        except errors.ApiError as conflict:
-            if conflict.code != 409:
-                raise
+        return False
+    return True

@@ -58,6 +58,9 @@ PATH_TYPES = ("Exact", "Prefix", "ImplementationSpecific")
 PARAMETERS_SCOPES = ("Namespace", "Cluster")
 DEFAULT_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
 INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
+LABEL_IP_ADDRESS_FAMILY = "ipaddress.kubernetes.io/ip-family"
+LABEL_MANAGED_BY = "ipaddress.kubernetes.io/managed-by"
+"""Upstream's well-known IPAddress labels: the address's family and who allocated it."""
 """The deprecated annotation that names an Ingress's class; an Ingress carrying it is never
 given the default class."""
 MAX_CONTROLLER_LENGTH = 250
@@ -781,6 +784,10 @@ class ServiceCIDR(Resource):
     def set_defaults(self) -> None:
         if self.spec is None:
             self.spec = ServiceCIDRSpec()
+
+    def networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        """The range's CIDRs, parsed (validation has made them canonical)."""
+        return [ipaddress.ip_network(c) for c in (self.spec.cidrs if self.spec else None) or ()]
 
     def validate_update(self, old: Self, errors: ErrorList) -> None:
         """CIDRs keep their places; a single-family range may gain its second family."""

@@ -13,7 +13,7 @@ import yaml
 
 from controlplane.apiserver.crd import cel, customresources
 from controlplane.apiserver.crd import schema as crd_schema
-from kube.api import walk
+from kube.api import openapi, walk
 from kube.api.codec import from_builtins
 from kube.api.errors import ROOT, ErrorList, ErrorType
 from kube.api.kinds.apiextensions_v1 import CustomResourceDefinition
@@ -660,3 +660,50 @@ def test_transition_rule_end_to_end(scaler_crd: None, kubectl: Kubectl) -> None:
     kubectl.run("patch", "scaler", "keep", "--type=merge", "-p", '{"spec": {"maxReplicas": 4}}')
     current: Any = yaml.safe_load(kubectl.run("get", "scaler", "keep", "-o", "yaml").stdout)
     assert current["spec"] == {"minReplicas": 1, "maxReplicas": 4, "storageClass": "fast"}
+
+
+# Static field checks (ValidatingAdmissionPolicy type checking).
+
+_APPS = openapi.document("apps", "v1")["components"]["schemas"]
+_DEPLOYMENT = {"$ref": "#/components/schemas/io.k8s.api.apps.v1.Deployment"}
+_PARAMS: cel.Schema = {
+    "type": "object",
+    "properties": {
+        "max-replicas": {"type": "integer"},
+        "limits": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+_TYPED = cel.TypedRoots({"object": _DEPLOYMENT, "oldObject": _DEPLOYMENT, "params": _PARAMS}, _APPS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("object.spec.replicas > 1", id="declared-fields"),
+        pytest.param("oldObject.metadata.labels['app'] == 'x'", id="map-values"),
+        pytest.param("object.spec.template.spec.containers[0].image != ''", id="list-items"),
+        pytest.param("object.spec.template.spec.containers.all(c, c.imagez != '')", id="macro-var"),
+        pytest.param("params.max__dash__replicas > params.limits.anything", id="escaped-and-map"),
+        pytest.param("params.free.whatever.below == 1", id="preserved-unknown"),
+        pytest.param("request.userInfo.username == variables.x.y", id="untyped-roots"),
+        pytest.param("object.", id="syntax-error-left-to-validation"),
+    ],
+)
+def test_field_checks_pass(text: str) -> None:
+    assert cel.field_issues(text, _TYPED) is None
+
+
+def test_each_undefined_field_is_reported_at_its_dot() -> None:
+    text = "has(object.spec.replicaz) || params.max_replicas == object.status.x.y"
+    assert cel.field_issues(text, _TYPED) == (
+        "ERROR: <input>:1:16: undefined field 'replicaz'\n"
+        f" | {text}\n"
+        " | ...............^\n"
+        "ERROR: <input>:1:36: undefined field 'max_replicas'\n"
+        f" | {text}\n"
+        " | ...................................^\n"
+        "ERROR: <input>:1:66: undefined field 'x'\n"
+        f" | {text}\n"
+        " | .................................................................^"
+    )
