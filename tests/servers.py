@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -49,6 +50,26 @@ class ServerProcess:
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback TCP ports nobody listens on (held open together while
+    chosen; another process may still take one before the caller does)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on (``free_ports``)."""
+    return free_ports(1)[0]
 
 
 def start_server(

@@ -1,5 +1,6 @@
-"""A ``kubelab apiserver`` with the admission plugins a test module asks for, on each storage
-backend, and clients authenticated as a node (a client certificate of the cluster CA)."""
+"""A ``kubelab apiserver`` with the flags a test module asks for (its admission plugins, the
+components it probes), on each storage backend, and clients authenticated as a node (a client
+certificate of the cluster CA)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def serve(
     backend: str, tmp_path_factory: pytest.TempPathFactory, *flags: str
 ) -> Iterator[ServerProcess]:
     """The server for a module fixture parametrized over ``BACKENDS``, stopped at its end."""
-    base = tmp_path_factory.mktemp(f"admission-{backend}")
+    base = tmp_path_factory.mktemp(f"apiserver-{backend}")
     data_dir = base / "data"
     data_dir.mkdir()
     etcd: EtcdServer | None = None

@@ -16,31 +16,16 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from tests.controlplane.storage.etcd_server import EtcdServer
-from tests.servers import BARE_APISERVER, KUBECTL, Kubectl, ServerProcess, start_server, stop_server
+from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
+from tests.servers import BARE_APISERVER, KUBECTL, Kubectl, ServerProcess
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def apiserver(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     """One API server per test module and backend: every API test runs on SQLite and etcd."""
-    base = tmp_path_factory.mktemp(f"apiserver-{request.param}")
-    data_dir = base / "data"
-    data_dir.mkdir()
-    etcd: EtcdServer | None = None
-    extra: list[str] = []
-    if request.param == "etcd":
-        etcd = EtcdServer(base / "etcd")
-        etcd.start()
-        extra = ["--store", f"etcd://{etcd.endpoint}"]
-    server = start_server(data_dir, *BARE_APISERVER, *extra)
-    try:
-        yield server
-    finally:
-        stop_server(server)
-        if etcd is not None:
-            etcd.stop()
+    yield from serve(request.param, tmp_path_factory, *BARE_APISERVER)
 
 
 @pytest.fixture

@@ -16,20 +16,21 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
 from tests.controlplane.apiserver.corpus import columns
 from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import (
     BARE_APISERVER,
     Kubectl,
     ServerProcess,
+    free_ports,
     start_all_in_one,
     start_server,
     stop_server,
 )
 
-SCHEDULER_PORT = 47310
-ABSENT_PORT = 47311
-"""Nothing listens here: the controller-manager is down."""
+SCHEDULER_PORT, ABSENT_PORT = free_ports(2)
+"""The fake scheduler's, and one where nothing listens: the controller-manager is down."""
 WARNING = "Warning: v1 ComponentStatus is deprecated in v1.19+"
 REFUSED = (
     f'Get "http://127.0.0.1:{ABSENT_PORT}/healthz": dial tcp 127.0.0.1:{ABSENT_PORT}: '
@@ -75,36 +76,22 @@ def healthy_scheduler(scheduler: FakeComponent) -> None:
     scheduler.status, scheduler.body = 200, b"ok"
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def apiserver(
     request: pytest.FixtureRequest,
     scheduler: FakeComponent,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ServerProcess]:
     """The API server on each store: etcd-0 reports the store, whichever it is."""
-    base = tmp_path_factory.mktemp(f"componentstatus-{request.param}")
-    data_dir = base / "data"
-    data_dir.mkdir()
-    etcd = EtcdServer(base / "etcd") if request.param == "etcd" else None
-    store = []
-    if etcd is not None:
-        etcd.start()
-        store = ["--store", f"etcd://{etcd.endpoint}"]
-    server = start_server(
-        data_dir,
+    yield from serve(
+        request.param,
+        tmp_path_factory,
         *BARE_APISERVER,
-        *store,
         "--component-health",
         f"scheduler=http://127.0.0.1:{SCHEDULER_PORT}/healthz",
         "--component-health",
         f"controller-manager=http://127.0.0.1:{ABSENT_PORT}/healthz",
     )
-    try:
-        yield server
-    finally:
-        stop_server(server)
-        if etcd is not None:
-            etcd.stop()
 
 
 def test_kubectl_get_cs(kubectl: Kubectl) -> None:

@@ -13,7 +13,6 @@ Should the test process die without running its finalizers, the kernel kills etc
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from types import TracebackType
 
@@ -26,22 +25,9 @@ from kubelab.lab.etcd import (
     EtcdRunner,
     etcd_available,
 )
+from tests.servers import free_ports
 
-__all__ = ["ETCD_BINARY", "EtcdServer", "etcd_available", "free_ports", "loopback_cluster"]
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports nobody listens on (held open together while chosen)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+__all__ = ["ETCD_BINARY", "EtcdServer", "etcd_available", "loopback_cluster"]
 
 
 def loopback_cluster(

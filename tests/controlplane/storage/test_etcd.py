@@ -27,8 +27,8 @@ from controlplane.storage.interface import (
 )
 from tests.controlplane.storage.etcd_server import (
     EtcdServer,
-    free_ports,
 )
+from tests.servers import free_ports
 
 pytestmark = pytest.mark.etcd
 

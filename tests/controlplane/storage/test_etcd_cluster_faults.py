@@ -35,8 +35,8 @@ from kube.client.errors import ApiError
 from kube.client.rest import Client
 from kube.pki import CertificateAuthority
 from kubelab.lab.etcd import EtcdCluster, EtcdMember, EtcdProcess, EtcdRunner
-from tests.controlplane.storage.etcd_server import free_ports, loopback_cluster
-from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
+from tests.controlplane.storage.etcd_server import loopback_cluster
+from tests.servers import BARE_APISERVER, ServerProcess, free_ports, start_server, stop_server
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from kube.api.meta_v1 import ObjectMeta
 from kube.client.reflector import ListerWatcher, Reflector, client_lister_watcher
 from kube.client.rest import Client, ListResult, WatchEvent
 from tests.controlplane.storage.etcd_server import EtcdServer
-from tests.servers import BARE_APISERVER, ServerProcess, start_server, stop_server
+from tests.servers import BARE_APISERVER, ServerProcess, free_port, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 NAMESPACE = "restarts"
@@ -102,12 +101,6 @@ class CountingListerWatcher:
             timeout_seconds=timeout_seconds,
             allow_bookmarks=allow_bookmarks,
         )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Restartable:

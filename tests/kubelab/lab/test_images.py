@@ -36,6 +36,7 @@ from kubelab.lab.images import (
     recipes,
 )
 from kubelab.lab.images.cache import Recipe, Record, Workspace
+from tests.servers import free_port
 
 SCRATCH_IMAGES = ("pause", "busybox", "echoserver")
 TOOLS = ("gcc", "umoci", "skopeo")
@@ -176,13 +177,6 @@ def test_echoserver_image_answers_over_http(archives: list[Path], tmp_path: Path
         if process.poll() is None:
             process.kill()
         process.communicate()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> str:

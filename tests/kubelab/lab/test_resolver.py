@@ -4,20 +4,13 @@ TCP, at once; what is not a query gets nothing."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import dns.asyncquery
 import dns.message
 import dns.rcode
 
 from kubelab.lab.resolver import answer, serve
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+from tests.servers import free_port
 
 
 def test_every_query_is_answered_nxdomain_for_its_question() -> None:

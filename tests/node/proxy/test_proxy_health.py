@@ -18,6 +18,7 @@ from node.proxy.health import (
     health_app,
     metrics_app,
 )
+from tests.servers import free_port
 
 
 async def test_healthz_before_after_and_long_after_a_sync() -> None:
@@ -53,13 +54,6 @@ async def test_metrics_render_sync_numbers() -> None:
     assert 'kubeproxy_sync_proxy_rules_iptables_chains{table="nat"} 6' in text
     assert "kubeproxy_sync_proxy_rules_iptables_restore_failures_total 1" in text
     assert "kubeproxy_sync_proxy_rules_last_timestamp_seconds 1767225600" in text
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 async def test_health_check_node_port_reports_local_endpoints() -> None:
