@@ -51,9 +51,10 @@ TARGETS = frozenset(
 _FAILING_LINE = re.compile(r"\bline:? (\d+)")
 
 
-class IptablesError(Exception):
-    """A save or restore failed: the command, its stderr, and for a restore the input lines
-    and the 1-based number of the failing one (counting the ``*table`` line as 1)."""
+class RulesError(Exception):
+    """A command that writes or reads packet-filtering rules failed: the command, its stderr,
+    and for a batch the input lines and the 1-based number of the failing one.  One shape for
+    iptables and nftables, so a proxy's sync loop reports and recovers from both alike."""
 
     def __init__(
         self,
@@ -86,6 +87,10 @@ class IptablesError(Exception):
             f"{'>' if n == self.failing_line else ' '} {n:6d}  {self.lines[n - 1]}"
             for n in range(first, last + 1)
         ]
+
+
+class IptablesError(RulesError):
+    """A save or restore failed; a restore's lines count the ``*table`` line as 1."""
 
 
 class Iptables(Protocol):

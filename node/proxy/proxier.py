@@ -32,7 +32,7 @@ import asyncio
 import ipaddress
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -95,6 +95,30 @@ Sysctl = Callable[[str, str], None]
 """Write a value under /proc/sys (``net/ipv4/...``); raises OSError when it cannot."""
 
 
+def set_sysctls(sysctl: Sysctl, wanted: Mapping[str, str]) -> None:
+    """Set each of ``wanted``; one that cannot be set (read-only in a non-initial network
+    namespace) is logged, never fatal."""
+    for name, value in wanted.items():
+        try:
+            sysctl(name, value)
+        except OSError as e:
+            log.warning("cannot set sysctl %s=%s: %s", name.replace("/", "."), value, e)
+
+
+async def delete_stale_flows(
+    conntrack: Conntrack, stale: Sequence[tuple[ServicePortInfo, EndpointInfo]]
+) -> None:
+    """Delete the UDP flows to endpoints gone from their service ports (every address the
+    port answers on), from a worker thread."""
+    for port, endpoint in stale:
+        targets = [(port.cluster_ip, port.port)]
+        targets += [(ip, port.port) for ip in (*port.external_ips, *port.load_balancer_ips)]
+        if port.node_port:
+            targets.append(("", port.node_port))
+        for destination, number in targets:
+            await asyncio.to_thread(conntrack.delete_udp, destination, number, endpoint.ip)
+
+
 def write_sysctl(name: str, value: str) -> None:
     path = os.path.join("/proc/sys", name)
     with open(path) as current:
@@ -152,11 +176,7 @@ class IptablesProxier(Proxier):
         networks = self.nodeport_networks
         if networks is None or any(n.overlaps(LOOPBACK) for n in networks):
             wanted[ROUTE_LOCALNET] = "1"
-        for name, value in wanted.items():
-            try:
-                self._sysctl(name, value)
-            except OSError as e:
-                log.warning("cannot set sysctl %s=%s: %s", name.replace("/", "."), value, e)
+        set_sysctls(self._sysctl, wanted)
 
     async def close(self) -> None:
         """Nothing to release: the rules are the whole data path."""
@@ -202,7 +222,7 @@ class IptablesProxier(Proxier):
             else:
                 self._programmed.pop(name, None)
         stale_udp, self._stale_udp = self._stale_udp, []
-        await self._delete_stale_flows(stale_udp)
+        await delete_stale_flows(self.conntrack, stale_udp)
         return Applied(
             rules=self._rule_counts(),
             chains={
@@ -224,14 +244,3 @@ class IptablesProxier(Proxier):
             for r in self.rules.values()
         )
         return {"nat": nat, "filter": filter_}
-
-    async def _delete_stale_flows(
-        self, stale: Sequence[tuple[ServicePortInfo, EndpointInfo]]
-    ) -> None:
-        for port, endpoint in stale:
-            targets = [(port.cluster_ip, port.port)]
-            targets += [(ip, port.port) for ip in (*port.external_ips, *port.load_balancer_ips)]
-            if port.node_port:
-                targets.append(("", port.node_port))
-            for destination, number in targets:
-                await asyncio.to_thread(self.conntrack.delete_udp, destination, number, endpoint.ip)

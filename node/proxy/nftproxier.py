@@ -1,0 +1,176 @@
+"""The nftables-mode kube-proxy: informers in, one ``nft -f`` transaction per sync out.
+
+Shape of upstream's pkg/proxy/nftables/proxier.go, over the same base as the iptables mode:
+
+* The informers, the change tracking and the sync loop's timing are
+  :class:`~node.proxy.base.Proxier`'s; this class implements what one sync writes, in its own
+  table (``ip kube-proxy``, :mod:`node.proxy.nftrules`), so iptables-nft rules of other
+  components on the node are neither read nor changed.
+* A **full** sync (at start, after a failure, every ``sync_period``) lists the table's chains
+  and sets, then rewrites the top of the table, every service port's chains, and every map and
+  set element (the maps are flushed and refilled in the same transaction: packets see the old
+  table or the new one), and deletes the per-service chains and affinity sets nothing uses.
+* A **partial** sync rewrites only the changed service ports' chains (flush and re-add in the
+  transaction) and changes only the map and set elements that differ from the last sync's
+  (``delete element`` / ``add element``); the chains and sets of removed service ports are
+  flushed and deleted after the elements that pointed at them.  Its cost follows the change,
+  not the table: nftables transactions change objects in place, where a legacy
+  ``iptables-restore`` rewrites the whole table.
+* The rules of each service port are rendered once per change and cached; a sync joins them.
+* A failed transaction (nothing of it applied) logs the script lines around the failing one,
+  and the next sync is full.
+* UDP flows to endpoints that went away are deleted from conntrack, and the health check node
+  ports of externalTrafficPolicy Local Services are served, as in the iptables mode.
+* Stale chains are deleted in the transaction that stops referring to them: upstream waits a
+  second first for kernels before 6.2, which released a chain that a deleted map element
+  referred to only later; this project's kernels (6.x, 6.2 and later) do it at once.
+
+nft is reached only through :class:`node.nftables.Nftables`, from a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+
+from kube.clock import Clock
+from node.nftables import Nftables
+from node.proxy import names
+from node.proxy.base import Applied, Proxier, local_addresses
+from node.proxy.health import ProxyMetrics, ServiceHealthServer
+from node.proxy.model import Changes, EndpointInfo, ServicePortInfo, ServicePortName
+from node.proxy.nftrules import (
+    TABLE,
+    TOP_CHAINS,
+    NftServiceRules,
+    merged_elements,
+    render_service,
+    setup,
+    transaction,
+)
+from node.proxy.proxier import (
+    CONNTRACK_SYSCTLS,
+    Conntrack,
+    SubprocessConntrack,
+    Sysctl,
+    delete_stale_flows,
+    set_sysctls,
+    write_sysctl,
+)
+from node.proxy.ruleset import ProxyConfig
+
+
+class NftablesProxier(Proxier):
+    """Programs Services into nftables; see the module docstring.
+
+    NodePorts answer on every local address but 127.0.0.0/8 (as upstream's nftables mode:
+    no ``route_localnet``), or on the local addresses inside ``nodeport_cidrs``.
+    """
+
+    def __init__(
+        self,
+        nftables: Nftables,
+        node_name: str,
+        clock: Clock,
+        *,
+        cluster_cidr: str | None = None,
+        masquerade_all: bool = False,
+        nodeport_cidrs: Sequence[str] | None = None,
+        sync_period: float = 30.0,
+        min_sync_period: float = 1.0,
+        conntrack: Conntrack | None = None,
+        sysctl: Sysctl = write_sysctl,
+        addresses: Callable[[], list[str]] = local_addresses,
+        metrics: ProxyMetrics | None = None,
+        service_health: ServiceHealthServer | None = None,
+    ) -> None:
+        super().__init__(
+            node_name,
+            clock,
+            nodeport_cidrs=nodeport_cidrs,
+            sync_period=sync_period,
+            min_sync_period=min_sync_period,
+            addresses=addresses,
+            metrics=metrics,
+            service_health=service_health,
+        )
+        self.nftables = nftables
+        self.config = ProxyConfig(cluster_cidr=cluster_cidr, masquerade_all=masquerade_all)
+        self.conntrack = conntrack or SubprocessConntrack()
+        self._sysctl = sysctl
+        self.rules: dict[ServicePortName, NftServiceRules] = {}
+        self._elements: dict[str, dict[str, str]] = {}
+        """The map and set elements after the last successful sync."""
+        self._programmed: dict[ServicePortName, NftServiceRules] = {}
+        """Each service port's share of the table after the last successful sync."""
+        self._base_chains_recreated = False
+        self._stale_udp: list[tuple[ServicePortInfo, EndpointInfo]] = []
+
+    def ensure_sysctls(self) -> None:
+        set_sysctls(self._sysctl, CONNTRACK_SYSCTLS)
+
+    async def close(self) -> None:
+        """Nothing to release: the table is the whole data path."""
+
+    async def apply(self, changes: Changes, full: bool) -> Applied | None:
+        """Render the changed service ports, then run one transaction: the whole table (full)
+        or the changed ports' chains and the element differences (partial)."""
+        self._stale_udp += changes.stale_udp
+        for name in changes.changed:
+            port = self.tracker.ports.get(name)
+            if port is None:
+                self.rules.pop(name, None)
+            else:
+                self.rules[name] = render_service(port, self.tracker.endpoints[name], self.config)
+        if not full and not changes.changed:
+            return None
+        desired = merged_elements(self.rules)
+        if full:
+            config = replace(self.config, node_ips=await self.node_ips())
+            existing_chains = await asyncio.to_thread(self.nftables.list_names, "chains")
+            existing_sets = await asyncio.to_thread(self.nftables.list_names, "sets")
+            script = transaction(
+                self.rules,
+                top=setup(config, recreate_base_chains=not self._base_chains_recreated),
+                programmed={},
+                desired=desired,
+                stale_chains=_stale(existing_chains, (r.chains for r in self.rules.values())),
+                stale_sets=_stale(existing_sets, (r.affinity_sets for r in self.rules.values())),
+            )
+        else:
+            before = [self._programmed[n] for n in changes.changed if n in self._programmed]
+            after = [self.rules[n] for n in changes.changed if n in self.rules]
+            script = transaction(
+                self.rules,
+                top=(),
+                programmed=self._elements,
+                desired=desired,
+                changed=changes.changed,
+                stale_chains={c for r in before for c in r.chains}
+                - {c for r in after for c in r.chains},
+                stale_sets={s for r in before for s in r.affinity_sets}
+                - {s for r in after for s in r.affinity_sets},
+            )
+        await asyncio.to_thread(self.nftables.run, script)
+        self._base_chains_recreated = True
+        self._elements = desired
+        if full:
+            self._programmed = dict(self.rules)
+        for name in changes.changed:
+            if name in self.rules:
+                self._programmed[name] = self.rules[name]
+            else:
+                self._programmed.pop(name, None)
+        stale_udp, self._stale_udp = self._stale_udp, []
+        await delete_stale_flows(self.conntrack, stale_udp)
+        return Applied(
+            rules={TABLE: sum(len(c) for r in self.rules.values() for c in r.chains.values())},
+            chains={TABLE: len(TOP_CHAINS) + sum(len(r.chains) for r in self.rules.values())},
+        )
+
+
+def _stale(existing: Sequence[str], active: Iterable[Iterable[str]]) -> set[str]:
+    """The per-service names in ``existing`` that none of the ``active`` groups holds."""
+    wanted = {name for group in active for name in group}
+    return {name for name in existing if names.is_nft_per_service(name)} - wanted
