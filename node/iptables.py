@@ -181,15 +181,21 @@ class RestoreIptables:
         return done.stdout if done.returncode == 0 else ""
 
     def _checked(self, argv: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
-        if self._netns is not None:
-            if not is_named_netns(self._netns):
-                raise IptablesError(
-                    argv, f"refusing to run in {self._netns}: not a netns under {NETNS_DIR}"
-                )
-            return self._run(["nsenter", f"--net={self._netns}", "--", *argv], stdin)
-        if not may_change_current_netns():
-            raise IptablesError(argv, f"refusing to run outside a netns under {NETNS_DIR}")
-        return self._run(argv, stdin)
+        return run_on_node(self._run, argv, stdin, self._netns, IptablesError)
+
+
+def run_on_node(
+    run: Runner, argv: list[str], stdin: str, netns: str | None, error: type[RulesError]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in ``netns`` (a path directly under /run/netns, entered with nsenter) or,
+    when None, here, only if this namespace may be changed; else raise ``error``."""
+    if netns is not None:
+        if not is_named_netns(netns):
+            raise error(argv, f"refusing to run in {netns}: not a netns under {NETNS_DIR}")
+        return run(["nsenter", f"--net={netns}", "--", *argv], stdin)
+    if not may_change_current_netns():
+        raise error(argv, f"refusing to run outside a netns under {NETNS_DIR}")
+    return run(argv, stdin)
 
 
 def failing_line(stderr: str) -> int | None:

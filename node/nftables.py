@@ -26,14 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from node.iptables import (
-    NETNS_DIR,
-    RulesError,
-    Runner,
-    is_named_netns,
-    may_change_current_netns,
-    run_command,
-)
+from node.iptables import RulesError, Runner, run_command, run_on_node
 
 KINDS = ("chains", "sets", "maps")
 _FAILING_LINE = re.compile(r"^/dev/stdin:(\d+):", re.MULTILINE)
@@ -107,15 +100,7 @@ class SubprocessNftables:
         ]
 
     def _checked(self, argv: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
-        if self._netns is not None:
-            if not is_named_netns(self._netns):
-                raise NftablesError(
-                    argv, f"refusing to run in {self._netns}: not a netns under {NETNS_DIR}"
-                )
-            return self._run(["nsenter", f"--net={self._netns}", "--", *argv], stdin)
-        if not may_change_current_netns():
-            raise NftablesError(argv, f"refusing to run outside a netns under {NETNS_DIR}")
-        return self._run(argv, stdin)
+        return run_on_node(self._run, argv, stdin, self._netns, NftablesError)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import ipaddress
 import socket
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kube import component
 
@@ -173,36 +173,23 @@ def make_proxier(
             udp_idle_timeout=args.udp_timeout,
             metrics=metrics,
         )
-    if args.proxy_mode == "nftables":
-        from node.nftables import SubprocessNftables
-        from node.proxy.nftproxier import NftablesProxier
-
-        return NftablesProxier(
-            SubprocessNftables(),
-            node_name,
-            clock,
-            cluster_cidr=args.cluster_cidr,
-            masquerade_all=args.masquerade_all,
-            nodeport_cidrs=args.nodeport_addresses,
-            sync_period=args.sync_period,
-            min_sync_period=args.min_sync_period,
-            metrics=metrics,
-            service_health=service_health,
-        )
+    from node.proxy.nftproxier import NftablesProxier
     from node.proxy.proxier import IptablesProxier
 
-    return IptablesProxier(
-        iptables,
-        node_name,
-        clock,
-        cluster_cidr=args.cluster_cidr,
-        masquerade_all=args.masquerade_all,
-        nodeport_cidrs=args.nodeport_addresses,
-        sync_period=args.sync_period,
-        min_sync_period=args.min_sync_period,
-        metrics=metrics,
-        service_health=service_health,
-    )
+    options: dict[str, Any] = {
+        "cluster_cidr": args.cluster_cidr,
+        "masquerade_all": args.masquerade_all,
+        "nodeport_cidrs": args.nodeport_addresses,
+        "sync_period": args.sync_period,
+        "min_sync_period": args.min_sync_period,
+        "metrics": metrics,
+        "service_health": service_health,
+    }
+    if args.proxy_mode == "nftables":
+        from node.nftables import SubprocessNftables
+
+        return NftablesProxier(SubprocessNftables(), node_name, clock, **options)
+    return IptablesProxier(iptables, node_name, clock, **options)
 
 
 def cleanup_other_modes(mode: str, iptables: Iptables, nftables: Nftables) -> None:

@@ -31,15 +31,13 @@ nft is reached only through :class:`node.nftables.Nftables`, from a worker threa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from kube.clock import Clock
 from node.nftables import Nftables
 from node.proxy import names
-from node.proxy.base import Applied, Proxier, local_addresses
-from node.proxy.health import ProxyMetrics, ServiceHealthServer
-from node.proxy.model import Changes, EndpointInfo, ServicePortInfo, ServicePortName
+from node.proxy.base import Applied
+from node.proxy.model import Changes, EndpointInfo, ServicePortInfo
 from node.proxy.nftrules import (
     TABLE,
     TOP_CHAINS,
@@ -49,83 +47,38 @@ from node.proxy.nftrules import (
     setup,
     transaction,
 )
-from node.proxy.proxier import (
-    CONNTRACK_SYSCTLS,
-    Conntrack,
-    SubprocessConntrack,
-    Sysctl,
-    delete_stale_flows,
-    set_sysctls,
-    write_sysctl,
-)
-from node.proxy.ruleset import ProxyConfig
+from node.proxy.proxier import CONNTRACK_SYSCTLS, RulesProxier, set_sysctls
 
 
-class NftablesProxier(Proxier):
+class NftablesProxier(RulesProxier[Nftables, NftServiceRules]):
     """Programs Services into nftables; see the module docstring.
 
     NodePorts answer on every local address but 127.0.0.0/8 (as upstream's nftables mode:
     no ``route_localnet``), or on the local addresses inside ``nodeport_cidrs``.
     """
 
-    def __init__(
-        self,
-        nftables: Nftables,
-        node_name: str,
-        clock: Clock,
-        *,
-        cluster_cidr: str | None = None,
-        masquerade_all: bool = False,
-        nodeport_cidrs: Sequence[str] | None = None,
-        sync_period: float = 30.0,
-        min_sync_period: float = 1.0,
-        conntrack: Conntrack | None = None,
-        sysctl: Sysctl = write_sysctl,
-        addresses: Callable[[], list[str]] = local_addresses,
-        metrics: ProxyMetrics | None = None,
-        service_health: ServiceHealthServer | None = None,
-    ) -> None:
-        super().__init__(
-            node_name,
-            clock,
-            nodeport_cidrs=nodeport_cidrs,
-            sync_period=sync_period,
-            min_sync_period=min_sync_period,
-            addresses=addresses,
-            metrics=metrics,
-            service_health=service_health,
-        )
-        self.nftables = nftables
-        self.config = ProxyConfig(cluster_cidr=cluster_cidr, masquerade_all=masquerade_all)
-        self.conntrack = conntrack or SubprocessConntrack()
-        self._sysctl = sysctl
-        self.rules: dict[ServicePortName, NftServiceRules] = {}
-        self._elements: dict[str, dict[str, str]] = {}
-        """The map and set elements after the last successful sync."""
-        self._programmed: dict[ServicePortName, NftServiceRules] = {}
-        """Each service port's share of the table after the last successful sync."""
-        self._base_chains_recreated = False
-        self._stale_udp: list[tuple[ServicePortInfo, EndpointInfo]] = []
+    _base_chains_recreated = False
+    _elements: Mapping[str, Mapping[str, str]] = {}
+    """The map and set elements after the last successful sync."""
+
+    @property
+    def nftables(self) -> Nftables:
+        return self.writer
+
+    def render(self, port: ServicePortInfo, endpoints: Sequence[EndpointInfo]) -> NftServiceRules:
+        return render_service(port, endpoints, self.config)
 
     def ensure_sysctls(self) -> None:
-        set_sysctls(self._sysctl, CONNTRACK_SYSCTLS)
-
-    async def close(self) -> None:
-        """Nothing to release: the table is the whole data path."""
+        set_sysctls(self.sysctl, CONNTRACK_SYSCTLS)
 
     async def apply(self, changes: Changes, full: bool) -> Applied | None:
         """Render the changed service ports, then run one transaction: the whole table (full)
         or the changed ports' chains and the element differences (partial)."""
-        self._stale_udp += changes.stale_udp
-        for name in changes.changed:
-            port = self.tracker.ports.get(name)
-            if port is None:
-                self.rules.pop(name, None)
-            else:
-                self.rules[name] = render_service(port, self.tracker.endpoints[name], self.config)
+        self.take(changes)
         if not full and not changes.changed:
             return None
         desired = merged_elements(self.rules)
+        config = self.applied_config
         if full:
             config = replace(self.config, node_ips=await self.node_ips())
             existing_chains = await asyncio.to_thread(self.nftables.list_names, "chains")
@@ -139,31 +92,24 @@ class NftablesProxier(Proxier):
                 stale_sets=_stale(existing_sets, (r.affinity_sets for r in self.rules.values())),
             )
         else:
-            before = [self._programmed[n] for n in changes.changed if n in self._programmed]
-            after = [self.rules[n] for n in changes.changed if n in self.rules]
+            before, after = self.before(changes), self.after(changes)
             script = transaction(
                 self.rules,
                 top=(),
                 programmed=self._elements,
                 desired=desired,
                 changed=changes.changed,
-                stale_chains={c for r in before for c in r.chains}
-                - {c for r in after for c in r.chains},
-                stale_sets={s for r in before for s in r.affinity_sets}
-                - {s for r in after for s in r.affinity_sets},
+                stale_chains=_stale(
+                    [c for r in before for c in r.chains], (r.chains for r in after)
+                ),
+                stale_sets=_stale(
+                    [s for r in before for s in r.affinity_sets], (r.affinity_sets for r in after)
+                ),
             )
         await asyncio.to_thread(self.nftables.run, script)
         self._base_chains_recreated = True
         self._elements = desired
-        if full:
-            self._programmed = dict(self.rules)
-        for name in changes.changed:
-            if name in self.rules:
-                self._programmed[name] = self.rules[name]
-            else:
-                self._programmed.pop(name, None)
-        stale_udp, self._stale_udp = self._stale_udp, []
-        await delete_stale_flows(self.conntrack, stale_udp)
+        await self.applied(changes, full, config)
         return Applied(
             rules={TABLE: sum(len(c) for r in self.rules.values() for c in r.chains.values())},
             chains={TABLE: len(TOP_CHAINS) + sum(len(r.chains) for r in self.rules.values())},

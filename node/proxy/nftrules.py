@@ -44,7 +44,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from node.proxy import names
-from node.proxy.model import EndpointInfo, ServicePortInfo, ServicePortName, usable
+from node.proxy.model import EndpointInfo, ServicePortInfo, ServicePortName, reach
 from node.proxy.ruleset import MASQ_MARK, ProxyConfig
 
 FAMILY = "ip"
@@ -169,13 +169,11 @@ def render_service(
     base = names.nft_service_base(port.name)
     svc, svl = names.NFT_SERVICE_PREFIX + base, names.NFT_LOCAL_PREFIX + base
     ext, fw = names.NFT_EXTERNAL_PREFIX + base, names.NFT_FIREWALL_PREFIX + base
-    cluster_eps = usable(endpoints) if port.uses_cluster_endpoints else []
-    local_eps = usable(e for e in endpoints if e.local) if port.uses_local_endpoints else []
-    has_endpoints = bool(cluster_eps or local_eps or usable(endpoints))
+    found = reach(port, endpoints)
+    cluster_eps, local_eps, has_endpoints = found.cluster, found.local, found.has_endpoints
+    has_internal, has_external = found.has_internal, found.has_external
     internal_chain = svl if port.internal_policy_local else svc
-    has_internal = bool(local_eps if port.internal_policy_local else cluster_eps)
     external_policy_chain = svl if port.external_policy_local else svc
-    has_external = bool(local_eps if port.external_policy_local else cluster_eps)
     reject = f"goto {REJECT_CHAIN}"
     internal_verdict = reject if not has_endpoints else "drop"
     external_verdict = reject if not has_endpoints else "drop"

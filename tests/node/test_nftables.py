@@ -105,7 +105,7 @@ class Runner:
 
 @pytest.fixture
 def named_netns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("node.nftables.may_change_current_netns", lambda: True)
+    monkeypatch.setattr("node.iptables.may_change_current_netns", lambda: True)
 
 
 @pytest.mark.usefixtures("named_netns")

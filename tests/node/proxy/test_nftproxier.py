@@ -1,6 +1,6 @@
 """The nftables proxier's syncs against FakeNftables: full and partial transactions, stale
-chains and sets, verdicts that change, recovery after a failed transaction, NodePort addresses
-and conntrack cleanup."""
+chains and sets, verdicts that change, recovery after a failed transaction and NodePort
+addresses (the conntrack cleanup is the iptables mode's code, tested in test_proxier.py)."""
 
 from __future__ import annotations
 
@@ -185,15 +185,6 @@ async def test_nodeport_addresses_fill_the_nodeport_ips_set_without_loopback() -
     assert await env.proxier.sync()
     assert env.nft.current.sets["nodeport-ips"] == {"10.0.0.5": ""}
     assert env.chains["services"][-1].startswith("ip daddr @nodeport-ips ")
-
-
-async def test_udp_endpoint_removal_deletes_conntrack_flows(env: Env) -> None:
-    env.change("dns", "10.244.1.1", "10.244.1.2", protocol="UDP")
-    await env.proxier.sync()
-    env.change("dns", "10.244.1.1", protocol="UDP")
-    await env.proxier.sync()
-    vip = env.cluster.services["ns/dns"].spec.cluster_ip  # type: ignore[union-attr]
-    assert env.conntrack.deleted == [(vip, 80, "10.244.1.2")]
 
 
 async def test_nothing_changed_writes_nothing(env: Env) -> None:
