@@ -37,6 +37,11 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.meta_v1 import ObjectMeta
+from node.proxy.model import SERVICE_NAME_LABEL
+
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (1_000, 5_000, 10_000)
 ENDPOINTS = 10
@@ -50,19 +55,25 @@ def address(first: int, n: int) -> str:
     return f"10.{first + n // 65536}.{n // 256 % 256}.{n % 256}"
 
 
-def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[str, float]:
-    """Run inside the node netns: the proxier's syncs (rules written by ``writer``:
-    ``restore`` or ``libiptc``) and the floor, in seconds."""
-    from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-    from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
-    from kube.api.meta_v1 import ObjectMeta
-    from kube.clock import RealClock
-    from node.iptables import Iptables, RestoreIptables
-    from node.proxy.model import SERVICE_NAME_LABEL
-    from node.proxy.proxier import IptablesProxier
+def endpoint_slice(i: int, count: int) -> EndpointSlice:
+    """The slice of Service ``i``: ``count`` endpoints on another node."""
+    base = i * 16
+    return EndpointSlice(
+        metadata=ObjectMeta(
+            namespace="bench", name=f"svc-{i}-1", labels={SERVICE_NAME_LABEL: f"svc-{i}"}
+        ),
+        address_type="IPv4",
+        ports=[EndpointPort(name="http", protocol="TCP", port=8080)],
+        endpoints=[
+            Endpoint(addresses=[address(128, base + n)], node_name="other") for n in range(count)
+        ],
+    )
 
-    def service(i: int) -> Service:
-        return Service(
+
+def workload(services: int) -> tuple[dict[str, Service], dict[str, list[EndpointSlice]]]:
+    """``services`` ClusterIP Services with ``ENDPOINTS`` endpoints each, by key."""
+    objects = {
+        f"bench/svc-{i}": Service(
             metadata=ObjectMeta(namespace="bench", name=f"svc-{i}"),
             spec=ServiceSpec(
                 type="ClusterIP",
@@ -70,23 +81,20 @@ def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[s
                 ports=[ServicePort(name="http", protocol="TCP", port=80)],
             ),
         )
-
-    def endpoint_slice(i: int, count: int) -> EndpointSlice:
-        base = i * 16
-        return EndpointSlice(
-            metadata=ObjectMeta(
-                namespace="bench", name=f"svc-{i}-1", labels={SERVICE_NAME_LABEL: f"svc-{i}"}
-            ),
-            address_type="IPv4",
-            ports=[EndpointPort(name="http", protocol="TCP", port=8080)],
-            endpoints=[
-                Endpoint(addresses=[address(128, base + n)], node_name="other")
-                for n in range(count)
-            ],
-        )
-
-    objects = {f"bench/svc-{i}": service(i) for i in range(services)}
+        for i in range(services)
+    }
     slices = {f"bench/svc-{i}": [endpoint_slice(i, ENDPOINTS)] for i in range(services)}
+    return objects, slices
+
+
+def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[str, float]:
+    """Run inside the node netns: the proxier's syncs (rules written by ``writer``:
+    ``restore`` or ``libiptc``) and the floor, in seconds."""
+    from kube.clock import RealClock
+    from node.iptables import Iptables, RestoreIptables
+    from node.proxy.proxier import IptablesProxier
+
+    objects, slices = workload(services)
     iptables: Iptables
     if writer == "libiptc":
         from node.proxy.libiptc import LibiptcIptables
@@ -157,7 +165,10 @@ def restore_time(backend: str, text: str, netns: str | None) -> float:
         return time.perf_counter() - start
 
 
-def measure(services: int, backend: str, writer: str) -> dict[str, float]:
+def in_namespaces(module: str, *args: str) -> dict[str, float]:
+    """Run ``python -m module --worker args... FLOOR`` in a fresh "node" netns, FLOOR being
+    a second fresh netns for the floor's cold run; its last line's JSON.  Both namespaces are
+    deleted afterwards."""
     node, floor = f"kl-bpx-{uuid.uuid4().hex[:6]}", f"kl-bpf-{uuid.uuid4().hex[:6]}"
     try:
         for name in (node, floor):
@@ -168,12 +179,10 @@ def measure(services: int, backend: str, writer: str) -> dict[str, float]:
                 f"--net=/run/netns/{node}",
                 sys.executable,
                 "-m",
-                "bench.proxy",
+                module,
                 "--worker",
-                str(services),
+                *args,
                 floor,
-                backend,
-                writer,
             ],
             cwd=REPO,
             capture_output=True,
@@ -187,6 +196,10 @@ def measure(services: int, backend: str, writer: str) -> dict[str, float]:
     finally:
         for name in (node, floor):
             subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def measure(services: int, backend: str, writer: str) -> dict[str, float]:
+    return in_namespaces("bench.proxy", str(services), backend, writer)
 
 
 def report(results: dict[int, dict[str, float]], backend: str, writer: str) -> None:
@@ -239,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, dict[str, flo
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        services, floor, backend, writer = args.worker
+        services, backend, writer, floor = args.worker
         print(json.dumps(worker(int(services), floor, backend, writer)))
         return {}
     writers = args.writers or (list(WRITERS) if args.backend == "legacy" else ["restore"])
