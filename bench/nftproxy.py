@@ -46,7 +46,10 @@ def worker(services: int, floor_netns: str) -> dict[str, float]:
             scripts.append(list(lines))
             super().run(lines)
 
-    proxier = NftablesProxier(Recording(), "node", RealClock(), cluster_cidr="10.128.0.0/9")
+    # A sync period longer than the run: a slow full sync must not make the partial one full.
+    proxier = NftablesProxier(
+        Recording(), "node", RealClock(), cluster_cidr="10.128.0.0/9", sync_period=3600.0
+    )
     proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
 
     async def sync() -> float:

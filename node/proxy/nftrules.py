@@ -174,9 +174,9 @@ def render_service(
     has_internal, has_external = found.has_internal, found.has_external
     internal_chain = svl if port.internal_policy_local else svc
     external_policy_chain = svl if port.external_policy_local else svc
-    reject = f"goto {REJECT_CHAIN}"
-    internal_verdict = reject if not has_endpoints else "drop"
-    external_verdict = reject if not has_endpoints else "drop"
+    # Refused at once when there is no endpoint at all; dropped when only a Local policy
+    # leaves this node without one.
+    no_endpoints = "drop" if has_endpoints else f"goto {REJECT_CHAIN}"
     out = _Builder()
 
     def key(ip: str) -> str:
@@ -186,13 +186,13 @@ def render_service(
     if has_internal:
         out.element(SERVICE_IPS, key(port.cluster_ip), f"goto {internal_chain}")
     else:
-        out.element(NO_ENDPOINT_SERVICES, key(port.cluster_ip), internal_verdict)
+        out.element(NO_ENDPOINT_SERVICES, key(port.cluster_ip), no_endpoints)
     uses_fw = bool(port.load_balancer_ips and port.source_ranges)
     for ip in (*port.external_ips, *port.load_balancer_ips):
         if has_endpoints:
             out.element(SERVICE_IPS, key(ip), f"goto {ext}")
         if not has_external:
-            out.element(NO_ENDPOINT_SERVICES, key(ip), external_verdict)
+            out.element(NO_ENDPOINT_SERVICES, key(ip), no_endpoints)
     if uses_fw:
         for ip in port.load_balancer_ips:
             out.element(FIREWALL_IPS, key(ip), f"goto {fw}")
@@ -203,7 +203,7 @@ def render_service(
         if has_endpoints:
             out.element(SERVICE_NODEPORTS, node_port, f"goto {ext}")
         if not has_external:
-            out.element(NO_ENDPOINT_NODEPORTS, node_port, external_verdict)
+            out.element(NO_ENDPOINT_NODEPORTS, node_port, no_endpoints)
     if has_internal:
         vip = f"ip daddr {port.cluster_ip} {protocol} dport {port.port}"
         if config.masquerade_all:
@@ -269,7 +269,7 @@ def setup(config: ProxyConfig, *, recreate_base_chains: bool) -> list[str]:
         lines.append(
             f"add chain {PREFIX} {name} {{ type {kind} hook {hook} priority {priority} ; }}"
         )
-    lines += _ensure([name for name in TOP_CHAINS])
+    lines += _ensure(TOP_CHAINS)
     for kind_name, (kind, type_, comment) in ELEMENT_CONTAINERS.items():
         lines.append(f'add {kind} {PREFIX} {kind_name} {{ type {type_} ; comment "{comment}" ; }}')
         lines.append(f"flush {kind} {PREFIX} {kind_name}")
