@@ -39,7 +39,7 @@ class NftablesError(RulesError):
 
 
 class Nftables(Protocol):
-    """One table (``family`` and ``name``) of the current network namespace."""
+    """One table (``family`` and ``table``, its name) of the current network namespace."""
 
     @property
     def family(self) -> str: ...
@@ -112,6 +112,13 @@ class FakeTable:
     base_chains: set[str] = field(default_factory=set)
     sets: dict[str, dict[str, str]] = field(default_factory=dict)
     maps: dict[str, dict[str, str]] = field(default_factory=dict)
+    released: set[str] = field(default_factory=set)
+    """Chains that map elements deleted by the running (after it: the last) transaction
+    pointed to."""
+    busy: set[str] = field(default_factory=set)
+    late_release: bool = False
+    """Behave as kernels before 6.2: a chain released by a transaction is still busy in it
+    and in the next one."""
 
     def containers(self, name: str) -> dict[str, str] | None:
         return self.sets.get(name, self.maps.get(name))
@@ -122,12 +129,17 @@ class FakeNftables:
     ``tables`` (so a test can see what a cleanup removed).
 
     Every script is recorded in ``scripts``; ``fail_on`` makes a script fail at the first
-    line containing that text, as a kernel rejection would.
+    line containing that text, as a kernel rejection would.  ``late_release``: as kernels
+    before 6.2, a chain a map element deleted in the same transaction pointed to cannot be
+    deleted in it.
     """
 
-    def __init__(self, family: str = "ip", table: str = "kube-proxy") -> None:
+    def __init__(
+        self, family: str = "ip", table: str = "kube-proxy", *, late_release: bool = False
+    ) -> None:
         self.family = family
         self.table = table
+        self.late_release = late_release
         self.tables: dict[str, FakeTable] = {}
         self.scripts: list[list[str]] = []
         self.fail_on: str | None = None
@@ -140,6 +152,8 @@ class FakeNftables:
     def run(self, lines: Sequence[str]) -> None:
         self.scripts.append(list(lines))
         tables = copy.deepcopy(self.tables)
+        for table in tables.values():
+            table.busy, table.released = table.released, set()
         for number, line in enumerate(lines, start=1):
             problem = "fake failure" if self.fail_on and self.fail_on in line else ""
             problem = problem or self._apply(tables, line)
@@ -166,7 +180,7 @@ class FakeNftables:
         rest = words[4] if len(words) > 4 else ""
         if kind == "table":
             if op == "add":
-                tables.setdefault(table_name, FakeTable())
+                tables.setdefault(table_name, FakeTable(late_release=self.late_release))
             elif op == "delete":
                 if tables.pop(table_name, None) is None:
                     return "No such file or directory: table"
@@ -207,7 +221,9 @@ def _chain(table: FakeTable, op: str, name: str, body: str) -> str:
     elif op == "delete":
         if table.chains[name]:
             return f"Device or resource busy: chain {name} holds rules"
-        if name in _referenced_chains(table):
+        if name in _referenced_chains(table) or (
+            table.late_release and name in table.released | table.busy
+        ):
             return f"Device or resource busy: chain {name} is referenced"
         del table.chains[name]
         table.base_chains.discard(name)
@@ -249,8 +265,10 @@ def _elements(table: FakeTable, op: str, name: str, body: str) -> str:
                 return f"File exists: element {key} of {name}"
             elements[key] = value
         elif op == "delete":
-            if elements.pop(key, None) is None:
+            gone = elements.pop(key, None)
+            if gone is None:
                 return f"No such file or directory: element {key} of {name}"
+            table.released.update(_CHAIN_REFERENCE.findall(gone))
         else:
             return f"unknown operation {op!r}"
     return ""

@@ -21,9 +21,11 @@ Shape of upstream's pkg/proxy/nftables/proxier.go, over the same base as the ipt
   and the next sync is full.
 * UDP flows to endpoints that went away are deleted from conntrack, and the health check node
   ports of externalTrafficPolicy Local Services are served, as in the iptables mode.
-* Stale chains are deleted in the transaction that stops referring to them: upstream waits a
-  second first for kernels before 6.2, which released a chain that a deleted map element
-  referred to only later; this project's kernels (6.x, 6.2 and later) do it at once.
+* Stale chains are flushed in the transaction that stops referring to them and deleted in a
+  second one right after it: kernels before 6.2 (Debian 12's 6.1) release a chain that a
+  deleted map element pointed to only some time after the transaction, so there that second
+  transaction fails and the chains are deleted at a later sync, as upstream does (it always
+  waits a second); later kernels delete them at once.
 
 nft is reached only through :class:`node.nftables.Nftables`, from a worker thread.
 """
@@ -31,9 +33,11 @@ nft is reached only through :class:`node.nftables.Nftables`, from a worker threa
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from node.iptables import RulesError
 from node.nftables import Nftables
 from node.proxy import names
 from node.proxy.base import Applied
@@ -42,12 +46,15 @@ from node.proxy.nftrules import (
     TABLE,
     TOP_CHAINS,
     NftServiceRules,
+    delete_chains,
     merged_elements,
     render_service,
     setup,
     transaction,
 )
 from node.proxy.proxier import CONNTRACK_SYSCTLS, RulesProxier, set_sysctls
+
+log = logging.getLogger(__name__)
 
 
 class NftablesProxier(RulesProxier[Nftables, NftServiceRules]):
@@ -60,6 +67,8 @@ class NftablesProxier(RulesProxier[Nftables, NftServiceRules]):
     _base_chains_recreated = False
     _elements: Mapping[str, Mapping[str, str]] = {}
     """The map and set elements after the last successful sync."""
+    _emptied: frozenset[str] = frozenset()
+    """Stale chains flushed by a successful sync and not deleted yet."""
 
     @property
     def nftables(self) -> Nftables:
@@ -78,42 +87,56 @@ class NftablesProxier(RulesProxier[Nftables, NftServiceRules]):
         if not full and not changes.changed:
             return None
         desired = merged_elements(self.rules)
-        config = self.applied_config
+        config, top, programmed = self.applied_config, [], self._elements
         if full:
-            config = replace(self.config, node_ips=await self.node_ips())
-            existing_chains = await asyncio.to_thread(self.nftables.list_names, "chains")
-            existing_sets = await asyncio.to_thread(self.nftables.list_names, "sets")
-            script = transaction(
-                self.rules,
-                top=setup(config, recreate_base_chains=not self._base_chains_recreated),
-                programmed={},
-                desired=desired,
-                stale_chains=_stale(existing_chains, (r.chains for r in self.rules.values())),
-                stale_sets=_stale(existing_sets, (r.affinity_sets for r in self.rules.values())),
-            )
+            config, programmed = replace(self.config, node_ips=await self.node_ips()), {}
+            top = setup(config, recreate_base_chains=not self._base_chains_recreated)
+            chains = await asyncio.to_thread(self.nftables.list_names, "chains")
+            sets = await asyncio.to_thread(self.nftables.list_names, "sets")
+            written = list(self.rules.values())
         else:
-            before, after = self.before(changes), self.after(changes)
-            script = transaction(
-                self.rules,
-                top=(),
-                programmed=self._elements,
-                desired=desired,
-                changed=changes.changed,
-                stale_chains=_stale(
-                    [c for r in before for c in r.chains], (r.chains for r in after)
-                ),
-                stale_sets=_stale(
-                    [s for r in before for s in r.affinity_sets], (r.affinity_sets for r in after)
-                ),
-            )
+            before = self.before(changes)
+            chains = [c for r in before for c in r.chains]
+            sets = [s for r in before for s in r.affinity_sets]
+            written = self.after(changes)
+        stale_chains = _stale(chains, (r.chains for r in written))
+        script = transaction(
+            self.rules,
+            top=top,
+            programmed=programmed,
+            desired=desired,
+            changed=None if full else changes.changed,
+            stale_chains=stale_chains,
+            stale_sets=_stale(sets, (r.affinity_sets for r in written)),
+        )
         await asyncio.to_thread(self.nftables.run, script)
         self._base_chains_recreated = True
         self._elements = desired
+        self._emptied |= stale_chains
         await self.applied(changes, full, config)
+        await self._delete_emptied()
         return Applied(
             rules={TABLE: sum(len(c) for r in self.rules.values() for c in r.chains.values())},
             chains={TABLE: len(TOP_CHAINS) + sum(len(r.chains) for r in self.rules.values())},
         )
+
+    async def _delete_emptied(self) -> None:
+        """Delete the stale chains emptied by earlier syncs that no service port uses again;
+        those the kernel does not release yet wait for the next sync."""
+        active = {c for r in self.rules.values() for c in r.chains}
+        emptied = self._emptied - active
+        if not emptied:
+            self._emptied = frozenset()
+            return
+        try:
+            await asyncio.to_thread(self.nftables.run, delete_chains(emptied))
+        except RulesError as e:
+            log.info(
+                "%d emptied chains not deleted yet, retried at the next sync: %s", len(emptied), e
+            )
+            self._emptied = frozenset(emptied)
+        else:
+            self._emptied = frozenset()
 
 
 def _stale(existing: Sequence[str], active: Iterable[Iterable[str]]) -> set[str]:

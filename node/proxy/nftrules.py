@@ -372,8 +372,8 @@ def transaction(
     """One sync's script.  Full (``changed`` None): ``top`` (:func:`setup`, which flushes the
     sets and maps), then every service port's chains and sets and every element.  Partial:
     only the ``changed`` ports' chains and sets, and the differences between the
-    ``programmed`` and ``desired`` elements.  Then the stale chains (flushed, then deleted:
-    once nothing refers to them) and the stale affinity sets."""
+    ``programmed`` and ``desired`` elements.  Then the stale chains are flushed (deleted by
+    :func:`delete_chains`, once nothing refers to them) and the stale affinity sets deleted."""
     ordered = sorted(rules.items())
     written = [r for k, r in ordered if changed is None or k in changed]
     lines = list(top)
@@ -386,11 +386,16 @@ def transaction(
     ]
     lines += [line for r in written for chain_rules in r.chains.values() for line in chain_rules]
     lines += element_changes({} if changed is None else programmed, desired)
-    stale = sorted(set(stale_chains))
-    lines += [f"flush chain {PREFIX} {c}" for c in stale]
-    lines += [f"delete chain {PREFIX} {c}" for c in stale]
+    lines += [f"flush chain {PREFIX} {c}" for c in sorted(set(stale_chains))]
     lines += [f"delete set {PREFIX} {s}" for s in sorted(set(stale_sets))]
     return lines
+
+
+def delete_chains(chains: Iterable[str]) -> list[str]:
+    """Delete emptied chains nothing refers to any more: a transaction of its own, after the
+    one that removed the references (kernels before 6.2 release a chain a deleted map
+    element pointed to only some time after that transaction, as upstream found)."""
+    return [f"delete chain {PREFIX} {c}" for c in sorted(chains)]
 
 
 def cleanup() -> list[str]:

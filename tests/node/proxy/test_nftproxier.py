@@ -193,3 +193,19 @@ async def test_nothing_changed_writes_nothing(env: Env) -> None:
     env.change("a", "10.244.1.1")
     assert await env.proxier.sync()
     assert len(env.nft.scripts) == 1
+
+
+async def test_a_kernel_before_6_2_gets_its_stale_chains_deleted_at_a_later_sync() -> None:
+    env = Env()
+    env.nft = FakeNftables(late_release=True)
+    env.proxier = NftablesProxier(env.nft, NODE, env.clock, sysctl=lambda name, value: None)
+    env.proxier.set_lookups(env.cluster.services.get, env.cluster.slices_of)
+    env.change("a", "10.244.1.1")
+    env.change("b", "10.244.1.2")
+    await env.proxier.sync()
+    env.proxier.on_service(env.cluster.delete("a"))
+    assert await env.proxier.sync()  # the chains emptied, their deletion refused for now
+    assert env.chains[svc("a")] == [] and env.syncs("partial") == 1
+    env.change("b", "10.244.1.2", "10.244.1.3")
+    assert await env.proxier.sync()
+    assert svc("a") not in env.chains and ep("a", "10.244.1.1") not in env.chains
