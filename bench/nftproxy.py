@@ -28,7 +28,15 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from bench.proxy import ENDPOINTS, FULL_TARGET, PARTIAL_TARGET, SIZES, endpoint_slice, in_namespaces
+from bench.proxy import (
+    ENDPOINTS,
+    LONG_SYNC_PERIOD,
+    add_sizes,
+    in_namespaces,
+    syncs,
+    timed_syncs,
+    verdicts,
+)
 from bench.proxy import workload as services_workload
 
 
@@ -46,36 +54,20 @@ def worker(services: int, floor_netns: str) -> dict[str, float]:
             scripts.append(list(lines))
             super().run(lines)
 
-    # A sync period longer than the run: a slow full sync must not make the partial one full.
     proxier = NftablesProxier(
-        Recording(), "node", RealClock(), cluster_cidr="10.128.0.0/9", sync_period=3600.0
+        Recording(), "node", RealClock(), cluster_cidr="10.128.0.0/9", sync_period=LONG_SYNC_PERIOD
     )
-    proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
-
-    async def sync() -> float:
-        start = time.perf_counter()
-        assert await proxier.sync(), "sync failed"
-        return time.perf_counter() - start
 
     async def run() -> dict[str, float]:
-        for key in objects:
-            proxier.tracker.service_changed(key)
-        cold = await sync()
-        cold_script = scripts[-1]
-        proxier.needs_full = True
-        warm = await sync()
-        warm_script = scripts[-1]
-        slices["bench/svc-7"] = [endpoint_slice(7, ENDPOINTS + 1)]
-        proxier.tracker.service_changed("bench/svc-7")
-        partial = await sync()
+        times, (cold_script, warm_script, partial_script) = await timed_syncs(
+            proxier, objects, slices, lambda: scripts[-1]
+        )
         return {
-            "full_cold": cold,
-            "full_warm": warm,
-            "partial": partial,
+            **times,
             "floor_cold": nft_time(cold_script, floor_netns),
             "floor_warm": nft_time(warm_script, None),
             "lines": len(warm_script),
-            "partial_lines": len(scripts[-1]),
+            "partial_lines": len(partial_script),
         }
 
     return asyncio.run(run())
@@ -98,32 +90,15 @@ def report(results: dict[int, dict[str, float]]) -> None:
     print(f"kube-proxy nftables sync, {ENDPOINTS} endpoints per Service, nft in a netns")
     for size, r in results.items():
         print(
-            f"  {size:>6} Services ({int(r['lines'])} nft lines): "
-            f"full cold {r['full_cold'] * 1e3:.0f} ms vs floor {r['floor_cold'] * 1e3:.0f} ms "
-            f"({r['full_cold'] / r['floor_cold']:.2f}x); "
-            f"full warm {r['full_warm'] * 1e3:.0f} ms vs floor {r['floor_warm'] * 1e3:.0f} ms "
-            f"({r['full_warm'] / r['floor_warm']:.2f}x); partial {r['partial'] * 1e3:.0f} ms "
+            f"  {size:>6} Services ({int(r['lines'])} nft lines): {syncs(r)} "
             f"({int(r['partial_lines'])} lines, {r['partial'] / r['full_warm']:.1%} of full warm)"
         )
-    largest = max(results)
-    r = results[largest]
-    for label, ratio, target in (
-        ("full (cold) / floor", r["full_cold"] / r["floor_cold"], FULL_TARGET),
-        ("full (warm) / floor", r["full_warm"] / r["floor_warm"], FULL_TARGET),
-        ("partial / full (warm)", r["partial"] / r["full_warm"], PARTIAL_TARGET),
-    ):
-        verdict = "meets" if ratio <= target else "MISSES"
-        print(f"  at {largest}: {label} = {ratio:.2f} vs target {target}: {verdict}")
+    verdicts(results)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
     parser = argparse.ArgumentParser(prog="python -m bench.nftproxy")
-    parser.add_argument(
-        "--sizes",
-        type=lambda text: [int(n) for n in text.split(",")],
-        default=list(SIZES),
-        help="Service counts (default: 1000,5000,10000)",
-    )
+    add_sizes(parser)
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

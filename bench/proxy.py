@@ -34,12 +34,14 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
 from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
+from node.proxy.base import Proxier
 from node.proxy.model import SERVICE_NAME_LABEL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,6 +50,9 @@ ENDPOINTS = 10
 FULL_TARGET = 1.5
 PARTIAL_TARGET = 0.10
 WRITERS = ("restore", "libiptc")
+LONG_SYNC_PERIOD = 3600.0
+"""Longer than a run: a slow full sync must not make the partial sync after it full."""
+T = TypeVar("T")
 
 
 def address(first: int, n: int) -> str:
@@ -87,6 +92,35 @@ def workload(services: int) -> tuple[dict[str, Service], dict[str, list[Endpoint
     return objects, slices
 
 
+async def timed_syncs(
+    proxier: Proxier,
+    objects: dict[str, Service],
+    slices: dict[str, list[EndpointSlice]],
+    capture: Callable[[], T],
+) -> tuple[dict[str, float], list[T]]:
+    """A cold full sync of the workload, a warm one, then a partial sync after one Service
+    gains an endpoint: their seconds, and what ``capture`` returned after each."""
+    proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
+    captured: list[T] = []
+
+    async def sync() -> float:
+        start = time.perf_counter()
+        assert await proxier.sync(), "sync failed"
+        elapsed = time.perf_counter() - start
+        captured.append(capture())
+        return elapsed
+
+    for key in objects:
+        proxier.tracker.service_changed(key)
+    cold = await sync()
+    proxier.needs_full = True
+    warm = await sync()
+    slices["bench/svc-7"] = [endpoint_slice(7, ENDPOINTS + 1)]
+    proxier.tracker.service_changed("bench/svc-7")
+    partial = await sync()
+    return {"full_cold": cold, "full_warm": warm, "partial": partial}, captured
+
+
 def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[str, float]:
     """Run inside the node netns: the proxier's syncs (rules written by ``writer``:
     ``restore`` or ``libiptc``) and the floor, in seconds."""
@@ -110,33 +144,20 @@ def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[s
         restore(table, lines)
 
     iptables.restore = recording  # type: ignore[method-assign]
-    proxier = IptablesProxier(iptables, "node", RealClock(), cluster_cidr="10.128.0.0/9")
-    proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
-
-    async def sync() -> float:
-        start = time.perf_counter()
-        assert await proxier.sync(), "sync failed"
-        return time.perf_counter() - start
+    proxier = IptablesProxier(
+        iptables, "node", RealClock(), cluster_cidr="10.128.0.0/9", sync_period=LONG_SYNC_PERIOD
+    )
 
     async def run() -> dict[str, float]:
-        for key in objects:
-            proxier.tracker.service_changed(key)
-        cold = await sync()
-        text = restore_text(recorded)
-        proxier.needs_full = True
-        warm = await sync()
-        slices["bench/svc-7"] = [endpoint_slice(7, ENDPOINTS + 1)]
-        proxier.tracker.service_changed("bench/svc-7")
-        partial = await sync()
-        partial_text = restore_text(recorded)
+        times, (text, _, partial_text) = await timed_syncs(
+            proxier, objects, slices, lambda: restore_text(recorded)
+        )
         floor_partial = restore_time(backend, partial_text, None)
         floor_read = restore_time(backend, "*nat\nCOMMIT\n", None)
         floor_warm = restore_time(backend, text, None)
         floor_cold = restore_time(backend, text, floor_netns)
         return {
-            "full_cold": cold,
-            "full_warm": warm,
-            "partial": partial,
+            **times,
             "floor_cold": floor_cold,
             "floor_warm": floor_warm,
             "floor_partial": floor_partial,
@@ -202,21 +223,18 @@ def measure(services: int, backend: str, writer: str) -> dict[str, float]:
     return in_namespaces("bench.proxy", str(services), backend, writer)
 
 
-def report(results: dict[int, dict[str, float]], backend: str, writer: str) -> None:
-    print(
-        f"kube-proxy sync, {ENDPOINTS} endpoints per Service, iptables-{backend} in a netns, "
-        f"rules written by {writer}"
+def syncs(r: dict[str, float]) -> str:
+    """One size's full syncs beside their floors, and the partial sync's time."""
+    return (
+        f"full cold {r['full_cold'] * 1e3:.0f} ms vs floor {r['floor_cold'] * 1e3:.0f} ms "
+        f"({r['full_cold'] / r['floor_cold']:.2f}x); "
+        f"full warm {r['full_warm'] * 1e3:.0f} ms vs floor {r['floor_warm'] * 1e3:.0f} ms "
+        f"({r['full_warm'] / r['floor_warm']:.2f}x); partial {r['partial'] * 1e3:.0f} ms"
     )
-    for size, r in results.items():
-        print(
-            f"  {size:>6} Services ({int(r['lines'])} restore lines): "
-            f"full cold {r['full_cold'] * 1e3:.0f} ms vs floor {r['floor_cold'] * 1e3:.0f} ms "
-            f"({r['full_cold'] / r['floor_cold']:.2f}x); "
-            f"full warm {r['full_warm'] * 1e3:.0f} ms vs floor {r['floor_warm'] * 1e3:.0f} ms "
-            f"({r['full_warm'] / r['floor_warm']:.2f}x); partial {r['partial'] * 1e3:.0f} ms "
-            f"vs floor {r['floor_partial'] * 1e3:.0f} ms (an empty nat transaction alone: "
-            f"{r['floor_read'] * 1e3:.0f} ms)"
-        )
+
+
+def verdicts(results: dict[int, dict[str, float]]) -> None:
+    """The ratios at the largest size against the targets."""
     largest = max(results)
     r = results[largest]
     for label, ratio, target in (
@@ -228,14 +246,32 @@ def report(results: dict[int, dict[str, float]], backend: str, writer: str) -> N
         print(f"  at {largest}: {label} = {ratio:.2f} vs target {target}: {verdict}")
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, dict[str, float]]]:
-    parser = argparse.ArgumentParser(prog="python -m bench.proxy")
+def add_sizes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sizes",
         type=lambda text: [int(n) for n in text.split(",")],
         default=list(SIZES),
         help="Service counts (default: 1000,5000,10000)",
     )
+
+
+def report(results: dict[int, dict[str, float]], backend: str, writer: str) -> None:
+    print(
+        f"kube-proxy sync, {ENDPOINTS} endpoints per Service, iptables-{backend} in a netns, "
+        f"rules written by {writer}"
+    )
+    for size, r in results.items():
+        print(
+            f"  {size:>6} Services ({int(r['lines'])} restore lines): {syncs(r)} "
+            f"vs floor {r['floor_partial'] * 1e3:.0f} ms (an empty nat transaction alone: "
+            f"{r['floor_read'] * 1e3:.0f} ms)"
+        )
+    verdicts(results)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, dict[str, float]]]:
+    parser = argparse.ArgumentParser(prog="python -m bench.proxy")
+    add_sizes(parser)
     parser.add_argument(
         "--backend",
         choices=("nft", "legacy"),
