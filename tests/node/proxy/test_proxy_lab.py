@@ -528,6 +528,18 @@ def test_a_restarted_proxy_leaves_no_duplicate_or_stale_chains(lab: Cluster) -> 
     assert seen == set(PODS)
 
 
+def test_the_proxy_keeps_to_its_own_nft_table(lab: Cluster) -> None:
+    """No iptables rules of the proxy's, and the CNI plugin's iptables-nft NAT beside its
+    table, untouched."""
+    if lab.mode.proxy_mode != "nftables":
+        pytest.skip("only the nftables mode writes an nft table")
+    for worker in lab.lab.workers:
+        saved = run("iptables-save", netns=worker.netns_path)
+        assert "KUBE-" not in saved, worker.name
+        assert "-A POSTROUTING -j KUBELAB-CNI-MASQ" in saved, worker.name
+        assert "table ip kube-proxy" in run("nft", "list", "tables", netns=worker.netns_path)
+
+
 def test_each_node_runs_one_proxy_after_the_restarts(lab: Cluster) -> None:
     """The restarts above left exactly one running proxy per node, recorded by the lab."""
     records = [r for r in lab.proxy_table().records() if r.component == "proxy"]
