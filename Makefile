@@ -16,7 +16,7 @@ STAMP := $(VENV)/.kubelab-installed
 # Vagrant lab's scripts and Vagrantfile in `make test`; docker-registry is the CNCF
 # distribution registry the lab runs inside its own network, never as the host's service).
 APT_PACKAGES := python3 python3-venv python3-dev gcc libc6-dev make git \
-	containerd runc iptables conntrack iproute2 busybox-static umoci skopeo \
+	containerd runc iptables nftables conntrack iproute2 busybox-static umoci skopeo \
 	containernetworking-plugins etcd-server etcd-client iputils-ping curl mmdebstrap \
 	shellcheck ruby docker-registry
 

@@ -9,6 +9,7 @@ from bench import (
     datapath,
     ha,
     kubelet,
+    nftproxy,
     proxy,
     pulls,
     scheduler,
@@ -24,5 +25,6 @@ cni.main([])
 kubelet.main([])
 # nft (Debian's default) cannot restore 10,000 Services in reasonable time: see bench/README.md.
 proxy.main(["--backend", "legacy"])
+nftproxy.main([])
 datapath.main([])
 pulls.main([])

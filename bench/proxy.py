@@ -34,8 +34,15 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
+from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.meta_v1 import ObjectMeta
+from node.proxy.base import Proxier
+from node.proxy.model import SERVICE_NAME_LABEL
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (1_000, 5_000, 10_000)
@@ -43,6 +50,9 @@ ENDPOINTS = 10
 FULL_TARGET = 1.5
 PARTIAL_TARGET = 0.10
 WRITERS = ("restore", "libiptc")
+LONG_SYNC_PERIOD = 3600.0
+"""Longer than a run: a slow full sync must not make the partial sync after it full."""
+T = TypeVar("T")
 
 
 def address(first: int, n: int) -> str:
@@ -50,19 +60,25 @@ def address(first: int, n: int) -> str:
     return f"10.{first + n // 65536}.{n // 256 % 256}.{n % 256}"
 
 
-def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[str, float]:
-    """Run inside the node netns: the proxier's syncs (rules written by ``writer``:
-    ``restore`` or ``libiptc``) and the floor, in seconds."""
-    from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-    from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
-    from kube.api.meta_v1 import ObjectMeta
-    from kube.clock import RealClock
-    from node.iptables import Iptables, RestoreIptables
-    from node.proxy.model import SERVICE_NAME_LABEL
-    from node.proxy.proxier import IptablesProxier
+def endpoint_slice(i: int, count: int) -> EndpointSlice:
+    """The slice of Service ``i``: ``count`` endpoints on another node."""
+    base = i * 16
+    return EndpointSlice(
+        metadata=ObjectMeta(
+            namespace="bench", name=f"svc-{i}-1", labels={SERVICE_NAME_LABEL: f"svc-{i}"}
+        ),
+        address_type="IPv4",
+        ports=[EndpointPort(name="http", protocol="TCP", port=8080)],
+        endpoints=[
+            Endpoint(addresses=[address(128, base + n)], node_name="other") for n in range(count)
+        ],
+    )
 
-    def service(i: int) -> Service:
-        return Service(
+
+def workload(services: int) -> tuple[dict[str, Service], dict[str, list[EndpointSlice]]]:
+    """``services`` ClusterIP Services with ``ENDPOINTS`` endpoints each, by key."""
+    objects = {
+        f"bench/svc-{i}": Service(
             metadata=ObjectMeta(namespace="bench", name=f"svc-{i}"),
             spec=ServiceSpec(
                 type="ClusterIP",
@@ -70,23 +86,49 @@ def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[s
                 ports=[ServicePort(name="http", protocol="TCP", port=80)],
             ),
         )
-
-    def endpoint_slice(i: int, count: int) -> EndpointSlice:
-        base = i * 16
-        return EndpointSlice(
-            metadata=ObjectMeta(
-                namespace="bench", name=f"svc-{i}-1", labels={SERVICE_NAME_LABEL: f"svc-{i}"}
-            ),
-            address_type="IPv4",
-            ports=[EndpointPort(name="http", protocol="TCP", port=8080)],
-            endpoints=[
-                Endpoint(addresses=[address(128, base + n)], node_name="other")
-                for n in range(count)
-            ],
-        )
-
-    objects = {f"bench/svc-{i}": service(i) for i in range(services)}
+        for i in range(services)
+    }
     slices = {f"bench/svc-{i}": [endpoint_slice(i, ENDPOINTS)] for i in range(services)}
+    return objects, slices
+
+
+async def timed_syncs(
+    proxier: Proxier,
+    objects: dict[str, Service],
+    slices: dict[str, list[EndpointSlice]],
+    capture: Callable[[], T],
+) -> tuple[dict[str, float], list[T]]:
+    """A cold full sync of the workload, a warm one, then a partial sync after one Service
+    gains an endpoint: their seconds, and what ``capture`` returned after each."""
+    proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
+    captured: list[T] = []
+
+    async def sync() -> float:
+        start = time.perf_counter()
+        assert await proxier.sync(), "sync failed"
+        elapsed = time.perf_counter() - start
+        captured.append(capture())
+        return elapsed
+
+    for key in objects:
+        proxier.tracker.service_changed(key)
+    cold = await sync()
+    proxier.needs_full = True
+    warm = await sync()
+    slices["bench/svc-7"] = [endpoint_slice(7, ENDPOINTS + 1)]
+    proxier.tracker.service_changed("bench/svc-7")
+    partial = await sync()
+    return {"full_cold": cold, "full_warm": warm, "partial": partial}, captured
+
+
+def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[str, float]:
+    """Run inside the node netns: the proxier's syncs (rules written by ``writer``:
+    ``restore`` or ``libiptc``) and the floor, in seconds."""
+    from kube.clock import RealClock
+    from node.iptables import Iptables, RestoreIptables
+    from node.proxy.proxier import IptablesProxier
+
+    objects, slices = workload(services)
     iptables: Iptables
     if writer == "libiptc":
         from node.proxy.libiptc import LibiptcIptables
@@ -102,33 +144,20 @@ def worker(services: int, floor_netns: str, backend: str, writer: str) -> dict[s
         restore(table, lines)
 
     iptables.restore = recording  # type: ignore[method-assign]
-    proxier = IptablesProxier(iptables, "node", RealClock(), cluster_cidr="10.128.0.0/9")
-    proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
-
-    async def sync() -> float:
-        start = time.perf_counter()
-        assert await proxier.sync(), "sync failed"
-        return time.perf_counter() - start
+    proxier = IptablesProxier(
+        iptables, "node", RealClock(), cluster_cidr="10.128.0.0/9", sync_period=LONG_SYNC_PERIOD
+    )
 
     async def run() -> dict[str, float]:
-        for key in objects:
-            proxier.tracker.service_changed(key)
-        cold = await sync()
-        text = restore_text(recorded)
-        proxier.needs_full = True
-        warm = await sync()
-        slices["bench/svc-7"] = [endpoint_slice(7, ENDPOINTS + 1)]
-        proxier.tracker.service_changed("bench/svc-7")
-        partial = await sync()
-        partial_text = restore_text(recorded)
+        times, (text, _, partial_text) = await timed_syncs(
+            proxier, objects, slices, lambda: restore_text(recorded)
+        )
         floor_partial = restore_time(backend, partial_text, None)
         floor_read = restore_time(backend, "*nat\nCOMMIT\n", None)
         floor_warm = restore_time(backend, text, None)
         floor_cold = restore_time(backend, text, floor_netns)
         return {
-            "full_cold": cold,
-            "full_warm": warm,
-            "partial": partial,
+            **times,
             "floor_cold": floor_cold,
             "floor_warm": floor_warm,
             "floor_partial": floor_partial,
@@ -157,7 +186,10 @@ def restore_time(backend: str, text: str, netns: str | None) -> float:
         return time.perf_counter() - start
 
 
-def measure(services: int, backend: str, writer: str) -> dict[str, float]:
+def in_namespaces(module: str, *args: str) -> dict[str, float]:
+    """Run ``python -m module --worker args... FLOOR`` in a fresh "node" netns, FLOOR being
+    a second fresh netns for the floor's cold run; its last line's JSON.  Both namespaces are
+    deleted afterwards."""
     node, floor = f"kl-bpx-{uuid.uuid4().hex[:6]}", f"kl-bpf-{uuid.uuid4().hex[:6]}"
     try:
         for name in (node, floor):
@@ -168,12 +200,10 @@ def measure(services: int, backend: str, writer: str) -> dict[str, float]:
                 f"--net=/run/netns/{node}",
                 sys.executable,
                 "-m",
-                "bench.proxy",
+                module,
                 "--worker",
-                str(services),
+                *args,
                 floor,
-                backend,
-                writer,
             ],
             cwd=REPO,
             capture_output=True,
@@ -189,21 +219,22 @@ def measure(services: int, backend: str, writer: str) -> dict[str, float]:
             subprocess.run(["ip", "netns", "del", name], check=False)
 
 
-def report(results: dict[int, dict[str, float]], backend: str, writer: str) -> None:
-    print(
-        f"kube-proxy sync, {ENDPOINTS} endpoints per Service, iptables-{backend} in a netns, "
-        f"rules written by {writer}"
+def measure(services: int, backend: str, writer: str) -> dict[str, float]:
+    return in_namespaces("bench.proxy", str(services), backend, writer)
+
+
+def syncs(r: dict[str, float]) -> str:
+    """One size's full syncs beside their floors, and the partial sync's time."""
+    return (
+        f"full cold {r['full_cold'] * 1e3:.0f} ms vs floor {r['floor_cold'] * 1e3:.0f} ms "
+        f"({r['full_cold'] / r['floor_cold']:.2f}x); "
+        f"full warm {r['full_warm'] * 1e3:.0f} ms vs floor {r['floor_warm'] * 1e3:.0f} ms "
+        f"({r['full_warm'] / r['floor_warm']:.2f}x); partial {r['partial'] * 1e3:.0f} ms"
     )
-    for size, r in results.items():
-        print(
-            f"  {size:>6} Services ({int(r['lines'])} restore lines): "
-            f"full cold {r['full_cold'] * 1e3:.0f} ms vs floor {r['floor_cold'] * 1e3:.0f} ms "
-            f"({r['full_cold'] / r['floor_cold']:.2f}x); "
-            f"full warm {r['full_warm'] * 1e3:.0f} ms vs floor {r['floor_warm'] * 1e3:.0f} ms "
-            f"({r['full_warm'] / r['floor_warm']:.2f}x); partial {r['partial'] * 1e3:.0f} ms "
-            f"vs floor {r['floor_partial'] * 1e3:.0f} ms (an empty nat transaction alone: "
-            f"{r['floor_read'] * 1e3:.0f} ms)"
-        )
+
+
+def verdicts(results: dict[int, dict[str, float]]) -> None:
+    """The ratios at the largest size against the targets."""
     largest = max(results)
     r = results[largest]
     for label, ratio, target in (
@@ -215,14 +246,32 @@ def report(results: dict[int, dict[str, float]], backend: str, writer: str) -> N
         print(f"  at {largest}: {label} = {ratio:.2f} vs target {target}: {verdict}")
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, dict[str, float]]]:
-    parser = argparse.ArgumentParser(prog="python -m bench.proxy")
+def add_sizes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sizes",
         type=lambda text: [int(n) for n in text.split(",")],
         default=list(SIZES),
         help="Service counts (default: 1000,5000,10000)",
     )
+
+
+def report(results: dict[int, dict[str, float]], backend: str, writer: str) -> None:
+    print(
+        f"kube-proxy sync, {ENDPOINTS} endpoints per Service, iptables-{backend} in a netns, "
+        f"rules written by {writer}"
+    )
+    for size, r in results.items():
+        print(
+            f"  {size:>6} Services ({int(r['lines'])} restore lines): {syncs(r)} "
+            f"vs floor {r['floor_partial'] * 1e3:.0f} ms (an empty nat transaction alone: "
+            f"{r['floor_read'] * 1e3:.0f} ms)"
+        )
+    verdicts(results)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, dict[str, float]]]:
+    parser = argparse.ArgumentParser(prog="python -m bench.proxy")
+    add_sizes(parser)
     parser.add_argument(
         "--backend",
         choices=("nft", "legacy"),
@@ -239,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, dict[str, flo
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        services, floor, backend, writer = args.worker
+        services, backend, writer, floor = args.worker
         print(json.dumps(worker(int(services), floor, backend, writer)))
         return {}
     writers = args.writers or (list(WRITERS) if args.backend == "legacy" else ["restore"])

@@ -4,7 +4,7 @@ A thin command (kind's shape): it parses flags, builds the inventory
 (``kubelab.lab.topology.Lab``) and hands it to ``kubelab.lab.cluster``.  Subcommands:
 
 - ``up [--name lab] [--nodes 2] [--control-planes 1|3|5] [--store sqlite|etcd]
-  [--cni kubelab|reference] [--proxy-mode iptables|userspace]
+  [--cni kubelab|reference] [--proxy-mode iptables|nftables|userspace]
   [--iptables-backend restore|libiptc] [--host-api-port 6443]``: progress per step (a live
   line with a spinner and the elapsed time on a terminal, plain ``✓`` lines otherwise), then
   how to use it;

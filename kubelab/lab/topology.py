@@ -78,7 +78,7 @@ CGROUP_ROOT: Final = "/kubelab"
 MAX_WORKERS: Final = 100 - FIRST_WORKER_HOST  # node1 .. node89 at 10.240.0.11 .. .99
 STORES: Final = ("sqlite", "etcd")
 CNIS: Final = ("kubelab", "reference")
-PROXY_MODES: Final = ("iptables", "userspace")
+PROXY_MODES: Final = ("iptables", "nftables", "userspace")
 IPTABLES_BACKENDS: Final = ("restore", "libiptc")
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 

@@ -33,7 +33,7 @@ from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.discovery_v1 import EndpointSlice
 from kube.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from kube.clock import Clock
-from node.iptables import IptablesError
+from node.iptables import RulesError
 from node.proxy.health import ProxyMetrics, ServiceHealth, ServiceHealthServer
 from node.proxy.model import Changes, ChangeTracker, service_key_of_slice, slices_by_service, usable
 
@@ -108,8 +108,9 @@ class Proxier(ABC):
     @abstractmethod
     async def apply(self, changes: Changes, full: bool) -> Applied | None:
         """Program ``changes`` (already applied to ``tracker``); a full sync rewrites
-        everything.  None: nothing needed writing.  Raises :class:`IptablesError` when the
-        rules could not be written (the next sync is then full)."""
+        everything.  None: nothing needed writing.  Raises
+        :class:`~node.iptables.RulesError` when the rules could not be written (the next sync
+        is then full)."""
 
     @abstractmethod
     def ensure_sysctls(self) -> None:
@@ -202,15 +203,15 @@ class Proxier(ABC):
                     await task
 
     async def sync(self) -> bool:
-        """One sync (full when due); whether it succeeded.  Never raises for iptables errors."""
+        """One sync (full when due); whether it succeeded.  Never raises for rule-writing errors."""
         started = self.clock.monotonic()
         full = self.needs_full or started - self._last_full >= self.sync_period
         changes = self.tracker.apply(self._services, self._slices)
         try:
             applied = await self.apply(changes, full)
-        except IptablesError as e:
+        except RulesError as e:
             context = "\n".join(e.context())
-            log.error("iptables sync failed, the next sync is full: %s\n%s", e, context)
+            log.error("sync failed, the next sync is full: %s\n%s", e, context)
             self.needs_full = True
             self._last_sync = self.clock.monotonic()
             self.metrics.failed()

@@ -7,8 +7,11 @@ Flags are upstream's: ``--kubeconfig``, ``--hostname-override``, ``--proxy-mode`
 chooses how rules reach the kernel: ``restore`` (iptables-restore on whichever of nft and
 legacy the node uses) or ``libiptc`` (python-iptables, which writes the legacy tables only).
 ``--proxy-mode userspace`` proxies in this process (asyncio TCP and UDP relays, iptables
-REDIRECT to them; :mod:`node.proxy.userspace`).  The process must run inside the node's network
-namespace: iptables commands refuse to run anywhere but in a namespace named under /run/netns.
+REDIRECT to them; :mod:`node.proxy.userspace`); ``--proxy-mode nftables`` writes upstream's
+``ip kube-proxy`` table with ``nft`` (:mod:`node.proxy.nftproxier`).  At start each mode
+removes the other modes' rules, as upstream's kube-proxy does (:mod:`node.proxy.cleanup`).
+The process must run inside the node's network namespace: iptables and nft commands refuse to
+run anywhere but in a namespace named under /run/netns.
 """
 
 from __future__ import annotations
@@ -20,17 +23,18 @@ import ipaddress
 import socket
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kube import component
 
 if TYPE_CHECKING:
     from kube.clock import Clock
     from node.iptables import Iptables
+    from node.nftables import Nftables
     from node.proxy.base import Proxier
     from node.proxy.health import ProxyMetrics, ServiceHealthServer
 
-MODES = ("iptables", "userspace")
+MODES = ("iptables", "nftables", "userspace")
 BACKENDS = ("restore", "libiptc")
 DEFAULT_HEALTHZ = "0.0.0.0:10256"
 DEFAULT_METRICS = "127.0.0.1:10249"
@@ -70,7 +74,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--proxy-mode",
         choices=MODES,
         default="iptables",
-        help="iptables (default), or userspace: a TCP/UDP proxy in this process that "
+        help="iptables (default); nftables: upstream's nftables mode, one table "
+        "(ip kube-proxy) written with nft; or userspace: a TCP/UDP proxy in this process that "
         "iptables REDIRECTs service traffic to (endpoints see the node's address)",
     )
     parser.add_argument(
@@ -168,25 +173,39 @@ def make_proxier(
             udp_idle_timeout=args.udp_timeout,
             metrics=metrics,
         )
+    from node.proxy.nftproxier import NftablesProxier
     from node.proxy.proxier import IptablesProxier
 
-    return IptablesProxier(
-        iptables,
-        node_name,
-        clock,
-        cluster_cidr=args.cluster_cidr,
-        masquerade_all=args.masquerade_all,
-        nodeport_cidrs=args.nodeport_addresses,
-        sync_period=args.sync_period,
-        min_sync_period=args.min_sync_period,
-        metrics=metrics,
-        service_health=service_health,
-    )
+    options: dict[str, Any] = {
+        "cluster_cidr": args.cluster_cidr,
+        "masquerade_all": args.masquerade_all,
+        "nodeport_cidrs": args.nodeport_addresses,
+        "sync_period": args.sync_period,
+        "min_sync_period": args.min_sync_period,
+        "metrics": metrics,
+        "service_health": service_health,
+    }
+    if args.proxy_mode == "nftables":
+        from node.nftables import SubprocessNftables
+
+        return NftablesProxier(SubprocessNftables(), node_name, clock, **options)
+    return IptablesProxier(iptables, node_name, clock, **options)
+
+
+def cleanup_other_modes(mode: str, iptables: Iptables, nftables: Nftables) -> None:
+    """Remove what the modes other than ``mode`` left on the node (see node.proxy.cleanup)."""
+    from node.proxy.cleanup import cleanup_iptables, cleanup_nftables
+
+    if mode == "nftables":
+        cleanup_iptables(iptables)
+    else:
+        cleanup_nftables(nftables)
 
 
 async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.Event) -> int:
     from kube.client.informers import SharedInformerFactory
     from kube.clock import RealClock
+    from node.nftables import SubprocessNftables
     from node.proxy.health import ProxyMetrics, ServiceHealthServer, health_app, metrics_app
 
     clock = RealClock()
@@ -194,6 +213,7 @@ async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.
     metrics = ProxyMetrics(clock)
     service_health = ServiceHealthServer()
     proxier = make_proxier(args, iptables, node_name, clock, metrics, service_health)
+    await asyncio.to_thread(cleanup_other_modes, args.proxy_mode, iptables, SubprocessNftables())
     async with component.client_from_flags(args, "kubelab-proxy") as client:
         informers = SharedInformerFactory(client, clock=clock)
         proxier.bind(informers)
@@ -206,11 +226,14 @@ async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.
         try:
             informers.start()
             await informers.wait_for_cache_sync()
+            writer = (
+                "nft"
+                if args.proxy_mode == "nftables"
+                else f"iptables backend {args.iptables_backend} ({iptables.backend})"
+            )
             print(
-                f"kubelab proxy: node {node_name}, mode {args.proxy_mode}, "
-                f"iptables backend {args.iptables_backend} "
-                f"({iptables.backend}); /healthz on port {health_port}, /metrics on port "
-                f"{metrics_port}",
+                f"kubelab proxy: node {node_name}, mode {args.proxy_mode}, {writer}; "
+                f"/healthz on port {health_port}, /metrics on port {metrics_port}",
                 flush=True,
             )
             return await component.until_stopped(proxier.run(), stop, "proxy")

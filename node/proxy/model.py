@@ -109,6 +109,35 @@ def usable(endpoints: Iterable[EndpointInfo]) -> list[EndpointInfo]:
     return ready or [e for e in candidates if e.serving and e.terminating]
 
 
+@dataclass(frozen=True)
+class Reach:
+    """Where a service port's traffic may go (upstream's CategorizeEndpoints)."""
+
+    cluster: list[EndpointInfo]
+    """The usable endpoints, when the Cluster policy is in use for some traffic."""
+    local: list[EndpointInfo]
+    """The usable endpoints on this node, when a Local policy is in use."""
+    has_endpoints: bool
+    """Some endpoint is usable, on any node."""
+    has_internal: bool
+    """Cluster-IP traffic has endpoints under its policy."""
+    has_external: bool
+    """NodePort, external-IP and load-balancer traffic has endpoints under its policy."""
+
+
+def reach(port: ServicePortInfo, endpoints: Sequence[EndpointInfo]) -> Reach:
+    """Which of ``endpoints`` each kind of traffic to ``port`` may go to."""
+    cluster = usable(endpoints) if port.uses_cluster_endpoints else []
+    local = usable(e for e in endpoints if e.local) if port.uses_local_endpoints else []
+    return Reach(
+        cluster=cluster,
+        local=local,
+        has_endpoints=bool(cluster or local or usable(endpoints)),
+        has_internal=bool(local if port.internal_policy_local else cluster),
+        has_external=bool(local if port.external_policy_local else cluster),
+    )
+
+
 def service_ports(service: Service) -> list[ServicePortInfo]:
     """The IPv4 service ports of ``service``; none for headless or ExternalName services."""
     spec = service.spec

@@ -1,16 +1,26 @@
-"""Deterministic iptables chain names of the kube-proxy, spelled as upstream's proxier does.
+"""Deterministic chain names of the kube-proxy, spelled as upstream's proxiers do.
 
-A chain name is a fixed prefix and the first 16 characters of base32(sha256(key)), where the
-key is the service port name (``namespace/name:port``, or ``namespace/name`` for an unnamed
-port) and the lower-case protocol, plus ``ip:port`` for an endpoint.  Hashing keeps every name
-within iptables' 28-character limit; determinism lets a restarted proxy find and reuse the
-chains it wrote before, and recognise the stale ones by prefix.
+iptables mode: a chain name is a fixed prefix and the first 16 characters of
+base32(sha256(key)), where the key is the service port name (``namespace/name:port``, or
+``namespace/name`` for an unnamed port) and the lower-case protocol, plus ``ip:port`` for an
+endpoint.  Hashing keeps every name within iptables' 28-character limit; determinism lets a
+restarted proxy find and reuse the chains it wrote before, and recognise the stale ones by
+prefix.
+
+nftables mode (its own table, so no ``KUBE-`` prefix; names up to 256 characters): a prefix
+(``service-``, ``local-``, ``external-``, ``firewall-``, ``endpoint-``, ``affinity-``) and a
+readable base, ``HASH-namespace/name/protocol/port`` or, for an endpoint,
+``HASH-namespace/name/protocol/port__ip/port``, where HASH is the first 8 characters of the
+same base32(sha256) of the rest (names that differ in one digit stay easy to tell apart).
+Only these names contain ``/``, which is how stale ones are recognised.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+
+from node.proxy.model import ServicePortName
 
 SERVICES = "KUBE-SERVICES"
 EXTERNAL_SERVICES = "KUBE-EXTERNAL-SERVICES"
@@ -63,6 +73,40 @@ def firewall_chain(service_port_name: str, protocol: str) -> str:
 def endpoint_chain(service_port_name: str, protocol: str, endpoint: str) -> str:
     """KUBE-SEP-*: DNAT to one endpoint (``ip:port``) of a service port."""
     return ENDPOINT_PREFIX + _hash(service_port_name + protocol.lower() + endpoint)
+
+
+NFT_SERVICE_PREFIX = "service-"
+NFT_LOCAL_PREFIX = "local-"
+NFT_EXTERNAL_PREFIX = "external-"
+NFT_FIREWALL_PREFIX = "firewall-"
+NFT_ENDPOINT_PREFIX = "endpoint-"
+NFT_AFFINITY_PREFIX = "affinity-"
+NFT_BASE_MAX = 256 - 16
+"""nftables names are at most 256 characters; prefixes at most 16."""
+
+
+def nft_service_base(service_port_name: ServicePortName) -> str:
+    """``HASH-namespace/name/protocol/port``: the base of a service port's chain names."""
+    name = service_port_name
+    return _nft_base(f"{name.namespace}/{name.name}/{name.protocol.lower()}/{name.port}")
+
+
+def nft_endpoint_base(service_port_name: ServicePortName, ip: str, port: int) -> str:
+    """``HASH-namespace/name/protocol/port__ip/port``: an endpoint chain's (and its
+    affinity set's) base."""
+    name = service_port_name
+    service = f"{name.namespace}/{name.name}/{name.protocol.lower()}/{name.port}"
+    return _nft_base(f"{service}__{ip}/{port}")
+
+
+def is_nft_per_service(name: str) -> bool:
+    """Whether ``name`` is an nftables chain or set the proxier writes per service port."""
+    return "/" in name
+
+
+def _nft_base(name: str) -> str:
+    based = f"{_hash(name)[:8]}-{name}"
+    return based if len(based) <= NFT_BASE_MAX else based[: NFT_BASE_MAX - 3] + "..."
 
 
 def is_per_service(chain: str) -> bool:

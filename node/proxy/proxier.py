@@ -32,9 +32,10 @@ import asyncio
 import ipaddress
 import logging
 import os
-from collections.abc import Callable, Sequence
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from kube.clock import Clock
 from node.iptables import Iptables, Runner, may_change_current_netns, run_command
@@ -61,6 +62,8 @@ CONNTRACK_SYSCTLS = {
 }
 """Upstream's conntrack defaults; some are read-only outside the initial netns."""
 LOOPBACK = ipaddress.IPv4Network("127.0.0.0/8")
+W = TypeVar("W")
+R = TypeVar("R")
 
 
 class Conntrack(Protocol):
@@ -95,6 +98,16 @@ Sysctl = Callable[[str, str], None]
 """Write a value under /proc/sys (``net/ipv4/...``); raises OSError when it cannot."""
 
 
+def set_sysctls(sysctl: Sysctl, wanted: Mapping[str, str]) -> None:
+    """Set each of ``wanted``; one that cannot be set (read-only in a non-initial network
+    namespace) is logged, never fatal."""
+    for name, value in wanted.items():
+        try:
+            sysctl(name, value)
+        except OSError as e:
+            log.warning("cannot set sysctl %s=%s: %s", name.replace("/", "."), value, e)
+
+
 def write_sysctl(name: str, value: str) -> None:
     path = os.path.join("/proc/sys", name)
     with open(path) as current:
@@ -104,12 +117,15 @@ def write_sysctl(name: str, value: str) -> None:
         setting.write(value)
 
 
-class IptablesProxier(Proxier):
-    """Programs Services into iptables; see the module docstring."""
+class RulesProxier(Proxier, Generic[W, R]):
+    """What the modes that program the kernel's rules share (iptables here, nftables in
+    :mod:`node.proxy.nftproxier`): the writer (``W``), the node-wide config, each service
+    port's rendered rules (``R``) cached between syncs and what the last successful sync
+    programmed, and the conntrack cleanup of UDP endpoints gone since then."""
 
     def __init__(
         self,
-        iptables: Iptables,
+        writer: W,
         node_name: str,
         clock: Clock,
         *,
@@ -134,17 +150,71 @@ class IptablesProxier(Proxier):
             metrics=metrics,
             service_health=service_health,
         )
-        self.iptables = iptables
+        self.writer = writer
         self.config = ProxyConfig(cluster_cidr=cluster_cidr, masquerade_all=masquerade_all)
-        self._config = self.config
+        self.applied_config = self.config
         """The config of the last full sync (with the node IPs it found)."""
         self.conntrack = conntrack or SubprocessConntrack()
-        self._sysctl = sysctl
-        self.rules: dict[ServicePortName, ServiceRules] = {}
-        self._programmed: dict[ServicePortName, frozenset[str]] = {}
-        """The nat chains each service port had after the last successful sync."""
+        self.sysctl = sysctl
+        self.rules: dict[ServicePortName, R] = {}
+        self.programmed: dict[ServicePortName, R] = {}
+        """Each service port's rules after the last successful sync."""
         self._stale_udp: list[tuple[ServicePortInfo, EndpointInfo]] = []
-        """UDP endpoints gone since the last successful sync: flows to delete after it."""
+
+    @abstractmethod
+    def render(self, port: ServicePortInfo, endpoints: Sequence[EndpointInfo]) -> R:
+        """One service port's rules under :attr:`config`."""
+
+    async def close(self) -> None:
+        """Nothing to release: the rules are the whole data path."""
+
+    def take(self, changes: Changes) -> None:
+        """Render the changed service ports (dropping removed ones); note stale UDP flows."""
+        self._stale_udp += changes.stale_udp
+        for name in changes.changed:
+            port = self.tracker.ports.get(name)
+            if port is None:
+                self.rules.pop(name, None)
+            else:
+                self.rules[name] = self.render(port, self.tracker.endpoints[name])
+
+    def before(self, changes: Changes) -> list[R]:
+        """The changed service ports' rules as the last successful sync left them."""
+        return [self.programmed[n] for n in changes.changed if n in self.programmed]
+
+    def after(self, changes: Changes) -> list[R]:
+        """The changed service ports' rules this sync writes (none for removed ports)."""
+        return [self.rules[n] for n in changes.changed if n in self.rules]
+
+    async def applied(self, changes: Changes, full: bool, config: ProxyConfig) -> None:
+        """After a successful sync: remember what is programmed, delete stale UDP flows."""
+        self.applied_config = config
+        if full:
+            self.programmed = dict(self.rules)
+        for name in changes.changed:
+            if name in self.rules:
+                self.programmed[name] = self.rules[name]
+            else:
+                self.programmed.pop(name, None)
+        stale, self._stale_udp = self._stale_udp, []
+        for port, endpoint in stale:
+            targets = [(port.cluster_ip, port.port)]
+            targets += [(ip, port.port) for ip in (*port.external_ips, *port.load_balancer_ips)]
+            if port.node_port:
+                targets.append(("", port.node_port))
+            for destination, number in targets:
+                await asyncio.to_thread(self.conntrack.delete_udp, destination, number, endpoint.ip)
+
+
+class IptablesProxier(RulesProxier[Iptables, ServiceRules]):
+    """Programs Services into iptables; see the module docstring."""
+
+    @property
+    def iptables(self) -> Iptables:
+        return self.writer
+
+    def render(self, port: ServicePortInfo, endpoints: Sequence[EndpointInfo]) -> ServiceRules:
+        return render_service(port, endpoints, self.config)
 
     def ensure_sysctls(self) -> None:
         """Set what the rules need; a read-only sysctl is logged, never fatal."""
@@ -152,28 +222,17 @@ class IptablesProxier(Proxier):
         networks = self.nodeport_networks
         if networks is None or any(n.overlaps(LOOPBACK) for n in networks):
             wanted[ROUTE_LOCALNET] = "1"
-        for name, value in wanted.items():
-            try:
-                self._sysctl(name, value)
-            except OSError as e:
-                log.warning("cannot set sysctl %s=%s: %s", name.replace("/", "."), value, e)
-
-    async def close(self) -> None:
-        """Nothing to release: the rules are the whole data path."""
+        set_sysctls(self.sysctl, wanted)
 
     async def apply(self, changes: Changes, full: bool) -> Applied | None:
         """Render the changed service ports, then restore ``filter`` and ``nat``: every owned
         chain (full) or the top-level chains and the changed ports' chains (partial)."""
-        self._stale_udp += changes.stale_udp
-        for name in changes.changed:
-            port = self.tracker.ports.get(name)
-            if port is None:
-                self.rules.pop(name, None)
-            else:
-                self.rules[name] = render_service(port, self.tracker.endpoints[name], self.config)
+        self.take(changes)
         if not full and not changes.changed:
             return None
-        config = replace(self.config, node_ips=await self.node_ips()) if full else self._config
+        config = (
+            replace(self.config, node_ips=await self.node_ips()) if full else self.applied_config
+        )
         filter_extra: list[str] = []
         nat_extra: list[str] = []
         if full:
@@ -184,25 +243,14 @@ class IptablesProxier(Proxier):
             nat_extra = missing_jumps("nat", saved_nat)
             filter_extra = missing_jumps("filter", saved_filter)
         else:
-            stale = set()
-            for name in changes.changed:
-                kept = set(self.rules[name].chains) if name in self.rules else set()
-                stale |= self._programmed.get(name, frozenset()) - kept
+            kept = {c for r in self.after(changes) for c in r.chains}
+            stale = {c for r in self.before(changes) for c in r.chains} - kept
         ruleset = assemble(
             self.rules, config, changed=None if full else changes.changed, stale_chains=stale
         )
         await asyncio.to_thread(self.iptables.restore, "filter", ruleset.filter + filter_extra)
         await asyncio.to_thread(self.iptables.restore, "nat", ruleset.nat + nat_extra)
-        self._config = config
-        if full:
-            self._programmed = {name: frozenset(r.chains) for name, r in self.rules.items()}
-        for name in changes.changed:
-            if name in self.rules:
-                self._programmed[name] = frozenset(self.rules[name].chains)
-            else:
-                self._programmed.pop(name, None)
-        stale_udp, self._stale_udp = self._stale_udp, []
-        await self._delete_stale_flows(stale_udp)
+        await self.applied(changes, full, config)
         return Applied(
             rules=self._rule_counts(),
             chains={
@@ -224,14 +272,3 @@ class IptablesProxier(Proxier):
             for r in self.rules.values()
         )
         return {"nat": nat, "filter": filter_}
-
-    async def _delete_stale_flows(
-        self, stale: Sequence[tuple[ServicePortInfo, EndpointInfo]]
-    ) -> None:
-        for port, endpoint in stale:
-            targets = [(port.cluster_ip, port.port)]
-            targets += [(ip, port.port) for ip in (*port.external_ips, *port.load_balancer_ips)]
-            if port.node_port:
-                targets.append(("", port.node_port))
-            for destination, number in targets:
-                await asyncio.to_thread(self.conntrack.delete_udp, destination, number, endpoint.ip)

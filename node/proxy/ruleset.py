@@ -39,7 +39,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from node.proxy import names
-from node.proxy.model import EndpointInfo, ServicePortInfo, ServicePortName, usable
+from node.proxy.model import EndpointInfo, ServicePortInfo, ServicePortName, reach
 
 MASQ_MARK = "0x4000"
 
@@ -150,13 +150,11 @@ def render_service(
     digest = names.port_proto_hash(name, protocol)
     svc, svl = names.SERVICE_PREFIX + digest, names.LOCAL_PREFIX + digest
     ext, fw = names.EXTERNAL_PREFIX + digest, names.FIREWALL_PREFIX + digest
-    cluster_eps = usable(endpoints) if port.uses_cluster_endpoints else []
-    local_eps = usable(e for e in endpoints if e.local) if port.uses_local_endpoints else []
-    has_endpoints = bool(cluster_eps or local_eps or usable(endpoints))
+    found = reach(port, endpoints)
+    cluster_eps, local_eps, has_endpoints = found.cluster, found.local, found.has_endpoints
+    has_internal, has_external = found.has_internal, found.has_external
     internal_chain = svl if port.internal_policy_local else svc
-    has_internal = bool(local_eps if port.internal_policy_local else cluster_eps)
     external_policy_chain = svl if port.external_policy_local else svc
-    has_external = bool(local_eps if port.external_policy_local else cluster_eps)
     uses_ext = has_endpoints and port.externally_accessible
     uses_fw = has_endpoints and bool(port.source_ranges)
     lb_chain = fw if uses_fw else ext

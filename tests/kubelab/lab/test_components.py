@@ -73,10 +73,11 @@ def test_with_store_etcd_the_control_plane_runs_etcd_and_the_server_uses_it() ->
     assert "etcd" not in [c.name for c in components.lab_components(sqlite)]
 
 
-def test_the_proxy_gets_the_spec_modes_and_a_health_endpoint() -> None:
-    lab = Lab(LabSpec(name="demo", proxy_mode="userspace", iptables_backend="libiptc"))
+@pytest.mark.parametrize("mode", ["userspace", "nftables"])
+def test_the_proxy_gets_the_spec_modes_and_a_health_endpoint(mode: str) -> None:
+    lab = Lab(LabSpec(name="demo", proxy_mode=mode, iptables_backend="libiptc"))
     proxy = components.proxy(lab, lab.node("node2"))
-    assert flag(proxy.command, "--proxy-mode") == "userspace"
+    assert flag(proxy.command, "--proxy-mode") == mode
     assert flag(proxy.command, "--iptables-backend") == "libiptc"
     assert flag(proxy.command, "--hostname-override") == "node2"
     assert proxy.health is not None

@@ -16,6 +16,19 @@ from dataclasses import dataclass
 from tests.netns import Netns, NetnsFactory
 from tests.servers import REPO
 
+ECHO_SERVER = """
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 8080))
+s.listen(64)
+print("listening", flush=True)
+while True:
+    c, peer = s.accept()
+    c.sendall(f"pong from {peer[0]} at {sys.argv[1]}".encode())
+    c.close()
+"""
+"""A TCP server on ``argv[1]``:8080 (run in the pod's namespace) answering who called whom."""
 NODE_IP = "10.77.0.1"
 SERVICE_RANGE = "10.96.0.0/16"
 

@@ -189,7 +189,7 @@ async def test_restore_failure_logs_context_and_next_sync_is_full(
     env.iptables.fail_on = "10.244.1.9"
     env.change("a", "10.244.1.9")
     assert not await env.proxier.sync()
-    assert "iptables sync failed" in caplog.text and "> " in caplog.text
+    assert "sync failed" in caplog.text and "> " in caplog.text
     assert env.proxier.metrics.failures.values[()] == 1
     env.iptables.fail_on = None
     assert await env.proxier.sync()

@@ -108,3 +108,20 @@ def test_restore_backend() -> None:
     from node.iptables import RestoreIptables
 
     assert isinstance(command.make_iptables("restore"), RestoreIptables)
+
+
+def test_nftables_mode_runs_an_nftables_proxier() -> None:
+    from kube.clock import FakeClock
+    from node.iptables import FakeIptables
+    from node.nftables import SubprocessNftables
+    from node.proxy.health import ProxyMetrics, ServiceHealthServer
+    from node.proxy.nftproxier import NftablesProxier
+
+    args = parse("--proxy-mode", "nftables", "--cluster-cidr", "10.244.0.0/16", "--masquerade-all")
+    clock = FakeClock()
+    proxier = command.make_proxier(
+        args, FakeIptables(), "node-a", clock, ProxyMetrics(clock), ServiceHealthServer()
+    )
+    assert isinstance(proxier, NftablesProxier)
+    assert isinstance(proxier.nftables, SubprocessNftables)
+    assert proxier.config.cluster_cidr == "10.244.0.0/16" and proxier.config.masquerade_all

@@ -1,15 +1,16 @@
 """kube-proxy's behaviour suite on the real lab, the same tests for every mode.
 
 One lab per mode (``iptables`` with the ``restore`` backend, ``iptables`` with ``libiptc``,
-``userspace``), brought up once for the mode's tests with ``kubelab.lab.cluster.up`` and always
-taken down.  The workload is four busybox web servers pinned two per worker (a CGI script
-answers with the pod's name and the client address the server saw) behind Services of every
-kind the proxy programs.  Requests go from the worker nodes themselves (a socket opened inside
-the node's namespace), from pods on both workers (``kubectl exec`` of busybox ``wget``) and
-from the lab's ``client`` namespace, the outside world.  The router holds a route to each
-load-balancer address: the ``echo`` Service names a ``loadBalancerClass`` of its own, so the
-lab's cloud-controller-manager leaves it alone and the test writes its
-``status.loadBalancer`` itself (the proxy's view, not the cloud's, is under test).
+``nftables``, ``userspace``), brought up once for the mode's tests with
+``kubelab.lab.cluster.up`` and always taken down. The workload is four busybox web servers
+pinned two per worker (a CGI script answers with the pod's name and the client address the
+server saw) behind Services of every kind the proxy programs. Requests go from the worker nodes
+themselves (a socket opened inside the node's namespace), from pods on both workers (``kubectl
+exec`` of busybox ``wget``) and from the lab's ``client`` namespace, the outside world. The
+router holds a route to each load-balancer address: the ``echo`` Service names a
+``loadBalancerClass`` of its own, so the lab's cloud-controller-manager leaves it alone and the
+test writes its ``status.loadBalancer`` itself (the proxy's view, not the cloud's, is under
+test).
 
 Userspace mode relays connections itself, so endpoints see the node's address and traffic
 policies are not applied, and its data path is the proxy process: the tests of what it cannot
@@ -61,6 +62,7 @@ MODES = [
     pytest.param(Mode("px1", 16450, "iptables", "restore"), id="iptables-restore"),
     pytest.param(Mode("px2", 16451, "iptables", "libiptc"), id="iptables-libiptc"),
     pytest.param(Mode("px3", 16452, "userspace", "restore"), id="userspace"),
+    pytest.param(Mode("klnft1", 16470, "nftables", "restore"), id="nftables"),
 ]
 
 WHO = "/cgi-bin/who"
@@ -184,12 +186,30 @@ class Cluster:
         table.start(key, record.command, log=Path(record.log), cwd=self.lab.node(node).state_dir)
 
     def saved_rules(self, node: str) -> str:
-        """``iptables-save`` (nat and filter, no counters) of the backend the proxy wrote."""
+        """``iptables-save`` (nat and filter, no counters) of the backend the proxy wrote, or
+        in nftables mode ``nft list table ip kube-proxy``."""
+        if self.mode.proxy_mode == "nftables":
+            return run("nft", "list", "table", "ip", "kube-proxy", netns=self.netns(node))
         for command in ("iptables-save", "iptables-legacy-save"):
             saved = run(command, netns=self.netns(node))
             if "KUBE-" in saved:
                 return re.sub(r"\[\d+:\d+\]", "", saved)
         raise AssertionError(f"no KUBE- rules on {node}")
+
+
+def nft_chains(listing: str) -> dict[str, list[str]]:
+    """The rules of each chain in ``nft list table`` output (a base chain's hook line left
+    out)."""
+    chains: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in listing.splitlines():
+        if found := re.match(r"\tchain (\S+) \{", line):
+            current = chains.setdefault(found.group(1), [])
+        elif line == "\t}":
+            current = None
+        elif current is not None and line.strip() and not line.strip().startswith("type "):
+            current.append(line.strip())
+    return chains
 
 
 def manifests() -> list[dict[str, Any]]:
@@ -404,7 +424,7 @@ def test_external_traffic_policy_local_keeps_the_client_and_drops_without_local_
 
 def test_a_service_without_endpoints_is_refused_at_once(lab: Cluster) -> None:
     vip = lab.cluster_ips["empty"]
-    # iptables mode REJECTs the SYN; userspace mode accepts and resets at once.
+    # iptables and nftables modes REJECT the SYN; userspace mode accepts and resets at once.
     refusal = ConnectionResetError if lab.userspace else ConnectionRefusedError
     words = "reset" if lab.userspace else "refused"
     for worker in lab.lab.workers:
@@ -491,15 +511,33 @@ def test_a_restarted_proxy_leaves_no_duplicate_or_stale_chains(lab: Cluster) -> 
     while gone_ip in (saved := lab.saved_rules("node1")):
         assert time.monotonic() < deadline, "the deleted Service's rules were never removed"
         time.sleep(0.2)
-    rules = [line for line in saved.splitlines() if line.startswith("-A ")]
+    if lab.mode.proxy_mode == "nftables":
+        chains = nft_chains(saved)
+        rules = [f"{chain}: {rule}" for chain, body in chains.items() for rule in body]
+        declared = {chain for chain in chains if "/" in chain}  # the per-service ones
+        targets = set(re.findall(r"\b(?:jump|goto) ([^\s,}]+)", saved))
+    else:
+        rules = [line for line in saved.splitlines() if line.startswith("-A ")]
+        declared = {line[1:].split()[0] for line in saved.splitlines() if line.startswith(":KUBE-")}
+        targets = {m.group(1) for line in rules if (m := re.search(r" -[jg] (\S+)", line))}
     duplicates = {line for line in rules if rules.count(line) > 1}
     assert duplicates == set()
-    declared = {line[1:].split()[0] for line in saved.splitlines() if line.startswith(":KUBE-")}
-    targets = {m.group(1) for line in rules if (m := re.search(r" -[jg] (\S+)", line))}
     assert declared - targets == set(), "chains nothing jumps to (stale)"
     answered_in_time(lab.netns("node1"), lab.cluster_ips["echo"], 80, timeout=5.0)
     seen = {get(lab.netns("node1"), lab.cluster_ips["echo"], 80).pod for _ in range(REQUESTS)}
     assert seen == set(PODS)
+
+
+def test_the_proxy_keeps_to_its_own_nft_table(lab: Cluster) -> None:
+    """No iptables rules of the proxy's, and the CNI plugin's iptables-nft NAT beside its
+    table, untouched."""
+    if lab.mode.proxy_mode != "nftables":
+        pytest.skip("only the nftables mode writes an nft table")
+    for worker in lab.lab.workers:
+        saved = run("iptables-save", netns=worker.netns_path)
+        assert "KUBE-" not in saved, worker.name
+        assert "-A POSTROUTING -j KUBELAB-CNI-MASQ" in saved, worker.name
+        assert "table ip kube-proxy" in run("nft", "list", "tables", netns=worker.netns_path)
 
 
 def test_each_node_runs_one_proxy_after_the_restarts(lab: Cluster) -> None:

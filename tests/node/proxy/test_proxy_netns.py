@@ -15,24 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.proxy.node_and_pod import NODE_IP, NodeAndPod, node_and_pod
+from tests.node.proxy.node_and_pod import ECHO_SERVER, NODE_IP, NodeAndPod, node_and_pod
 
 pytestmark = pytest.mark.privileged
 
 POD_IP = "10.77.0.2"
-
-SERVER = """
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], 8080))
-s.listen(64)
-print("listening", flush=True)
-while True:
-    c, peer = s.accept()
-    c.sendall(f"pong from {peer[0]}".encode())
-    c.close()
-"""
 
 PROXY = """
 import asyncio, json, socket, sys
@@ -92,7 +79,7 @@ def lab() -> Iterator[NodeAndPod]:
 
 def test_cluster_ip_node_port_and_reject_through_restored_rules(lab: NodeAndPod) -> None:
     server = subprocess.Popen(
-        ["nsenter", f"--net=/run/netns/{lab.pod}", sys.executable, "-c", SERVER, POD_IP],
+        ["nsenter", f"--net=/run/netns/{lab.pod}", sys.executable, "-c", ECHO_SERVER, POD_IP],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -106,8 +93,8 @@ def test_cluster_ip_node_port_and_reject_through_restored_rules(lab: NodeAndPod)
         server.kill()
         server.communicate()
     assert results["first"] and results["restart"]
-    assert results["cluster_ip"] == f"pong from {NODE_IP}"
-    assert results["node_port"] == f"pong from {NODE_IP}"
+    assert results["cluster_ip"] == f"pong from {NODE_IP} at {POD_IP}"
+    assert results["node_port"] == f"pong from {NODE_IP} at {POD_IP}"
     assert results["no_endpoints"] == "ConnectionRefusedError"
     # The restart reused its chains: no duplicates of jumps or chains.
     declared = [line for line in saved.splitlines() if line.startswith(":KUBE-")]
