@@ -468,6 +468,12 @@ class Lab:
         return self.state_dir / "proxy.kubeconfig"
 
     @property
+    def network_policy_kubeconfig(self) -> Path:
+        """The NetworkPolicy agents' kubeconfig: ``system:kubelab-network-policy`` (RBAC from
+        ``addons.network_policy_rbac``) at https://10.240.0.10:6443."""
+        return self.state_dir / "network-policy.kubeconfig"
+
+    @property
     def ca_file(self) -> Path:
         """The cluster CA's certificate (kubelets verify the API server's clients with it)."""
         return self.pki_dir / "ca.crt"
