@@ -9,6 +9,7 @@ from bench import (
     datapath,
     ha,
     kubelet,
+    netpol,
     proxy,
     pulls,
     scheduler,
@@ -25,4 +26,5 @@ kubelet.main([])
 # nft (Debian's default) cannot restore 10,000 Services in reasonable time: see bench/README.md.
 proxy.main(["--backend", "legacy"])
 datapath.main([])
+netpol.main([])
 pulls.main([])

@@ -51,9 +51,10 @@ TARGETS = frozenset(
 _FAILING_LINE = re.compile(r"\bline:? (\d+)")
 
 
-class IptablesError(Exception):
-    """A save or restore failed: the command, its stderr, and for a restore the input lines
-    and the 1-based number of the failing one (counting the ``*table`` line as 1)."""
+class RulesError(Exception):
+    """A command that writes or reads packet-filtering rules failed: the command, its stderr,
+    and for a batch the input lines and the 1-based number of the failing one.  One shape for
+    iptables and nftables, so agents report and recover from both alike."""
 
     def __init__(
         self,
@@ -86,6 +87,10 @@ class IptablesError(Exception):
             f"{'>' if n == self.failing_line else ' '} {n:6d}  {self.lines[n - 1]}"
             for n in range(first, last + 1)
         ]
+
+
+class IptablesError(RulesError):
+    """A save or restore failed; a restore's lines count the ``*table`` line as 1."""
 
 
 class Iptables(Protocol):
@@ -176,15 +181,21 @@ class RestoreIptables:
         return done.stdout if done.returncode == 0 else ""
 
     def _checked(self, argv: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
-        if self._netns is not None:
-            if not is_named_netns(self._netns):
-                raise IptablesError(
-                    argv, f"refusing to run in {self._netns}: not a netns under {NETNS_DIR}"
-                )
-            return self._run(["nsenter", f"--net={self._netns}", "--", *argv], stdin)
-        if not may_change_current_netns():
-            raise IptablesError(argv, f"refusing to run outside a netns under {NETNS_DIR}")
-        return self._run(argv, stdin)
+        return run_on_node(self._run, argv, stdin, self._netns, IptablesError)
+
+
+def run_on_node(
+    run: Runner, argv: list[str], stdin: str, netns: str | None, error: type[RulesError]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in ``netns`` (a path directly under /run/netns, entered with nsenter) or,
+    when None, here, only if this namespace may be changed; else raise ``error``."""
+    if netns is not None:
+        if not is_named_netns(netns):
+            raise error(argv, f"refusing to run in {netns}: not a netns under {NETNS_DIR}")
+        return run(["nsenter", f"--net={netns}", "--", *argv], stdin)
+    if not may_change_current_netns():
+        raise error(argv, f"refusing to run outside a netns under {NETNS_DIR}")
+    return run(argv, stdin)
 
 
 def failing_line(stderr: str) -> int | None:

@@ -1,223 +1,272 @@
-"""The one nftables backend: list a table, apply a script with ``nft -f`` as one transaction.
+"""nftables for one table: run a script as one transaction, list the table's chains and sets.
 
-Whatever on a node writes nftables rules (the NetworkPolicy agent) talks to the
-:class:`Nftables` protocol, which has the two operations a rule writer needs: ``nft list
-table`` of one table, and ``nft -f -`` of a whole script, which the kernel commits as one
-transaction (all of it or nothing).  A writer that replaces its table with ``add table``,
-``delete table`` and the new definition in one script changes the rules atomically: no packet
-ever sees the table missing or half written, and a restarted writer keeps enforcing the old
-rules until its first script replaces them.
+The nftables kube-proxy (and whatever else on a node writes nftables rules) talks to the
+:class:`Nftables` protocol, the two operations upstream's knftables offers it: run a batch of
+``nft`` commands as one atomic transaction (``nft -f -``: all of it applies or none), and list
+the names of one kind of object in the table it owns.  Everything happens in that one table,
+so rules of other tables (iptables-nft's ``ip nat`` and ``ip filter``, other agents' own
+tables) are never touched.
 
-:class:`CommandNftables` runs the ``nft`` command, under the same guard as
-:mod:`node.iptables`: only inside a network namespace bind-mounted under /run/netns (a lab
-node's), or one entered with ``nsenter --net=PATH`` given ``netns``, or on a machine that
-opted in with ``KUBELAB_NODE_IS_THIS_MACHINE=1``; the host's own rules never change.
-
-:class:`FakeNftables` keeps tables in memory and applies scripts with the kernel's
-all-or-nothing semantics and the checks that catch a writer's mistakes: ``delete table`` of a
-table that does not exist fails, and inside a table every ``@set`` a rule reads and every chain
-it jumps or goes to must be defined there.  It understands the statements writers of this
-project emit (``add table``, ``delete table``, ``table F NAME { set ... { ... } chain ... {
-... } }``), not nft's whole grammar.
+:class:`SubprocessNftables` runs ``nft``, under the same guard as
+:class:`~node.iptables.RestoreIptables`: only inside a network namespace bind-mounted under
+/run/netns (a lab node's), or in ``netns`` through ``nsenter``, or where the machine opted in
+as a node.  :class:`FakeNftables` keeps tables in memory and applies scripts with the kernel's
+all-or-nothing semantics and the checks that catch ordering mistakes (rules and map elements
+may only name chains and sets that exist, a chain still holding rules or referenced may not
+be deleted, an element to delete must exist, an element may not silently change its value).
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import re
-import shlex
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from node.iptables import NETNS_DIR, is_named_netns, may_change_current_netns
+from node.iptables import RulesError, Runner, run_command, run_on_node
 
+KINDS = ("chains", "sets", "maps")
 _FAILING_LINE = re.compile(r"^/dev/stdin:(\d+):", re.MULTILINE)
+_CHAIN_REFERENCE = re.compile(r"\b(?:jump|goto) ([^\s,}]+)")
+_SET_REFERENCE = re.compile(r"@([^\s,}]+)")
 
 
-class NftablesError(Exception):
-    """``nft`` failed: the command, its stderr, and for a script its lines and the 1-based
-    number of the failing one (nft names it as ``/dev/stdin:LINE:COLUMNS: Error: ...``)."""
-
-    def __init__(self, command: Sequence[str], stderr: str, lines: Sequence[str] = ()) -> None:
-        self.command = list(command)
-        self.stderr = stderr.strip()
-        self.lines = list(lines)
-        found = _FAILING_LINE.search(self.stderr)
-        self.failing_line = int(found.group(1)) if found else None
-        where = f" at line {self.failing_line}: {self.line_text!r}" if self.line_text else ""
-        super().__init__(f"{shlex.join(self.command)} failed{where}: {self.stderr}")
-
-    @property
-    def line_text(self) -> str:
-        """The failing script line, or "" when unknown."""
-        if self.failing_line is None or not 1 <= self.failing_line <= len(self.lines):
-            return ""
-        return self.lines[self.failing_line - 1]
+class NftablesError(RulesError):
+    """An ``nft`` command failed; a script's lines count from 1."""
 
 
 class Nftables(Protocol):
-    """What rule writers need of nftables."""
+    """One table (``family`` and ``name``) of the current network namespace."""
 
-    def list_table(self, family: str, table: str) -> str:
-        """``nft list table FAMILY TABLE``; "" when the table does not exist."""
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def table(self) -> str: ...
+
+    def run(self, lines: Sequence[str]) -> None:
+        """Apply ``lines`` (``nft`` commands) as one transaction: all or nothing.  On failure
+        raise :class:`NftablesError` naming the failing line."""
         ...
 
-    def apply(self, script: str) -> None:
-        """``nft -f -`` of ``script``: one transaction; :class:`NftablesError` if refused
-        (then nothing of it took effect)."""
+    def list_names(self, kind: str) -> list[str]:
+        """The names of the table's ``chains``, ``sets`` or ``maps`` (none when the table
+        does not exist); read-only."""
         ...
 
 
-Runner = Callable[[list[str], str], subprocess.CompletedProcess[str]]
+def failing_line(stderr: str) -> int | None:
+    """The first script line ``nft -f -`` names in an error (``/dev/stdin:N:COLS: Error``)."""
+    found = _FAILING_LINE.search(stderr)
+    return int(found.group(1)) if found else None
 
 
-def run_command(argv: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
+class SubprocessNftables:
+    """:class:`Nftables` through the ``nft`` command; see the module docstring."""
 
-
-class CommandNftables:
-    """:class:`Nftables` through the ``nft`` command (``runner`` runs it; tests pass a fake),
-    in the current netns or, given ``netns`` (a path directly under /run/netns), in that one."""
-
-    def __init__(self, runner: Runner = run_command, netns: str | None = None) -> None:
+    def __init__(
+        self,
+        family: str = "ip",
+        table: str = "kube-proxy",
+        runner: Runner = run_command,
+        netns: str | None = None,
+    ) -> None:
+        self.family = family
+        self.table = table
         self._run = runner
         self._netns = netns
 
-    def list_table(self, family: str, table: str) -> str:
-        argv = ["nft", "list", "table", family, table]
-        done = self._checked(argv, "")
-        if done.returncode == 0:
-            return done.stdout
-        if "No such file or directory" in done.stderr:
-            return ""
-        raise NftablesError(argv, done.stderr)
-
-    def apply(self, script: str) -> None:
+    def run(self, lines: Sequence[str]) -> None:
         argv = ["nft", "-f", "-"]
-        done = self._checked(argv, script)
+        done = self._checked(argv, "\n".join(lines) + "\n")
         if done.returncode != 0:
-            raise NftablesError(argv, done.stderr, script.splitlines())
+            raise NftablesError(argv, done.stderr, lines, failing_line(done.stderr))
+
+    def list_names(self, kind: str) -> list[str]:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}")
+        argv = ["nft", "--json", "--terse", "list", kind, self.family]
+        done = self._checked(argv, "")
+        if done.returncode != 0:
+            raise NftablesError(argv, done.stderr)
+        singular = kind[:-1]
+        return [
+            item[singular]["name"]
+            for item in json.loads(done.stdout or "{}").get("nftables", [])
+            if singular in item and item[singular].get("table") == self.table
+        ]
 
     def _checked(self, argv: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
-        if self._netns is not None:
-            if not is_named_netns(self._netns):
-                raise NftablesError(
-                    argv, f"refusing to run in {self._netns}: not a netns under {NETNS_DIR}"
-                )
-            return self._run(["nsenter", f"--net={self._netns}", "--", *argv], stdin)
-        if not may_change_current_netns():
-            raise NftablesError(argv, f"refusing to run outside a netns under {NETNS_DIR}")
-        return self._run(argv, stdin)
+        return run_on_node(self._run, argv, stdin, self._netns, NftablesError)
 
 
 @dataclass
 class FakeTable:
-    """One table of :class:`FakeNftables`: its sets' and chains' lines as written."""
+    """One table in memory: chains (name → rules as written), sets and maps (name → key →
+    value, "" for a set's elements), and which chains are base chains."""
 
-    sets: dict[str, list[str]] = field(default_factory=dict)
     chains: dict[str, list[str]] = field(default_factory=dict)
+    base_chains: set[str] = field(default_factory=set)
+    sets: dict[str, dict[str, str]] = field(default_factory=dict)
+    maps: dict[str, dict[str, str]] = field(default_factory=dict)
 
-
-_SET_REFERENCE = re.compile(r"@([^\s,}]+)")
-_CHAIN_REFERENCE = re.compile(r"\b(?:jump|goto) (\S+)")
+    def containers(self, name: str) -> dict[str, str] | None:
+        return self.sets.get(name, self.maps.get(name))
 
 
 class FakeNftables:
-    """:class:`Nftables` in memory: ``tables[(family, name)]`` (see the module docstring).
+    """:class:`Nftables` in memory, for one table; every table of the family is kept in
+    ``tables`` (so a test can see what a cleanup removed).
 
-    Every applied script is recorded in ``scripts``; ``fail_on`` makes a script fail at its
-    first line containing that text, as a kernel rejection would.
+    Every script is recorded in ``scripts``; ``fail_on`` makes a script fail at the first
+    line containing that text, as a kernel rejection would.
     """
 
-    def __init__(self) -> None:
-        self.tables: dict[tuple[str, str], FakeTable] = {}
-        self.scripts: list[str] = []
+    def __init__(self, family: str = "ip", table: str = "kube-proxy") -> None:
+        self.family = family
+        self.table = table
+        self.tables: dict[str, FakeTable] = {}
+        self.scripts: list[list[str]] = []
         self.fail_on: str | None = None
 
-    def list_table(self, family: str, table: str) -> str:
-        found = self.tables.get((family, table))
-        if found is None:
-            return ""
-        out = [f"table {family} {table} {{"]
-        for kind, blocks in (("set", found.sets), ("chain", found.chains)):
-            for name, lines in blocks.items():
-                out += [f"\t{kind} {name} {{", *(f"\t\t{line}" for line in lines), "\t}"]
-        return "\n".join([*out, "}"]) + "\n"
+    @property
+    def current(self) -> FakeTable:
+        """This table (KeyError if it does not exist)."""
+        return self.tables[self.table]
 
-    def apply(self, script: str) -> None:
-        lines = script.splitlines()
-        tables = {key: FakeTable(dict(t.sets), dict(t.chains)) for key, t in self.tables.items()}
-        number = 0
-        try:
-            while number < len(lines):
-                number = self._statement(tables, lines, number) + 1
-        except ValueError as error:
-            stderr = f"/dev/stdin:{number + 1}:1-1: Error: {error}"
-            raise NftablesError(["nft", "-f", "-"], stderr, lines) from None
+    def run(self, lines: Sequence[str]) -> None:
+        self.scripts.append(list(lines))
+        tables = copy.deepcopy(self.tables)
+        for number, line in enumerate(lines, start=1):
+            problem = "fake failure" if self.fail_on and self.fail_on in line else ""
+            problem = problem or self._apply(tables, line)
+            if problem:
+                raise NftablesError(["fake-nft", "-f", "-"], problem, lines, number)
         self.tables = tables
-        self.scripts.append(script)
 
-    def _statement(self, tables: dict[tuple[str, str], FakeTable], lines: list[str], i: int) -> int:
-        """Applies the statement starting at line ``i``; returns the index of its last line."""
-        words = self._words(lines[i])
-        if not words:
-            return i
-        match words:
-            case ["add", "table", family, name]:
-                tables.setdefault((family, name), FakeTable())
-                return i
-            case ["delete", "table", family, name]:
-                if tables.pop((family, name), None) is None:
-                    raise ValueError(f"Could not process rule: No such file or directory: {name}")
-                return i
-            case ["table", family, name, "{"]:
-                table = tables.setdefault((family, name), FakeTable())
-                end = self._table_body(table, lines, i + 1)
-                self._check_references(table)
-                return end
-        raise ValueError(f"syntax error, unexpected {words[0]}")
+    def list_names(self, kind: str) -> list[str]:
+        table = self.tables.get(self.table)
+        if table is None:
+            return []
+        found: dict[str, dict[str, list[str]] | dict[str, dict[str, str]]] = {
+            "chains": table.chains,
+            "sets": table.sets,
+            "maps": table.maps,
+        }
+        return sorted(found[kind])
 
-    def _table_body(self, table: FakeTable, lines: list[str], i: int) -> int:
-        while i < len(lines):
-            words = self._words(lines[i])
-            match words:
-                case ["}"]:
-                    return i
-                case ["set" | "chain" as kind, name, "{", *rest]:
-                    blocks = table.sets if kind == "set" else table.chains
-                    if rest and rest[-1] == "}":
-                        body = " ".join(rest[:-1])
-                        blocks[name] = [part.strip() for part in body.split(";") if part.strip()]
-                    else:
-                        blocks[name] = []
-                        i += 1
-                        while self._words(lines[i]) != ["}"]:
-                            blocks[name].append(lines[i].strip())
-                            i += 1
-                case []:
-                    pass
-                case _:
-                    raise ValueError(f"syntax error, unexpected {words[0]}")
-            i += 1
-        raise ValueError("syntax error, unexpected end of file")
+    def _apply(self, tables: dict[str, FakeTable], line: str) -> str:
+        words = line.split(None, 4)
+        if len(words) < 4 or words[2] != self.family:
+            return f"cannot parse {line!r}"
+        op, kind, _, table_name = words[:4]
+        rest = words[4] if len(words) > 4 else ""
+        if kind == "table":
+            if op == "add":
+                tables.setdefault(table_name, FakeTable())
+            elif op == "delete":
+                if tables.pop(table_name, None) is None:
+                    return "No such file or directory: table"
+            else:
+                return f"unknown operation {op!r}"
+            return ""
+        table = tables.get(table_name)
+        if table is None:
+            return f"No such file or directory: table {table_name}"
+        name, _, body = rest.partition(" ")
+        if kind == "chain":
+            return _chain(table, op, name, body)
+        if kind in ("set", "map"):
+            return _container(table, op, kind, name)
+        if kind == "rule" and op == "add":
+            if name not in table.chains:
+                return f"No such file or directory: chain {name}"
+            missing = _missing_references(table, body)
+            if missing:
+                return missing
+            table.chains[name].append(body)
+            return ""
+        if kind == "element":
+            return _elements(table, op, name, body)
+        return f"unknown command {line!r}"
 
-    def _words(self, line: str) -> list[str]:
-        if self.fail_on is not None and self.fail_on in line:
-            raise ValueError(f"Could not process rule: {line.strip()}")
-        return line.split()
 
-    @staticmethod
-    def _check_references(table: FakeTable) -> None:
-        for lines in table.chains.values():
-            for line in lines:
-                for name in _SET_REFERENCE.findall(line):
-                    if name not in table.sets:
-                        raise ValueError(
-                            f"Could not process rule: No such file or directory: @{name}"
-                        )
-                for name in _CHAIN_REFERENCE.findall(line):
-                    if name not in table.chains:
-                        raise ValueError(
-                            f"Could not process rule: No such file or directory: {name}"
-                        )
+def _chain(table: FakeTable, op: str, name: str, body: str) -> str:
+    if op == "add":
+        table.chains.setdefault(name, [])
+        if "hook" in body:
+            table.base_chains.add(name)
+        return ""
+    if name not in table.chains:
+        return f"No such file or directory: chain {name}"
+    if op == "flush":
+        table.chains[name] = []
+    elif op == "delete":
+        if table.chains[name]:
+            return f"Device or resource busy: chain {name} holds rules"
+        if name in _referenced_chains(table):
+            return f"Device or resource busy: chain {name} is referenced"
+        del table.chains[name]
+        table.base_chains.discard(name)
+    else:
+        return f"unknown operation {op!r}"
+    return ""
+
+
+def _container(table: FakeTable, op: str, kind: str, name: str) -> str:
+    store = table.sets if kind == "set" else table.maps
+    if op == "add":
+        store.setdefault(name, {})
+        return ""
+    if name not in store:
+        return f"No such file or directory: {kind} {name}"
+    if op == "flush":
+        store[name] = {}
+    elif op == "delete":
+        if any(f"@{name}" in rule.split() for rules in table.chains.values() for rule in rules):
+            return f"Device or resource busy: {kind} {name} is referenced"
+        del store[name]
+    else:
+        return f"unknown operation {op!r}"
+    return ""
+
+
+def _elements(table: FakeTable, op: str, name: str, body: str) -> str:
+    elements = table.containers(name)
+    if elements is None:
+        return f"No such file or directory: set or map {name}"
+    inside = body.strip().removeprefix("{").removesuffix("}")
+    for item in (part.strip() for part in inside.split(",")):
+        key, _, value = item.partition(" : ")
+        if op == "add":
+            missing = _missing_references(table, value)
+            if missing:
+                return missing
+            if elements.get(key, value) != value:
+                return f"File exists: element {key} of {name}"
+            elements[key] = value
+        elif op == "delete":
+            if elements.pop(key, None) is None:
+                return f"No such file or directory: element {key} of {name}"
+        else:
+            return f"unknown operation {op!r}"
+    return ""
+
+
+def _missing_references(table: FakeTable, text: str) -> str:
+    for chain in _CHAIN_REFERENCE.findall(text):
+        if chain not in table.chains:
+            return f"No such file or directory: chain {chain}"
+    for name in _SET_REFERENCE.findall(text):
+        if table.containers(name) is None:
+            return f"No such file or directory: set {name}"
+    return ""
+
+
+def _referenced_chains(table: FakeTable) -> set[str]:
+    texts = [rule for rules in table.chains.values() for rule in rules]
+    texts += [value for elements in table.maps.values() for value in elements.values()]
+    return {chain for text in texts for chain in _CHAIN_REFERENCE.findall(text)}

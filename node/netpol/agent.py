@@ -3,7 +3,7 @@
 :class:`NetworkPolicyAgent` watches Pods, Namespaces and NetworkPolicies through the shared
 informers; every event only wakes its sync loop, which recompiles the node's whole table
 (:func:`~node.netpol.compiler.compile_ruleset`) from the informers' caches and, when the
-script differs from the last one applied, replaces the table in one transaction.  Syncs are
+commands differ from the last ones applied, replaces the table in one transaction.  Syncs are
 at most one per ``min_sync_period`` (changes in between coalesce; 0.1 s by default, so a
 relabelled pod or namespace is enforced well within a second), and the table is rewritten
 every ``sync_period`` even when nothing changed, which repairs a table someone else flushed.
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 class NetworkPolicyAgent:
     """See the module docstring.  ``healthy`` is False until a sync succeeds and after one
-    fails; ``syncs`` counts the scripts applied."""
+    fails; ``syncs`` counts the transactions applied."""
 
     def __init__(
         self,
@@ -52,7 +52,7 @@ class NetworkPolicyAgent:
         self.sync_period = sync_period
         self.healthy = False
         self.syncs = 0
-        self._applied = ""
+        self._applied: list[str] = []
         self._last_sync = -math.inf
         self._last_apply = -math.inf
         self._reported: set[str] = set()
@@ -92,26 +92,26 @@ class NetworkPolicyAgent:
         return compile_ruleset(self.node_name, self._pods(), self._namespaces(), self._policies())
 
     async def sync(self) -> None:
-        """Compile, and apply when the script changed or ``sync_period`` passed since the last
-        apply.  Never raises for a bad object or a refused script (logged; retried)."""
+        """Compile, and apply when the commands changed or ``sync_period`` passed since the last
+        apply.  Never raises for a bad object or a refused transaction (logged; retried)."""
         self._last_sync = self.clock.monotonic()
         ruleset = self.ruleset()
         for problem in ruleset.problems:
             if problem not in self._reported:
                 log.warning("NetworkPolicy left out: %s", problem)
         self._reported = set(ruleset.problems)
-        script = ruleset.script()
+        commands = ruleset.commands()
         due = self._last_apply + self.sync_period <= self.clock.monotonic()
-        if script == self._applied and self.healthy and not due:
+        if commands == self._applied and self.healthy and not due:
             return
         try:
-            await asyncio.to_thread(self.nftables.apply, script)
+            await asyncio.to_thread(self.nftables.run, commands)
         except NftablesError as error:
             log.error("applying the table failed (retried at the next sync): %s", error)
             self.healthy = False
-            self._applied = ""
+            self._applied = []
             return
-        self._applied = script
+        self._applied = commands
         self._last_apply = self.clock.monotonic()
         self.healthy = True
         self.syncs += 1

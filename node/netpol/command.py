@@ -102,8 +102,10 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     add_flags(parser)
 
     def run(args: argparse.Namespace) -> int:
-        from node.nftables import CommandNftables
+        from node.netpol.compiler import FAMILY, TABLE
+        from node.nftables import SubprocessNftables
 
-        return component.run(lambda stop: run_agent(args, CommandNftables(), stop))
+        nftables = SubprocessNftables(FAMILY, TABLE)
+        return component.run(lambda stop: run_agent(args, nftables, stop))
 
     return run

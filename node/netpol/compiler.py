@@ -1,7 +1,7 @@
 """NetworkPolicies, Pods and Namespaces in; one node's nftables table out (pure, no I/O).
 
 :func:`compile_ruleset` turns what the informers hold into the whole table
-``inet kubelab-network-policy`` for one node, and :meth:`Ruleset.script` renders it as one
+``inet kubelab-network-policy`` for one node, and :meth:`Ruleset.commands` renders it as one
 ``nft -f`` transaction that replaces the table atomically (``add table``, ``delete table``,
 the new definition).  Rebuilding it whole at every change keeps the agent level-triggered:
 the table is a function of the cluster's state, never a history of edits.
@@ -132,6 +132,9 @@ def _is_ipv4(text: str) -> bool:
         return False
 
 
+_OBJECT = f"{FAMILY} {TABLE}"
+
+
 @dataclass(frozen=True)
 class NftSet:
     """A named set: ``ipv4_addr`` elements, with ``flags interval`` when it holds blocks."""
@@ -140,10 +143,12 @@ class NftSet:
     elements: tuple[str, ...]
     interval: bool = False
 
-    def render(self) -> str:
+    def commands(self) -> list[str]:
         flags = " flags interval;" if self.interval else ""
-        elements = f" elements = {{ {', '.join(self.elements)} }}" if self.elements else ""
-        return f"\tset {self.name} {{ type ipv4_addr;{flags}{elements} }}"
+        made = [f"add set {_OBJECT} {self.name} {{ type ipv4_addr;{flags} }}"]
+        if self.elements:
+            made.append(f"add element {_OBJECT} {self.name} {{ {', '.join(self.elements)} }}")
+        return made
 
 
 @dataclass(frozen=True)
@@ -155,13 +160,11 @@ class Chain:
     hook: str = ""
     priority: str = ""
 
-    def render(self) -> list[str]:
-        head = (
-            [f"\t\ttype filter hook {self.hook} priority {self.priority}; policy accept;"]
-            if self.hook
-            else []
-        )
-        return [f"\tchain {self.name} {{", *head, *(f"\t\t{r}" for r in self.rules), "\t}"]
+    def command(self) -> str:
+        if not self.hook:
+            return f"add chain {_OBJECT} {self.name}"
+        base = f"type filter hook {self.hook} priority {self.priority}; policy accept;"
+        return f"add chain {_OBJECT} {self.name} {{ {base} }}"
 
 
 @dataclass(frozen=True)
@@ -172,17 +175,17 @@ class Ruleset:
     chains: tuple[Chain, ...]
     problems: tuple[str, ...] = ()
 
-    def script(self) -> str:
-        """The ``nft -f`` script that replaces the table in one transaction."""
-        lines = [
-            f"add table {FAMILY} {TABLE}",
-            f"delete table {FAMILY} {TABLE}",
-            f"table {FAMILY} {TABLE} {{",
-            *(s.render() for s in self.sets),
-            *(line for c in self.chains for line in c.render()),
-            "}",
+    def commands(self) -> list[str]:
+        """The ``nft`` commands that replace the table in one transaction: the table made
+        (if absent) and deleted, then made again with its sets, its chains, then the rules."""
+        return [
+            f"add table {_OBJECT}",
+            f"delete table {_OBJECT}",
+            f"add table {_OBJECT}",
+            *(line for s in self.sets for line in s.commands()),
+            *(c.command() for c in self.chains),
+            *(f"add rule {_OBJECT} {c.name} {rule}" for c in self.chains for rule in c.rules),
         ]
-        return "\n".join(lines) + "\n"
 
     def chain(self, name: str) -> Chain:
         """The chain ``name`` (KeyError if absent)."""

@@ -54,7 +54,7 @@ async def env() -> AsyncIterator[Env]:
     await api.create(pod("x", "a", "10.244.1.2"))
     await api.create(pod("y", "b", "10.244.2.2", node="node2"))
     await api.create(policy(ALLOW_FROM_BLUE))
-    nft = FakeNftables()
+    nft = FakeNftables(FAMILY, TABLE)
     agent = NetworkPolicyAgent(nft, "node1", RealClock(), min_sync_period=0.05)
     informers = SharedInformerFactory(api)
     agent.bind(informers)
@@ -71,7 +71,11 @@ async def env() -> AsyncIterator[Env]:
 
 
 def peer_set(nft: FakeNftables) -> list[str]:
-    return nft.tables[(FAMILY, TABLE)].sets["ingress/x/allow-blue/0"]
+    return list(nft.current.sets["ingress/x/allow-blue/0"])
+
+
+def isolated(nft: FakeNftables) -> list[str]:
+    return list(nft.current.sets["ingress-isolated"])
 
 
 async def test_a_namespace_relabelled_is_enforced_within_a_second(env: Env) -> None:
@@ -86,11 +90,11 @@ async def test_a_namespace_relabelled_is_enforced_within_a_second(env: Env) -> N
 
 async def test_a_pod_relabelled_is_enforced_within_a_second(env: Env) -> None:
     await env.until(lambda: env.agent.syncs >= 1)
-    assert "10.244.1.2" in env.nft.list_table(FAMILY, TABLE)
+    assert isolated(env.nft) == ["10.244.1.2"]
     a = await env.api.get(Pod, "a", "x")
     a.metadata.labels = {"pod": "other"}
     await env.api.update(a)
-    await env.until(lambda: "10.244.1.2" not in env.nft.list_table(FAMILY, TABLE))
+    await env.until(lambda: isolated(env.nft) == [])
 
 
 async def test_nothing_is_reapplied_while_nothing_changes(env: Env) -> None:
@@ -116,10 +120,10 @@ spec: {podSelector: {}}
     await env.until(lambda: not env.agent.healthy)
     env.nft.fail_on = None
     await env.until(lambda: env.agent.healthy, within=2.0)
-    assert "pods/x/deny" in env.nft.list_table(FAMILY, TABLE)
+    assert "pods/x/deny" in env.nft.current.sets
     bad = policy(ALLOW_FROM_BLUE.replace("allow-blue", "bad").replace("team: blue", "'!': x"))
     await env.api.create(bad)
     await asyncio.sleep(0.3)
     assert env.agent.healthy
     assert [p.split(":")[0] for p in env.agent.ruleset().problems] == ["x/bad"]
-    assert "bad" not in env.nft.list_table(FAMILY, TABLE)
+    assert "pods/x/bad" not in env.nft.current.sets

@@ -25,10 +25,11 @@ NAMESPACES = [namespace("x"), namespace("y", {"team": "blue"}), namespace("z")]
 
 def compiled(*policies: NetworkPolicy, pods: list[Pod] = PODS) -> Ruleset:
     ruleset = compile_ruleset("node1", pods, NAMESPACES, policies)
-    nft = FakeNftables()
-    nft.apply(ruleset.script())
-    nft.apply(ruleset.script())  # a second sync replaces the table the first one wrote
-    assert (FAMILY, TABLE) in nft.tables
+    nft = FakeNftables(FAMILY, TABLE)
+    nft.run(ruleset.commands())
+    nft.run(ruleset.commands())  # a second sync replaces the table the first one wrote
+    assert sorted(nft.current.sets) == sorted(s.name for s in ruleset.sets)
+    assert nft.current.base_chains == {"ingress", "egress-forward", "egress-input"}
     return ruleset
 
 
@@ -194,13 +195,14 @@ def test_names_too_long_for_nftables_are_hashed_and_stay_distinct() -> None:
     assert object_name("ingress", "x", "short", "0") == "ingress/x/short/0"
 
 
-def test_the_script_replaces_the_table_in_one_transaction() -> None:
-    script = compiled(deny_all()).script().splitlines()
-    assert script[:3] == [
+def test_the_commands_replace_the_table_in_one_transaction() -> None:
+    commands = compiled(deny_all()).commands()
+    assert commands[:3] == [
         f"add table {FAMILY} {TABLE}",
         f"delete table {FAMILY} {TABLE}",
-        f"table {FAMILY} {TABLE} {{",
+        f"add table {FAMILY} {TABLE}",
     ]
+    assert f"add element {FAMILY} {TABLE} pods/x/deny {{ 10.244.1.2, 10.244.1.3 }}" in commands
 
 
 def test_namespaces_are_matched_by_their_labels() -> None:

@@ -235,9 +235,9 @@ def test_default_deny_egress(clean: Model) -> None:
 
 def test_allow_from_a_namespace_then_updated_then_deleted(clean: Model) -> None:
     allow = "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {%s}}}]\n"
-    clean.apply(netpol("allow", "x", allow % "kubernetes.io/metadata.name: y"))
+    clean.apply(netpol("allow", "x", allow % "kubernetes.io/metadata.name: 'y'"))
     clean.check(lambda s, t: ns_of(t) != "x" or ns_of(s) == "y")
-    clean.apply(netpol("allow", "x", allow % "kubernetes.io/metadata.name: z"))
+    clean.apply(netpol("allow", "x", allow % "kubernetes.io/metadata.name: 'z'"))
     clean.check(lambda s, t: ns_of(t) != "x" or ns_of(s) == "z")
     clean.kubectl.run("delete", "networkpolicy", "-n", "x", "allow", namespaced=False)
     clean.check(lambda s, t: True)
@@ -246,7 +246,7 @@ def test_allow_from_a_namespace_then_updated_then_deleted(clean: Model) -> None:
 def test_allow_from_pods_in_a_namespace(clean: Model) -> None:
     spec = (
         "  podSelector: {matchLabels: {pod: a}}\n  ingress:\n  - from:\n"
-        "    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: y}}\n"
+        "    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: 'y'}}\n"
         "      podSelector: {matchLabels: {pod: b}}\n"
     )
     clean.apply(netpol("allow", "x", spec))

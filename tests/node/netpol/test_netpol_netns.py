@@ -6,7 +6,7 @@ This test's own topology, no containerd: a ``node`` namespace with a bridge ``cn
 through a routed veth, as cross-node traffic arrives.  Every pod serves TCP on 80 and 81 and
 UDP on 53 (a Python server); a prober per source pod connects to every target at once with a
 short timeout.  Each case applies the ruleset :func:`compile_ruleset` makes for ``node`` with
-:class:`CommandNftables` and compares the reachability of every (source, target, port) probed
+:class:`SubprocessNftables` and compares the reachability of every (source, target, port) probed
 with the expected one.  A Service is a DNAT rule in the node (10.96.0.80:80 → x/a:80), as
 kube-proxy's: policies see the endpoint pod after it.
 """
@@ -25,7 +25,7 @@ import pytest
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.networking_v1 import NetworkPolicy
 from node.netpol.compiler import FAMILY, TABLE, compile_ruleset
-from node.nftables import CommandNftables
+from node.nftables import SubprocessNftables
 from tests.netns import Netns, NetnsFactory
 from tests.node.netpol.cluster import namespace, pod, policy
 from tests.servers import REPO
@@ -88,7 +88,7 @@ class Topology:
     def apply(self, *policies: NetworkPolicy) -> None:
         ruleset = compile_ruleset("node1", PODS, NAMESPACES, policies)
         assert not ruleset.problems
-        CommandNftables(netns=str(self.node.path)).apply(ruleset.script())
+        SubprocessNftables(FAMILY, TABLE, netns=str(self.node.path)).run(ruleset.commands())
 
     def reachable(self, source: str, targets: Sequence[tuple[str, str, int]]) -> list[bool]:
         """From pod ``source`` (or "node") to each ``(ip, tcp|udp, port)``."""
