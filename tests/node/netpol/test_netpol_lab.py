@@ -2,13 +2,13 @@
 
 The model is upstream's: namespaces ``x``, ``y``, ``z`` with pods ``a``, ``b``, ``c`` each
 (labelled ``pod=<name>``), every pod serving TCP and UDP on ports 80 and 81 (container ports
-named ``serve-80-tcp`` and so on).  For each policy case every one of the 81 (source, target)
-pairs is probed at once (each pod is also a prober: asked on its control port, 9999, by a
-process in its node's namespace, it connects to all nine targets in parallel with a short
-timeout) and the table compared with the expected one, probing again until they agree or
-the deadline passes; a pod always reaches itself (loopback, as upstream's
-``AllowLoopback``).  The lab runs with the default proxy mode; ``MODES`` is where the
-nftables mode joins once it exists.  The model's objects go through the pinned kubectl.
+named ``serve-80-tcp`` and so on). For each policy case every one of the 81 (source, target)
+pairs is probed at once (each pod is also a prober, ``tests.node.netpol.probes``: asked on its
+control port by a process in its node's namespace, it connects to all nine targets in parallel
+with a short timeout) and the table compared with the expected one, probing again until they
+agree or the deadline passes; a pod always reaches itself (loopback, as upstream's
+``AllowLoopback``). The lab runs with the default proxy mode; ``MODES`` is where the nftables
+mode joins once it exists. The model's objects go through the pinned kubectl.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 
 from kubelab.lab.topology import CLUSTER_CIDR, LabSpec
 from tests.kubelab.lab.labs import UP_TIMEOUT, RunningLab, lab_up
+from tests.node.netpol.probes import ASK, SERVER
 from tests.servers import Kubectl
 
 pytestmark = [
@@ -49,57 +50,6 @@ KEYS = [f"{ns}/{pod}" for ns in NAMESPACES for pod in PODS]
 ENFORCED_WITHIN = 10.0
 """Seconds a case may take to show its table: the agent syncs within a second; the rest is
 the probes' own time (nine kubectl execs) on a busy two-core machine."""
-
-SERVER = """
-import json, socket, threading
-from concurrent.futures import ThreadPoolExecutor
-def tcp(port):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port)); s.listen(128)
-    while True:
-        c, _ = s.accept(); c.sendall(b"ok"); c.close()
-def udp(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", port))
-    while True:
-        _, peer = s.recvfrom(100); s.sendto(b"ok", peer)
-def probe(target):
-    ip, proto, port = target
-    kind = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.settimeout(1.0)
-        try:
-            s.connect((ip, port))
-            if proto == "udp":
-                s.send(b"?")
-            return s.recv(10) == b"ok"
-        except OSError:
-            return False
-def control(c):
-    with c, c.makefile("rw") as f:
-        targets = json.loads(f.readline())
-        with ThreadPoolExecutor(len(targets)) as pool:
-            f.write(json.dumps(list(pool.map(probe, targets))) + "\\n")
-for port in (80, 81):
-    threading.Thread(target=tcp, args=(port,), daemon=True).start()
-    threading.Thread(target=udp, args=(port,), daemon=True).start()
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 9999)); s.listen(128)
-while True:
-    threading.Thread(target=control, args=(s.accept()[0],), daemon=True).start()
-"""
-
-ASK = """
-import json, socket, sys
-from concurrent.futures import ThreadPoolExecutor
-def ask(pod):
-    key, ip, targets = pod
-    with socket.create_connection((ip, 9999), timeout=10) as c, c.makefile("rw") as f:
-        f.write(json.dumps(targets) + "\\n"); f.flush()
-        return key, json.loads(f.readline())
-pods = json.loads(sys.argv[1])
-with ThreadPoolExecutor(len(pods)) as pool:
-    print(json.dumps(dict(pool.map(ask, pods))))
-"""
 
 
 def model_pod(namespace: str, name: str) -> dict[str, object]:
@@ -205,7 +155,7 @@ def ns_of(key: str) -> str:
 def netpol(name: str, namespace: str, spec: str) -> str:
     return (
         f"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n"
-        f"metadata: {{name: {name}, namespace: {namespace}}}\nspec:\n{spec}"
+        f"metadata: {{name: '{name}', namespace: '{namespace}'}}\nspec:\n{spec}"
     )
 
 

@@ -3,11 +3,11 @@
 This test's own topology, no containerd: a ``node`` namespace with a bridge ``cni0``
 (10.77.1.1/24, ``bridge-nf-call-iptables`` on as on a lab node) holding two pods, ``x/a``
 (10.77.1.2) and ``y/b`` (10.77.1.3), and a pod of another node, ``z/c`` (10.77.2.2), reached
-through a routed veth, as cross-node traffic arrives.  Every pod serves TCP on 80 and 81 and
-UDP on 53 (a Python server); a prober per source pod connects to every target at once with a
-short timeout.  Each case applies the ruleset :func:`compile_ruleset` makes for ``node`` with
-:class:`SubprocessNftables` and compares the reachability of every (source, target, port) probed
-with the expected one.  A Service is a DNAT rule in the node (10.96.0.80:80 → x/a:80), as
+through a routed veth, as cross-node traffic arrives. Every pod serves TCP on 80 and 81 and UDP
+on 53 (``tests.node.netpol.probes``); a prober per source pod connects to every target at once
+with a short timeout. Each case applies the ruleset :func:`compile_ruleset` makes for ``node``
+with :class:`SubprocessNftables` and compares the reachability of every (source, target, port)
+probed with the expected one. A Service is a DNAT rule in the node (10.96.0.80:80 → x/a:80), as
 kube-proxy's: policies see the endpoint pod after it.
 """
 
@@ -28,6 +28,7 @@ from node.netpol.compiler import FAMILY, TABLE, compile_ruleset
 from node.nftables import SubprocessNftables
 from tests.netns import Netns, NetnsFactory
 from tests.node.netpol.cluster import namespace, pod, policy
+from tests.node.netpol.probes import PROBER, SERVER
 from tests.servers import REPO
 
 pytestmark = pytest.mark.privileged
@@ -41,43 +42,6 @@ PODS: list[Pod] = [
     pod("z", "c", IPS["z/c"], node="node2", ports=[("dns", 53, "UDP")]),
 ]
 NAMESPACES = [namespace("x"), namespace("y", {"team": "blue"}), namespace("z")]
-
-SERVER = """
-import socket, threading
-def tcp(port):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port)); s.listen(64)
-    while True:
-        c, _ = s.accept(); c.sendall(b"ok"); c.close()
-def udp(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", port))
-    while True:
-        data, peer = s.recvfrom(100); s.sendto(b"ok", peer)
-for f, p in ((tcp, 80), (tcp, 81), (udp, 53)):
-    threading.Thread(target=f, args=(p,), daemon=True).start()
-print("serving", flush=True)
-threading.Event().wait()
-"""
-
-PROBER = """
-import json, socket, sys
-from concurrent.futures import ThreadPoolExecutor
-def probe(target):
-    ip, proto, port = target
-    kind = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.settimeout(0.5)
-        try:
-            s.connect((ip, port))
-            if proto == "udp":
-                s.send(b"?")
-            return s.recv(10) == b"ok"
-        except OSError:
-            return False
-targets = json.loads(sys.argv[1])
-with ThreadPoolExecutor(len(targets)) as pool:
-    print(json.dumps(list(pool.map(probe, targets))))
-"""
 
 
 @dataclass(frozen=True)
