@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pytest
 
 from kubelab.lab.topology import CLUSTER_CIDR, LabSpec
-from tests.kubelab.lab.labs import UP_TIMEOUT, RunningLab, lab_up
+from tests.kubelab.lab.labs import UP_TIMEOUT, RunningLab, lab_command, lab_up
 from tests.node.netpol.probes import ASK, SERVER
 from tests.servers import Kubectl
 
@@ -267,3 +267,24 @@ def test_namespace_relabelled(clean: Model) -> None:
     clean.check(lambda s, t: ns_of(t) != "x")
     clean.kubectl.run("label", "namespace", "z", "team=blue", namespaced=False)
     clean.check(lambda s, t: ns_of(t) != "x" or ns_of(s) == "z")
+
+
+def test_the_table_outlives_its_agent_and_a_restarted_agent_replaces_it(clean: Model) -> None:
+    """The agents stopped (``kubelab lab stop``), their tables keep enforcing, even a policy
+    deleted meanwhile; started again, each replaces its table at its first sync."""
+    nodes = sorted(set(clean.nodes.values()))
+    deny = netpol("deny", "x", "  podSelector: {}\n  policyTypes: [Ingress]\n")
+    clean.apply(deny)
+    clean.check(lambda s, t: ns_of(t) != "x")
+    try:
+        for node in nodes:
+            stopped = lab_command("stop", "--name", clean.lab.name, node, "network-policy")
+            assert stopped.returncode == 0, stopped.stderr
+        clean.kubectl.run("delete", "networkpolicy", "-n", "x", "deny", namespaced=False)
+        time.sleep(2.0)  # a running agent would have removed the policy by now
+        clean.check(lambda s, t: ns_of(t) != "x")
+    finally:
+        for node in nodes:
+            started = lab_command("start", "--name", clean.lab.name, node, "network-policy")
+            assert started.returncode == 0, started.stderr
+    clean.check(lambda s, t: True)
