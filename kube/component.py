@@ -85,8 +85,9 @@ def duration(text: str) -> float:
 
 
 def address(text: str) -> tuple[str, int]:
-    """An ``IP:PORT`` flag value (``--healthz-bind-address``)."""
+    """An ``IP:PORT`` flag value (``--healthz-bind-address``; IPv6 as ``[::1]:53``)."""
     host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
     try:
         ipaddress.ip_address(host)
         number = int(port)

@@ -17,6 +17,7 @@ and left out, never raised.  ``/healthz`` answers 200 while the last sync succee
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -67,12 +68,9 @@ class NetworkPolicyAgent:
         namespaces = informers.informer_for(Namespace)
         policies = informers.informer_for(NetworkPolicy)
         self.set_listers(pods.lister.list, namespaces.lister.list, policies.lister.list)
-        for informer in (pods, namespaces, policies):
-            informer.add_event_handler(
-                on_add=self.changed,
-                on_update=lambda old, new: self.changed(new),
-                on_delete=self.changed,
-            )
+        pods.add_change_handler(self.changed)
+        namespaces.add_change_handler(self.changed)
+        policies.add_change_handler(self.changed)
 
     def set_listers(
         self,
@@ -128,13 +126,5 @@ class NetworkPolicyAgent:
             if not self.healthy:
                 await self.clock.sleep(1.0)
                 continue
-            await self._wait_for_change(self.sync_period)
-
-    async def _wait_for_change(self, seconds: float) -> None:
-        changed = asyncio.ensure_future(self._wake.wait())
-        elapsed = asyncio.ensure_future(self.clock.sleep(seconds))
-        try:
-            await asyncio.wait({changed, elapsed}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (changed, elapsed):
-                task.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.sync_period)
