@@ -54,7 +54,6 @@ class NetworkPolicyAgent:
         self.healthy = False
         self.syncs = 0
         self._applied: list[str] = []
-        self._last_sync = -math.inf
         self._last_apply = -math.inf
         self._reported: set[str] = set()
         self._wake = asyncio.Event()
@@ -92,7 +91,6 @@ class NetworkPolicyAgent:
     async def sync(self) -> None:
         """Compile, and apply when the commands changed or ``sync_period`` passed since the last
         apply.  Never raises for a bad object or a refused transaction (logged; retried)."""
-        self._last_sync = self.clock.monotonic()
         ruleset = self.ruleset()
         for problem in ruleset.problems:
             if problem not in self._reported:
@@ -115,16 +113,13 @@ class NetworkPolicyAgent:
         self.syncs += 1
 
     async def run(self) -> None:
-        """Sync until cancelled: at once, then on changes (at most once per
-        ``min_sync_period``), every ``sync_period``, and after a failure."""
+        """Sync until cancelled: at once, then on changes (those that come within
+        ``min_sync_period`` of a sync coalesce into the next one), every ``sync_period``, and
+        a second after a failure."""
         while True:
-            wait = self._last_sync + self.min_sync_period - self.clock.monotonic()
-            if wait > 0:
-                await self.clock.sleep(wait)
             self._wake.clear()
             await self.sync()
-            if not self.healthy:
-                await self.clock.sleep(1.0)
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.sync_period)
+            await self.clock.sleep(self.min_sync_period if self.healthy else 1.0)
+            if self.healthy:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.sync_period)
