@@ -8,7 +8,9 @@ control port by a process in its node's namespace, it connects to all nine targe
 with a short timeout) and the table compared with the expected one, probing again until they
 agree or the deadline passes; a pod always reaches itself (loopback, as upstream's
 ``AllowLoopback``). The lab runs with the default proxy mode; ``MODES`` is where the nftables
-mode joins once it exists. The model's objects go through the pinned kubectl.
+mode joins once it exists. The model's objects go through the pinned kubectl. A relabelled pod
+or namespace must be in the nodes' tables (``nft list set``) within a second of kubectl's
+answer.
 """
 
 from __future__ import annotations
