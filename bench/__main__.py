@@ -9,6 +9,7 @@ from bench import (
     datapath,
     ha,
     kubelet,
+    netpol,
     nftproxy,
     proxy,
     pulls,
@@ -27,4 +28,5 @@ kubelet.main([])
 proxy.main(["--backend", "legacy"])
 nftproxy.main([])
 datapath.main([])
+netpol.main([])
 pulls.main([])

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import logging
 import os
 import re
@@ -81,6 +82,20 @@ def duration(text: str) -> float:
     if seconds < 0:
         raise argparse.ArgumentTypeError(f"expected a duration such as 5m or 30s, got {text!r}")
     return seconds
+
+
+def address(text: str) -> tuple[str, int]:
+    """An ``IP:PORT`` flag value (``--healthz-bind-address``; IPv6 as ``[::1]:53``)."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    try:
+        ipaddress.ip_address(host)
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not sep or not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"expected IP:PORT, got {text!r}")
+    return host, number
 
 
 def add_client_flags(

@@ -27,6 +27,7 @@ from kubelab.lab import vagranthost
 from kubelab.lab.images import command as images_command
 from node.hollow import command as hollow_command
 from node.kubelet import command as kubelet_command
+from node.netpol import command as network_policy_command
 from node.proxy import command as proxy_command
 
 
@@ -63,6 +64,10 @@ COMPONENTS: dict[str, Component] = {
         "the node agent: pods on containerd over CRI", configure=kubelet_command.configure
     ),
     "proxy": Component("kube-proxy: Service VIPs in iptables", configure=proxy_command.configure),
+    "network-policy": Component(
+        "NetworkPolicy enforced on one node in nftables",
+        configure=network_policy_command.configure,
+    ),
     "lab": Component("a multi-node cluster in network namespaces", configure=lab_command.configure),
     "vagrant": Component(
         "the lab on VMs: libvirt and Vagrant in a network namespace of their own",

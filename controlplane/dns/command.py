@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,19 +31,6 @@ DEFAULT_TTL = 30
 DEFAULT_HEALTH_PORT = 8080
 DEFAULT_READY_PORT = 8181
 DEFAULT_METRICS_PORT = 9153
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    try:
-        ipaddress.ip_address(host)
-        number = int(port)
-    except ValueError:
-        number = -1
-    if not sep or not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"expected IP:PORT, got {text!r}")
-    return host, number
 
 
 def _port(text: str) -> int:
@@ -82,8 +68,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--listen",
-        type=_address,
-        default=_address(DEFAULT_LISTEN),
+        type=component.address,
+        default=component.address(DEFAULT_LISTEN),
         help=f"IP:PORT to serve DNS on, UDP and TCP (default: {DEFAULT_LISTEN}; port 0: any)",
     )
     parser.add_argument(

@@ -318,6 +318,13 @@ class SharedInformer(Generic[R]):
                 self._call(on_add, obj)
         return registration
 
+    def add_change_handler(self, handler: OnDelete[R]) -> EventHandlerRegistration[R]:
+        """Register ``handler`` for every add, update (with the new object) and delete, for
+        callers that only need to know which object changed."""
+        return self.add_event_handler(
+            on_add=handler, on_update=lambda old, new: handler(new), on_delete=handler
+        )
+
     def remove_event_handler(self, registration: EventHandlerRegistration[R]) -> None:
         with contextlib.suppress(ValueError):
             self._handlers.remove(registration)

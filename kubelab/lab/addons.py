@@ -1,4 +1,5 @@
-"""The cluster add-ons the lab installs, as typed objects: today the cluster DNS.
+"""The cluster add-ons the lab installs, as typed objects: the cluster DNS, and the RBAC of
+the NetworkPolicy agents.
 
 ``cluster_dns()`` returns what a kubeadm cluster's CoreDNS manifests hold, for ``kubelab dns``:
 the ``kube-dns`` ServiceAccount in kube-system, a ClusterRole (list and watch Services,
@@ -18,6 +19,11 @@ where it forwards other names, never through itself), tolerates the control-plan
 is pinned to the control plane (nodeSelector ``node-role.kubernetes.io/control-plane``: the
 one node that imports the large kubelab image), and is probed on ``/healthz`` (liveness)
 and ``/ready`` (readiness: its caches synced).
+``network_policy_rbac()`` is what kube-network-policies' manifest grants its agent: a
+ClusterRole reading Pods, Namespaces and NetworkPolicies, bound to the user the lab's agents
+are (``system:kubelab-network-policy``, a client certificate of the cluster CA, since they
+run on the nodes beside kube-proxy rather than as a DaemonSet's pods).
+
 The objects are returned in the order they must be created.  The lab imports this module;
 the components never do.
 """
@@ -49,6 +55,8 @@ HEALTH_PORT = 8080
 READY_PORT = 8181
 METRICS_PORT = 9153
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+NETWORK_POLICY_USER = "system:kubelab-network-policy"
+READ = ["get", "list", "watch"]
 
 
 def cluster_dns(
@@ -148,3 +156,24 @@ def cluster_dns(
         deployment,
         service,
     ]
+
+
+def network_policy_rbac() -> list[Resource]:
+    """The NetworkPolicy agents' ClusterRole and its binding; see the module docstring."""
+    role = ClusterRole(
+        metadata=ObjectMeta(name=NETWORK_POLICY_USER),
+        rules=[
+            PolicyRule(api_groups=[""], resources=["pods", "namespaces"], verbs=READ),
+            PolicyRule(api_groups=["networking.k8s.io"], resources=["networkpolicies"], verbs=READ),
+        ],
+    )
+    binding = ClusterRoleBinding(
+        metadata=ObjectMeta(name=NETWORK_POLICY_USER),
+        role_ref=RoleRef(
+            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NETWORK_POLICY_USER
+        ),
+        subjects=[
+            Subject(kind="User", api_group="rbac.authorization.k8s.io", name=NETWORK_POLICY_USER)
+        ],
+    )
+    return [role, binding]

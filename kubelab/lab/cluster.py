@@ -21,9 +21,12 @@
    under the names people type; the API server starts meanwhile;
 6. ``WaitServer``: the API answers through the forwarder; the host kubeconfig (admin) is
    written and each node's credentials (``node_credentials``: the CA, the kubelet's own
-   kubeconfig as ``system:node:NAME``, its serving certificate, the proxies' kubeconfig);
-7. per Kubernetes node its kubelet (``--cloud-provider external``) and proxy (the control
-   plane's kubelet registers its Node tainted ``node-role.kubernetes.io/control-plane:NoSchedule``);
+   kubeconfig as ``system:node:NAME``, its serving certificate, the proxies' kubeconfig, the
+   NetworkPolicy agents' as ``system:kubelab-network-policy``); ``ApplyNetworkPolicyRbac``:
+   what those agents may read;
+7. per Kubernetes node its kubelet (``--cloud-provider external``), proxy and NetworkPolicy
+   agent (the control plane's kubelet registers its Node tainted
+   ``node-role.kubernetes.io/control-plane:NoSchedule``);
 8. ``ApplyAddons``: the cluster DNS's objects created (or updated);
 9. ``WaitNodesReady``: every Node Ready with a podCIDR, initialized by the cloud node
    controller (providerID, no uninitialized taint) and its pod CIDR routed in the router by
@@ -47,16 +50,16 @@ actions, so slow starts overlap while the list stays a plain sequence.
 
 ``add_node`` runs the same actions for one new worker (its namespace and veth, containerd,
 images, the cloud config with it, a bootstrap token: its kubelet joins through a
-CertificateSigningRequest, proxy, Ready and initialized); ``remove_node`` stops its
-processes, removes its sandboxes, mounts, cgroups and namespace, rewrites the cloud config,
-and waits for the control plane to notice (the cloud node lifecycle controller deletes the
-Node, the route controller its route).  The saved spec lists the workers before a node is
+CertificateSigningRequest, proxy, NetworkPolicy agent, Ready and initialized); ``remove_node``
+stops its processes, removes its sandboxes, mounts, cgroups and namespace, rewrites the cloud
+config, and waits for the control plane to notice (the cloud node lifecycle controller deletes
+the Node, the route controller its route). The saved spec lists the workers before a node is
 created and after one is removed, so ``down`` always finds every node.
 
 ``down`` runs every step even when an earlier one failed, and is what ``CleanStale`` runs:
-the supervisor stopped, kubelets and proxies stopped, every pod sandbox stopped and removed
-through each containerd's CRI, containerds stopped, then the forwarder, the server, etcd, the
-registries and the resolver;
+the supervisor stopped, kubelets, proxies and NetworkPolicy agents stopped, every pod
+sandbox stopped and removed through each containerd's CRI, containerds stopped, then the
+forwarder, the server, etcd, the registries and the resolver;
 then anything left (``lab_processes``: whatever runs in a lab namespace, names the lab's
 state directory on its command line, such as shims and the kubelet's CNI agent, or sits in
 the lab's cgroups), mounts under ``/run/kubelab/<lab>``, the cgroup subtree
@@ -131,6 +134,8 @@ CONTROL_PLANE_IMAGES: Final = ("pause", "busybox", "kubelab")
 """The tainted control plane runs only add-ons (the cluster DNS runs the kubelab image) and
 pods that tolerate the taint."""
 POLL: Final = 0.2
+NODE_AGENTS: Final = ("kubelet", "proxy", "network-policy")
+"""The components a Kubernetes node runs on top of its containerd, stopped before it."""
 CGROUP_FS: Final = Path("/sys/fs/cgroup")
 Report = Callable[[str], None]
 
@@ -464,9 +469,14 @@ def _shared_credentials(lab: Lab, ca: CertificateAuthority) -> dict[Path, bytes]
     proxy = kubeconfig.render(
         lab.api_url, ca.cert_pem, "proxy", KeyPair.read(lab.pki_dir, "proxy"), cluster=lab.name
     )
+    agent = ca.issue(addons.NETWORK_POLICY_USER, client=True)
+    network_policy = kubeconfig.render(
+        lab.api_url, ca.cert_pem, addons.NETWORK_POLICY_USER, agent, cluster=lab.name
+    )
     return {
         lab.ca_file: ca.cert_pem,
         lab.proxy_kubeconfig: proxy.encode(),
+        lab.network_policy_kubeconfig: network_policy.encode(),
     }
 
 
@@ -501,6 +511,19 @@ class WriteJoinCredentials:
 def _admin(lab: Lab) -> Client:
     """A client of the lab's API as the admin, through the host forwarder."""
     return Client.from_kubeconfig(lab.host_kubeconfig, user_agent="kubelab-lab")
+
+
+@dataclass
+class ApplyNetworkPolicyRbac:
+    """What the NetworkPolicy agents may read (``addons.network_policy_rbac()``), before they
+    start."""
+
+    name: str = f"RBAC: {addons.NETWORK_POLICY_USER} reads pods, namespaces, networkpolicies"
+
+    async def execute(self, ctx: Context) -> None:
+        async with _admin(ctx.lab) as client:
+            for obj in addons.network_policy_rbac():
+                await create_or_update(client, obj)
 
 
 @dataclass
@@ -598,10 +621,12 @@ class StartSupervisor:
 
 
 def agent_actions(lab: Lab, node: Node, *, bootstrap: bool = False) -> list[Action]:
-    """Starting a Kubernetes node's kubelet and proxy (once the API server answers)."""
+    """Starting a Kubernetes node's kubelet, proxy and NetworkPolicy agent (once the API
+    server answers)."""
     return [
         StartComponent(components.kubelet(lab, node, bootstrap=bootstrap)),
         StartComponent(components.proxy(lab, node)),
+        StartComponent(components.network_policy(lab, node)),
     ]
 
 
@@ -641,6 +666,7 @@ def up_actions(lab: Lab) -> list[Action]:
         *push_actions(lab),
         *(WaitHealthy(s, SERVER_TIMEOUT) for s in servers if lab.ha),
         WaitServer(),
+        ApplyNetworkPolicyRbac(),
         *(a for n in nodes for a in agent_actions(lab, n)),
         ApplyAddons(),
         WaitNodesReady(nodes),
@@ -713,13 +739,13 @@ async def add_node(
 
 
 async def remove_node(lab: Lab, name: str, report: Report = print) -> Lab:
-    """Worker ``name`` leaves: its kubelet and proxy stopped, its pod sandboxes removed, its
-    containerd stopped, whatever else ran for it killed, its mounts, cgroups, namespace
-    (and veth) removed, and the lab cloud's inventory rewritten without it; the saved spec
-    then lists the remaining workers.  Then, as with a cloud machine that vanished, the
-    control plane notices: the Node goes NotReady after the node-monitor grace period, the
-    cloud node lifecycle controller deletes it and the route controller its route; this
-    waits (bounded) for the Node to be gone.  Returns the shrunk lab."""
+    """Worker ``name`` leaves: its kubelet, proxy and NetworkPolicy agent stopped, its pod
+    sandboxes removed, its containerd stopped, whatever else ran for it killed, its mounts,
+    cgroups, namespace (and veth) removed, and the lab cloud's inventory rewritten without it;
+    the saved spec then lists the remaining workers. Then, as with a cloud machine that
+    vanished, the control plane notices: the Node goes NotReady after the node-monitor grace
+    period, the cloud node lifecycle controller deletes it and the route controller its route;
+    this waits (bounded) for the Node to be gone. Returns the shrunk lab."""
     node = lab.node(name)
     if node.role is not Role.WORKER:
         raise LabError(f"{name} is not a worker: only workers can be removed")
@@ -729,7 +755,10 @@ async def remove_node(lab: Lab, name: str, report: Report = print) -> Lab:
     table = ProcessTable(lab.process_file)
     shrunk = lab.with_spec(lab.spec.with_workers(rest))
     steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [
-        (f"{name}: kubelet and proxy stopped", _stopper(table, [node], "kubelet", "proxy")),
+        (
+            f"{name}: kubelet, proxy and NetworkPolicy agent stopped",
+            _stopper(table, [node], *NODE_AGENTS),
+        ),
         (f"{name}: pod sandboxes removed through CRI", lambda: _remove_sandboxes(lab, node, table)),
         (f"{name}: containerd stopped", _stopper(table, [node], "containerd")),
         (f"{name}: leftover processes killed", lambda: _off_thread(_kill_node_leftovers, node)),
@@ -881,7 +910,10 @@ async def down(lab: Lab, report: Report = print) -> None:
     nodes = lab.nodes
     steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [
         ("supervisor stopped", _stopper(table, nodes, "supervisor")),
-        ("kubelets and proxies stopped", _stopper(table, nodes, "kubelet", "proxy")),
+        (
+            "kubelets, proxies and NetworkPolicy agents stopped",
+            _stopper(table, nodes, *NODE_AGENTS),
+        ),
         (
             "pod sandboxes removed through CRI",
             lambda: asyncio.gather(

@@ -24,8 +24,11 @@ Per node:
 - ``controlplane``: ``etcd`` (``--store etcd`` only: client URL http://127.0.0.1:2379 inside
   the namespace, data under the lab's state), ``server`` (``kubelab server``), then like every
   Kubernetes node ``containerd``, ``kubelet`` (registered with the
-  ``node-role.kubernetes.io/control-plane:NoSchedule`` taint) and ``proxy``;
-- ``nodeN``: ``containerd``, ``kubelet``, ``proxy``;
+  ``node-role.kubernetes.io/control-plane:NoSchedule`` taint), ``proxy`` and
+  ``network-policy`` (``kubelab network-policy``: NetworkPolicy enforced in the node's
+  nftables, as ``system:kubelab-network-policy``);
+- ``nodeN``: ``containerd``, ``kubelet``, ``proxy``, ``network-policy`` (not yet on VMs,
+  whose provisioning does not create its RBAC);
 - the host: ``forwarder`` (``kubelab lab forward``: 127.0.0.1:<host port> → the API server),
   listed under ``controlplane`` since that is where it leads.
 
@@ -80,6 +83,7 @@ REGISTRY: Final = "/usr/bin/docker-registry"
 ETCD_CLIENT_URL: Final = "http://127.0.0.1:2379"
 ETCD_PEER_URL: Final = "http://127.0.0.1:2380"
 PROXY_HEALTHZ_PORT: Final = 10256
+NETWORK_POLICY_HEALTHZ_PORT: Final = 9080
 CONTROL_PLANE_ROLE: Final = "node-role.kubernetes.io/control-plane"
 CONTROL_PLANE_TAINT: Final = f"{CONTROL_PLANE_ROLE}:NoSchedule"
 NODE_MONITOR_GRACE_PERIOD: Final = "20s"
@@ -453,6 +457,26 @@ def proxy(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Component
     )  # fmt: skip
 
 
+def network_policy(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Component:
+    """The node's NetworkPolicy agent (``kubelab network-policy``), beside its proxy."""
+    return Component(
+        node.name,
+        "network-policy",
+        (
+            *program, "network-policy",
+            "--kubeconfig", str(lab.network_policy_kubeconfig),
+            "--hostname-override", node.name,
+            "--healthz-bind-address", f"127.0.0.1:{NETWORK_POLICY_HEALTHZ_PORT}",
+        ),
+        node.log("network-policy"),
+        netns=node.netns_path,
+        cwd=node.state_dir,
+        health=Health(
+            f"http://127.0.0.1:{NETWORK_POLICY_HEALTHZ_PORT}/healthz", node.netns_path
+        ),
+    )  # fmt: skip
+
+
 def node_components(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> list[Component]:
     """Everything ``node`` runs, in start order (the forwarder is the host's: ``forwarder``)."""
     control = []
@@ -474,6 +498,7 @@ def node_components(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) ->
         containerd(lab, node),
         kubelet(lab, node, program),
         proxy(lab, node, program),
+        *([] if lab.vms else [network_policy(lab, node, program)]),
     ]
 
 

@@ -8,14 +8,15 @@ of Kubernetes The Hard Way does), so nothing else builds a path or an address by
   bridge);
 - ``controlplane`` (10.240.0.10) runs ``kubelab server`` (and etcd with ``--store etcd``)
   and, as every Kubernetes node of the lab, containerd, a kubelet (its Node tainted
-  ``node-role.kubernetes.io/control-plane:NoSchedule``) and the proxy;
+  ``node-role.kubernetes.io/control-plane:NoSchedule``), the proxy and the NetworkPolicy
+  agent;
 - with ``control_planes`` N > 1 (the HA lab, etcd only) the control plane is
   ``controlplane1..N`` at 10.240.0.2..(1+N), each running an etcd member and a
   ``kubelab server``, and 10.240.0.10:6443 is no node's: it is an address of the router's
   ``lab0``, where the lab's load balancer forwards to the healthy API servers, so every
   kubeconfig, kubelet, proxy and controller keeps using https://10.240.0.10:6443; workers ``nodeN``
-  (10.240.0.(10+N)) run containerd, the kubelet and the proxy; ``client`` (10.240.0.100)
-  stands for the outside world;
+  (10.240.0.(10+N)) run containerd, the kubelet, the proxy and the NetworkPolicy agent;
+  ``client`` (10.240.0.100) stands for the outside world;
 - the workers are a set of names, not a count: ``node add`` takes the number after the
   highest, ``node rm`` leaves a gap, and the saved spec lists them so that ``down`` (even
   after a crash) finds every node;
@@ -466,6 +467,12 @@ class Lab:
     def proxy_kubeconfig(self) -> Path:
         """The proxies' kubeconfig: ``system:kube-proxy`` at https://10.240.0.10:6443."""
         return self.state_dir / "proxy.kubeconfig"
+
+    @property
+    def network_policy_kubeconfig(self) -> Path:
+        """The NetworkPolicy agents' kubeconfig: ``system:kubelab-network-policy`` (RBAC from
+        ``addons.network_policy_rbac``) at https://10.240.0.10:6443."""
+        return self.state_dir / "network-policy.kubeconfig"
 
     @property
     def ca_file(self) -> Path:

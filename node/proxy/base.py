@@ -131,21 +131,9 @@ class Proxier(ABC):
         nodes = informers.informer_for(Node, field_selector=f"metadata.name={self.node_name}")
         self._services = services.lister.get
         self._slices = lambda key: slices.lister.by_index(SLICE_SERVICE_INDEX, key)
-        services.add_event_handler(
-            on_add=self.on_service,
-            on_update=lambda old, new: self.on_service(new),
-            on_delete=self.on_service,
-        )
-        slices.add_event_handler(
-            on_add=self.on_slice,
-            on_update=lambda old, new: self.on_slice(new),
-            on_delete=self.on_slice,
-        )
-        nodes.add_event_handler(
-            on_add=self.on_node,
-            on_update=lambda old, new: self.on_node(new),
-            on_delete=self.on_node,
-        )
+        services.add_change_handler(self.on_service)
+        slices.add_change_handler(self.on_slice)
+        nodes.add_change_handler(self.on_node)
 
     def set_lookups(
         self,

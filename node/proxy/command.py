@@ -51,18 +51,6 @@ def _cidrs(text: str) -> list[str]:
     return [_cidr(item.strip()) for item in text.split(",") if item.strip()]
 
 
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    try:
-        ipaddress.ip_address(host)
-        number = int(port)
-    except ValueError:
-        number = -1
-    if not sep or not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"expected IP:PORT, got {text!r}")
-    return host, number
-
-
 def add_flags(parser: argparse.ArgumentParser) -> None:
     component.add_client_flags(parser)
     parser.add_argument(
@@ -121,14 +109,14 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--healthz-bind-address",
-        type=_address,
-        default=_address(DEFAULT_HEALTHZ),
+        type=component.address,
+        default=component.address(DEFAULT_HEALTHZ),
         help=f"IP:PORT of /healthz (default: {DEFAULT_HEALTHZ}; port 0: any free port)",
     )
     parser.add_argument(
         "--metrics-bind-address",
-        type=_address,
-        default=_address(DEFAULT_METRICS),
+        type=component.address,
+        default=component.address(DEFAULT_METRICS),
         help=f"IP:PORT of /metrics (default: {DEFAULT_METRICS}; port 0: any free port)",
     )
 

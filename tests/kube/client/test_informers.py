@@ -276,6 +276,25 @@ async def test_list_then_watch_delivers_events_and_fills_cache(
     assert informer.last_sync_resource_version == "5"
 
 
+async def test_a_change_handler_hears_the_object_of_every_add_update_and_delete(
+    informer: SharedInformer[Resource], lw: FakeListerWatcher
+) -> None:
+    lw.put(config_map("a"))
+    heard: list[tuple[str, str | None]] = []
+
+    def changed(obj: Resource | DeletedFinalStateUnknown[Resource]) -> None:
+        assert not isinstance(obj, DeletedFinalStateUnknown)
+        heard.append((object_key(obj), obj.metadata.resource_version))
+
+    informer.add_change_handler(changed)
+    await start_synced(informer, lw)
+    lw.send(MODIFIED, lw.put(config_map("a", x="1")))
+    lw.send(DELETED, lw.remove("ns/a"))
+    await until(lambda: len(heard) == 3)
+    assert heard == [("ns/a", "1"), ("ns/a", "2"), ("ns/a", "3")]
+    assert informer.lister.get("ns/a") is None
+
+
 async def test_relist_on_gone_replaces_cache_and_tombstones_missed_deletes(
     informer: SharedInformer[Resource], lw: FakeListerWatcher, clock: FakeClock
 ) -> None:

@@ -23,7 +23,7 @@ def flag(command: tuple[str, ...], name: str) -> str:
     return command[command.index(name) + 1]
 
 
-def test_every_kubernetes_node_runs_containerd_a_kubelet_and_a_proxy() -> None:
+def test_every_kubernetes_node_runs_containerd_a_kubelet_a_proxy_and_a_policy_agent() -> None:
     lab = Lab(LabSpec(name="demo", workers=2))
     keys = [c.key for c in components.lab_components(lab)]
     assert keys == [
@@ -33,12 +33,15 @@ def test_every_kubernetes_node_runs_containerd_a_kubelet_and_a_proxy() -> None:
         "controlplane/containerd",
         "controlplane/kubelet",
         "controlplane/proxy",
+        "controlplane/network-policy",
         "node1/containerd",
         "node1/kubelet",
         "node1/proxy",
+        "node1/network-policy",
         "node2/containerd",
         "node2/kubelet",
         "node2/proxy",
+        "node2/network-policy",
         "controlplane/forwarder",
     ]
 
@@ -181,11 +184,13 @@ def test_node_credentials_are_written_where_the_node_flags_name_them(run_root: P
     node = lab.node("node1")
     kubelet = components.kubelet(lab, node).command
     proxy = components.proxy(lab, node).command
+    agent = components.network_policy(lab, node).command
     credentials = node_credentials(lab, node)
     assert set(credentials) == {
         Path(flag(kubelet, "--client-ca-file")),
         Path(flag(kubelet, "--kubeconfig")),
         Path(flag(proxy, "--kubeconfig")),
+        Path(flag(agent, "--kubeconfig")),
     }
     write_credentials(credentials)
     own = kubeconfig.load(node.kubelet_kubeconfig)
@@ -198,6 +203,11 @@ def test_node_credentials_are_written_where_the_node_flags_name_them(run_root: P
     assert proxy_config.cert_pem is not None
     assert identity(x509.load_pem_x509_certificate(proxy_config.cert_pem))[0] == (
         "system:kube-proxy"
+    )
+    agent_config = kubeconfig.load(lab.network_policy_kubeconfig)
+    assert agent_config.cert_pem is not None
+    assert identity(x509.load_pem_x509_certificate(agent_config.cert_pem))[0] == (
+        "system:kubelab-network-policy"
     )
     assert node.kubelet_kubeconfig.stat().st_mode & 0o777 == 0o600
 

@@ -78,7 +78,7 @@ def test_each_control_plane_runs_an_etcd_member_with_peer_tls_and_a_server() -> 
     lab = ha()
     for cp in lab.controlplanes:
         names = [c.name for c in components.node_components(lab, cp)]
-        assert names == ["etcd", "server", "containerd", "kubelet", "proxy"]
+        assert names == ["etcd", "server", "containerd", "kubelet", "proxy", "network-policy"]
     etcd = components.etcd(lab, lab.node("controlplane2")).command
     assert "--name=controlplane2" in etcd
     assert "--listen-peer-urls=https://10.240.0.3:2380" in etcd
