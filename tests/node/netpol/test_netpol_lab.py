@@ -7,10 +7,10 @@ pairs is probed at once (each pod is also a prober, ``tests.node.netpol.probes``
 control port by a process in its node's namespace, it connects to all nine targets in parallel
 with a short timeout) and the table compared with the expected one, probing again until they
 agree or the deadline passes; a pod always reaches itself (loopback, as upstream's
-``AllowLoopback``). The lab runs with the default proxy mode; ``MODES`` is where the nftables
-mode joins once it exists. The model's objects go through the pinned kubectl. A relabelled pod
-or namespace must be in the nodes' tables (``nft list set``) within a second of kubectl's
-answer.
+``AllowLoopback``). Every case runs on a lab of each proxy mode that rewrites addresses in the
+kernel (``MODES``: iptables and nftables; policy applies after their DNAT). The model's objects
+go through the pinned kubectl. A relabelled pod or namespace must be in the nodes' tables
+(``nft list set``) within a second of kubectl's answer.
 """
 
 from __future__ import annotations
@@ -46,7 +46,10 @@ class Mode:
     flags: tuple[str, ...]
 
 
-MODES = [pytest.param(Mode("klnp1", 16480, ("--proxy-mode", "iptables")), id="iptables")]
+MODES = [
+    pytest.param(Mode("klnp1", 16480, ("--proxy-mode", "iptables")), id="iptables"),
+    pytest.param(Mode("klnp2", 16481, ("--proxy-mode", "nftables")), id="nftables"),
+]
 NAMESPACES = ("x", "y", "z")
 PODS = ("a", "b", "c")
 KEYS = [f"{ns}/{pod}" for ns in NAMESPACES for pod in PODS]
