@@ -201,8 +201,9 @@ def _packed(kind: str, data: bytes, where: str) -> list[Any]:
 
 
 def _time(kind: str, data: bytes, where: str) -> str | None:
-    """metav1.Time or MicroTime: empty is Go's zero time (JSON null); a Time's nanos are
-    ignored and a MicroTime's cut to microseconds, as Go's JSON has them."""
+    """metav1.Time or MicroTime: empty is Go's zero time (JSON null).  Nanos outside a second
+    carry into the seconds (Go's ``time.Unix``); then a Time's are dropped and a MicroTime's cut
+    to microseconds, as Go's JSON has them."""
     if not data:
         return None
     seconds = nanos = 0
@@ -213,8 +214,9 @@ def _time(kind: str, data: bytes, where: str) -> str | None:
             nanos = _scalar("int32", wire, value, f"{where}.nanos")
         else:
             raise ProtobufError(f"{where}: unknown field number {number} in {kind}")
+    carried, nanos = divmod(nanos, 10**9)
     try:
-        moment = _EPOCH + timedelta(seconds=seconds)
+        moment = _EPOCH + timedelta(seconds=seconds + carried)
     except OverflowError:
         raise ProtobufError(f"{where}: time {seconds}s is out of range") from None
     fraction = f".{nanos // 1000:06d}" if kind == "MicroTime" else ""

@@ -1261,6 +1261,11 @@ def test_micro_time_travels_to_the_microsecond() -> None:
     assert ld(8, vint(1, 1704067200) + vint(2, 0)) in data
     assert ld(2, ld(4, vint(1, 1704067200) + vint(2, 123456000))) in data
     assert decode_body(data) == lease
+    # Nanos outside a second carry into the seconds, as Go's time.Unix has them.
+    before = body(
+        "coordination.k8s.io/v1", "Lease", meta("l") + ld(2, ld(4, vint(1, 10) + vint(2, -1)))
+    )
+    assert decode_body(before)["spec"] == {"renewTime": "1970-01-01T00:00:09.999999Z"}
 
 
 def test_inline_fields_and_packed_repeated() -> None:
