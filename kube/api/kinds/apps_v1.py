@@ -54,7 +54,8 @@ MinReadySeconds = Annotated[
 
 
 class WorkloadCondition(Struct):
-    """One aspect of a controller's state."""
+    """One aspect of a controller's state (upstream's ReplicaSet, DaemonSet and StatefulSet
+    conditions, which share these fields and protobuf numbers)."""
 
     type: Annotated[str | None, meta(required=True, proto=1)] = None
     status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES, proto=2)] = None

@@ -820,11 +820,11 @@ class LimitRangeItem(Struct):
     """Bounds and defaults for the resources of one kind of object."""
 
     type: Annotated[str | None, meta(proto=1)] = None
-    max: Annotated[ResourceList | None, meta(proto=2, omitempty=True)] = None
-    min: Annotated[ResourceList | None, meta(proto=3, omitempty=True)] = None
-    default: Annotated[ResourceList | None, meta(proto=4, omitempty=True)] = None
-    default_request: Annotated[ResourceList | None, meta(proto=5, omitempty=True)] = None
-    max_limit_request_ratio: Annotated[ResourceList | None, meta(proto=6, omitempty=True)] = None
+    max: Annotated[ResourceList | None, meta(proto=2)] = None
+    min: Annotated[ResourceList | None, meta(proto=3)] = None
+    default: Annotated[ResourceList | None, meta(proto=4)] = None
+    default_request: Annotated[ResourceList | None, meta(proto=5)] = None
+    max_limit_request_ratio: Annotated[ResourceList | None, meta(proto=6)] = None
 
     def set_defaults(self) -> None:
         if self.type != "Container":

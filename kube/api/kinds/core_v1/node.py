@@ -246,8 +246,8 @@ class NodeFeatures(Struct):
 class NodeStatus(Struct):
     """What the kubelet reports about its node."""
 
-    capacity: Annotated[ResourceList | None, meta(proto=1, omitempty=True)] = None
-    allocatable: Annotated[ResourceList | None, meta(proto=2, omitempty=True)] = None
+    capacity: Annotated[ResourceList | None, meta(proto=1)] = None
+    allocatable: Annotated[ResourceList | None, meta(proto=2)] = None
     phase: Annotated[str | None, meta(proto=3, omitempty=True)] = None
     conditions: Annotated[list[NodeCondition] | None, meta(merge_key="type", proto=4)] = None
     addresses: Annotated[list[NodeAddress] | None, meta(merge_key="type", proto=5)] = None
