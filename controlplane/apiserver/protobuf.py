@@ -36,6 +36,8 @@ when declared so)/bool/double; ``datetime`` is ``Time``; a field declared with t
 format is ``Quantity``; ``int | str`` is ``IntOrString``; free-form JSON is ``FieldsV1`` (the
 JSON bytes in field 1); a ``str`` declared ``base64`` is ``bytes``; ``dict[str, T]`` is a map,
 and ``dict[str, list[str]]`` a map of ``ExtraValue``; a struct is the message of the same name.
+A ``str`` declared with the micro-time format is ``MicroTime``: ``Time``'s message, its nanos
+written and read to the microsecond (``2024-01-01T00:00:00.123456Z``).
 
 Absent and zero.  Go's protobuf encoder always writes value (non-pointer) fields, zeros
 included, and writes pointer fields only when set; Go's JSON encoder drops zero values of
@@ -72,7 +74,7 @@ from msgspec import inspect as mi
 
 from kube.api.meta_v1 import Resource
 from kube.api.scheme import SCHEME
-from kube.api.struct import QUANTITY, ProtoField, Struct, field_meta, proto_field
+from kube.api.struct import MICRO_TIME, QUANTITY, ProtoField, Struct, field_meta, proto_field
 from kube.api.typeinfo import type_tree
 
 MAGIC: Final = b"k8s\x00"
@@ -82,7 +84,9 @@ Field = tuple[str, str, Presence]
 """One table row: JSON name ("" = inline into the parent), type, presence."""
 
 SCALARS: Final = frozenset({"string", "int32", "int64", "bool", "bytes", "double"})
-SPECIALS: Final = frozenset({"Time", "Quantity", "IntOrString", "FieldsV1", "ExtraValue"})
+SPECIALS: Final = frozenset(
+    {"Time", "MicroTime", "Quantity", "IntOrString", "FieldsV1", "ExtraValue"}
+)
 """Messages whose JSON form is not an object: decoded by code, not by a table."""
 
 _VARINT, _FIXED64, _LENGTH, _GROUP_START, _GROUP_END, _FIXED32 = range(6)
@@ -196,31 +200,35 @@ def _packed(kind: str, data: bytes, where: str) -> list[Any]:
     return values
 
 
-def _time(data: bytes, where: str) -> str | None:
-    """metav1.Time: empty is Go's zero time (JSON null); nanos are ignored, as Go does."""
+def _time(kind: str, data: bytes, where: str) -> str | None:
+    """metav1.Time or MicroTime: empty is Go's zero time (JSON null).  Nanos outside a second
+    carry into the seconds (Go's ``time.Unix``); then a Time's are dropped and a MicroTime's cut
+    to microseconds, as Go's JSON has them."""
     if not data:
         return None
-    seconds = 0
+    seconds = nanos = 0
     for number, wire, value in _fields(data, where):
         if number == 1:
             seconds = _scalar("int64", wire, value, f"{where}.seconds")
         elif number == 2:
-            _scalar("int32", wire, value, f"{where}.nanos")
+            nanos = _scalar("int32", wire, value, f"{where}.nanos")
         else:
-            raise ProtobufError(f"{where}: unknown field number {number} in Time")
+            raise ProtobufError(f"{where}: unknown field number {number} in {kind}")
+    carried, nanos = divmod(nanos, 10**9)
     try:
-        moment = _EPOCH + timedelta(seconds=seconds)
+        moment = _EPOCH + timedelta(seconds=seconds + carried)
     except OverflowError:
         raise ProtobufError(f"{where}: time {seconds}s is out of range") from None
+    fraction = f".{nanos // 1000:06d}" if kind == "MicroTime" else ""
     return (
         f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T"
-        f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z"
+        f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}{fraction}Z"
     )
 
 
 def _special(kind: str, data: bytes, where: str) -> Any:
-    if kind == "Time":
-        return _time(data, where)
+    if kind in ("Time", "MicroTime"):
+        return _time(kind, data, where)
     parts: dict[int, Any] = {}
     items: list[Any] = []
     for number, wire, value in _fields(data, where):
@@ -394,14 +402,15 @@ def _length_delimited(number: int, payload: bytes) -> bytes:
     return _key(number, _LENGTH) + _put_varint(len(payload)) + payload
 
 
-def _seconds(text: str, where: str) -> int:
+def _timestamp(text: str, where: str) -> tuple[int, int]:
+    """The seconds since the epoch and the nanoseconds past them of an RFC 3339 time."""
     try:
         moment = datetime.fromisoformat(text)
     except ValueError as error:
         raise ProtobufError(f"{where}: {text!r} is not an RFC 3339 time") from error
     if moment.tzinfo is None:
         raise ProtobufError(f"{where}: {text!r} has no time zone")
-    return (moment - _EPOCH) // timedelta(seconds=1)
+    return (moment - _EPOCH) // timedelta(seconds=1), moment.microsecond * 1000
 
 
 def _encode_value(number: int, kind: str, value: Any, where: str) -> bytes:
@@ -415,10 +424,17 @@ def _encode_value(number: int, kind: str, value: Any, where: str) -> bytes:
     if kind == "double":
         return _key(number, _FIXED64) + struct.pack("<d", value)
     payload: bytes
-    if kind == "Time":
-        # Go writes a zero Time as an empty message, any other as {seconds, nanos}.
-        seconds = None if value is None else _seconds(value, where)
-        payload = b"" if seconds is None else _key(1, _VARINT) + _put_varint(seconds) + b"\x10\x00"
+    if kind in ("Time", "MicroTime"):
+        # Go writes a zero time as an empty message, any other as {seconds, nanos}; a Time
+        # is whole seconds on the wire as in JSON.
+        if value is None:
+            payload = b""
+        else:
+            seconds, nanos = _timestamp(value, where)
+            nanos = nanos if kind == "MicroTime" else 0
+            payload = (
+                _key(1, _VARINT) + _put_varint(seconds) + _key(2, _VARINT) + _put_varint(nanos)
+            )
     elif kind == "Quantity":
         payload = _encode_value(1, "string", value, where)
     elif kind == "IntOrString":
@@ -444,6 +460,7 @@ _ZEROS: Final[dict[str, Any]] = {
     "bool": False,
     "double": 0.0,
     "Time": None,
+    "MicroTime": None,
 }
 """What Go writes for an ``omit`` field the JSON left out: its zero value."""
 
@@ -494,12 +511,17 @@ def encode_body(obj: dict[str, Any]) -> bytes:
 # --- the tables, derived from the kind declarations ---------------------------------------------
 
 
-def _strip(t: mi.Type) -> tuple[mi.Type, bool]:
-    """A field type without annotations and None, and whether it is declared a Quantity."""
-    quantity = False
+_SPECIAL_FORMATS: Final = {QUANTITY: "Quantity", MICRO_TIME: "MicroTime"}
+"""Declared formats of a value whose message is not its Python type's."""
+
+
+def _strip(t: mi.Type) -> tuple[mi.Type, str | None]:
+    """A field type without annotations and None, and the special message its declared
+    format makes it (``_SPECIAL_FORMATS``), if any."""
+    special: str | None = None
     while True:
         if isinstance(t, mi.Metadata):
-            quantity = quantity or field_meta(t.extra).format == QUANTITY
+            special = special or _SPECIAL_FORMATS.get(field_meta(t.extra).format or "")
             t = t.type
             continue
         if isinstance(t, mi.UnionType):
@@ -510,7 +532,7 @@ def _strip(t: mi.Type) -> tuple[mi.Type, bool]:
             if len(rest) < len(t.types):
                 t = mi.UnionType(rest)
                 continue
-        return t, quantity
+        return t, special
 
 
 _SCALAR_TYPES: Final[dict[type[mi.Type], str]] = {
@@ -589,9 +611,9 @@ class _Tables:
 
     def type(self, declared: mi.Type, number: ProtoField, where: str) -> str:
         """The wire type of a value of the declared type: the special cases first."""
-        t, quantity = _strip(declared)
-        if quantity:
-            return "Quantity"
+        t, special = _strip(declared)
+        if special is not None:
+            return special
         if isinstance(t, mi.StrType) and number.base64:
             return "bytes"
         if isinstance(t, mi.IntType):

@@ -54,13 +54,14 @@ MinReadySeconds = Annotated[
 
 
 class WorkloadCondition(Struct):
-    """One aspect of a controller's state."""
+    """One aspect of a controller's state (upstream's ReplicaSet, DaemonSet and StatefulSet
+    conditions, which share these fields and protobuf numbers)."""
 
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES)] = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(required=True, proto=1)] = None
+    status: Annotated[str | None, meta(required=True, enum=CONDITION_STATUSES, proto=2)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=3, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=5, omitempty=True)] = None
 
 
 def status_count(attr: str) -> Callable[[Any, datetime.datetime], int]:
@@ -426,12 +427,12 @@ class Deployment(Resource):
 class ReplicaSetSpec(Struct):
     """How many pods matching the selector should run, and the template to make them from."""
 
-    replicas: Replicas = None
-    min_ready_seconds: MinReadySeconds = None
-    selector: PodSelector = None
+    replicas: Annotated[Replicas, meta(proto=1)] = None
+    min_ready_seconds: Annotated[MinReadySeconds, meta(proto=4, omitempty=True)] = None
+    selector: Annotated[PodSelector, meta(proto=2)] = None
     template: Annotated[
         PodTemplateSpec | None,
-        meta(required=True, doc="The pods that will be created when too few match."),
+        meta(required=True, doc="The pods that will be created when too few match.", proto=3),
     ] = None
 
     def set_defaults(self) -> None:
@@ -455,13 +456,15 @@ class ReplicaSetCondition(WorkloadCondition):
 class ReplicaSetStatus(Struct):
     """What the ReplicaSet controller last observed of its pods."""
 
-    replicas: Annotated[int | None, meta(minimum=0)] = None
-    fully_labeled_replicas: Annotated[int | None, meta(minimum=0)] = None
-    ready_replicas: Annotated[int | None, meta(minimum=0)] = None
-    available_replicas: Annotated[int | None, meta(minimum=0)] = None
-    terminating_replicas: Annotated[int | None, meta(minimum=0)] = None
-    observed_generation: Annotated[int | None, meta(minimum=0)] = None
-    conditions: Annotated[list[ReplicaSetCondition] | None, meta(merge_key="type")] = None
+    replicas: Annotated[int | None, meta(minimum=0, proto=1)] = None
+    fully_labeled_replicas: Annotated[int | None, meta(minimum=0, proto=2, omitempty=True)] = None
+    ready_replicas: Annotated[int | None, meta(minimum=0, proto=4, omitempty=True)] = None
+    available_replicas: Annotated[int | None, meta(minimum=0, proto=5, omitempty=True)] = None
+    terminating_replicas: Annotated[int | None, meta(minimum=0, proto=7)] = None
+    observed_generation: Annotated[
+        int | None, meta(minimum=0, proto=3, int64=True, omitempty=True)
+    ] = None
+    conditions: Annotated[list[ReplicaSetCondition] | None, meta(merge_key="type", proto=6)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _not_above(
@@ -525,8 +528,8 @@ def _replicaset_status(o: ReplicaSet) -> ReplicaSetStatus:
 class ReplicaSet(Resource):
     """Keeps a number of identical pods running; Deployments manage them per revision."""
 
-    spec: Annotated[ReplicaSetSpec | None, meta(required=True)] = None
-    status: ReplicaSetStatus | None = None
+    spec: Annotated[ReplicaSetSpec | None, meta(required=True, proto=2)] = None
+    status: Annotated[ReplicaSetStatus | None, meta(proto=3)] = None
 
 
 # DaemonSet.
@@ -535,8 +538,8 @@ class ReplicaSet(Resource):
 class RollingUpdateDaemonSet(Struct):
     """How many nodes may be without, or with an extra, daemon pod during an update."""
 
-    max_unavailable: IntOrString | None = None
-    max_surge: IntOrString | None = None
+    max_unavailable: Annotated[IntOrString | None, meta(proto=1)] = None
+    max_surge: Annotated[IntOrString | None, meta(proto=2)] = None
 
     def check(self, path: Path, errors: ErrorList) -> None:
         """Validation that applies only under the RollingUpdate strategy type."""
@@ -558,8 +561,10 @@ class RollingUpdateDaemonSet(Struct):
 class DaemonSetUpdateStrategy(Struct):
     """Replace daemon pods node by node (RollingUpdate) or only when deleted (OnDelete)."""
 
-    type: Annotated[str | None, meta(enum=("RollingUpdate", "OnDelete"))] = None
-    rolling_update: RollingUpdateDaemonSet | None = None
+    type: Annotated[
+        str | None, meta(enum=("RollingUpdate", "OnDelete"), proto=1, omitempty=True)
+    ] = None
+    rolling_update: Annotated[RollingUpdateDaemonSet | None, meta(proto=2)] = None
 
     def set_defaults(self) -> None:
         if not self.type:
@@ -583,18 +588,22 @@ class DaemonSetUpdateStrategy(Struct):
 class DaemonSetSpec(Struct):
     """The pod every eligible node runs, and how it is replaced when the template changes."""
 
-    selector: PodSelector = None
+    selector: Annotated[PodSelector, meta(proto=1)] = None
     template: Annotated[
-        PodTemplateSpec | None, meta(required=True, doc="The pod each node runs.")
+        PodTemplateSpec | None, meta(required=True, doc="The pod each node runs.", proto=2)
     ] = None
     update_strategy: Annotated[
         DaemonSetUpdateStrategy | None,
-        meta(doc="How daemon pods are replaced (RollingUpdate by default)."),
+        meta(doc="How daemon pods are replaced (RollingUpdate by default).", proto=3),
     ] = None
-    min_ready_seconds: MinReadySeconds = None
+    min_ready_seconds: Annotated[MinReadySeconds, meta(proto=4, omitempty=True)] = None
     revision_history_limit: Annotated[
         int | None,
-        meta(minimum=0, doc="Old ControllerRevisions kept to allow rollback. Defaults to 10."),
+        meta(
+            minimum=0,
+            doc="Old ControllerRevisions kept to allow rollback. Defaults to 10.",
+            proto=6,
+        ),
     ] = None
 
     def set_defaults(self) -> None:
@@ -619,16 +628,18 @@ class DaemonSetCondition(WorkloadCondition):
 class DaemonSetStatus(Struct):
     """How many nodes run the daemon pod, run it up to date, and should run it."""
 
-    current_number_scheduled: Annotated[int | None, meta(minimum=0)] = None
-    number_misscheduled: Annotated[int | None, meta(minimum=0)] = None
-    desired_number_scheduled: Annotated[int | None, meta(minimum=0)] = None
-    number_ready: Annotated[int | None, meta(minimum=0)] = None
-    observed_generation: Annotated[int | None, meta(minimum=0)] = None
-    updated_number_scheduled: Annotated[int | None, meta(minimum=0)] = None
-    number_available: Annotated[int | None, meta(minimum=0)] = None
-    number_unavailable: Annotated[int | None, meta(minimum=0)] = None
-    collision_count: Annotated[int | None, meta(minimum=0)] = None
-    conditions: Annotated[list[DaemonSetCondition] | None, meta(merge_key="type")] = None
+    current_number_scheduled: Annotated[int | None, meta(minimum=0, proto=1)] = None
+    number_misscheduled: Annotated[int | None, meta(minimum=0, proto=2)] = None
+    desired_number_scheduled: Annotated[int | None, meta(minimum=0, proto=3)] = None
+    number_ready: Annotated[int | None, meta(minimum=0, proto=4)] = None
+    observed_generation: Annotated[
+        int | None, meta(minimum=0, proto=5, int64=True, omitempty=True)
+    ] = None
+    updated_number_scheduled: Annotated[int | None, meta(minimum=0, proto=6, omitempty=True)] = None
+    number_available: Annotated[int | None, meta(minimum=0, proto=7, omitempty=True)] = None
+    number_unavailable: Annotated[int | None, meta(minimum=0, proto=8, omitempty=True)] = None
+    collision_count: Annotated[int | None, meta(minimum=0, proto=9)] = None
+    conditions: Annotated[list[DaemonSetCondition] | None, meta(merge_key="type", proto=10)] = None
 
 
 def _node_selector(o: DaemonSet, now: datetime.datetime) -> str:
@@ -691,8 +702,8 @@ def _node_selector(o: DaemonSet, now: datetime.datetime) -> str:
 class DaemonSet(Resource):
     """Runs a copy of a pod on every node its template's scheduling rules allow."""
 
-    spec: Annotated[DaemonSetSpec | None, meta(required=True)] = None
-    status: DaemonSetStatus | None = None
+    spec: Annotated[DaemonSetSpec | None, meta(required=True, proto=2)] = None
+    status: Annotated[DaemonSetStatus | None, meta(proto=3)] = None
 
 
 # StatefulSet.
@@ -701,8 +712,8 @@ class DaemonSet(Resource):
 class RollingUpdateStatefulSetStrategy(Struct):
     """Which ordinals a rolling update touches, and how many may be down at once."""
 
-    partition: Annotated[int | None, meta(minimum=0)] = None
-    max_unavailable: IntOrString | None = None
+    partition: Annotated[int | None, meta(minimum=0, proto=1)] = None
+    max_unavailable: Annotated[IntOrString | None, meta(proto=2)] = None
 
     def check(self, path: Path, errors: ErrorList) -> None:
         """Validation that applies only under the RollingUpdate strategy type."""
@@ -718,8 +729,8 @@ class RollingUpdateStatefulSetStrategy(Struct):
 class StatefulSetUpdateStrategy(Struct):
     """Update pods in reverse ordinal order (RollingUpdate) or only when deleted (OnDelete)."""
 
-    type: str | None = None
-    rolling_update: RollingUpdateStatefulSetStrategy | None = None
+    type: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    rolling_update: Annotated[RollingUpdateStatefulSetStrategy | None, meta(proto=2)] = None
 
     def set_defaults(self) -> None:
         if self.type == "RollingUpdate" and self.rolling_update is not None:
@@ -747,8 +758,12 @@ class StatefulSetUpdateStrategy(Struct):
 class StatefulSetPersistentVolumeClaimRetentionPolicy(Struct):
     """Whether the claims made from volumeClaimTemplates go when the set is deleted or shrinks."""
 
-    when_deleted: Annotated[str | None, meta(enum=("Retain", "Delete"))] = None
-    when_scaled: Annotated[str | None, meta(enum=("Retain", "Delete"))] = None
+    when_deleted: Annotated[
+        str | None, meta(enum=("Retain", "Delete"), proto=1, omitempty=True)
+    ] = None
+    when_scaled: Annotated[str | None, meta(enum=("Retain", "Delete"), proto=2, omitempty=True)] = (
+        None
+    )
 
     def set_defaults(self) -> None:
         if not self.when_deleted:
@@ -760,7 +775,7 @@ class StatefulSetPersistentVolumeClaimRetentionPolicy(Struct):
 class StatefulSetOrdinals(Struct):
     """The number the first replica's ordinal starts at."""
 
-    start: Annotated[int | None, meta(minimum=0)] = None
+    start: Annotated[int | None, meta(minimum=0, proto=1)] = None
 
 
 _STATEFULSET_MUTABLE = (
@@ -777,40 +792,46 @@ _STATEFULSET_MUTABLE = (
 class StatefulSetSpec(Struct):
     """Replicas with stable names and storage, created and updated in ordinal order."""
 
-    replicas: Replicas = None
-    selector: PodSelector = None
+    replicas: Annotated[Replicas, meta(proto=1)] = None
+    selector: Annotated[PodSelector, meta(proto=2)] = None
     # Upstream validates only the template's labels, annotations and volume names (see
     # ``validate``): the pod spec's volumes lack the claim templates the controller adds.
     template: Annotated[
         PodTemplateSpec | None,
-        meta(required=True, validated=False, doc="The pods, named <set name>-<ordinal>."),
+        meta(required=True, validated=False, doc="The pods, named <set name>-<ordinal>.", proto=3),
     ] = None
     volume_claim_templates: Annotated[
         list[PersistentVolumeClaim] | None,
-        atomic(doc="Claims each pod gets its own copy of, mounted by name in the template."),
+        atomic(
+            doc="Claims each pod gets its own copy of, mounted by name in the template.", proto=4
+        ),
     ] = None
     service_name: Annotated[
-        str | None, meta(doc="The headless Service that gives the pods their DNS names.")
+        str | None, meta(doc="The headless Service that gives the pods their DNS names.", proto=5)
     ] = None
     pod_management_policy: Annotated[
         str | None,
-        meta(doc="OrderedReady (one at a time, the default) or Parallel."),
+        meta(doc="OrderedReady (one at a time, the default) or Parallel.", proto=6, omitempty=True),
     ] = None
     update_strategy: Annotated[
         StatefulSetUpdateStrategy | None,
-        meta(doc="How pods are replaced when the template changes (RollingUpdate by default)."),
+        meta(
+            doc="How pods are replaced when the template changes (RollingUpdate by default).",
+            proto=7,
+        ),
     ] = None
     revision_history_limit: Annotated[
         int | None,
-        meta(doc="Old ControllerRevisions kept to allow rollback. Defaults to 10."),
+        meta(doc="Old ControllerRevisions kept to allow rollback. Defaults to 10.", proto=8),
     ] = None
-    min_ready_seconds: MinReadySeconds = None
+    min_ready_seconds: Annotated[MinReadySeconds, meta(proto=9, omitempty=True)] = None
     persistent_volume_claim_retention_policy: Annotated[
         StatefulSetPersistentVolumeClaimRetentionPolicy | None,
-        meta(doc="What happens to the claims when the set is deleted or scaled down."),
+        meta(doc="What happens to the claims when the set is deleted or scaled down.", proto=10),
     ] = None
     ordinals: Annotated[
-        StatefulSetOrdinals | None, meta(doc="Where replica ordinals start (0 by default).")
+        StatefulSetOrdinals | None,
+        meta(doc="Where replica ordinals start (0 by default).", proto=11),
     ] = None
 
     def set_defaults(self) -> None:
@@ -877,16 +898,20 @@ class StatefulSetCondition(WorkloadCondition):
 class StatefulSetStatus(Struct):
     """What the StatefulSet controller last observed of its pods and revisions."""
 
-    observed_generation: Annotated[int | None, meta(minimum=0)] = None
-    replicas: Annotated[int | None, meta(minimum=0)] = None
-    ready_replicas: Annotated[int | None, meta(minimum=0)] = None
-    current_replicas: Annotated[int | None, meta(minimum=0)] = None
-    updated_replicas: Annotated[int | None, meta(minimum=0)] = None
-    current_revision: str | None = None
-    update_revision: str | None = None
-    collision_count: Annotated[int | None, meta(minimum=0)] = None
-    conditions: Annotated[list[StatefulSetCondition] | None, meta(merge_key="type")] = None
-    available_replicas: Annotated[int | None, meta(minimum=0)] = None
+    observed_generation: Annotated[
+        int | None, meta(minimum=0, proto=1, int64=True, omitempty=True)
+    ] = None
+    replicas: Annotated[int | None, meta(minimum=0, proto=2)] = None
+    ready_replicas: Annotated[int | None, meta(minimum=0, proto=3, omitempty=True)] = None
+    current_replicas: Annotated[int | None, meta(minimum=0, proto=4, omitempty=True)] = None
+    updated_replicas: Annotated[int | None, meta(minimum=0, proto=5, omitempty=True)] = None
+    current_revision: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    update_revision: Annotated[str | None, meta(proto=7, omitempty=True)] = None
+    collision_count: Annotated[int | None, meta(minimum=0, proto=9)] = None
+    conditions: Annotated[list[StatefulSetCondition] | None, meta(merge_key="type", proto=10)] = (
+        None
+    )
+    available_replicas: Annotated[int | None, meta(minimum=0, proto=11)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _not_above(
@@ -928,8 +953,8 @@ class StatefulSetStatus(Struct):
 class StatefulSet(Resource):
     """Pods with stable identities (web-0, web-1, ...) and a volume claim each."""
 
-    spec: Annotated[StatefulSetSpec | None, meta(required=True)] = None
-    status: StatefulSetStatus | None = None
+    spec: Annotated[StatefulSetSpec | None, meta(required=True, proto=2)] = None
+    status: Annotated[StatefulSetStatus | None, meta(proto=3)] = None
 
     def validate_update(self, old: Self, errors: ErrorList) -> None:
         new_spec, old_spec = self.spec or StatefulSetSpec(), old.spec or StatefulSetSpec()
@@ -975,11 +1000,23 @@ class ControllerRevision(Resource):
     """An immutable snapshot of a controller's template, numbered for rollback."""
 
     data: Annotated[
-        RawJSON, meta(immutable=True, doc="The serialized state (the template) of the revision.")
+        RawJSON,
+        meta(
+            immutable=True,
+            doc="The serialized state (the template) of the revision.",
+            proto=2,
+            omitempty=True,
+        ),
     ] = None
     revision: Annotated[
         int | None,
-        meta(minimum=0, immutable=True, doc="The revision number of the state in data."),
+        meta(
+            minimum=0,
+            immutable=True,
+            doc="The revision number of the state in data.",
+            proto=3,
+            int64=True,
+        ),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:

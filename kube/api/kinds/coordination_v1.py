@@ -14,13 +14,13 @@ from kube.api.struct import MicroTime, Struct, meta
 class LeaseSpec(Struct):
     """Who holds the lease, for how long, and since when."""
 
-    holder_identity: str | None = None
-    lease_duration_seconds: Annotated[int | None, meta(minimum=1)] = None
-    acquire_time: MicroTime | None = None
-    renew_time: MicroTime | None = None
-    lease_transitions: Annotated[int | None, meta(minimum=0)] = None
-    strategy: str | None = None
-    preferred_holder: str | None = None
+    holder_identity: Annotated[str | None, meta(proto=1)] = None
+    lease_duration_seconds: Annotated[int | None, meta(minimum=1, proto=2)] = None
+    acquire_time: Annotated[MicroTime | None, meta(proto=3)] = None
+    renew_time: Annotated[MicroTime | None, meta(proto=4)] = None
+    lease_transitions: Annotated[int | None, meta(minimum=0, proto=5)] = None
+    strategy: Annotated[str | None, meta(proto=6)] = None
+    preferred_holder: Annotated[str | None, meta(proto=7)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.preferred_holder and not self.strategy:
@@ -42,4 +42,4 @@ class LeaseSpec(Struct):
 class Lease(Resource):
     """A lease on a name, renewed by its holder; stale when not renewed in time."""
 
-    spec: LeaseSpec | None = None
+    spec: Annotated[LeaseSpec | None, meta(proto=2)] = None

@@ -42,21 +42,21 @@ _IP_CLASS = {"IPv4": ipaddress.IPv4Address, "IPv6": ipaddress.IPv6Address}
 class EndpointConditions(Struct):
     """Whether an endpoint is ready, serving, and terminating."""
 
-    ready: bool | None = None
-    serving: bool | None = None
-    terminating: bool | None = None
+    ready: Annotated[bool | None, meta(proto=1)] = None
+    serving: Annotated[bool | None, meta(proto=2)] = None
+    terminating: Annotated[bool | None, meta(proto=3)] = None
 
 
 class ForZone(Struct):
     """A zone an endpoint should serve (topology aware routing)."""
 
-    name: str | None = None
+    name: Annotated[str | None, meta(proto=1)] = None
 
 
 class ForNode(Struct):
     """A node an endpoint should serve (topology aware routing)."""
 
-    name: str | None = None
+    name: Annotated[str | None, meta(proto=1)] = None
 
 
 def _validate_hints(
@@ -82,8 +82,8 @@ def _validate_hints(
 class EndpointHints(Struct):
     """Where an endpoint should be consumed from."""
 
-    for_zones: Annotated[list[ForZone] | None, atomic()] = None
-    for_nodes: Annotated[list[ForNode] | None, atomic()] = None
+    for_zones: Annotated[list[ForZone] | None, atomic(proto=1)] = None
+    for_nodes: Annotated[list[ForNode] | None, atomic(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_hints(
@@ -97,14 +97,14 @@ class EndpointHints(Struct):
 class Endpoint(Struct):
     """One backend: its addresses, readiness, and where it runs."""
 
-    addresses: Annotated[list[str] | None, meta(list_type="set")] = None
-    conditions: EndpointConditions | None = None
-    hostname: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    target_ref: ObjectReference | None = None
-    deprecated_topology: dict[str, str] | None = None
-    node_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    zone: str | None = None
-    hints: EndpointHints | None = None
+    addresses: Annotated[list[str] | None, meta(list_type="set", proto=1)] = None
+    conditions: Annotated[EndpointConditions | None, meta(proto=2)] = None
+    hostname: Annotated[str | None, meta(format=DNS1123_LABEL, proto=3)] = None
+    target_ref: Annotated[ObjectReference | None, meta(proto=4)] = None
+    deprecated_topology: Annotated[dict[str, str] | None, meta(proto=5)] = None
+    node_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=6)] = None
+    zone: Annotated[str | None, meta(proto=7)] = None
+    hints: Annotated[EndpointHints | None, meta(proto=8)] = None
 
     def check_addresses(self, address_type: str | None, path: Path, errors: ErrorList) -> None:
         """Addresses of the slice's type: one to a hundred (the slice knows the type)."""
@@ -149,10 +149,10 @@ def _validate_fqdn(value: str, path: Path, errors: ErrorList) -> None:
 class EndpointPort(Struct):
     """A port the endpoints of a slice serve on."""
 
-    name: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    protocol: Annotated[str | None, meta(required=True, enum=PROTOCOLS)] = None
-    port: int | None = None
-    app_protocol: Annotated[str | None, meta(format=QUALIFIED_NAME)] = None
+    name: Annotated[str | None, meta(format=DNS1123_LABEL, proto=1)] = None
+    protocol: Annotated[str | None, meta(required=True, enum=PROTOCOLS, proto=2)] = None
+    port: Annotated[int | None, meta(proto=3)] = None
+    app_protocol: Annotated[str | None, meta(format=QUALIFIED_NAME, proto=4)] = None
 
     def set_defaults(self) -> None:
         if self.name is None:
@@ -200,14 +200,15 @@ class EndpointSlice(Resource):
             enum=ADDRESS_TYPES,
             immutable=True,
             doc="The type of every address in the slice: IPv4, IPv6 or FQDN.",
+            proto=4,
         ),
     ] = None
     endpoints: Annotated[
-        list[Endpoint] | None, atomic(doc="The endpoints in the slice (at most 1000).")
+        list[Endpoint] | None, atomic(doc="The endpoints in the slice (at most 1000).", proto=2)
     ] = None
     ports: Annotated[
         list[EndpointPort] | None,
-        atomic(doc="The ports every endpoint of the slice serves (at most 100)."),
+        atomic(doc="The ports every endpoint of the slice serves (at most 100).", proto=3),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:

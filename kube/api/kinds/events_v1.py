@@ -140,37 +140,58 @@ class Event(Resource):
     """A report of something that happened to an object (events.k8s.io/v1)."""
 
     event_time: Annotated[
-        MicroTime | None, meta(doc="When the event was first observed; required.")
+        MicroTime | None, meta(doc="When the event was first observed; required.", proto=2)
     ] = None
     series: Annotated[
-        EventSeries | None, meta(doc="Data about the run of events this one belongs to.")
+        EventSeries | None, meta(doc="Data about the run of events this one belongs to.", proto=3)
     ] = None
     reporting_controller: Annotated[
-        str | None, meta(doc="The controller that emitted the event, e.g. kubernetes.io/kubelet.")
+        str | None,
+        meta(
+            doc="The controller that emitted the event, e.g. kubernetes.io/kubelet.",
+            proto=4,
+            omitempty=True,
+        ),
     ] = None
     reporting_instance: Annotated[
-        str | None, meta(doc="The ID of the controller instance, e.g. kubelet-xyzf.")
+        str | None,
+        meta(doc="The ID of the controller instance, e.g. kubelet-xyzf.", proto=5, omitempty=True),
     ] = None
-    action: Annotated[str | None, meta(doc="What was done, or what failed, to the object.")] = None
-    reason: Annotated[str | None, meta(doc="Why the action was taken, in UpperCamelCase.")] = None
-    regarding: Annotated[ObjectReference | None, meta(doc="The object this event is about.")] = None
+    action: Annotated[
+        str | None,
+        meta(doc="What was done, or what failed, to the object.", proto=6, omitempty=True),
+    ] = None
+    reason: Annotated[
+        str | None,
+        meta(doc="Why the action was taken, in UpperCamelCase.", proto=7, omitempty=True),
+    ] = None
+    regarding: Annotated[
+        ObjectReference | None, meta(doc="The object this event is about.", proto=8)
+    ] = None
     related: Annotated[
-        ObjectReference | None, meta(doc="A secondary object of more complex actions.")
+        ObjectReference | None, meta(doc="A secondary object of more complex actions.", proto=9)
     ] = None
     note: Annotated[
-        str | None, meta(doc="A human-readable description of the status of this operation.")
+        str | None,
+        meta(
+            doc="A human-readable description of the status of this operation.",
+            proto=10,
+            omitempty=True,
+        ),
     ] = None
-    type: Annotated[str | None, meta(doc="Normal or Warning.")] = None
+    type: Annotated[str | None, meta(doc="Normal or Warning.", proto=11, omitempty=True)] = None
     deprecated_source: Annotated[
-        core.EventSource | None, meta(doc="core/v1's source; deprecated.")
+        core.EventSource | None, meta(doc="core/v1's source; deprecated.", proto=12)
     ] = None
     deprecated_first_timestamp: Annotated[
-        Time | None, meta(doc="core/v1's firstTimestamp; deprecated.")
+        Time | None, meta(doc="core/v1's firstTimestamp; deprecated.", proto=13, omitempty=True)
     ] = None
     deprecated_last_timestamp: Annotated[
-        Time | None, meta(doc="core/v1's lastTimestamp; deprecated.")
+        Time | None, meta(doc="core/v1's lastTimestamp; deprecated.", proto=14, omitempty=True)
     ] = None
-    deprecated_count: Annotated[int | None, meta(doc="core/v1's count; deprecated.")] = None
+    deprecated_count: Annotated[
+        int | None, meta(doc="core/v1's count; deprecated.", proto=15, omitempty=True)
+    ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         core.validate_event(to_core(self), "reportingController", path, errors)

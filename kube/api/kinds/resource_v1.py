@@ -26,12 +26,6 @@ pkg/apis/resource/validation's, but for what needs the device API's own formats 
 names of constraints, toleration keys beyond qualified names, the status's pool and device names
 against the allocation), not checked here.  Opaque parameters are a RawExtension, which travels
 in protobuf as FieldsV1 does (the JSON bytes in field 1).
-
-ResourceSlice is served as JSON only: 1.36 added list-valued device attributes (``ints``,
-``bools``, ``strings``, ``versions``) and a device's ``nodeAllocatableResourceMappings``, whose
-protobuf numbers and place in the Go structs were not at hand, so they are declared last and
-unnumbered (with the published model's names and types), and the slice's ``spec`` carries no
-number.
 """
 
 from __future__ import annotations
@@ -796,18 +790,17 @@ class DeviceAttribute(Struct):
     version_value: Annotated[
         str | None, meta(doc="A semantic version (semver.org 2.0.0).", proto=5)
     ] = msgspec.field(default=None, name="version")
-    # 1.36's list values; their place and protobuf numbers were not at hand (see the module).
-    int_values: Annotated[list[int] | None, atomic(doc="Numbers.")] = msgspec.field(
-        default=None, name="ints"
+    int_values: Annotated[list[int] | None, atomic(doc="Numbers.", proto=6, int64=True)] = (
+        msgspec.field(default=None, name="ints")
     )
-    bool_values: Annotated[list[bool] | None, atomic(doc="True/false values.")] = msgspec.field(
-        default=None, name="bools"
+    bool_values: Annotated[list[bool] | None, atomic(doc="True/false values.", proto=7)] = (
+        msgspec.field(default=None, name="bools")
     )
-    string_values: Annotated[list[str] | None, atomic(doc="Strings.")] = msgspec.field(
+    string_values: Annotated[list[str] | None, atomic(doc="Strings.", proto=8)] = msgspec.field(
         default=None, name="strings"
     )
-    version_values: Annotated[list[str] | None, atomic(doc="Semantic versions.")] = msgspec.field(
-        default=None, name="versions"
+    version_values: Annotated[list[str] | None, atomic(doc="Semantic versions.", proto=9)] = (
+        msgspec.field(default=None, name="versions")
     )
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -936,12 +929,14 @@ def _validate_qualified_key(key: str, path: Path, errors: ErrorList) -> None:
 class NodeAllocatableResourceMapping(Struct):
     """How much of a node resource an allocation of a device accounts for."""
 
+    capacity_key: Annotated[
+        str | None, meta(doc="The device capacity whose consumption is multiplied.", proto=1)
+    ] = None
     allocation_multiplier: Annotated[
         QuantityValue | None,
-        meta(doc="The amount per device allocated (or per unit of capacityKey); default 1."),
-    ] = None
-    capacity_key: Annotated[
-        str | None, meta(doc="The device capacity whose consumption is multiplied.")
+        meta(
+            doc="The amount per device allocated (or per unit of capacityKey); default 1.", proto=2
+        ),
     ] = None
 
 
@@ -988,10 +983,12 @@ class Device(Struct):
     allow_multiple_allocations: Annotated[
         bool | None, meta(doc="Whether the device may be allocated more than once.", proto=12)
     ] = None
-    # 1.36's, without the protobuf number (see the module).
     node_allocatable_resource_mappings: Annotated[
         dict[str, NodeAllocatableResourceMapping] | None,
-        meta(doc="Node resources (cpu, memory...) an allocation of the device accounts for."),
+        meta(
+            doc="Node resources (cpu, memory...) an allocation of the device accounts for.",
+            proto=13,
+        ),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -1171,12 +1168,11 @@ def _slice_spec(obj: Any) -> ResourceSliceSpec:
     },
 )
 class ResourceSlice(Resource):
-    """Devices of one pool of a driver, as the driver publishes them (JSON only: see the
-    module)."""
+    """Devices of one pool of a driver, as the driver publishes them."""
 
     spec: Annotated[
         ResourceSliceSpec | None,
-        meta(required=True, doc="The driver's devices in this slice of its pool."),
+        meta(required=True, doc="The driver's devices in this slice of its pool.", proto=2),
     ] = None
 
     def set_defaults(self) -> None:

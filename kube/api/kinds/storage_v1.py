@@ -17,9 +17,8 @@ server stores and validates these objects for the drivers, the kubelet and the s
 
 Field names, order and protobuf numbers are k8s.io/api release-1.36's, defaults and validation
 pkg/apis/storage's, with upstream's messages (including the path ``spec.attachedRequired``, which
-upstream spells so).  A VolumeAttachment has no protobuf numbers: it embeds a
-PersistentVolumeSpec, which is not declared with them yet; so it, like StorageClass, is served as
-JSON only.
+upstream spells so).  StorageClass's allowed topologies are core/v1's TopologySelectorTerm,
+declared here with core's numbers.
 """
 
 from __future__ import annotations
@@ -71,8 +70,8 @@ def is_default_class(obj: Any) -> bool:
 class TopologySelectorLabelRequirement(Struct):
     """A topology label and the values it may take."""
 
-    key: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
-    values: Annotated[list[str] | None, atomic(required=True)] = None
+    key: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME, proto=1)] = None
+    values: Annotated[list[str] | None, atomic(required=True, proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         seen: set[str] = set()
@@ -85,9 +84,9 @@ class TopologySelectorLabelRequirement(Struct):
 class TopologySelectorTerm(Struct):
     """Topology requirements that must all hold."""
 
-    match_label_expressions: Annotated[list[TopologySelectorLabelRequirement] | None, atomic()] = (
-        None
-    )
+    match_label_expressions: Annotated[
+        list[TopologySelectorLabelRequirement] | None, atomic(proto=1)
+    ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         seen: set[str | None] = set()
@@ -156,23 +155,24 @@ class StorageClass(Resource):
     """How volumes of one class are provisioned, reclaimed and bound."""
 
     provisioner: Annotated[
-        str | None, meta(required=True, doc="The volume plugin that provisions volumes.")
+        str | None, meta(required=True, doc="The volume plugin that provisions volumes.", proto=2)
     ] = None
     parameters: Annotated[
-        dict[str, str] | None, meta(doc="Opaque settings handed to the provisioner.")
+        dict[str, str] | None, meta(doc="Opaque settings handed to the provisioner.", proto=3)
     ] = None
     reclaim_policy: Annotated[
         str | None,
         meta(
             enum=RECLAIM_POLICIES,
             doc="What happens to provisioned volumes when their claim goes: Delete or Retain.",
+            proto=4,
         ),
     ] = None
     mount_options: Annotated[
-        list[str] | None, atomic(doc="Mount options of volumes made from this class.")
+        list[str] | None, atomic(doc="Mount options of volumes made from this class.", proto=5)
     ] = None
     allow_volume_expansion: Annotated[
-        bool | None, meta(doc="Whether claims of this class may grow.")
+        bool | None, meta(doc="Whether claims of this class may grow.", proto=6)
     ] = None
     volume_binding_mode: Annotated[
         str | None,
@@ -180,11 +180,12 @@ class StorageClass(Resource):
             enum=VOLUME_BINDING_MODES,
             immutable=True,
             doc="When claims are bound: Immediate, or WaitForFirstConsumer (the first pod).",
+            proto=7,
         ),
     ] = None
     allowed_topologies: Annotated[
         list[TopologySelectorTerm] | None,
-        atomic(doc="Where volumes of this class may be provisioned."),
+        atomic(doc="Where volumes of this class may be provisioned.", proto=8),
     ] = None
 
     def set_defaults(self) -> None:
@@ -556,12 +557,15 @@ _SOURCE_CHOICE = "must specify exactly one of inlineVolumeSpec and persistentVol
 class VolumeAttachmentSource(Struct):
     """The volume to attach: a PersistentVolume by name, or a migrated inline volume."""
 
-    persistent_volume_name: Annotated[str | None, meta(doc="The PersistentVolume to attach.")] = (
-        None
-    )
+    persistent_volume_name: Annotated[
+        str | None, meta(doc="The PersistentVolume to attach.", proto=1)
+    ] = None
     inline_volume_spec: Annotated[
         PersistentVolumeSpec | None,
-        meta(doc="A pod's inline volume translated to a PersistentVolumeSpec (CSI migration)."),
+        meta(
+            doc="A pod's inline volume translated to a PersistentVolumeSpec (CSI migration).",
+            proto=2,
+        ),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -583,14 +587,21 @@ class VolumeAttachmentSpec(Struct):
 
     attacher: Annotated[
         str | None,
-        meta(required=True, doc="The driver that handles the attachment (GetPluginName())."),
+        meta(
+            required=True, doc="The driver that handles the attachment (GetPluginName()).", proto=1
+        ),
     ] = None
     source: Annotated[
-        VolumeAttachmentSource | None, meta(required=True, doc="The volume to attach.")
+        VolumeAttachmentSource | None, meta(required=True, doc="The volume to attach.", proto=2)
     ] = None
     node_name: Annotated[
         str | None,
-        meta(required=True, format=DNS1123_SUBDOMAIN, doc="The node to attach the volume to."),
+        meta(
+            required=True,
+            format=DNS1123_SUBDOMAIN,
+            doc="The node to attach the volume to.",
+            proto=3,
+        ),
     ] = None
 
     def set_defaults(self) -> None:
@@ -605,9 +616,13 @@ class VolumeAttachmentSpec(Struct):
 class VolumeError(Struct):
     """An error of an attach or detach operation."""
 
-    time: Annotated[Time | None, meta(doc="When the error happened.")] = None
-    message: Annotated[str | None, meta(doc="The error; logged, so nothing secret.")] = None
-    error_code: Annotated[int | None, meta(doc="The gRPC code of the error.")] = None
+    time: Annotated[Time | None, meta(doc="When the error happened.", proto=1, omitempty=True)] = (
+        None
+    )
+    message: Annotated[
+        str | None, meta(doc="The error; logged, so nothing secret.", proto=2, omitempty=True)
+    ] = None
+    error_code: Annotated[int | None, meta(doc="The gRPC code of the error.", proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.message and len(self.message) > MAX_VOLUME_ERROR_MESSAGE:
@@ -621,12 +636,12 @@ class VolumeError(Struct):
 class VolumeAttachmentStatus(Struct):
     """What the external attacher reports."""
 
-    attached: Annotated[bool | None, meta(doc="Whether the volume is attached.")] = None
+    attached: Annotated[bool | None, meta(doc="Whether the volume is attached.", proto=1)] = None
     attachment_metadata: Annotated[
-        dict[str, str] | None, meta(doc="What the attach returned, for mounting.")
+        dict[str, str] | None, meta(doc="What the attach returned, for mounting.", proto=2)
     ] = None
-    attach_error: Annotated[VolumeError | None, meta(doc="The last attach error.")] = None
-    detach_error: Annotated[VolumeError | None, meta(doc="The last detach error.")] = None
+    attach_error: Annotated[VolumeError | None, meta(doc="The last attach error.", proto=3)] = None
+    detach_error: Annotated[VolumeError | None, meta(doc="The last detach error.", proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         metadata = self.attachment_metadata or {}
@@ -684,9 +699,11 @@ class VolumeAttachment(Resource):
 
     spec: Annotated[
         VolumeAttachmentSpec | None,
-        meta(required=True, doc="The volume, node and attacher; immutable."),
+        meta(required=True, doc="The volume, node and attacher; immutable.", proto=2),
     ] = None
-    status: Annotated[VolumeAttachmentStatus | None, meta(doc="The attacher's answer.")] = None
+    status: Annotated[
+        VolumeAttachmentStatus | None, meta(doc="The attacher's answer.", proto=3)
+    ] = None
 
     def set_defaults(self) -> None:
         if self.spec is None:

@@ -390,15 +390,15 @@ NOTE_LIMIT = 1024
 class EventSource(Struct):
     """The component (and host) that reported an event."""
 
-    component: str | None = None
-    host: str | None = None
+    component: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    host: Annotated[str | None, meta(proto=2, omitempty=True)] = None
 
 
 class EventSeries(Struct):
     """A run of the same event, counted instead of repeated."""
 
-    count: int | None = None
-    last_observed_time: MicroTime | None = None
+    count: Annotated[int | None, meta(proto=1, omitempty=True)] = None
+    last_observed_time: Annotated[MicroTime | None, meta(proto=2, omitempty=True)] = None
 
 
 def _event_source(event: Event) -> str:
@@ -484,21 +484,25 @@ class Event(Resource):
     """A report of something that happened to an object (core/v1; see also events.k8s.io)."""
 
     involved_object: Annotated[
-        ObjectReference | None, meta(doc="The object the event is about.")
+        ObjectReference | None, meta(doc="The object the event is about.", proto=2)
     ] = None
-    reason: Annotated[str | None, meta(doc="Why it happened, in UpperCamelCase.")] = None
-    message: Annotated[str | None, meta(doc="What happened, for humans.")] = None
-    source: EventSource | None = None
-    first_timestamp: Time | None = None
-    last_timestamp: Time | None = None
-    count: int | None = None
-    type: Annotated[str | None, meta(doc="Normal or Warning.")] = None
-    event_time: MicroTime | None = None
-    series: EventSeries | None = None
-    action: str | None = None
-    related: ObjectReference | None = None
-    reporting_component: str | None = None
-    reporting_instance: str | None = None
+    reason: Annotated[
+        str | None, meta(doc="Why it happened, in UpperCamelCase.", proto=3, omitempty=True)
+    ] = None
+    message: Annotated[
+        str | None, meta(doc="What happened, for humans.", proto=4, omitempty=True)
+    ] = None
+    source: Annotated[EventSource | None, meta(proto=5)] = None
+    first_timestamp: Annotated[Time | None, meta(proto=6, omitempty=True)] = None
+    last_timestamp: Annotated[Time | None, meta(proto=7, omitempty=True)] = None
+    count: Annotated[int | None, meta(proto=8, omitempty=True)] = None
+    type: Annotated[str | None, meta(doc="Normal or Warning.", proto=9, omitempty=True)] = None
+    event_time: Annotated[MicroTime | None, meta(proto=10, omitempty=True)] = None
+    series: Annotated[EventSeries | None, meta(proto=11)] = None
+    action: Annotated[str | None, meta(proto=12, omitempty=True)] = None
+    related: Annotated[ObjectReference | None, meta(proto=13)] = None
+    reporting_component: Annotated[str | None, meta(proto=14)] = None
+    reporting_instance: Annotated[str | None, meta(proto=15)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         validate_event(self, "reportingComponent", path, errors)
@@ -815,12 +819,12 @@ LIMIT_TYPES = ("Pod", "Container", "PersistentVolumeClaim")
 class LimitRangeItem(Struct):
     """Bounds and defaults for the resources of one kind of object."""
 
-    type: str | None = None
-    max: ResourceList | None = None
-    min: ResourceList | None = None
-    default: ResourceList | None = None
-    default_request: ResourceList | None = None
-    max_limit_request_ratio: ResourceList | None = None
+    type: Annotated[str | None, meta(proto=1)] = None
+    max: Annotated[ResourceList | None, meta(proto=2)] = None
+    min: Annotated[ResourceList | None, meta(proto=3)] = None
+    default: Annotated[ResourceList | None, meta(proto=4)] = None
+    default_request: Annotated[ResourceList | None, meta(proto=5)] = None
+    max_limit_request_ratio: Annotated[ResourceList | None, meta(proto=6)] = None
 
     def set_defaults(self) -> None:
         if self.type != "Container":
@@ -946,7 +950,7 @@ class LimitRangeItem(Struct):
 class LimitRangeSpec(Struct):
     """The limit items of a LimitRange."""
 
-    limits: Annotated[list[LimitRangeItem] | None, atomic()] = None
+    limits: Annotated[list[LimitRangeItem] | None, atomic(proto=1)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         seen: set[str | None] = set()
@@ -960,6 +964,6 @@ class LimitRangeSpec(Struct):
 class LimitRange(Resource):
     """Per-object bounds and defaults for resources in a namespace."""
 
-    spec: Annotated[LimitRangeSpec | None, meta(doc="Bounds and defaults by kind of object.")] = (
-        None
-    )
+    spec: Annotated[
+        LimitRangeSpec | None, meta(doc="Bounds and defaults by kind of object.", proto=2)
+    ] = None

@@ -33,10 +33,10 @@ PROVIDER_ID_CHANGED = 'node updates may not change providerID except from "" to 
 class Taint(Struct):
     """Repels pods that do not tolerate it: from scheduling, or from running at all."""
 
-    key: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
-    value: str | None = None
-    effect: Annotated[str | None, meta(required=True, enum=TAINT_EFFECTS)] = None
-    time_added: Time | None = None
+    key: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME, proto=1)] = None
+    value: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    effect: Annotated[str | None, meta(required=True, enum=TAINT_EFFECTS, proto=3)] = None
+    time_added: Annotated[Time | None, meta(proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         problems = names.is_valid_label_value(self.value or "")
@@ -47,11 +47,11 @@ class Taint(Struct):
 class ConfigMapNodeConfigSource(Struct):
     """A ConfigMap holding kubelet configuration (deprecated dynamic kubelet config)."""
 
-    namespace: str | None = None
-    name: str | None = None
-    uid: str | None = None
-    resource_version: str | None = None
-    kubelet_config_key: str | None = None
+    namespace: Annotated[str | None, meta(proto=1)] = None
+    name: Annotated[str | None, meta(proto=2)] = None
+    uid: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    resource_version: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    kubelet_config_key: Annotated[str | None, meta(proto=5)] = None
 
     def check(self, in_status: bool, path: Path, errors: ErrorList) -> None:
         """Upstream's checks, which differ between spec (no uid or resourceVersion) and
@@ -76,7 +76,7 @@ class ConfigMapNodeConfigSource(Struct):
 class NodeConfigSource(Struct):
     """Where a node's kubelet configuration comes from (deprecated)."""
 
-    config_map: ConfigMapNodeConfigSource | None = None
+    config_map: Annotated[ConfigMapNodeConfigSource | None, meta(proto=2)] = None
 
     def check(self, in_status: bool, path: Path, errors: ErrorList) -> None:
         """Exactly one source, checked as upstream does for spec or status."""
@@ -93,15 +93,21 @@ class NodeConfigSource(Struct):
 class NodeSpec(Struct):
     """What the control plane assigns to a node."""
 
-    pod_cidr: str | None = msgspec.field(default=None, name="podCIDR")
-    pod_cidrs: Annotated[list[Annotated[str, meta(format=CIDR)]] | None, merge_set()] = (
+    pod_cidr: Annotated[str | None, meta(proto=1, omitempty=True)] = msgspec.field(
+        default=None, name="podCIDR"
+    )
+    pod_cidrs: Annotated[list[Annotated[str, meta(format=CIDR)]] | None, merge_set(proto=7)] = (
         msgspec.field(default=None, name="podCIDRs")
     )
-    provider_id: str | None = msgspec.field(default=None, name="providerID")
-    unschedulable: bool | None = None
-    taints: Annotated[list[Taint] | None, atomic()] = None
-    config_source: NodeConfigSource | None = None
-    external_id: str | None = msgspec.field(default=None, name="externalID")
+    provider_id: Annotated[str | None, meta(proto=3, omitempty=True)] = msgspec.field(
+        default=None, name="providerID"
+    )
+    unschedulable: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
+    taints: Annotated[list[Taint] | None, atomic(proto=5)] = None
+    config_source: Annotated[NodeConfigSource | None, meta(proto=6)] = None
+    external_id: Annotated[str | None, meta(proto=2, omitempty=True)] = msgspec.field(
+        default=None, name="externalID"
+    )
 
     def set_defaults(self) -> None:
         if self.pod_cidr and not self.pod_cidrs:
@@ -142,116 +148,118 @@ class NodeSpec(Struct):
 class NodeCondition(Struct):
     """One aspect of a node's health (Ready, MemoryPressure, DiskPressure, ...)."""
 
-    type: str | None = None
-    status: str | None = None
-    last_heartbeat_time: Time | None = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(proto=1)] = None
+    status: Annotated[str | None, meta(proto=2)] = None
+    last_heartbeat_time: Annotated[Time | None, meta(proto=3, omitempty=True)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=4, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=6, omitempty=True)] = None
 
 
 class NodeAddress(Struct):
     """An address of a node and its kind (InternalIP, ExternalIP, Hostname, ...)."""
 
-    type: str | None = None
-    address: str | None = None
+    type: Annotated[str | None, meta(proto=1)] = None
+    address: Annotated[str | None, meta(proto=2)] = None
 
 
 class DaemonEndpoint(Struct):
     """The port a node daemon listens on."""
 
     # Upstream's JSON name is capitalised (a tag once written without quotes).
-    port: int | None = msgspec.field(default=None, name="Port")
+    port: Annotated[int | None, meta(proto=1)] = msgspec.field(default=None, name="Port")
 
 
 class NodeDaemonEndpoints(Struct):
     """Where the daemons of a node listen."""
 
-    kubelet_endpoint: DaemonEndpoint | None = None
+    kubelet_endpoint: Annotated[DaemonEndpoint | None, meta(proto=1)] = None
 
 
 class NodeSwapStatus(Struct):
     """The swap memory of a node."""
 
-    capacity: int | None = None
+    capacity: Annotated[int | None, meta(proto=1, int64=True)] = None
 
 
 class NodeSystemInfo(Struct):
     """Identity and versions of a node's machine, OS and software."""
 
-    machine_id: str | None = msgspec.field(default=None, name="machineID")
-    system_uuid: str | None = msgspec.field(default=None, name="systemUUID")
-    boot_id: str | None = msgspec.field(default=None, name="bootID")
-    kernel_version: str | None = None
-    os_image: str | None = None
-    container_runtime_version: str | None = None
-    kubelet_version: str | None = None
-    kube_proxy_version: str | None = None
-    operating_system: str | None = None
-    architecture: str | None = None
-    swap: NodeSwapStatus | None = None
+    machine_id: Annotated[str | None, meta(proto=1)] = msgspec.field(default=None, name="machineID")
+    system_uuid: Annotated[str | None, meta(proto=2)] = msgspec.field(
+        default=None, name="systemUUID"
+    )
+    boot_id: Annotated[str | None, meta(proto=3)] = msgspec.field(default=None, name="bootID")
+    kernel_version: Annotated[str | None, meta(proto=4)] = None
+    os_image: Annotated[str | None, meta(proto=5)] = None
+    container_runtime_version: Annotated[str | None, meta(proto=6)] = None
+    kubelet_version: Annotated[str | None, meta(proto=7)] = None
+    kube_proxy_version: Annotated[str | None, meta(proto=8)] = None
+    operating_system: Annotated[str | None, meta(proto=9)] = None
+    architecture: Annotated[str | None, meta(proto=10)] = None
+    swap: Annotated[NodeSwapStatus | None, meta(proto=11)] = None
 
 
 class ContainerImage(Struct):
     """An image present on a node."""
 
-    names: Annotated[list[str] | None, atomic()] = None
-    size_bytes: int | None = None
+    names: Annotated[list[str] | None, atomic(proto=1)] = None
+    size_bytes: Annotated[int | None, meta(proto=2, int64=True, omitempty=True)] = None
 
 
 class AttachedVolume(Struct):
     """A volume attached to a node."""
 
-    name: str | None = None
-    device_path: str | None = None
+    name: Annotated[str | None, meta(proto=1)] = None
+    device_path: Annotated[str | None, meta(proto=2)] = None
 
 
 class NodeConfigStatus(Struct):
     """The kubelet configuration a node was assigned, uses, and last knew to be good."""
 
-    assigned: NodeConfigSource | None = None
-    active: NodeConfigSource | None = None
-    last_known_good: NodeConfigSource | None = None
-    error: str | None = None
+    assigned: Annotated[NodeConfigSource | None, meta(proto=1)] = None
+    active: Annotated[NodeConfigSource | None, meta(proto=2)] = None
+    last_known_good: Annotated[NodeConfigSource | None, meta(proto=3)] = None
+    error: Annotated[str | None, meta(proto=4, omitempty=True)] = None
 
 
 class NodeRuntimeHandlerFeatures(Struct):
     """Features a runtime handler supports."""
 
-    recursive_read_only_mounts: bool | None = None
-    user_namespaces: bool | None = None
+    recursive_read_only_mounts: Annotated[bool | None, meta(proto=1)] = None
+    user_namespaces: Annotated[bool | None, meta(proto=2)] = None
 
 
 class NodeRuntimeHandler(Struct):
     """A runtime handler (RuntimeClass handler) of the node's container runtime."""
 
-    name: str | None = None
-    features: NodeRuntimeHandlerFeatures | None = None
+    name: Annotated[str | None, meta(proto=1)] = None
+    features: Annotated[NodeRuntimeHandlerFeatures | None, meta(proto=2)] = None
 
 
 class NodeFeatures(Struct):
     """Features the node's kubelet and runtime support."""
 
-    supplemental_groups_policy: bool | None = None
+    supplemental_groups_policy: Annotated[bool | None, meta(proto=1)] = None
 
 
 class NodeStatus(Struct):
     """What the kubelet reports about its node."""
 
-    capacity: ResourceList | None = None
-    allocatable: ResourceList | None = None
-    phase: str | None = None
-    conditions: Annotated[list[NodeCondition] | None, meta(merge_key="type")] = None
-    addresses: Annotated[list[NodeAddress] | None, meta(merge_key="type")] = None
-    daemon_endpoints: NodeDaemonEndpoints | None = None
-    node_info: NodeSystemInfo | None = None
-    images: Annotated[list[ContainerImage] | None, atomic()] = None
-    volumes_in_use: Annotated[list[str] | None, atomic()] = None
-    volumes_attached: Annotated[list[AttachedVolume] | None, atomic()] = None
-    config: NodeConfigStatus | None = None
-    runtime_handlers: Annotated[list[NodeRuntimeHandler] | None, atomic()] = None
-    features: NodeFeatures | None = None
-    declared_features: Annotated[list[str] | None, atomic()] = None
+    capacity: Annotated[ResourceList | None, meta(proto=1)] = None
+    allocatable: Annotated[ResourceList | None, meta(proto=2)] = None
+    phase: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    conditions: Annotated[list[NodeCondition] | None, meta(merge_key="type", proto=4)] = None
+    addresses: Annotated[list[NodeAddress] | None, meta(merge_key="type", proto=5)] = None
+    daemon_endpoints: Annotated[NodeDaemonEndpoints | None, meta(proto=6)] = None
+    node_info: Annotated[NodeSystemInfo | None, meta(proto=7)] = None
+    images: Annotated[list[ContainerImage] | None, atomic(proto=8)] = None
+    volumes_in_use: Annotated[list[str] | None, atomic(proto=9)] = None
+    volumes_attached: Annotated[list[AttachedVolume] | None, atomic(proto=10)] = None
+    config: Annotated[NodeConfigStatus | None, meta(proto=11)] = None
+    runtime_handlers: Annotated[list[NodeRuntimeHandler] | None, atomic(proto=12)] = None
+    features: Annotated[NodeFeatures | None, meta(proto=13)] = None
+    declared_features: Annotated[list[str] | None, atomic(proto=14)] = None
 
     def set_defaults(self) -> None:
         if self.allocatable is None and self.capacity is not None:
@@ -340,11 +348,11 @@ class Node(Resource):
     """A worker machine: what the control plane assigned to it and what its kubelet reports."""
 
     spec: Annotated[
-        NodeSpec | None, meta(doc="Pod CIDRs, provider ID, taints and schedulability.")
+        NodeSpec | None, meta(doc="Pod CIDRs, provider ID, taints and schedulability.", proto=2)
     ] = None
     status: Annotated[
         NodeStatus | None,
-        meta(doc="Capacity, conditions, addresses and versions reported by the kubelet."),
+        meta(doc="Capacity, conditions, addresses and versions reported by the kubelet.", proto=3),
     ] = None
 
     def validate_update(self, old: Self, errors: ErrorList) -> None:

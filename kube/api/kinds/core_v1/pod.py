@@ -2411,27 +2411,27 @@ class PodTemplate(Resource):
 
     template: Annotated[
         PodTemplateSpec | None,
-        meta(required=True, doc="The pod the template describes."),
+        meta(required=True, doc="The pod the template describes.", proto=2),
     ] = None
 
 
 class ReplicationControllerCondition(Struct):
     """An observation about a replication controller (ReplicaFailure)."""
 
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True)] = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(required=True, proto=1)] = None
+    status: Annotated[str | None, meta(required=True, proto=2)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=3, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=5, omitempty=True)] = None
 
 
 class ReplicationControllerSpec(Struct):
     """How many pods to keep, which pods count, and the template new pods are made from."""
 
-    replicas: Annotated[int | None, meta(minimum=0)] = None
-    min_ready_seconds: Annotated[int | None, meta(minimum=0)] = None
-    selector: Annotated[dict[str, str] | None, meta(map_type="atomic")] = None
-    template: Annotated[PodTemplateSpec | None, meta(required=True)] = None
+    replicas: Annotated[int | None, meta(minimum=0, proto=1)] = None
+    min_ready_seconds: Annotated[int | None, meta(minimum=0, proto=4, omitempty=True)] = None
+    selector: Annotated[dict[str, str] | None, meta(map_type="atomic", proto=2)] = None
+    template: Annotated[PodTemplateSpec | None, meta(required=True, proto=3)] = None
 
     def set_defaults(self) -> None:
         if self.replicas is None:
@@ -2465,14 +2465,16 @@ class ReplicationControllerSpec(Struct):
 class ReplicationControllerStatus(Struct):
     """How many pods the controller has, and how many are ready and available."""
 
-    replicas: Annotated[int | None, meta(minimum=0)] = None
-    fully_labeled_replicas: Annotated[int | None, meta(minimum=0)] = None
-    ready_replicas: Annotated[int | None, meta(minimum=0)] = None
-    available_replicas: Annotated[int | None, meta(minimum=0)] = None
-    observed_generation: Annotated[int | None, meta(minimum=0)] = None
-    conditions: Annotated[list[ReplicationControllerCondition] | None, meta(merge_key="type")] = (
-        None
-    )
+    replicas: Annotated[int | None, meta(minimum=0, proto=1)] = None
+    fully_labeled_replicas: Annotated[int | None, meta(minimum=0, proto=2, omitempty=True)] = None
+    ready_replicas: Annotated[int | None, meta(minimum=0, proto=4, omitempty=True)] = None
+    available_replicas: Annotated[int | None, meta(minimum=0, proto=5, omitempty=True)] = None
+    observed_generation: Annotated[
+        int | None, meta(minimum=0, proto=3, int64=True, omitempty=True)
+    ] = None
+    conditions: Annotated[
+        list[ReplicationControllerCondition] | None, meta(merge_key="type", proto=6)
+    ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         replicas, ready = self.replicas or 0, self.ready_replicas or 0
@@ -2522,11 +2524,13 @@ class ReplicationController(Resource):
 
     spec: Annotated[
         ReplicationControllerSpec | None,
-        meta(doc="How many pods to keep, which pods count, and the template for new ones."),
+        meta(
+            doc="How many pods to keep, which pods count, and the template for new ones.", proto=2
+        ),
     ] = None
     status: Annotated[
         ReplicationControllerStatus | None,
-        meta(doc="How many pods there are, and how many are ready and available."),
+        meta(doc="How many pods there are, and how many are ready and available.", proto=3),
     ] = None
 
     def set_defaults(self) -> None:
@@ -2541,7 +2545,7 @@ class Binding(Resource):
     """Binds a pod to a node: what the scheduler posts to ``pods/binding``."""
 
     target: Annotated[
-        ObjectReference | None, meta(doc="The node the pod is bound to (kind Node).")
+        ObjectReference | None, meta(doc="The node the pod is bound to (kind Node).", proto=2)
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:

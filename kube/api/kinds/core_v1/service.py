@@ -694,10 +694,10 @@ def _validate_ip_families_update(new: ServiceSpec, old: ServiceSpec, errors: Err
 class EndpointAddress(Struct):
     """One address of an endpoint, and the object (usually a pod) behind it."""
 
-    ip: str | None = None
-    hostname: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    node_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    target_ref: ObjectReference | None = None
+    ip: Annotated[str | None, meta(proto=1)] = None
+    hostname: Annotated[str | None, meta(format=DNS1123_LABEL, proto=3, omitempty=True)] = None
+    node_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN, proto=4)] = None
+    target_ref: Annotated[ObjectReference | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         ip = self.ip or ""
@@ -708,10 +708,12 @@ class EndpointAddress(Struct):
 class EndpointPort(Struct):
     """A port the endpoints of a subset serve on."""
 
-    name: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    port: int | None = None
-    protocol: Annotated[str | None, meta(required=True, enum=PROTOCOLS)] = None
-    app_protocol: Annotated[str | None, meta(format=QUALIFIED_NAME)] = None
+    name: Annotated[str | None, meta(format=DNS1123_LABEL, proto=1, omitempty=True)] = None
+    port: Annotated[int | None, meta(proto=2)] = None
+    protocol: Annotated[
+        str | None, meta(required=True, enum=PROTOCOLS, proto=3, omitempty=True)
+    ] = None
+    app_protocol: Annotated[str | None, meta(format=QUALIFIED_NAME, proto=4)] = None
 
     def set_defaults(self) -> None:
         if self.protocol is None:
@@ -724,9 +726,9 @@ class EndpointPort(Struct):
 class EndpointSubset(Struct):
     """Addresses that all serve the same ports."""
 
-    addresses: Annotated[list[EndpointAddress] | None, atomic()] = None
-    not_ready_addresses: Annotated[list[EndpointAddress] | None, atomic()] = None
-    ports: Annotated[list[EndpointPort] | None, atomic()] = None
+    addresses: Annotated[list[EndpointAddress] | None, atomic(proto=1)] = None
+    not_ready_addresses: Annotated[list[EndpointAddress] | None, atomic(proto=2)] = None
+    ports: Annotated[list[EndpointPort] | None, atomic(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if not self.addresses and not self.not_ready_addresses:
@@ -782,5 +784,5 @@ class Endpoints(Resource):
 
     subsets: Annotated[
         list[EndpointSubset] | None,
-        atomic(doc="Groups of addresses that serve the same ports."),
+        atomic(doc="Groups of addresses that serve the same ports.", proto=2),
     ] = None

@@ -168,8 +168,8 @@ class ObjectReference(Struct):
 class SecretReference(Struct):
     """Names a Secret in any namespace."""
 
-    name: str | None = None
-    namespace: str | None = None
+    name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    namespace: Annotated[str | None, meta(proto=2, omitempty=True)] = None
 
 
 class TypedLocalObjectReference(Struct):
@@ -1234,34 +1234,36 @@ class PersistentVolumeClaimTemplate(Struct):
 class PersistentVolumeClaimCondition(Struct):
     """An observation about a claim (``Resizing``, ``FileSystemResizePending``, ...)."""
 
-    type: Annotated[str | None, meta(required=True)] = None
-    status: Annotated[str | None, meta(required=True)] = None
-    last_probe_time: Time | None = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
+    type: Annotated[str | None, meta(required=True, proto=1)] = None
+    status: Annotated[str | None, meta(required=True, proto=2)] = None
+    last_probe_time: Annotated[Time | None, meta(proto=3, omitempty=True)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=4, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=6, omitempty=True)] = None
 
 
 class ModifyVolumeStatus(Struct):
     """How a change of the claim's VolumeAttributesClass is going."""
 
-    target_volume_attributes_class_name: str | None = None
-    status: Annotated[str | None, meta(required=True)] = None
+    target_volume_attributes_class_name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    status: Annotated[str | None, meta(required=True, proto=2)] = None
 
 
 class PersistentVolumeClaimStatus(Struct):
     """Whether the claim is bound, and what it got."""
 
-    phase: str | None = None
-    access_modes: Annotated[list[str] | None, atomic()] = None
-    capacity: dict[str, QuantityValue] | None = None
-    conditions: Annotated[list[PersistentVolumeClaimCondition] | None, meta(merge_key="type")] = (
-        None
-    )
-    allocated_resources: dict[str, QuantityValue] | None = None
-    allocated_resource_statuses: Annotated[dict[str, str] | None, meta(map_type="granular")] = None
-    current_volume_attributes_class_name: str | None = None
-    modify_volume_status: ModifyVolumeStatus | None = None
+    phase: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    access_modes: Annotated[list[str] | None, atomic(proto=2)] = None
+    capacity: Annotated[dict[str, QuantityValue] | None, meta(proto=3)] = None
+    conditions: Annotated[
+        list[PersistentVolumeClaimCondition] | None, meta(merge_key="type", proto=4)
+    ] = None
+    allocated_resources: Annotated[dict[str, QuantityValue] | None, meta(proto=5)] = None
+    allocated_resource_statuses: Annotated[
+        dict[str, str] | None, meta(map_type="granular", proto=7)
+    ] = None
+    current_volume_attributes_class_name: Annotated[str | None, meta(proto=8)] = None
+    modify_volume_status: Annotated[ModifyVolumeStatus | None, meta(proto=9)] = None
 
 
 def _storage_class(metadata: ObjectMeta, field: str | None) -> str:
@@ -1338,11 +1340,11 @@ class PersistentVolumeClaim(Resource):
 
     spec: Annotated[
         PersistentVolumeClaimSpec | None,
-        meta(doc="What the claim asks for: access modes, size, class, data source."),
+        meta(doc="What the claim asks for: access modes, size, class, data source.", proto=2),
     ] = None
     status: Annotated[
         PersistentVolumeClaimStatus | None,
-        meta(doc="Whether the claim is bound, and the capacity and modes it got."),
+        meta(doc="Whether the claim is bound, and the capacity and modes it got.", proto=3),
     ] = None
 
     def set_defaults(self) -> None:
@@ -1412,10 +1414,10 @@ def _with_storage_of(
 class GlusterfsPersistentVolumeSource(Struct):
     """A GlusterFS volume whose endpoints may live in another namespace."""
 
-    endpoints: Annotated[str | None, meta(required=True)] = None
-    path: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
-    endpoints_namespace: str | None = None
+    endpoints: Annotated[str | None, meta(required=True, proto=1)] = None
+    path: Annotated[str | None, meta(required=True, proto=2)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
+    endpoints_namespace: Annotated[str | None, meta(proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         namespace = self.endpoints_namespace
@@ -1451,10 +1453,10 @@ class FlexPersistentVolumeSource(_Flex[SecretReference]):
 class AzureFilePersistentVolumeSource(Struct):
     """An Azure File share whose Secret may live in another namespace."""
 
-    secret_name: Annotated[str | None, meta(required=True)] = None
-    share_name: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
-    secret_namespace: str | None = None
+    secret_name: Annotated[str | None, meta(required=True, proto=1)] = None
+    share_name: Annotated[str | None, meta(required=True, proto=2)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
+    secret_namespace: Annotated[str | None, meta(proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.secret_namespace == "":
@@ -1468,8 +1470,8 @@ class ScaleIOPersistentVolumeSource(_ScaleIO[SecretReference]):
 class LocalVolumeSource(Struct):
     """A disk, partition or directory of one node; needs node affinity."""
 
-    path: Annotated[str | None, meta(required=True)] = None
-    fs_type: str | None = None
+    path: Annotated[str | None, meta(required=True, proto=1)] = None
+    fs_type: Annotated[str | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.path:
@@ -1479,26 +1481,30 @@ class LocalVolumeSource(Struct):
 class StorageOSPersistentVolumeSource(Struct):
     """A StorageOS volume whose Secret may live in another namespace."""
 
-    volume_name: Annotated[str | None, meta(required=True, format=DNS1123_LABEL)] = None
-    volume_namespace: Annotated[str | None, meta(format=DNS1123_LABEL)] = None
-    fs_type: str | None = None
-    read_only: bool | None = None
-    secret_ref: ObjectReference | None = None
+    volume_name: Annotated[
+        str | None, meta(required=True, format=DNS1123_LABEL, proto=1, omitempty=True)
+    ] = None
+    volume_namespace: Annotated[str | None, meta(format=DNS1123_LABEL, proto=2, omitempty=True)] = (
+        None
+    )
+    fs_type: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    read_only: Annotated[bool | None, meta(proto=4, omitempty=True)] = None
+    secret_ref: Annotated[ObjectReference | None, meta(proto=5)] = None
 
 
 class CSIPersistentVolumeSource(Struct):
     """A volume managed by a CSI driver, with the Secrets of each driver call."""
 
-    driver: str | None = None
-    volume_handle: Annotated[str | None, meta(required=True)] = None
-    read_only: bool | None = None
-    fs_type: str | None = None
-    volume_attributes: dict[str, str] | None = None
-    controller_publish_secret_ref: SecretReference | None = None
-    node_stage_secret_ref: SecretReference | None = None
-    node_publish_secret_ref: SecretReference | None = None
-    controller_expand_secret_ref: SecretReference | None = None
-    node_expand_secret_ref: SecretReference | None = None
+    driver: Annotated[str | None, meta(proto=1)] = None
+    volume_handle: Annotated[str | None, meta(required=True, proto=2)] = None
+    read_only: Annotated[bool | None, meta(proto=3, omitempty=True)] = None
+    fs_type: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    volume_attributes: Annotated[dict[str, str] | None, meta(proto=5)] = None
+    controller_publish_secret_ref: Annotated[SecretReference | None, meta(proto=6)] = None
+    node_stage_secret_ref: Annotated[SecretReference | None, meta(proto=7)] = None
+    node_publish_secret_ref: Annotated[SecretReference | None, meta(proto=8)] = None
+    controller_expand_secret_ref: Annotated[SecretReference | None, meta(proto=9)] = None
+    node_expand_secret_ref: Annotated[SecretReference | None, meta(proto=10)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         validate_csi_driver_name(self.driver, path.child("driver"), errors)
@@ -1523,28 +1529,34 @@ def _validate_pv_secret(ref: SecretReference, path: Path, errors: ErrorList) -> 
 class PersistentVolumeSource(Struct):
     """Exactly one source of a PersistentVolume (upstream inlines it into the spec)."""
 
-    host_path: HostPathVolumeSource | None = None
-    gce_persistent_disk: GCEPersistentDiskVolumeSource | None = None
-    aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
-    glusterfs: GlusterfsPersistentVolumeSource | None = None
-    flocker: FlockerVolumeSource | None = None
-    nfs: NFSVolumeSource | None = None
-    rbd: RBDPersistentVolumeSource | None = None
-    quobyte: QuobyteVolumeSource | None = None
-    cephfs: CephFSPersistentVolumeSource | None = None
-    iscsi: ISCSIPersistentVolumeSource | None = None
-    cinder: CinderPersistentVolumeSource | None = None
-    fc: FCVolumeSource | None = None
-    flex_volume: FlexPersistentVolumeSource | None = None
-    azure_file: AzureFilePersistentVolumeSource | None = None
-    vsphere_volume: VsphereVirtualDiskVolumeSource | None = None
-    photon_persistent_disk: PhotonPersistentDiskVolumeSource | None = None
-    portworx_volume: PortworxVolumeSource | None = None
-    azure_disk: AzureDiskVolumeSource | None = None
-    scale_io: ScaleIOPersistentVolumeSource | None = msgspec.field(default=None, name="scaleIO")
-    local: LocalVolumeSource | None = None
-    storageos: StorageOSPersistentVolumeSource | None = None
-    csi: CSIPersistentVolumeSource | None = None
+    host_path: Annotated[HostPathVolumeSource | None, meta(proto=3)] = None
+    gce_persistent_disk: Annotated[GCEPersistentDiskVolumeSource | None, meta(proto=1)] = None
+    aws_elastic_block_store: Annotated[AWSElasticBlockStoreVolumeSource | None, meta(proto=2)] = (
+        None
+    )
+    glusterfs: Annotated[GlusterfsPersistentVolumeSource | None, meta(proto=4)] = None
+    flocker: Annotated[FlockerVolumeSource | None, meta(proto=11)] = None
+    nfs: Annotated[NFSVolumeSource | None, meta(proto=5)] = None
+    rbd: Annotated[RBDPersistentVolumeSource | None, meta(proto=6)] = None
+    quobyte: Annotated[QuobyteVolumeSource | None, meta(proto=15)] = None
+    cephfs: Annotated[CephFSPersistentVolumeSource | None, meta(proto=9)] = None
+    iscsi: Annotated[ISCSIPersistentVolumeSource | None, meta(proto=7)] = None
+    cinder: Annotated[CinderPersistentVolumeSource | None, meta(proto=8)] = None
+    fc: Annotated[FCVolumeSource | None, meta(proto=10)] = None
+    flex_volume: Annotated[FlexPersistentVolumeSource | None, meta(proto=12)] = None
+    azure_file: Annotated[AzureFilePersistentVolumeSource | None, meta(proto=13)] = None
+    vsphere_volume: Annotated[VsphereVirtualDiskVolumeSource | None, meta(proto=14)] = None
+    photon_persistent_disk: Annotated[PhotonPersistentDiskVolumeSource | None, meta(proto=17)] = (
+        None
+    )
+    portworx_volume: Annotated[PortworxVolumeSource | None, meta(proto=18)] = None
+    azure_disk: Annotated[AzureDiskVolumeSource | None, meta(proto=16)] = None
+    scale_io: Annotated[ScaleIOPersistentVolumeSource | None, meta(proto=19)] = msgspec.field(
+        default=None, name="scaleIO"
+    )
+    local: Annotated[LocalVolumeSource | None, meta(proto=20)] = None
+    storageos: Annotated[StorageOSPersistentVolumeSource | None, meta(proto=21)] = None
+    csi: Annotated[CSIPersistentVolumeSource | None, meta(proto=22)] = None
 
 
 _PERSISTENT_SOURCES = struct_fields(PersistentVolumeSource)
@@ -1553,7 +1565,7 @@ _PERSISTENT_SOURCES = struct_fields(PersistentVolumeSource)
 class VolumeNodeAffinity(Struct):
     """The nodes a volume can be reached from."""
 
-    required: NodeSelector | None = None
+    required: Annotated[NodeSelector | None, meta(proto=1)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.required is None:
@@ -1563,17 +1575,25 @@ class VolumeNodeAffinity(Struct):
 class PersistentVolumeSpec(PersistentVolumeSource):
     """A piece of storage: its source, size, access modes and who may claim it."""
 
-    capacity: dict[str, QuantityValue] | None = None
-    access_modes: Annotated[list[AccessMode] | None, atomic()] = None
-    claim_ref: ObjectReference | None = None
+    PROTO_EMBEDDED = (
+        Embedded(2, "PersistentVolumeSource", PersistentVolumeSource.__struct_fields__),
+    )
+
+    capacity: Annotated[dict[str, QuantityValue] | None, meta(proto=1)] = None
+    access_modes: Annotated[list[AccessMode] | None, atomic(proto=3)] = None
+    claim_ref: Annotated[ObjectReference | None, meta(proto=4)] = None
     persistent_volume_reclaim_policy: Annotated[
-        str | None, meta(enum=("Delete", "Recycle", "Retain"))
+        str | None, meta(enum=("Delete", "Recycle", "Retain"), proto=5, omitempty=True)
     ] = None
-    storage_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
-    mount_options: Annotated[list[str] | None, atomic()] = None
-    volume_mode: Annotated[str | None, meta(enum=VOLUME_MODES)] = None
-    node_affinity: VolumeNodeAffinity | None = None
-    volume_attributes_class_name: Annotated[str | None, meta(format=DNS1123_SUBDOMAIN)] = None
+    storage_class_name: Annotated[
+        str | None, meta(format=DNS1123_SUBDOMAIN, proto=6, omitempty=True)
+    ] = None
+    mount_options: Annotated[list[str] | None, atomic(proto=7)] = None
+    volume_mode: Annotated[str | None, meta(enum=VOLUME_MODES, proto=8)] = None
+    node_affinity: Annotated[VolumeNodeAffinity | None, meta(proto=9)] = None
+    volume_attributes_class_name: Annotated[
+        str | None, meta(format=DNS1123_SUBDOMAIN, proto=10)
+    ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         modes_path = path.child("accessModes")
@@ -1617,10 +1637,10 @@ class PersistentVolumeSpec(PersistentVolumeSource):
 class PersistentVolumeStatus(Struct):
     """Where the volume is in its life: Pending, Available, Bound, Released or Failed."""
 
-    phase: str | None = None
-    message: str | None = None
-    reason: str | None = None
-    last_phase_transition_time: Time | None = None
+    phase: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    last_phase_transition_time: Annotated[Time | None, meta(proto=4)] = None
 
 
 def _volume_spec(o: PersistentVolume) -> PersistentVolumeSpec:
@@ -1667,10 +1687,14 @@ class PersistentVolume(Resource):
 
     spec: Annotated[
         PersistentVolumeSpec | None,
-        meta(doc="The storage itself: its source, capacity, access modes and reclaim policy."),
+        meta(
+            doc="The storage itself: its source, capacity, access modes and reclaim policy.",
+            proto=2,
+        ),
     ] = None
     status: Annotated[
-        PersistentVolumeStatus | None, meta(doc="The phase of the volume in its lifecycle.")
+        PersistentVolumeStatus | None,
+        meta(doc="The phase of the volume in its lifecycle.", proto=3),
     ] = None
 
     def set_defaults(self) -> None:
