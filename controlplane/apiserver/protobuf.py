@@ -20,7 +20,8 @@ object into exactly what the client would have sent as JSON: JSON field names, i
 ``bytes`` as base64 text, ``Time`` as RFC 3339 (``2024-01-01T00:00:00Z``), ``Quantity`` as its
 string, ``IntOrString`` as int or str, map entries (key=1, value=2) as dicts, repeated fields
 as lists, inline structs (``VolumeSource`` in ``Volume``, ``ProbeHandler`` in ``Probe``, ...)
-merged into their parent.  The rest of the server then never knows which encoding arrived.
+merged into their parent, and an inline struct's own inline structs likewise (``Rule`` in
+``RuleWithOperations`` in ``NamedRuleWithOperations``).  The rest of the server then never knows which encoding arrived.
 ``encode_body`` is its inverse and writes what Go writes (fields in number order, value fields
 always, map entries sorted by key): kubectl's bodies come back byte for byte, which is how the
 tests hold the declarations to upstream's numbers.
@@ -568,7 +569,11 @@ class _Tables:
                 raise TypeError(f"{name}.{f.encode_name}: field number {number.number} twice")
             into[number.number] = self.field(f, number, f"{name}.{f.encode_name}")
         for part in cls.PROTO_EMBEDDED:
-            table[part.number] = ("", part.message, "keep")
+            into = inlined[part.within] if part.within else table
+            if part.number in into:
+                raise TypeError(f"{name}: field number {part.number} twice")
+            into[part.number] = ("", part.message, "keep")
+        for part in cls.PROTO_EMBEDDED:
             self.agree(self.inlined, part.message, inlined[part.message])
         return name
 
