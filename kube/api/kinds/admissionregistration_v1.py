@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime
 import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from kube.api import names
 from kube.api.errors import ErrorList, Path
@@ -96,13 +96,13 @@ class RuleWithOperations(Struct):
 
     Upstream keeps the groups, versions, resources and scope in a ``Rule`` inlined here."""
 
-    PROTO_EMBEDDED = (
+    PROTO_EMBEDDED: ClassVar[tuple[Embedded, ...]] = (
         Embedded(2, "Rule", ("api_groups", "api_versions", "resources", "scope")),
     )
 
-    operations: Annotated[
-        list[Annotated[str, meta(enum=OPERATIONS)]] | None, atomic(proto=1)
-    ] = None
+    operations: Annotated[list[Annotated[str, meta(enum=OPERATIONS)]] | None, atomic(proto=1)] = (
+        None
+    )
     api_groups: Annotated[list[str] | None, atomic(proto=1)] = None
     api_versions: Annotated[list[str] | None, atomic(proto=2)] = None
     resources: Annotated[list[str] | None, atomic(proto=3)] = None
@@ -494,9 +494,7 @@ class MatchResources(Struct):
     namespace_selector: Annotated[LabelSelector | None, meta(required=True, proto=1)] = None
     object_selector: Annotated[LabelSelector | None, meta(required=True, proto=2)] = None
     resource_rules: Annotated[list[NamedRuleWithOperations] | None, atomic(proto=3)] = None
-    exclude_resource_rules: Annotated[
-        list[NamedRuleWithOperations] | None, atomic(proto=4)
-    ] = None
+    exclude_resource_rules: Annotated[list[NamedRuleWithOperations] | None, atomic(proto=4)] = None
     match_policy: Annotated[str | None, meta(required=True, enum=MATCH_POLICIES, proto=7)] = None
 
     def set_defaults(self) -> None:

@@ -53,9 +53,7 @@ class TokenReview(Resource):
     """A question to the authenticators: is this token valid, and whose is it?"""
 
     spec: Annotated[TokenReviewSpec | None, meta(doc="The token to check.", proto=2)] = None
-    status: Annotated[TokenReviewStatus | None, meta(doc="The answer, filled in.", proto=3)] = (
-        None
-    )
+    status: Annotated[TokenReviewStatus | None, meta(doc="The answer, filled in.", proto=3)] = None
 
 
 class BoundObjectReference(Struct):
