@@ -180,7 +180,8 @@ def _scalar(kind: str, wire: int, value: int | bytes, where: str) -> Any:
         return value != 0
     if kind == "double":
         number: float = struct.unpack("<d", value.to_bytes(8, "little"))[0]
-        return int(number) if number.is_integer() else number  # Go's JSON writes 5, not 5.0
+        # Go's JSON writes a whole float64 below 1e21 as an integer: 5, not 5.0.
+        return int(number) if number.is_integer() and abs(number) < 1e21 else number
     try:
         return _signed(value, 32 if kind == "int32" else 64)
     except ProtobufError as error:
