@@ -374,8 +374,8 @@ def _message(name: str, data: bytes) -> dict[str, Any]:
 def decode_body(data: bytes) -> dict[str, Any]:
     """The object in an ``application/vnd.kubernetes.protobuf`` body, as its JSON dict.
 
-    Raises ``ProtobufError`` for a body without the magic, malformed wire data, an envelope
-    with a content encoding, or a kind without a table here.
+    Raises ``ProtobufError`` for a body without the magic, malformed wire data, an object
+    nested too deeply, an envelope with a content encoding, or a kind without a table here.
     """
     if not data.startswith(MAGIC):
         raise ProtobufError("not a Kubernetes protobuf body: it does not start with 'k8s\\x00'")
@@ -401,7 +401,12 @@ def decode_body(data: bytes) -> dict[str, Any]:
             api_version = text
         else:
             kind = text
-    return {"kind": kind, "apiVersion": api_version, **_message(_kind(api_version, kind), raw)}
+    try:
+        obj = _message(_kind(api_version, kind), raw)
+    except RecursionError:
+        # A recursive message (JSONSchemaProps) nested deeper than the stack, as JSON's limit.
+        raise ProtobufError("object nested too deeply") from None
+    return {"kind": kind, "apiVersion": api_version, **obj}
 
 
 def _kind(api_version: str, kind: str) -> str:

@@ -730,6 +730,22 @@ SCHEMA_JSON = {
     "dependencies": {"tags": ["replicas"]},
     "x-kubernetes-validations": [{"rule": "self.replicas >= 0", "reason": "FieldValueInvalid"}],
 }
+
+
+def crd_schema(schema: bytes) -> bytes:
+    """A CustomResourceDefinition whose one version has the schema ``schema``."""
+    versions = ld(7, ld(4, ld(1, schema)))
+    return body("apiextensions.k8s.io/v1", "CustomResourceDefinition", meta("c") + ld(2, versions))
+
+
+def nested_schema(depth: int) -> bytes:
+    """A schema ``not`` (field 28) within itself ``depth`` times."""
+    schema = ld(5, "string")
+    for _ in range(depth):
+        schema = ld(28, schema)
+    return schema
+
+
 CRD_VERSION = (
     ld(1, "v1")
     + vint(2, 1)
@@ -1266,6 +1282,10 @@ def test_device_configurations_nest_the_device_configuration() -> None:
         (body("policy/v1", "PodDisruptionBudget", ld(2, ld(1, vint(1, 2)))), "IntOrString type 2"),
         (body("v1", "ConfigMap", meta("c", ld(17, ld(7, ld(1, b"{"))))), "FieldsV1 is not JSON"),
         (pod_spec(ld(14, ld(4, b"\x80"))), "truncated varint"),
+        (crd_schema(ld(30, ld(3, "x"))), "unknown field number 3 in either<bool,JSONSchemaProps>"),
+        (crd_schema(ld(30, ld(1, "x"))), "wire type 2 cannot carry bool"),
+        (crd_schema(ld(24, vint(2, 1))), "wire type 0 cannot carry JSONSchemaProps"),
+        (crd_schema(nested_schema(5000)), "object nested too deeply"),
     ],
     ids=[
         "empty",
@@ -1297,6 +1317,10 @@ def test_device_configurations_nest_the_device_configuration() -> None:
         "int-or-string-type",
         "fields-v1",
         "packed-truncated",
+        "union-unknown-alternative",
+        "union-bool-as-bytes",
+        "union-list-item-as-varint",
+        "recursive-schema-too-deep",
     ],
 )
 def test_malformed(data: bytes, message: str) -> None:
