@@ -20,7 +20,9 @@ object into exactly what the client would have sent as JSON: JSON field names, i
 ``bytes`` as base64 text, ``Time`` as RFC 3339 (``2024-01-01T00:00:00Z``), ``Quantity`` as its
 string, ``IntOrString`` as int or str, map entries (key=1, value=2) as dicts, repeated fields
 as lists, inline structs (``VolumeSource`` in ``Volume``, ``ProbeHandler`` in ``Probe``, ...)
-merged into their parent.  The rest of the server then never knows which encoding arrived.
+merged into their parent, and an inline struct's own inline structs likewise (``Rule`` in
+``RuleWithOperations`` in ``NamedRuleWithOperations``).  The rest of the server then never
+knows which encoding arrived.
 ``encode_body`` is its inverse and writes what Go writes (fields in number order, value fields
 always, map entries sorted by key): kubectl's bodies come back byte for byte, which is how the
 tests hold the declarations to upstream's numbers.
@@ -33,11 +35,17 @@ own fields carry a number (``metadata`` alone does not count); then every struct
 must number all of its fields, or building the tables fails naming the field.  The wire type of
 a field comes from its Python type: ``str``/``int``/``bool``/``float`` are string/int32 (int64
 when declared so)/bool/double; ``datetime`` is ``Time``; a field declared with the quantity
-format is ``Quantity``; ``int | str`` is ``IntOrString``; free-form JSON is ``FieldsV1`` (the
-JSON bytes in field 1); a ``str`` declared ``base64`` is ``bytes``; ``dict[str, T]`` is a map,
-and ``dict[str, list[str]]`` a map of ``ExtraValue``; a struct is the message of the same name.
-A ``str`` declared with the micro-time format is ``MicroTime``: ``Time``'s message, its nanos
-written and read to the microsecond (``2024-01-01T00:00:00.123456Z``).
+format is ``Quantity``; ``int | str`` is ``IntOrString``; ``int | float`` is a double (a JSON
+number: a whole one decodes as an int, as Go writes it); free-form JSON is ``FieldsV1`` (the
+JSON bytes in field 1, as apiextensions' ``JSON`` too); a ``str`` declared ``base64`` is
+``bytes``; ``dict[str, T]`` is a map, and ``dict[str, list[str]]`` a map of ``ExtraValue``; a
+struct is the message of the same name.  A ``str`` declared with the micro-time format is
+``MicroTime``: ``Time``'s message, its nanos written and read to the microsecond
+(``2024-01-01T00:00:00.123456Z``).  Any other union of two types (a bool or a list among
+them) is a message of its two alternatives, at 1 and 2 in the order declared, as upstream's
+``JSONSchemaPropsOrBool``, ``JSONSchemaPropsOrArray`` and ``JSONSchemaPropsOrStringArray``: its
+JSON is the alternative set (a non-empty list, else a message, else the bool), and the bool, a
+Go value field, is always written (true beside a schema, which allows).
 
 Absent and zero.  Go's protobuf encoder always writes value (non-pointer) fields, zeros
 included, and writes pointer fields only when set; Go's JSON encoder drops zero values of
@@ -175,7 +183,9 @@ def _scalar(kind: str, wire: int, value: int | bytes, where: str) -> Any:
     if kind == "bool":
         return value != 0
     if kind == "double":
-        return struct.unpack("<d", value.to_bytes(8, "little"))[0]
+        number: float = struct.unpack("<d", value.to_bytes(8, "little"))[0]
+        # Go's JSON writes a whole float64 below 1e21 as an integer: 5, not 5.0.
+        return int(number) if number.is_integer() and abs(number) < 1e21 else number
     try:
         return _signed(value, 32 if kind == "int32" else 64)
     except ProtobufError as error:
@@ -272,7 +282,36 @@ def _single(kind: str, wire: int, value: int | bytes, where: str) -> Any:
         raise ProtobufError(f"{where}: wire type {wire} cannot carry {kind}")
     if kind in SPECIALS:
         return _special(kind, value, where)
+    if kind.startswith("either<"):
+        return _either(kind, value, where)
     return _message(kind, value)
+
+
+def _alternatives(kind: str) -> list[str]:
+    """The two types of ``either<A,B>``; ``[T]`` is a list of T."""
+    return kind[len("either<") : -1].split(",")
+
+
+def _either(kind: str, data: bytes, where: str) -> Any:
+    """A value of one of two types: the most specific one set (a non-empty list, then a
+    message), else the scalar, its zero when absent."""
+    alternatives = _alternatives(kind)
+    found: dict[str, Any] = {}
+    for number, wire, value in _fields(data, where):
+        if number not in (1, 2):
+            raise ProtobufError(f"{where}: unknown field number {number} in {kind}")
+        alternative = alternatives[number - 1]
+        if alternative.startswith("["):
+            item = _single(alternative[1:-1], wire, value, where)
+            found.setdefault(alternative, []).append(item)
+        else:
+            found[alternative] = _single(alternative, wire, value, where)
+    for alternative in sorted(alternatives, key=lambda a: (not a.startswith("["), a in SCALARS)):
+        if alternative in found:
+            return found[alternative]
+        if alternative in SCALARS:
+            return _ZEROS[alternative]
+    return None
 
 
 def _map_entry(kind: str, data: bytes, where: str) -> tuple[str, Any]:
@@ -343,8 +382,8 @@ def _message(name: str, data: bytes) -> dict[str, Any]:
 def decode_body(data: bytes) -> dict[str, Any]:
     """The object in an ``application/vnd.kubernetes.protobuf`` body, as its JSON dict.
 
-    Raises ``ProtobufError`` for a body without the magic, malformed wire data, an envelope
-    with a content encoding, or a kind without a table here.
+    Raises ``ProtobufError`` for a body without the magic, malformed wire data, an object
+    nested too deeply, an envelope with a content encoding, or a kind without a table here.
     """
     if not data.startswith(MAGIC):
         raise ProtobufError("not a Kubernetes protobuf body: it does not start with 'k8s\\x00'")
@@ -370,7 +409,12 @@ def decode_body(data: bytes) -> dict[str, Any]:
             api_version = text
         else:
             kind = text
-    return {"kind": kind, "apiVersion": api_version, **_message(_kind(api_version, kind), raw)}
+    try:
+        obj = _message(_kind(api_version, kind), raw)
+    except RecursionError:
+        # A recursive message (JSONSchemaProps) nested deeper than the stack, as JSON's limit.
+        raise ProtobufError("object nested too deeply") from None
+    return {"kind": kind, "apiVersion": api_version, **obj}
 
 
 def _kind(api_version: str, kind: str) -> str:
@@ -448,9 +492,29 @@ def _encode_value(number: int, kind: str, value: Any, where: str) -> bytes:
         payload = b"" if value is None else _length_delimited(1, json.dumps(value).encode())
     elif kind == "ExtraValue":
         payload = b"".join(_encode_value(1, "string", item, where) for item in value)
+    elif kind.startswith("either<"):
+        payload = _encode_either(kind, value, where)
     else:
         payload = _encode_message(kind, value)
     return _length_delimited(number, payload)
+
+
+def _encode_either(kind: str, value: Any, where: str) -> bytes:
+    """The alternative ``value`` is, at its number; a scalar (bool) alternative is a Go value
+    field, written always: true beside the other one (upstream's ``additionalProperties``
+    schema sets ``allows``)."""
+    out = bytearray()
+    for number, alternative in enumerate(_alternatives(kind), 1):
+        if alternative in SCALARS:
+            scalar = value if isinstance(value, bool) else True
+            out += _encode_value(number, alternative, scalar, where)
+        elif alternative.startswith("["):
+            if isinstance(value, list):
+                for item in value:
+                    out += _encode_value(number, alternative[1:-1], item, where)
+        elif isinstance(value, dict):
+            out += _encode_value(number, alternative, value, where)
+    return bytes(out)
 
 
 _ZEROS: Final[dict[str, Any]] = {
@@ -590,7 +654,11 @@ class _Tables:
                 raise TypeError(f"{name}.{f.encode_name}: field number {number.number} twice")
             into[number.number] = self.field(f, number, f"{name}.{f.encode_name}")
         for part in cls.PROTO_EMBEDDED:
-            table[part.number] = ("", part.message, "keep")
+            into = inlined[part.within] if part.within else table
+            if part.number in into:
+                raise TypeError(f"{name}: field number {part.number} twice")
+            into[part.number] = ("", part.message, "keep")
+        for part in cls.PROTO_EMBEDDED:
             self.agree(self.inlined, part.message, inlined[part.message])
         return name
 
@@ -621,8 +689,8 @@ class _Tables:
         scalar = _SCALAR_TYPES.get(type(t))
         if scalar is not None:
             return scalar
-        if isinstance(t, mi.UnionType) and {type(u) for u in t.types} == {mi.IntType, mi.StrType}:
-            return "IntOrString"
+        if isinstance(t, mi.UnionType):
+            return self.union(t, number, where)
         if isinstance(t, mi.StructType) and issubclass(t.cls, Struct):
             return self.message(t)
         if isinstance(t, mi.DictType):
@@ -631,6 +699,25 @@ class _Tables:
                 return "map<string,ExtraValue>"  # upstream's only map of lists: a user's extra
             return f"map<string,{self.type(t.value_type, number, where)}>"
         raise TypeError(f"{where}: no protobuf wire type for {t}")
+
+    def union(self, t: mi.UnionType, number: ProtoField, where: str) -> str:
+        """``int | str`` is IntOrString, ``int | float`` a JSON number (double); another union
+        of two types, a bool or a list among them, is upstream's message of the two
+        alternatives, at 1 and 2 in the order declared (``JSONSchemaPropsOrBool``...)."""
+        members = {type(u) for u in t.types}
+        if members == {mi.IntType, mi.StrType}:
+            return "IntOrString"
+        if members == {mi.IntType, mi.FloatType}:
+            return "double"
+        alternatives = [
+            f"[{self.type(u.item_type, number, where)}]"
+            if isinstance(u, mi.ListType)
+            else self.type(u, number, where)
+            for u in t.types
+        ]
+        if len(alternatives) != 2 or not (set(alternatives) & SCALARS) <= {"bool"}:
+            raise TypeError(f"{where}: no protobuf wire type for {t}")
+        return f"either<{','.join(alternatives)}>"
 
     def tables(self) -> dict[str, dict[int, Field]]:
         """Every message made, inlined ones included."""

@@ -114,12 +114,17 @@ class ProtoField(msgspec.Struct, frozen=True, kw_only=True):
 
 class Embedded(msgspec.Struct, frozen=True):
     """Fields declared flat here that upstream keeps in a message of their own, inlined
-    (``json:",inline"``) at ``number``; their own ``proto`` numbers are those in ``message``."""
+    (``json:",inline"``) at ``number``; their own ``proto`` numbers are those in ``message``.
+
+    An inlined message may inline another in turn (``Rule`` in ``RuleWithOperations`` in
+    ``NamedRuleWithOperations``): the inner one names the outer in ``within``."""
 
     number: int
     message: str
     fields: tuple[str, ...]
     """Attribute names."""
+    within: str = ""
+    """The inlined message this one is inlined into ("": the struct's own message)."""
 
 
 _META_KEY = "kubelab"

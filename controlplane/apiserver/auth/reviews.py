@@ -144,16 +144,14 @@ def reviewers(
         spec = review.spec
         authenticate = review_token()
         if spec is None or not spec.token:
-            review.status = TokenReviewStatus(authenticated=False, error="no token given")
+            review.status = _token_refused("no token given")
         elif authenticate is None:
-            review.status = TokenReviewStatus(
-                authenticated=False, error="no token authenticator is configured"
-            )
+            review.status = _token_refused("no token authenticator is configured")
         else:
             try:
                 found, audiences = await authenticate(spec.token, spec.audiences or ())
             except InvalidToken as error:
-                review.status = TokenReviewStatus(authenticated=False, error=str(error))
+                review.status = _token_refused(str(error))
             else:
                 review.status = TokenReviewStatus(
                     authenticated=True, user=_user_info(found), audiences=audiences
@@ -168,6 +166,12 @@ def reviewers(
         ("authentication.k8s.io", "SelfSubjectReview"): whoami,
         ("authentication.k8s.io", "TokenReview"): token,
     }
+
+
+def _token_refused(error: str) -> TokenReviewStatus:
+    """Upstream's answer for a token that did not authenticate: ``authenticated`` false, which
+    its JSON omits, and an empty user, which it keeps (a struct is never omitted)."""
+    return TokenReviewStatus(user=UserInfo(), error=error)
 
 
 def _user_info(user: User) -> UserInfo:

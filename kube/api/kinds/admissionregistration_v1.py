@@ -20,14 +20,14 @@ from __future__ import annotations
 import datetime
 import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from kube.api import names
 from kube.api.errors import ErrorList, Path
 from kube.api.meta_v1 import Condition, LabelSelector, Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
 from kube.api.scheme import kind
-from kube.api.struct import QUALIFIED_NAME, Struct, atomic, meta
+from kube.api.struct import QUALIFIED_NAME, Embedded, Struct, atomic, meta
 
 GROUP = "admissionregistration.k8s.io"
 CATEGORIES = ("api-extensions",)
@@ -92,13 +92,21 @@ def _validate_resources(resources: list[str] | None, path: Path, errors: ErrorLi
 
 
 class RuleWithOperations(Struct):
-    """Operations on resources of API groups and versions that a webhook or policy matches."""
+    """Operations on resources of API groups and versions that a webhook or policy matches.
 
-    operations: Annotated[list[Annotated[str, meta(enum=OPERATIONS)]] | None, atomic()] = None
-    api_groups: Annotated[list[str] | None, atomic()] = None
-    api_versions: Annotated[list[str] | None, atomic()] = None
-    resources: Annotated[list[str] | None, atomic()] = None
-    scope: Annotated[str | None, meta(enum=SCOPES)] = None
+    Upstream keeps the groups, versions, resources and scope in a ``Rule`` inlined here."""
+
+    PROTO_EMBEDDED: ClassVar[tuple[Embedded, ...]] = (
+        Embedded(2, "Rule", ("api_groups", "api_versions", "resources", "scope")),
+    )
+
+    operations: Annotated[list[Annotated[str, meta(enum=OPERATIONS)]] | None, atomic(proto=1)] = (
+        None
+    )
+    api_groups: Annotated[list[str] | None, atomic(proto=1)] = None
+    api_versions: Annotated[list[str] | None, atomic(proto=2)] = None
+    resources: Annotated[list[str] | None, atomic(proto=3)] = None
+    scope: Annotated[str | None, meta(enum=SCOPES, proto=4)] = None
 
     def set_defaults(self) -> None:
         if self.scope is None:
@@ -138,10 +146,10 @@ class RuleWithOperations(Struct):
 class ServiceReference(Struct):
     """An in-cluster Service a webhook is called through (port 443 unless given)."""
 
-    namespace: Annotated[str | None, meta(required=True)] = None
-    name: Annotated[str | None, meta(required=True)] = None
-    path: str | None = None
-    port: int | None = None
+    namespace: Annotated[str | None, meta(required=True, proto=1)] = None
+    name: Annotated[str | None, meta(required=True, proto=2)] = None
+    path: Annotated[str | None, meta(proto=3)] = None
+    port: Annotated[int | None, meta(proto=4)] = None
 
     def set_defaults(self) -> None:
         if self.port is None:
@@ -151,9 +159,9 @@ class ServiceReference(Struct):
 class WebhookClientConfig(Struct):
     """How to reach a webhook: exactly one of an https URL or a Service; the CA to trust."""
 
-    url: str | None = None
-    service: ServiceReference | None = None
-    ca_bundle: bytes | None = None
+    url: Annotated[str | None, meta(proto=3)] = None
+    service: Annotated[ServiceReference | None, meta(proto=1)] = None
+    ca_bundle: Annotated[bytes | None, meta(proto=2)] = None
 
 
 _URL_FORM = "; desired format: https://host[/path]"
@@ -258,12 +266,15 @@ def use_condition_compiler(compiler: ExpressionCompiler | None) -> None:
 class MatchCondition(Struct):
     """A named CEL expression a request must satisfy to be sent to the webhook or policy."""
 
-    name: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME)] = None
-    expression: str | None = None
+    name: Annotated[str | None, meta(required=True, format=QUALIFIED_NAME, proto=1)] = None
+    expression: Annotated[str | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         if not (self.expression or "").strip():
             errors.required(path.child("expression"))
+
+
+MatchConditions = Annotated[list[MatchCondition] | None, meta(merge_key="name")]
 
 
 def _validate_unique_names(item_names: Sequence[str | None], path: Path, errors: ErrorList) -> None:
@@ -297,23 +308,26 @@ def _validate_fully_qualified_name(name: str | None, path: Path, errors: ErrorLi
 
 
 class WebhookBase(Struct):
-    """What validating and mutating webhooks share: matching, calling and failing."""
+    """What validating and mutating webhooks share: matching, calling and failing.
+
+    Upstream declares the two webhooks apart, and their protobuf messages number
+    ``objectSelector`` and ``matchConditions`` differently: each subclass numbers those two."""
 
     name: Annotated[
-        str | None, meta(doc="A fully qualified name, e.g. imagepolicy.example.com.")
+        str | None, meta(doc="A fully qualified name, e.g. imagepolicy.example.com.", proto=1)
     ] = None
-    client_config: WebhookClientConfig | None = None
-    rules: Annotated[list[RuleWithOperations] | None, atomic()] = None
-    failure_policy: Annotated[str | None, meta(enum=FAILURE_POLICIES)] = None
-    match_policy: Annotated[str | None, meta(enum=MATCH_POLICIES)] = None
-    namespace_selector: LabelSelector | None = None
+    client_config: Annotated[WebhookClientConfig | None, meta(proto=2)] = None
+    rules: Annotated[list[RuleWithOperations] | None, atomic(proto=3)] = None
+    failure_policy: Annotated[str | None, meta(enum=FAILURE_POLICIES, proto=4)] = None
+    match_policy: Annotated[str | None, meta(enum=MATCH_POLICIES, proto=9)] = None
+    namespace_selector: Annotated[LabelSelector | None, meta(proto=5)] = None
     object_selector: LabelSelector | None = None
-    side_effects: Annotated[str | None, meta(enum=NO_SIDE_EFFECTS)] = None
-    timeout_seconds: Annotated[int | None, meta(doc="Seconds to wait, 1 to 30 (default 10).")] = (
-        None
-    )
-    admission_review_versions: Annotated[list[str] | None, atomic()] = None
-    match_conditions: Annotated[list[MatchCondition] | None, meta(merge_key="name")] = None
+    side_effects: Annotated[str | None, meta(enum=NO_SIDE_EFFECTS, proto=6)] = None
+    timeout_seconds: Annotated[
+        int | None, meta(doc="Seconds to wait, 1 to 30 (default 10).", proto=7)
+    ] = None
+    admission_review_versions: Annotated[list[str] | None, atomic(proto=8)] = None
+    match_conditions: MatchConditions = None
 
     def set_defaults(self) -> None:
         if self.failure_policy is None:
@@ -363,11 +377,16 @@ class WebhookBase(Struct):
 class ValidatingWebhook(WebhookBase):
     """A webhook that may reject matching requests but never changes them."""
 
+    object_selector: Annotated[LabelSelector | None, meta(proto=10)] = None
+    match_conditions: Annotated[MatchConditions, meta(proto=11)] = None
+
 
 class MutatingWebhook(WebhookBase):
     """A webhook that may change matching requests (with JSON patches) or reject them."""
 
-    reinvocation_policy: Annotated[str | None, meta(enum=REINVOCATION_POLICIES)] = None
+    object_selector: Annotated[LabelSelector | None, meta(proto=11)] = None
+    match_conditions: Annotated[MatchConditions, meta(proto=12)] = None
+    reinvocation_policy: Annotated[str | None, meta(enum=REINVOCATION_POLICIES, proto=10)] = None
 
     def set_defaults(self) -> None:
         super().set_defaults()
@@ -399,7 +418,8 @@ class ValidatingWebhookConfiguration(Resource):
     """Webhooks called to accept or reject requests, after mutation."""
 
     webhooks: Annotated[
-        list[ValidatingWebhook] | None, meta(merge_key="name", doc="The webhooks, by name.")
+        list[ValidatingWebhook] | None,
+        meta(merge_key="name", doc="The webhooks, by name.", proto=2),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -420,7 +440,8 @@ class MutatingWebhookConfiguration(Resource):
     """Webhooks called, in order, to change or reject requests before validation."""
 
     webhooks: Annotated[
-        list[MutatingWebhook] | None, meta(merge_key="name", doc="The webhooks, by name.")
+        list[MutatingWebhook] | None,
+        meta(merge_key="name", doc="The webhooks, by name.", proto=2),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -435,14 +456,26 @@ class MutatingWebhookConfiguration(Resource):
 class ParamKind(Struct):
     """The kind of the objects that parameterize a policy."""
 
-    api_version: Annotated[str | None, meta(required=True)] = None
-    kind: Annotated[str | None, meta(required=True)] = None
+    api_version: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
+    kind: Annotated[str | None, meta(required=True, proto=2, omitempty=True)] = None
 
 
 class NamedRuleWithOperations(RuleWithOperations):
-    """A rule that may also be limited to objects of the given names."""
+    """A rule that may also be limited to objects of the given names.
 
-    resource_names: Annotated[list[str] | None, atomic()] = None
+    Upstream inlines a ``RuleWithOperations`` here, which inlines a ``Rule`` in turn."""
+
+    PROTO_EMBEDDED = (
+        Embedded(2, "RuleWithOperations", ("operations",)),
+        Embedded(
+            2,
+            "Rule",
+            ("api_groups", "api_versions", "resources", "scope"),
+            within="RuleWithOperations",
+        ),
+    )
+
+    resource_names: Annotated[list[str] | None, atomic(proto=1)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         seen: set[str] = set()
@@ -458,11 +491,11 @@ class NamedRuleWithOperations(RuleWithOperations):
 class MatchResources(Struct):
     """Which requests a policy or binding applies to: by namespace, object and rules."""
 
-    namespace_selector: Annotated[LabelSelector | None, meta(required=True)] = None
-    object_selector: Annotated[LabelSelector | None, meta(required=True)] = None
-    resource_rules: Annotated[list[NamedRuleWithOperations] | None, atomic()] = None
-    exclude_resource_rules: Annotated[list[NamedRuleWithOperations] | None, atomic()] = None
-    match_policy: Annotated[str | None, meta(required=True, enum=MATCH_POLICIES)] = None
+    namespace_selector: Annotated[LabelSelector | None, meta(required=True, proto=1)] = None
+    object_selector: Annotated[LabelSelector | None, meta(required=True, proto=2)] = None
+    resource_rules: Annotated[list[NamedRuleWithOperations] | None, atomic(proto=3)] = None
+    exclude_resource_rules: Annotated[list[NamedRuleWithOperations] | None, atomic(proto=4)] = None
+    match_policy: Annotated[str | None, meta(required=True, enum=MATCH_POLICIES, proto=7)] = None
 
     def set_defaults(self) -> None:
         if self.match_policy is None:
@@ -476,24 +509,24 @@ class MatchResources(Struct):
 class Validation(Struct):
     """A CEL expression every matching request must satisfy, and what to say when it does not."""
 
-    expression: Annotated[str | None, meta(required=True)] = None
-    message: str | None = None
-    reason: Annotated[str | None, meta(enum=VALIDATION_REASONS)] = None
-    message_expression: str | None = None
+    expression: Annotated[str | None, meta(required=True, proto=1)] = None
+    message: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    reason: Annotated[str | None, meta(enum=VALIDATION_REASONS, proto=3)] = None
+    message_expression: Annotated[str | None, meta(proto=4, omitempty=True)] = None
 
 
 class Variable(Struct):
     """A named CEL expression the other expressions can use as ``variables.<name>``."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    expression: Annotated[str | None, meta(required=True)] = None
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
+    expression: Annotated[str | None, meta(required=True, proto=2)] = None
 
 
 class AuditAnnotation(Struct):
     """An audit annotation whose value a CEL expression computes."""
 
-    key: Annotated[str | None, meta(required=True)] = None
-    value_expression: Annotated[str | None, meta(required=True)] = None
+    key: Annotated[str | None, meta(required=True, proto=1)] = None
+    value_expression: Annotated[str | None, meta(required=True, proto=2)] = None
 
 
 def _validate_policy_matching(
@@ -513,20 +546,19 @@ MatchConstraints = Annotated[
     MatchResources | None, meta(required=True, doc="The requests the policy applies to.")
 ]
 PolicyFailurePolicy = Annotated[str | None, meta(required=True, enum=FAILURE_POLICIES)]
-MatchConditions = Annotated[list[MatchCondition] | None, meta(merge_key="name")]
 """The fields both policy kinds declare alike."""
 
 
 class ValidatingAdmissionPolicySpec(Struct):
     """The parameters, matching, validations and failure policy of a policy."""
 
-    param_kind: ParamKind | None = None
-    match_constraints: MatchConstraints = None
-    validations: Annotated[list[Validation] | None, atomic()] = None
-    failure_policy: PolicyFailurePolicy = None
-    audit_annotations: Annotated[list[AuditAnnotation] | None, atomic()] = None
-    match_conditions: MatchConditions = None
-    variables: Annotated[list[Variable] | None, meta(merge_key="name")] = None
+    param_kind: Annotated[ParamKind | None, meta(proto=1)] = None
+    match_constraints: Annotated[MatchConstraints, meta(proto=2)] = None
+    validations: Annotated[list[Validation] | None, atomic(proto=3)] = None
+    failure_policy: Annotated[PolicyFailurePolicy, meta(proto=4)] = None
+    audit_annotations: Annotated[list[AuditAnnotation] | None, atomic(proto=5)] = None
+    match_conditions: Annotated[MatchConditions, meta(proto=6)] = None
+    variables: Annotated[list[Variable] | None, meta(merge_key="name", proto=7)] = None
 
     def set_defaults(self) -> None:
         if self.failure_policy is None:
@@ -543,23 +575,23 @@ class ValidatingAdmissionPolicySpec(Struct):
 class ExpressionWarning(Struct):
     """A type-checking warning about one expression of a policy."""
 
-    field_ref: str | None = None
-    warning: str | None = None
+    field_ref: Annotated[str | None, meta(proto=2)] = None
+    warning: Annotated[str | None, meta(proto=3)] = None
 
 
 class TypeChecking(Struct):
     """The results of type-checking a policy's expressions against its matched types."""
 
-    expression_warnings: Annotated[list[ExpressionWarning] | None, atomic()] = None
+    expression_warnings: Annotated[list[ExpressionWarning] | None, atomic(proto=1)] = None
 
 
 class ValidatingAdmissionPolicyStatus(Struct):
     """Type-checking results and conditions, written by the API server."""
 
-    observed_generation: int | None = None
-    type_checking: TypeChecking | None = None
+    observed_generation: Annotated[int | None, meta(proto=1, int64=True, omitempty=True)] = None
+    type_checking: Annotated[TypeChecking | None, meta(proto=2)] = None
     conditions: Annotated[
-        list[Condition] | None, meta(list_type="map", list_map_keys=("type",))
+        list[Condition] | None, meta(list_type="map", list_map_keys=("type",), proto=3)
     ] = None
 
 
@@ -603,21 +635,21 @@ class ValidatingAdmissionPolicy(Resource):
     """CEL validations the API server runs itself on the requests a binding matches."""
 
     spec: Annotated[
-        ValidatingAdmissionPolicySpec | None, meta(required=True, doc="The policy.")
+        ValidatingAdmissionPolicySpec | None, meta(required=True, doc="The policy.", proto=2)
     ] = None
     status: Annotated[
-        ValidatingAdmissionPolicyStatus | None, meta(doc="Type checking and conditions.")
+        ValidatingAdmissionPolicyStatus | None, meta(doc="Type checking and conditions.", proto=3)
     ] = None
 
 
 class ParamRef(Struct):
     """The parameter object(s) a binding passes to its policy: by name or by selector."""
 
-    name: str | None = None
-    namespace: str | None = None
-    selector: LabelSelector | None = None
+    name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    namespace: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    selector: Annotated[LabelSelector | None, meta(proto=3)] = None
     parameter_not_found_action: Annotated[
-        str | None, meta(required=True, enum=PARAMETER_NOT_FOUND_ACTIONS)
+        str | None, meta(required=True, enum=PARAMETER_NOT_FOUND_ACTIONS, proto=4)
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -641,11 +673,12 @@ def _validate_policy_name(name: str | None, path: Path, errors: ErrorList) -> No
 class ValidatingAdmissionPolicyBindingSpec(Struct):
     """The policy bound, its parameters, the resources matched and what a failure does."""
 
-    policy_name: Annotated[str | None, meta(required=True)] = None
-    param_ref: ParamRef | None = None
-    match_resources: MatchResources | None = None
+    policy_name: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
+    param_ref: Annotated[ParamRef | None, meta(proto=2)] = None
+    match_resources: Annotated[MatchResources | None, meta(proto=3)] = None
     validation_actions: Annotated[
-        list[Annotated[str, meta(enum=VALIDATION_ACTIONS)]] | None, meta(list_type="set")
+        list[Annotated[str, meta(enum=VALIDATION_ACTIONS)]] | None,
+        meta(list_type="set", proto=4),
     ] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
@@ -722,7 +755,8 @@ class ValidatingAdmissionPolicyBinding(Resource):
     """Applies a ValidatingAdmissionPolicy to matching requests, with parameters and actions."""
 
     spec: Annotated[
-        ValidatingAdmissionPolicyBindingSpec | None, meta(required=True, doc="The binding.")
+        ValidatingAdmissionPolicyBindingSpec | None,
+        meta(required=True, doc="The binding.", proto=2),
     ] = None
 
 
@@ -733,21 +767,21 @@ class ApplyConfiguration(Struct):
     """A CEL expression that builds an apply configuration (``Object{spec: Object.spec{...}}``)
     merged into the object as server-side apply merges."""
 
-    expression: str | None = None
+    expression: Annotated[str | None, meta(proto=1, omitempty=True)] = None
 
 
 class JSONPatch(Struct):
     """A CEL expression that returns RFC 6902 operations (``[JSONPatch{op: "add", ...}]``)."""
 
-    expression: str | None = None
+    expression: Annotated[str | None, meta(proto=1, omitempty=True)] = None
 
 
 class Mutation(Struct):
     """One change a policy makes: an apply configuration or a JSON patch."""
 
-    patch_type: Annotated[str | None, meta(required=True, enum=PATCH_TYPES)] = None
-    apply_configuration: ApplyConfiguration | None = None
-    json_patch: JSONPatch | None = None
+    patch_type: Annotated[str | None, meta(required=True, enum=PATCH_TYPES, proto=2)] = None
+    apply_configuration: Annotated[ApplyConfiguration | None, meta(proto=3)] = None
+    json_patch: Annotated[JSONPatch | None, meta(proto=4)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         fields = {
@@ -789,15 +823,15 @@ def _validate_mutated_operations(
 class MutatingAdmissionPolicySpec(Struct):
     """The parameters, matching, variables, mutations and failure policy of a policy."""
 
-    param_kind: ParamKind | None = None
-    match_constraints: MatchConstraints = None
-    variables: Annotated[list[Variable] | None, atomic()] = None
-    mutations: Annotated[list[Mutation] | None, atomic()] = None
-    failure_policy: PolicyFailurePolicy = None
-    match_conditions: MatchConditions = None
-    reinvocation_policy: Annotated[str | None, meta(required=True, enum=REINVOCATION_POLICIES)] = (
-        None
-    )
+    param_kind: Annotated[ParamKind | None, meta(proto=1)] = None
+    match_constraints: Annotated[MatchConstraints, meta(proto=2)] = None
+    variables: Annotated[list[Variable] | None, atomic(proto=3)] = None
+    mutations: Annotated[list[Mutation] | None, atomic(proto=4)] = None
+    failure_policy: Annotated[PolicyFailurePolicy, meta(proto=5)] = None
+    match_conditions: Annotated[MatchConditions, meta(proto=6)] = None
+    reinvocation_policy: Annotated[
+        str | None, meta(required=True, enum=REINVOCATION_POLICIES, proto=7, omitempty=True)
+    ] = None
 
     def set_defaults(self) -> None:
         if self.failure_policy is None:
@@ -832,17 +866,17 @@ class MutatingAdmissionPolicySpec(Struct):
 class MutatingAdmissionPolicy(Resource):
     """CEL mutations the API server applies itself to the requests a binding matches."""
 
-    spec: Annotated[MutatingAdmissionPolicySpec | None, meta(required=True, doc="The policy.")] = (
-        None
-    )
+    spec: Annotated[
+        MutatingAdmissionPolicySpec | None, meta(required=True, doc="The policy.", proto=2)
+    ] = None
 
 
 class MutatingAdmissionPolicyBindingSpec(Struct):
     """The policy bound, its parameters and the resources matched."""
 
-    policy_name: Annotated[str | None, meta(required=True)] = None
-    param_ref: ParamRef | None = None
-    match_resources: MatchResources | None = None
+    policy_name: Annotated[str | None, meta(required=True, proto=1, omitempty=True)] = None
+    param_ref: Annotated[ParamRef | None, meta(proto=2)] = None
+    match_resources: Annotated[MatchResources | None, meta(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_policy_name(self.policy_name, path.child("policyName"), errors)
@@ -861,5 +895,6 @@ class MutatingAdmissionPolicyBinding(Resource):
     """Applies a MutatingAdmissionPolicy to matching requests, with parameters."""
 
     spec: Annotated[
-        MutatingAdmissionPolicyBindingSpec | None, meta(required=True, doc="The binding.")
+        MutatingAdmissionPolicyBindingSpec | None,
+        meta(required=True, doc="The binding.", proto=2),
     ] = None

@@ -99,19 +99,19 @@ def use_rule_compiler(compiler: RuleCompiler | None) -> None:
 class ExternalDocumentation(Struct):
     """A link to more documentation about a schema."""
 
-    description: str | None = None
-    url: str | None = None
+    description: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    url: Annotated[str | None, meta(proto=2, omitempty=True)] = None
 
 
 class ValidationRule(Struct):
     """A CEL rule (``x-kubernetes-validations``) values of the schema must satisfy."""
 
-    rule: str | None = None
-    message: str | None = None
-    message_expression: str | None = None
-    reason: Annotated[str | None, meta(enum=VALIDATION_RULE_REASONS)] = None
-    field_path: str | None = None
-    optional_old_self: bool | None = None
+    rule: Annotated[str | None, meta(proto=1)] = None
+    message: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    message_expression: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    reason: Annotated[str | None, meta(enum=VALIDATION_RULE_REASONS, proto=4)] = None
+    field_path: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    optional_old_self: Annotated[bool | None, meta(proto=6)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         rule = (self.rule or "").strip()
@@ -165,60 +165,71 @@ _FREE_FORM = meta(preserve_unknown=True)
 class JSONSchemaProps(Struct):
     """An OpenAPI v3 schema (the subset Kubernetes accepts) with Kubernetes' extensions."""
 
-    id: str | None = None
-    schema_: str | None = msgspec.field(default=None, name="$schema")
-    ref: str | None = msgspec.field(default=None, name="$ref")
-    description: str | None = None
-    type: str | None = None
-    format: str | None = None
-    title: str | None = None
-    default: Annotated[RawJSON, _FREE_FORM] = None
-    maximum: int | float | None = None
-    exclusive_maximum: bool | None = None
-    minimum: int | float | None = None
-    exclusive_minimum: bool | None = None
-    max_length: int | None = None
-    min_length: int | None = None
-    pattern: str | None = None
-    max_items: int | None = None
-    min_items: int | None = None
-    unique_items: bool | None = None
-    multiple_of: int | float | None = None
-    enum: Annotated[list[RawJSON] | None, atomic(preserve_unknown=True)] = None
-    max_properties: int | None = None
-    min_properties: int | None = None
-    required: Annotated[list[str] | None, atomic()] = None
-    items: JSONSchemaProps | list[JSONSchemaProps] | None = None
-    all_of: Annotated[list[JSONSchemaProps] | None, atomic()] = None
-    one_of: Annotated[list[JSONSchemaProps] | None, atomic()] = None
-    any_of: Annotated[list[JSONSchemaProps] | None, atomic()] = None
-    not_: JSONSchemaProps | None = msgspec.field(default=None, name="not")
-    properties: dict[str, JSONSchemaProps] | None = None
-    additional_properties: bool | JSONSchemaProps | None = None
-    pattern_properties: dict[str, JSONSchemaProps] | None = None
-    dependencies: Annotated[dict[str, RawJSON] | None, _FREE_FORM] = None
-    additional_items: bool | JSONSchemaProps | None = None
-    definitions: dict[str, JSONSchemaProps] | None = None
-    external_docs: ExternalDocumentation | None = None
-    example: Annotated[RawJSON, _FREE_FORM] = None
-    nullable: bool | None = None
-    x_kubernetes_preserve_unknown_fields: bool | None = msgspec.field(
+    id: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    schema_: Annotated[str | None, meta(proto=2, omitempty=True)] = msgspec.field(
+        default=None, name="$schema"
+    )
+    ref: Annotated[str | None, meta(proto=3)] = msgspec.field(default=None, name="$ref")
+    description: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    type: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    format: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    title: Annotated[str | None, meta(proto=7, omitempty=True)] = None
+    default: Annotated[RawJSON, _FREE_FORM, meta(proto=8)] = None
+    maximum: Annotated[int | float | None, meta(proto=9)] = None
+    exclusive_maximum: Annotated[bool | None, meta(proto=10, omitempty=True)] = None
+    minimum: Annotated[int | float | None, meta(proto=11)] = None
+    exclusive_minimum: Annotated[bool | None, meta(proto=12, omitempty=True)] = None
+    max_length: Annotated[int | None, meta(proto=13, int64=True)] = None
+    min_length: Annotated[int | None, meta(proto=14, int64=True)] = None
+    pattern: Annotated[str | None, meta(proto=15, omitempty=True)] = None
+    max_items: Annotated[int | None, meta(proto=16, int64=True)] = None
+    min_items: Annotated[int | None, meta(proto=17, int64=True)] = None
+    unique_items: Annotated[bool | None, meta(proto=18, omitempty=True)] = None
+    multiple_of: Annotated[int | float | None, meta(proto=19)] = None
+    enum: Annotated[list[RawJSON] | None, atomic(preserve_unknown=True, proto=20)] = None
+    max_properties: Annotated[int | None, meta(proto=21, int64=True)] = None
+    min_properties: Annotated[int | None, meta(proto=22, int64=True)] = None
+    required: Annotated[list[str] | None, atomic(proto=23)] = None
+    items: Annotated[JSONSchemaProps | list[JSONSchemaProps] | None, meta(proto=24)] = None
+    all_of: Annotated[list[JSONSchemaProps] | None, atomic(proto=25)] = None
+    one_of: Annotated[list[JSONSchemaProps] | None, atomic(proto=26)] = None
+    any_of: Annotated[list[JSONSchemaProps] | None, atomic(proto=27)] = None
+    not_: Annotated[JSONSchemaProps | None, meta(proto=28)] = msgspec.field(
+        default=None, name="not"
+    )
+    properties: Annotated[dict[str, JSONSchemaProps] | None, meta(proto=29)] = None
+    additional_properties: Annotated[bool | JSONSchemaProps | None, meta(proto=30)] = None
+    pattern_properties: Annotated[dict[str, JSONSchemaProps] | None, meta(proto=31)] = None
+    dependencies: Annotated[
+        dict[str, JSONSchemaProps | list[str]] | None,
+        meta(proto=32),
+    ] = None
+    additional_items: Annotated[bool | JSONSchemaProps | None, meta(proto=33)] = None
+    definitions: Annotated[dict[str, JSONSchemaProps] | None, meta(proto=34)] = None
+    external_docs: Annotated[ExternalDocumentation | None, meta(proto=35)] = None
+    example: Annotated[RawJSON, _FREE_FORM, meta(proto=36)] = None
+    nullable: Annotated[bool | None, meta(proto=37, omitempty=True)] = None
+    x_kubernetes_preserve_unknown_fields: Annotated[bool | None, meta(proto=38)] = msgspec.field(
         default=None, name="x-kubernetes-preserve-unknown-fields"
     )
-    x_kubernetes_embedded_resource: bool | None = msgspec.field(
-        default=None, name="x-kubernetes-embedded-resource"
+    x_kubernetes_embedded_resource: Annotated[bool | None, meta(proto=39, omitempty=True)] = (
+        msgspec.field(default=None, name="x-kubernetes-embedded-resource")
     )
-    x_kubernetes_int_or_string: bool | None = msgspec.field(
-        default=None, name="x-kubernetes-int-or-string"
+    x_kubernetes_int_or_string: Annotated[bool | None, meta(proto=40, omitempty=True)] = (
+        msgspec.field(default=None, name="x-kubernetes-int-or-string")
     )
-    x_kubernetes_list_map_keys: Annotated[list[str] | None, atomic()] = msgspec.field(
+    x_kubernetes_list_map_keys: Annotated[list[str] | None, atomic(proto=41)] = msgspec.field(
         default=None, name="x-kubernetes-list-map-keys"
     )
-    x_kubernetes_list_type: str | None = msgspec.field(default=None, name="x-kubernetes-list-type")
-    x_kubernetes_map_type: str | None = msgspec.field(default=None, name="x-kubernetes-map-type")
-    x_kubernetes_validations: Annotated[list[ValidationRule] | None, meta(merge_key="rule")] = (
-        msgspec.field(default=None, name="x-kubernetes-validations")
+    x_kubernetes_list_type: Annotated[str | None, meta(proto=42)] = msgspec.field(
+        default=None, name="x-kubernetes-list-type"
     )
+    x_kubernetes_map_type: Annotated[str | None, meta(proto=43)] = msgspec.field(
+        default=None, name="x-kubernetes-map-type"
+    )
+    x_kubernetes_validations: Annotated[
+        list[ValidationRule] | None, meta(merge_key="rule", proto=44)
+    ] = msgspec.field(default=None, name="x-kubernetes-validations")
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         self._validate_keywords(path, errors)
@@ -388,7 +399,9 @@ def _validate_structural(
 class CustomResourceValidation(Struct):
     """The OpenAPI v3 schema objects of a version are validated and pruned against."""
 
-    open_api_v3_schema: JSONSchemaProps | None = msgspec.field(default=None, name="openAPIV3Schema")
+    open_api_v3_schema: Annotated[JSONSchemaProps | None, meta(proto=1)] = msgspec.field(
+        default=None, name="openAPIV3Schema"
+    )
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         schema = self.open_api_v3_schema
@@ -407,9 +420,9 @@ class CustomResourceSubresourceStatus(Struct):
 class CustomResourceSubresourceScale(Struct):
     """Enables the scale subresource: where replicas and the label selector live."""
 
-    spec_replicas_path: str | None = None
-    status_replicas_path: str | None = None
-    label_selector_path: str | None = None
+    spec_replicas_path: Annotated[str | None, meta(proto=1)] = None
+    status_replicas_path: Annotated[str | None, meta(proto=2)] = None
+    label_selector_path: Annotated[str | None, meta(proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _validate_scale_path(
@@ -454,19 +467,19 @@ def _validate_scale_path(
 class CustomResourceSubresources(Struct):
     """The status and scale subresources of a version."""
 
-    status: CustomResourceSubresourceStatus | None = None
-    scale: CustomResourceSubresourceScale | None = None
+    status: Annotated[CustomResourceSubresourceStatus | None, meta(proto=1)] = None
+    scale: Annotated[CustomResourceSubresourceScale | None, meta(proto=2)] = None
 
 
 class CustomResourceColumnDefinition(Struct):
     """An extra column for ``kubectl get``: a name, a type and a JSON path into the object."""
 
-    name: Annotated[str | None, meta(required=True)] = None
-    type: str | None = None
-    format: str | None = None
-    description: str | None = None
-    priority: int | None = None
-    json_path: str | None = None
+    name: Annotated[str | None, meta(required=True, proto=1)] = None
+    type: Annotated[str | None, meta(proto=2)] = None
+    format: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    description: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    priority: Annotated[int | None, meta(proto=5, omitempty=True)] = None
+    json_path: Annotated[str | None, meta(proto=6)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         one_of_types = "must be one of " + ",".join(PRINTER_COLUMN_TYPES)
@@ -492,23 +505,23 @@ class CustomResourceColumnDefinition(Struct):
 class SelectableField(Struct):
     """A field of the custom resource that field selectors may use."""
 
-    json_path: Annotated[str | None, meta(required=True)] = None
+    json_path: Annotated[str | None, meta(required=True, proto=1)] = None
 
 
 class CustomResourceDefinitionVersion(Struct):
     """One version of the resource: served or not, stored or not, its schema and extras."""
 
-    name: str | None = None
-    served: bool | None = None
-    storage: bool | None = None
-    deprecated: bool | None = None
-    deprecation_warning: str | None = None
-    schema: CustomResourceValidation | None = None
-    subresources: CustomResourceSubresources | None = None
-    additional_printer_columns: Annotated[list[CustomResourceColumnDefinition] | None, atomic()] = (
-        None
-    )
-    selectable_fields: Annotated[list[SelectableField] | None, atomic()] = None
+    name: Annotated[str | None, meta(proto=1)] = None
+    served: Annotated[bool | None, meta(proto=2)] = None
+    storage: Annotated[bool | None, meta(proto=3)] = None
+    deprecated: Annotated[bool | None, meta(proto=7, omitempty=True)] = None
+    deprecation_warning: Annotated[str | None, meta(proto=8)] = None
+    schema: Annotated[CustomResourceValidation | None, meta(proto=4)] = None
+    subresources: Annotated[CustomResourceSubresources | None, meta(proto=5)] = None
+    additional_printer_columns: Annotated[
+        list[CustomResourceColumnDefinition] | None, atomic(proto=6)
+    ] = None
+    selectable_fields: Annotated[list[SelectableField] | None, atomic(proto=9)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         name = self.name or ""
@@ -563,12 +576,12 @@ def _validate_root_with_status(schema: JSONSchemaProps, path: Path, errors: Erro
 class CustomResourceDefinitionNames(Struct):
     """The names the resource is known by: plural, singular, kind, short names, categories."""
 
-    plural: str | None = None
-    singular: str | None = None
-    short_names: Annotated[list[str] | None, atomic()] = None
-    kind: str | None = None
-    list_kind: str | None = None
-    categories: Annotated[list[str] | None, atomic()] = None
+    plural: Annotated[str | None, meta(proto=1)] = None
+    singular: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    short_names: Annotated[list[str] | None, atomic(proto=3)] = None
+    kind: Annotated[str | None, meta(proto=4)] = None
+    list_kind: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    categories: Annotated[list[str] | None, atomic(proto=6)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         for name, value in (("plural", self.plural), ("singular", self.singular)):
@@ -601,21 +614,21 @@ class ServiceReference(admission.ServiceReference):
 class WebhookClientConfig(admission.WebhookClientConfig):
     """How to reach a conversion webhook: exactly one of an https URL or a Service."""
 
-    service: ServiceReference | None = None
+    service: Annotated[ServiceReference | None, meta(proto=1)] = None
 
 
 class WebhookConversion(Struct):
     """The conversion webhook and the ConversionReview versions it understands."""
 
-    client_config: WebhookClientConfig | None = None
-    conversion_review_versions: Annotated[list[str] | None, atomic()] = None
+    client_config: Annotated[WebhookClientConfig | None, meta(proto=2)] = None
+    conversion_review_versions: Annotated[list[str] | None, atomic(proto=3)] = None
 
 
 class CustomResourceConversion(Struct):
     """How objects are converted between versions: not at all (None) or by a webhook."""
 
-    strategy: Annotated[str | None, meta(required=True, enum=CONVERSION_STRATEGIES)] = None
-    webhook: WebhookConversion | None = None
+    strategy: Annotated[str | None, meta(required=True, enum=CONVERSION_STRATEGIES, proto=1)] = None
+    webhook: Annotated[WebhookConversion | None, meta(proto=2)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         # Upstream reports the webhook's fields by their internal names, one level up.
@@ -649,12 +662,14 @@ class CustomResourceConversion(Struct):
 class CustomResourceDefinitionSpec(Struct):
     """The group, names, scope, versions and conversion of the new resource."""
 
-    group: Annotated[str | None, meta(doc="The API group, a DNS subdomain with a dot.")] = None
-    names: CustomResourceDefinitionNames | None = None
-    scope: Annotated[str | None, meta(required=True, enum=SCOPES)] = None
-    versions: Annotated[list[CustomResourceDefinitionVersion] | None, atomic()] = None
-    conversion: CustomResourceConversion | None = None
-    preserve_unknown_fields: bool | None = None
+    group: Annotated[
+        str | None, meta(doc="The API group, a DNS subdomain with a dot.", proto=1)
+    ] = None
+    names: Annotated[CustomResourceDefinitionNames | None, meta(proto=3)] = None
+    scope: Annotated[str | None, meta(required=True, enum=SCOPES, proto=4)] = None
+    versions: Annotated[list[CustomResourceDefinitionVersion] | None, atomic(proto=7)] = None
+    conversion: Annotated[CustomResourceConversion | None, meta(proto=9)] = None
+    preserve_unknown_fields: Annotated[bool | None, meta(proto=10, omitempty=True)] = None
 
     def set_defaults(self) -> None:
         if self.names is not None and self.names.kind:
@@ -707,12 +722,12 @@ class CustomResourceDefinitionSpec(Struct):
 class CustomResourceDefinitionCondition(Struct):
     """Established, NamesAccepted, NonStructuralSchema, Terminating, ..."""
 
-    type: str | None = None
-    status: str | None = None
-    last_transition_time: Time | None = None
-    reason: str | None = None
-    message: str | None = None
-    observed_generation: int | None = None
+    type: Annotated[str | None, meta(proto=1)] = None
+    status: Annotated[str | None, meta(proto=2)] = None
+    last_transition_time: Annotated[Time | None, meta(proto=3, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=5, omitempty=True)] = None
+    observed_generation: Annotated[int | None, meta(proto=6, int64=True, omitempty=True)] = None
 
 
 class CustomResourceDefinitionStatus(Struct):
@@ -720,11 +735,11 @@ class CustomResourceDefinitionStatus(Struct):
 
     conditions: Annotated[
         list[CustomResourceDefinitionCondition] | None,
-        meta(list_type="map", list_map_keys=("type",)),
+        meta(list_type="map", list_map_keys=("type",), proto=1),
     ] = None
-    accepted_names: CustomResourceDefinitionNames | None = None
-    stored_versions: Annotated[list[str] | None, atomic()] = None
-    observed_generation: int | None = None
+    accepted_names: Annotated[CustomResourceDefinitionNames | None, meta(proto=2)] = None
+    stored_versions: Annotated[list[str] | None, atomic(proto=3)] = None
+    observed_generation: Annotated[int | None, meta(proto=4, int64=True, omitempty=True)] = None
 
 
 @kind(
@@ -740,10 +755,12 @@ class CustomResourceDefinition(Resource):
     """A new resource served by the API server, named ``<plural>.<group>``."""
 
     spec: Annotated[
-        CustomResourceDefinitionSpec | None, meta(required=True, doc="The resource to serve.")
+        CustomResourceDefinitionSpec | None,
+        meta(required=True, doc="The resource to serve.", proto=2),
     ] = None
     status: Annotated[
-        CustomResourceDefinitionStatus | None, meta(doc="Accepted names and stored versions.")
+        CustomResourceDefinitionStatus | None,
+        meta(doc="Accepted names and stored versions.", proto=3),
     ] = None
 
     def set_defaults(self) -> None:

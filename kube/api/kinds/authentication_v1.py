@@ -33,25 +33,27 @@ class UserInfo(Struct):
 class TokenReviewSpec(Struct):
     """The token to check and the audiences it should be valid for."""
 
-    token: Annotated[str | None, meta(doc="The opaque bearer token.")] = None
-    audiences: Annotated[list[str] | None, atomic()] = None
+    token: Annotated[str | None, meta(doc="The opaque bearer token.", proto=1, omitempty=True)] = (
+        None
+    )
+    audiences: Annotated[list[str] | None, atomic(proto=2)] = None
 
 
 class TokenReviewStatus(Struct):
     """Whether the token authenticated, as whom, and for which audiences."""
 
-    authenticated: bool | None = None
-    user: UserInfo | None = None
-    audiences: Annotated[list[str] | None, atomic()] = None
-    error: str | None = None
+    authenticated: Annotated[bool | None, meta(proto=1, omitempty=True)] = None
+    user: Annotated[UserInfo | None, meta(proto=2)] = None
+    audiences: Annotated[list[str] | None, atomic(proto=4)] = None
+    error: Annotated[str | None, meta(proto=3, omitempty=True)] = None
 
 
 @kind(group=GROUP, version="v1", plural="tokenreviews", namespaced=False, verbs=CREATE_ONLY)
 class TokenReview(Resource):
     """A question to the authenticators: is this token valid, and whose is it?"""
 
-    spec: Annotated[TokenReviewSpec | None, meta(doc="The token to check.")] = None
-    status: Annotated[TokenReviewStatus | None, meta(doc="The answer, filled in.")] = None
+    spec: Annotated[TokenReviewSpec | None, meta(doc="The token to check.", proto=2)] = None
+    status: Annotated[TokenReviewStatus | None, meta(doc="The answer, filled in.", proto=3)] = None
 
 
 class BoundObjectReference(Struct):

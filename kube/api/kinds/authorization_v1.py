@@ -114,30 +114,6 @@ def _validate_attributes_choice(
         )
 
 
-class SubjectAccessReviewSpec(Struct):
-    """The request to check and the user, groups and extra attributes making it."""
-
-    resource_attributes: Annotated[ResourceAttributes | None, meta(doc=_ATTRIBUTES_DOC)] = None
-    non_resource_attributes: Annotated[NonResourceAttributes | None, meta(doc=_ATTRIBUTES_DOC)] = (
-        None
-    )
-    user: str | None = None
-    groups: Annotated[list[str] | None, atomic()] = None
-    extra: dict[str, list[str]] | None = None
-    uid: str | None = None
-
-    def validate(self, path: Path, errors: ErrorList) -> None:
-        _validate_attributes_choice(
-            self.resource_attributes, self.non_resource_attributes, path, errors
-        )
-        if not self.user and not self.groups:
-            errors.invalid(
-                path.child("user"),
-                self.user or "",
-                "at least one of user or group must be specified",
-            )
-
-
 class SelfSubjectAccessReviewSpec(Struct):
     """The request to check on behalf of the caller."""
 
@@ -152,6 +128,25 @@ class SelfSubjectAccessReviewSpec(Struct):
         _validate_attributes_choice(
             self.resource_attributes, self.non_resource_attributes, path, errors
         )
+
+
+class SubjectAccessReviewSpec(SelfSubjectAccessReviewSpec):
+    """The request to check (the same fields, at the same protobuf numbers, as a
+    SelfSubjectAccessReview's) and the user, groups and extra attributes making it."""
+
+    user: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    groups: Annotated[list[str] | None, atomic(proto=4)] = None
+    extra: Annotated[dict[str, list[str]] | None, meta(proto=5)] = None
+    uid: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        super().validate(path, errors)
+        if not self.user and not self.groups:
+            errors.invalid(
+                path.child("user"),
+                self.user or "",
+                "at least one of user or group must be specified",
+            )
 
 
 class SubjectAccessReviewStatus(Struct):
@@ -179,8 +174,10 @@ def _metadata_must_be_empty(metadata: ObjectMeta, keep_namespace: bool, errors: 
 class SubjectAccessReview(Resource):
     """May this user (with these groups) do this? Answered in status."""
 
-    spec: Annotated[SubjectAccessReviewSpec | None, meta(required=True, doc="The question.")] = None
-    status: Annotated[SubjectAccessReviewStatus | None, meta(doc="The answer.")] = None
+    spec: Annotated[
+        SubjectAccessReviewSpec | None, meta(required=True, doc="The question.", proto=2)
+    ] = None
+    status: Annotated[SubjectAccessReviewStatus | None, meta(doc="The answer.", proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _metadata_must_be_empty(self.metadata, False, errors)
@@ -209,8 +206,10 @@ class SelfSubjectAccessReview(Resource):
 class LocalSubjectAccessReview(Resource):
     """May this user do this in this namespace? Answered in status."""
 
-    spec: Annotated[SubjectAccessReviewSpec | None, meta(required=True, doc="The question.")] = None
-    status: Annotated[SubjectAccessReviewStatus | None, meta(doc="The answer.")] = None
+    spec: Annotated[
+        SubjectAccessReviewSpec | None, meta(required=True, doc="The question.", proto=2)
+    ] = None
+    status: Annotated[SubjectAccessReviewStatus | None, meta(doc="The answer.", proto=3)] = None
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         _metadata_must_be_empty(self.metadata, True, errors)
