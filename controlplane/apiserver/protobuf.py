@@ -25,14 +25,19 @@ merged into their parent, and an inline struct's own inline structs likewise (``
 knows which encoding arrived.
 ``encode_body`` is its inverse and writes what Go writes (fields in number order, value fields
 always, map entries sorted by key): kubectl's bodies come back byte for byte, which is how the
-tests hold the declarations to upstream's numbers.
+tests hold the declarations to upstream's numbers.  It also writes the server's answers when a
+client prefers protobuf (client-go's typed clients: the controller-manager, the kubelet,
+kubectl's generator commands and describe): objects, their lists, meta/v1 Status and
+PartialObjectMetadata, and, each framed by ``watch_frame``, watch events.
 
 The tables.  Every field number is declared once, on the field, beside its type
 (``meta(proto=N)``, see ``kube.api.struct``); ``tables()`` derives the messages and kinds from
 those declarations on first use (the first protobuf request, not the server's start: reading
 every kind's type hints takes a good part of a second).  A kind has a message when all of its
 own fields carry a number (``metadata`` alone does not count); then every struct it reaches
-must number all of its fields, or building the tables fails naming the field.  The wire type of
+must number all of its fields, or building the tables fails naming the field.  Its list
+(``PodList``) is ``ResourceList``'s numbered fields with items of the kind's message; Status
+and PartialObjectMetadata(List) are numbered in ``kube.api.meta_v1``.  The wire type of
 a field comes from its Python type: ``str``/``int``/``bool``/``float`` are string/int32 (int64
 when declared so)/bool/double; ``datetime`` is ``Time``; a field declared with the quantity
 format is ``Quantity``; ``int | str`` is ``IntOrString``; ``int | float`` is a double (a JSON
@@ -808,8 +813,9 @@ def tables() -> Tables:
         tree = type_tree(cls)
         assert isinstance(tree, mi.StructType)
         name = kinds[(cls.API_VERSION, cls.KIND)] = building.message(tree)
-        lists[f"{name}List"] = _list_table(name)
-        kinds[(cls.API_VERSION, cls.kind_info.list_kind)] = f"{name}List"
+        if "list" in cls.kind_info.verbs:  # reviews and requests have no lists upstream
+            lists[f"{name}List"] = _list_table(name)
+            kinds[(cls.API_VERSION, cls.kind_info.list_kind)] = f"{name}List"
     for meta_kind in _META_KINDS:
         tree = type_tree(meta_kind)
         assert isinstance(tree, mi.StructType)

@@ -677,10 +677,12 @@ class APIServer:
             group = path.split("/")[2] if path.count("/") == 2 else ""
             found = discovery.api_group(self.kinds(), group, self.aggregation())
             if found is not None:
+                negotiation.choose(accept)  # discovery is JSON here: 406 if not acceptable
                 return json_response(found)
         if info.api_prefix and info.version:
             resources = discovery.api_resource_list(self.kinds(), info.group, info.version)
             if resources.resources:
+                negotiation.choose(accept)
                 return json_response(resources)
         if path == "/":
             return json_response(

@@ -3,9 +3,10 @@
 One handler serves every kind.  It decodes bodies (JSON, YAML, the patch types) with unknown
 field handling per ``fieldValidation`` (Strict: 400; Warn, the default: ``Warning`` headers;
 Ignore), calls the kind's ``ResourceStore``, and encodes the answer in the representation the
-client asked for (the object, a Table, PartialObjectMetadata).  Watches stream one JSON event
-per line over a chunked response until the client leaves, ``timeoutSeconds`` passes, or the
-server stops.
+client asked for (the object, a Table, PartialObjectMetadata) and the media type it prefers
+(JSON, YAML, or protobuf for kinds that have a message).  Watches stream one JSON event per line,
+or length-prefixed protobuf WatchEvents, over a chunked response until the client leaves,
+``timeoutSeconds`` passes, or the server stops.
 """
 
 from __future__ import annotations

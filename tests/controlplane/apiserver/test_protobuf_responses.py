@@ -24,6 +24,10 @@ from tests.controlplane.apiserver.corpus import CORPUS
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 JSON = "application/json"
 CLIENT_GO = f"{PROTOBUF}, */*"
+METADATA_CLIENT = (
+    f"{PROTOBUF};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+    f"{JSON};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,{JSON}"
+)
 
 
 def _manifest(name: str, kind: str) -> dict[str, Any]:
@@ -238,9 +242,41 @@ def test_custom_resources_answer_json(api_client: k8s.ApiClient, namespace: str)
     status, content_type, data = _raw(api_client, "GET", item, CLIENT_GO)
     assert (status, content_type) == (200, JSON)
     assert json.loads(data) == created
+    # client-go's metadata client: PartialObjectMetadata has a message, whatever the kind.
+    status, content_type, data = _raw(api_client, "GET", path, METADATA_CLIENT)
+    assert (status, content_type) == (
+        200,
+        f"{PROTOBUF};as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+    )
+    partial = decode_body(data)
+    assert partial["kind"] == "PartialObjectMetadataList"
+    assert [item["metadata"] for item in partial["items"]] == [created["metadata"]]
     status, content_type, data = _raw(api_client, "GET", item, PROTOBUF)
     assert (status, content_type) == (406, JSON)
     assert json.loads(data)["message"] == (
         "only the following media types are accepted: "
         "application/json, application/yaml, application/vnd.kubernetes.protobuf"
     )
+
+
+def test_delete_answers_a_protobuf_status(api_client: k8s.ApiClient, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    created = _json(api_client, "POST", path, CONFIGMAP)
+    name = CONFIGMAP["metadata"]["name"]
+    status, content_type, data = _raw(api_client, "DELETE", f"{path}/{name}", CLIENT_GO)
+    assert (status, content_type) == (200, PROTOBUF)
+    assert decode_body(data) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": name, "kind": "configmaps", "uid": created["metadata"]["uid"]},
+    }
+
+
+def test_discovery_answers_json(api_client: k8s.ApiClient) -> None:
+    status, content_type, data = _raw(api_client, "GET", "/api/v1", CLIENT_GO)
+    assert (status, content_type) == (200, JSON)
+    assert json.loads(data)["kind"] == "APIResourceList"
+    status, content_type, _ = _raw(api_client, "GET", "/api/v1", PROTOBUF)
+    assert (status, content_type) == (406, JSON)
