@@ -72,7 +72,7 @@ def json_response(
     return response
 
 
-def builtins(value: Any) -> dict[str, Any]:
+def json_dict(value: Any) -> dict[str, Any]:
     """A response object as the JSON dict ``protobuf.encode_body`` takes."""
     if isinstance(value, dict):
         return value
@@ -80,24 +80,24 @@ def builtins(value: Any) -> dict[str, Any]:
     return decoded
 
 
+def message_of(api_version: str | None, kind: str | None) -> Callable[[], bool]:
+    """Whether a kind has a protobuf message: asked only once a client prefers protobuf (the
+    tables are built on first use)."""
+    return lambda: protobuf.has_message(api_version or "", kind or "")
+
+
 def serves_protobuf(value: Any) -> Callable[[], bool]:
-    """Whether ``value``'s kind has a protobuf message, asked only if a client wants it."""
-
-    def answer() -> bool:
-        if isinstance(value, dict):
-            api_version, kind = value.get("apiVersion"), value.get("kind")
-        else:
-            api_version, kind = getattr(value, "api_version", None), getattr(value, "kind", None)
-        return protobuf.has_message(api_version or "", kind or "")
-
-    return answer
+    """Whether ``value``'s kind has a protobuf message."""
+    if isinstance(value, dict):
+        return message_of(value.get("apiVersion"), value.get("kind"))
+    return message_of(getattr(value, "api_version", None), getattr(value, "kind", None))
 
 
 def protobuf_response(
     value: Any, status: int = 200, content_type: str = negotiation.PROTOBUF
 ) -> web.Response:
     """An object as ``application/vnd.kubernetes.protobuf``, for a kind that has a message."""
-    response = web.Response(body=protobuf.encode_body(builtins(value)), status=status)
+    response = web.Response(body=protobuf.encode_body(json_dict(value)), status=status)
     response.headers["Content-Type"] = content_type
     return response
 
@@ -105,7 +105,7 @@ def protobuf_response(
 def event_frame(event_type: str, obj: Any, framed: bool) -> bytes:
     """One watch event: a JSON line, or a length-prefixed protobuf WatchEvent."""
     if framed:
-        return protobuf.watch_frame(event_type, protobuf.encode_body(builtins(obj)))
+        return protobuf.watch_frame(event_type, protobuf.encode_body(json_dict(obj)))
     return encode({"type": event_type, "object": obj})
 
 
@@ -312,7 +312,8 @@ class ResourceHandler:
         self, req: Request, store: ResourceStore, obj: Resource, status: int = 200
     ) -> web.Response:
         output = negotiation.choose(
-            req.http.headers.get("Accept"), protobuf=self._protobuf(store.info.kind, store)
+            req.http.headers.get("Accept"),
+            protobuf=message_of(store.info.api_version, store.info.kind),
         )
         if output.as_ == negotiation.TABLE:
             table = tables.table(
@@ -337,11 +338,6 @@ class ResourceHandler:
         if isinstance(obj, store.info.cls):
             return self._render(req, store, obj, status)
         return self._plain(req, obj, status)
-
-    @staticmethod
-    def _protobuf(kind: str, store: ResourceStore) -> Callable[[], bool]:
-        """Whether the resource's ``kind`` (itself or its list) has a protobuf message."""
-        return lambda: protobuf.has_message(store.info.api_version, kind)
 
     def _plain(self, req: Request, value: Any, status: int) -> web.Response:
         """An answer that is no representation of the resource (a Status, a review), as the
@@ -404,7 +400,8 @@ class ResourceHandler:
         self, req: Request, store: ResourceStore, listed: ResourceList[Any]
     ) -> web.Response:
         output = negotiation.choose(
-            req.http.headers.get("Accept"), protobuf=self._protobuf(store.info.list_kind, store)
+            req.http.headers.get("Accept"),
+            protobuf=message_of(store.info.api_version, store.info.list_kind),
         )
         if output.as_ == negotiation.TABLE:
             table = tables.table(
@@ -428,7 +425,7 @@ class ResourceHandler:
     async def _watch(self, req: Request, store: ResourceStore) -> web.StreamResponse:
         output = negotiation.choose(
             req.http.headers.get("Accept"),
-            protobuf=self._protobuf(store.info.kind, store),
+            protobuf=message_of(store.info.api_version, store.info.kind),
             stream=True,
         )
         framed = output.media_type == negotiation.PROTOBUF
