@@ -280,3 +280,13 @@ def test_discovery_answers_json(api_client: k8s.ApiClient) -> None:
     assert json.loads(data)["kind"] == "APIResourceList"
     status, content_type, _ = _raw(api_client, "GET", "/api/v1", PROTOBUF)
     assert (status, content_type) == (406, JSON)
+
+
+def test_no_table_in_protobuf(api_client: k8s.ApiClient, namespace: str) -> None:
+    """Tables travel in JSON or YAML only: asked for in protobuf alone, a 406 in JSON."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    status, content_type, data = _raw(
+        api_client, "GET", path, f"{PROTOBUF};as=Table;v=v1;g=meta.k8s.io"
+    )
+    assert (status, content_type) == (406, JSON)
+    assert json.loads(data)["reason"] == "NotAcceptable"
