@@ -25,14 +25,19 @@ merged into their parent, and an inline struct's own inline structs likewise (``
 knows which encoding arrived.
 ``encode_body`` is its inverse and writes what Go writes (fields in number order, value fields
 always, map entries sorted by key): kubectl's bodies come back byte for byte, which is how the
-tests hold the declarations to upstream's numbers.
+tests hold the declarations to upstream's numbers.  It also writes the server's answers when a
+client prefers protobuf (client-go's typed clients: the controller-manager, the kubelet,
+kubectl's generator commands and describe): objects, their lists, meta/v1 Status and
+PartialObjectMetadata, and, each framed by ``watch_frame``, watch events.
 
 The tables.  Every field number is declared once, on the field, beside its type
 (``meta(proto=N)``, see ``kube.api.struct``); ``tables()`` derives the messages and kinds from
 those declarations on first use (the first protobuf request, not the server's start: reading
 every kind's type hints takes a good part of a second).  A kind has a message when all of its
 own fields carry a number (``metadata`` alone does not count); then every struct it reaches
-must number all of its fields, or building the tables fails naming the field.  The wire type of
+must number all of its fields, or building the tables fails naming the field.  Its list
+(``PodList``) is ``ResourceList``'s numbered fields with items of the kind's message; Status
+and PartialObjectMetadata(List) are numbered in ``kube.api.meta_v1``.  The wire type of
 a field comes from its Python type: ``str``/``int``/``bool``/``float`` are string/int32 (int64
 when declared so)/bool/double; ``datetime`` is ``Time``; a field declared with the quantity
 format is ``Quantity``; ``int | str`` is ``IntOrString``; ``int | float`` is a double (a JSON
@@ -75,12 +80,27 @@ import json
 import struct
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Final, Literal, NamedTuple, get_args, get_origin
+from typing import (
+    Annotated,
+    Any,
+    Final,
+    Literal,
+    NamedTuple,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import msgspec
 from msgspec import inspect as mi
 
-from kube.api.meta_v1 import Resource
+from kube.api.meta_v1 import (
+    PartialObjectMetadata,
+    PartialObjectMetadataList,
+    Resource,
+    ResourceList,
+    Status,
+)
 from kube.api.scheme import SCHEME
 from kube.api.struct import MICRO_TIME, QUANTITY, ProtoField, Struct, field_meta, proto_field
 from kube.api.typeinfo import type_tree
@@ -734,11 +754,12 @@ _ENVELOPE: Final = frozenset({"api_version", "kind"})
 """TypeMeta's fields: in the envelope, never in the object's message."""
 
 
-def _numbered(hint: Any) -> bool:
-    """Whether a field's type hint carries a protobuf number."""
-    return get_origin(hint) is Annotated and any(
-        isinstance(m, msgspec.Meta) and proto_field(m.extra) for m in get_args(hint)[1:]
-    )
+def _declared(hint: Any) -> ProtoField | None:
+    """The protobuf number a field's type hint carries, if any."""
+    if get_origin(hint) is not Annotated:
+        return None
+    found = (proto_field(m.extra) for m in get_args(hint)[1:] if isinstance(m, msgspec.Meta))
+    return next((number for number in found if number is not None), None)
 
 
 def _protobuf_kinds() -> Iterator[type[Resource]]:
@@ -752,8 +773,25 @@ def _protobuf_kinds() -> Iterator[type[Resource]]:
             for f in msgspec.structs.fields(info.cls)
             if f.name not in _ENVELOPE and f.name != "metadata"
         ]
-        if own and all(_numbered(f.type) for f in own):
+        if own and all(_declared(f.type) is not None for f in own):
             yield info.cls
+
+
+_META_KINDS: Final = (Status, PartialObjectMetadata, PartialObjectMetadataList)
+"""meta.k8s.io's kinds the server answers with: numbered in ``kube.api.meta_v1`` as upstream's
+meta/v1 generated.proto."""
+
+
+def _list_table(item: str) -> dict[int, Field]:
+    """A kind's list message (``PodList``): ``ResourceList``'s numbered fields, items of the
+    kind's message, as every list in k8s.io/api has them."""
+    hints = get_type_hints(ResourceList, include_extras=True)
+    metadata, items = _declared(hints["metadata"]), _declared(hints["items"])
+    assert metadata is not None and items is not None, "ResourceList's fields are numbered"
+    return {
+        metadata.number: ("metadata", "ListMeta", "keep"),
+        items.number: ("items", item, "list"),
+    }
 
 
 class Tables(NamedTuple):
@@ -770,8 +808,36 @@ class Tables(NamedTuple):
 def tables() -> Tables:
     building = _Tables()
     kinds: dict[tuple[str, str], str] = {}
+    lists: dict[str, dict[int, Field]] = {}
     for cls in _protobuf_kinds():
         tree = type_tree(cls)
         assert isinstance(tree, mi.StructType)
-        kinds[(cls.API_VERSION, cls.KIND)] = building.message(tree)
-    return Tables(kinds, building.tables())
+        name = kinds[(cls.API_VERSION, cls.KIND)] = building.message(tree)
+        if "list" in cls.kind_info.verbs:  # reviews and requests have no lists upstream
+            lists[f"{name}List"] = _list_table(name)
+            kinds[(cls.API_VERSION, cls.kind_info.list_kind)] = f"{name}List"
+    for meta_kind in _META_KINDS:
+        tree = type_tree(meta_kind)
+        assert isinstance(tree, mi.StructType)
+        kinds[(meta_kind.API_VERSION, meta_kind.KIND)] = building.message(tree)
+    messages = building.tables()
+    for name, table in lists.items():
+        _Tables.agree(messages, name, table)
+    return Tables(kinds, messages)
+
+
+def has_message(api_version: str, kind: str) -> bool:
+    """Whether objects of this kind travel as protobuf here (built-in kinds, their lists,
+    Status and PartialObjectMetadata; not custom resources, Table or discovery documents)."""
+    return (api_version, kind) in tables().kinds
+
+
+def watch_frame(event_type: str, obj: bytes) -> bytes:
+    """One event of an ``application/vnd.kubernetes.protobuf;stream=watch`` stream, as
+    upstream's watch encoder writes it: the length of the event (4 bytes, big-endian, as
+    apimachinery's LengthDelimitedFramer), then a meta/v1 WatchEvent {1: type, 2: object} in
+    the raw serializer's encoding (no magic, no envelope), its object a RawExtension {1: raw}
+    holding the object's own body as ``encode_body`` writes it."""
+    event = _encode_value(1, "string", event_type, "WatchEvent")
+    event += _length_delimited(2, _length_delimited(1, obj))
+    return len(event).to_bytes(4, "big") + event

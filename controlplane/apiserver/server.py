@@ -24,6 +24,7 @@ once authorized (``aggregator``).  This module wires the pieces; the subpackages
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import ipaddress
 import logging
@@ -57,7 +58,12 @@ from controlplane.apiserver.auth.tokens import TokenIssuer
 from controlplane.apiserver.certs import identities, serving
 from controlplane.apiserver.crd import customresources
 from controlplane.apiserver.endpoints import apply, audit, discovery, negotiation
-from controlplane.apiserver.endpoints.handlers import Request, ResourceHandler, json_response
+from controlplane.apiserver.endpoints.handlers import (
+    Request,
+    ResourceHandler,
+    json_response,
+    protobuf_response,
+)
 from controlplane.apiserver.endpoints.openapi import OpenAPIDocuments
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
 from controlplane.apiserver.flowcontrol.controller import (
@@ -521,20 +527,24 @@ class APIServer:
             return response
         except errors.ApiError as error:
             code = error.code
-            return _status_response(error)
+            return _status_response(request, error)
         except web.HTTPException as error:
             code = error.status
             return _status_response(
-                errors.ApiError(error.status, error.reason, error.text or error.reason)
+                request, errors.ApiError(error.status, error.reason, error.text or error.reason)
             )
         except Unavailable as error:
             # etcd lost quorum or cannot be reached: retryable, so 503 with Retry-After.
             code = 503
             log.warning("storage unavailable: %s %s: %s", request.method, request.path, error)
-            return _status_response(errors.unavailable(f"the storage is unavailable: {error}"))
+            return _status_response(
+                request, errors.unavailable(f"the storage is unavailable: {error}")
+            )
         except Exception:
             log.exception("internal error serving %s %s", request.method, request.path)
-            return _status_response(errors.internal("the server could not handle the request"))
+            return _status_response(
+                request, errors.internal("the server could not handle the request")
+            )
         finally:
             labels = (info.verb, info.group, info.version, info.resource, info.subresource)
             self._requests.inc(*labels, str(code))
@@ -667,10 +677,12 @@ class APIServer:
             group = path.split("/")[2] if path.count("/") == 2 else ""
             found = discovery.api_group(self.kinds(), group, self.aggregation())
             if found is not None:
+                negotiation.choose(accept)  # discovery is JSON here: 406 if not acceptable
                 return json_response(found)
         if info.api_prefix and info.version:
             resources = discovery.api_resource_list(self.kinds(), info.group, info.version)
             if resources.resources:
+                negotiation.choose(accept)
                 return json_response(resources)
         if path == "/":
             return json_response(
@@ -846,8 +858,20 @@ def _request_details(user: auth.User, info: RequestInfo) -> dict[str, str]:
     }
 
 
-def _status_response(error: errors.ApiError) -> web.Response:
-    response = json_response(error.status(), error.code)
+def _status_response(request: web.Request, error: errors.ApiError) -> web.Response:
+    """The Status of a failed request, in protobuf if the client prefers it (as upstream's
+    ErrorNegotiated), else in JSON: also when nothing it accepts is served, and always for a
+    406, which upstream writes as raw JSON."""
+    output = negotiation.Output(negotiation.JSON)
+    if error.code != 406:
+        with contextlib.suppress(errors.ApiError):
+            output = negotiation.choose(
+                request.headers.get("Accept"), protobuf=lambda: True, transforms=False
+            )
+    if output.media_type == negotiation.PROTOBUF:
+        response = protobuf_response(error.status(), error.code)
+    else:
+        response = json_response(error.status(), error.code)
     if error.retry_after is not None:
         response.headers["Retry-After"] = str(error.retry_after)
     return response

@@ -183,10 +183,12 @@ def validate_object_meta_update(
 class ListMeta(Struct):
     """The resourceVersion a list was read at, and the token to read the next page."""
 
-    self_link: str | None = None
-    resource_version: str | None = None
-    continue_: str | None = msgspec.field(default=None, name="continue")
-    remaining_item_count: int | None = None
+    self_link: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    resource_version: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    continue_: Annotated[str | None, meta(proto=3, omitempty=True)] = msgspec.field(
+        default=None, name="continue"
+    )
+    remaining_item_count: Annotated[int | None, meta(proto=4, int64=True)] = None
 
 
 class LabelSelectorRequirement(Struct):
@@ -253,23 +255,23 @@ class ResourceList(Struct, Generic[T], kw_only=True):
 
     kind: str | None = None
     api_version: str | None = None
-    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-    items: list[T]
+    metadata: Annotated[ListMeta, meta(proto=1)] = msgspec.field(default_factory=ListMeta)
+    items: Annotated[list[T], meta(proto=2)]
 
 
 class StatusCause(Struct):
-    reason: str | None = None
-    message: str | None = None
-    field: str | None = None
+    reason: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    field: Annotated[str | None, meta(proto=3, omitempty=True)] = None
 
 
 class StatusDetails(Struct):
-    name: str | None = None
-    group: str | None = None
-    kind: str | None = None
-    uid: str | None = None
-    causes: list[StatusCause] | None = None
-    retry_after_seconds: int | None = None
+    name: Annotated[str | None, meta(proto=1, omitempty=True)] = None
+    group: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    kind: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    uid: Annotated[str | None, meta(proto=6, omitempty=True)] = None
+    causes: Annotated[list[StatusCause] | None, meta(proto=4)] = None
+    retry_after_seconds: Annotated[int | None, meta(proto=5, omitempty=True)] = None
 
 
 class Status(ServerKind):
@@ -278,12 +280,12 @@ class Status(ServerKind):
     API_VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "Status"
 
-    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-    status: str | None = None
-    message: str | None = None
-    reason: str | None = None
-    details: StatusDetails | None = None
-    code: int | None = None
+    metadata: Annotated[ListMeta, meta(proto=1)] = msgspec.field(default_factory=ListMeta)
+    status: Annotated[str | None, meta(proto=2, omitempty=True)] = None
+    message: Annotated[str | None, meta(proto=3, omitempty=True)] = None
+    reason: Annotated[str | None, meta(proto=4, omitempty=True)] = None
+    details: Annotated[StatusDetails | None, meta(proto=5)] = None
+    code: Annotated[int | None, meta(proto=6, omitempty=True)] = None
 
 
 class Preconditions(Struct):
@@ -328,15 +330,15 @@ class PartialObjectMetadata(ServerKind):
     API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
     KIND: ClassVar[str] = "PartialObjectMetadata"
 
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    metadata: Annotated[ObjectMeta, meta(proto=1)] = msgspec.field(default_factory=ObjectMeta)
 
 
 class PartialObjectMetadataList(ServerKind, kw_only=True):
     API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
     KIND: ClassVar[str] = "PartialObjectMetadataList"
 
-    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
-    items: list[PartialObjectMetadata]
+    metadata: Annotated[ListMeta, meta(proto=1)] = msgspec.field(default_factory=ListMeta)
+    items: Annotated[list[PartialObjectMetadata], meta(proto=2)]
 
 
 class TableRow(Struct):

@@ -3,9 +3,10 @@
 One handler serves every kind.  It decodes bodies (JSON, YAML, the patch types) with unknown
 field handling per ``fieldValidation`` (Strict: 400; Warn, the default: ``Warning`` headers;
 Ignore), calls the kind's ``ResourceStore``, and encodes the answer in the representation the
-client asked for (the object, a Table, PartialObjectMetadata).  Watches stream one JSON event
-per line over a chunked response until the client leaves, ``timeoutSeconds`` passes, or the
-server stops.
+client asked for (the object, a Table, PartialObjectMetadata) and the media type it prefers
+(JSON, YAML, or protobuf for kinds that have a message).  Watches stream one JSON event per line,
+or length-prefixed protobuf WatchEvents, over a chunked response until the client leaves,
+``timeoutSeconds`` passes, or the server stops.
 """
 
 from __future__ import annotations
@@ -71,10 +72,41 @@ def json_response(
     return response
 
 
-def _media(output: negotiation.Output) -> str:
-    if output.as_ in (negotiation.TABLE, negotiation.PARTIAL, negotiation.PARTIAL_LIST):
-        return f"{negotiation.JSON};as={output.as_};v=v1;g=meta.k8s.io"
-    return output.media_type
+def json_dict(value: Any) -> dict[str, Any]:
+    """A response object as the JSON dict ``protobuf.encode_body`` takes."""
+    if isinstance(value, dict):
+        return value
+    decoded: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(value))
+    return decoded
+
+
+def message_of(api_version: str | None, kind: str | None) -> Callable[[], bool]:
+    """Whether a kind has a protobuf message: asked only once a client prefers protobuf (the
+    tables are built on first use)."""
+    return lambda: protobuf.has_message(api_version or "", kind or "")
+
+
+def serves_protobuf(value: Any) -> Callable[[], bool]:
+    """Whether ``value``'s kind has a protobuf message."""
+    if isinstance(value, dict):
+        return message_of(value.get("apiVersion"), value.get("kind"))
+    return message_of(getattr(value, "api_version", None), getattr(value, "kind", None))
+
+
+def protobuf_response(
+    value: Any, status: int = 200, content_type: str = negotiation.PROTOBUF
+) -> web.Response:
+    """An object as ``application/vnd.kubernetes.protobuf``, for a kind that has a message."""
+    response = web.Response(body=protobuf.encode_body(json_dict(value)), status=status)
+    response.headers["Content-Type"] = content_type
+    return response
+
+
+def event_frame(event_type: str, obj: Any, framed: bool) -> bytes:
+    """One watch event: a JSON line, or a length-prefixed protobuf WatchEvent."""
+    if framed:
+        return protobuf.watch_frame(event_type, protobuf.encode_body(json_dict(obj)))
+    return encode({"type": event_type, "object": obj})
 
 
 @dataclass
@@ -162,7 +194,7 @@ class ResourceHandler:
             review = await self._read_object(req, store.info)
             reviews.validate(store.info, review)
             answered = await reviewer(review, req.user, info.namespace)
-            return self._respond(req, answered, 201, negotiation.Output(negotiation.JSON))
+            return self._plain(req, answered, 201)
         if verb == "create":
             obj = await self._read_object(req, store.info)
             created = await store.create(info.namespace, obj, req.ctx)
@@ -279,7 +311,10 @@ class ResourceHandler:
     def _render(
         self, req: Request, store: ResourceStore, obj: Resource, status: int = 200
     ) -> web.Response:
-        output = negotiation.choose(req.http.headers.get("Accept"))
+        output = negotiation.choose(
+            req.http.headers.get("Accept"),
+            protobuf=message_of(store.info.api_version, store.info.kind),
+        )
         if output.as_ == negotiation.TABLE:
             table = tables.table(
                 store.info,
@@ -299,10 +334,18 @@ class ResourceHandler:
         self, req: Request, store: ResourceStore, obj: TypeMeta, status: int = 200
     ) -> web.Response:
         """An object of the resource's kind as negotiated; any other (a Scale, a Status, a
-        TokenRequest) as JSON."""
+        TokenRequest) as itself, in JSON, YAML or protobuf."""
         if isinstance(obj, store.info.cls):
             return self._render(req, store, obj, status)
-        return self._respond(req, obj, status, negotiation.Output(negotiation.JSON))
+        return self._plain(req, obj, status)
+
+    def _plain(self, req: Request, value: Any, status: int) -> web.Response:
+        """An answer that is no representation of the resource (a Status, a review), as the
+        client accepts it: no Table or PartialObjectMetadata of it."""
+        output = negotiation.choose(
+            req.http.headers.get("Accept"), protobuf=serves_protobuf(value), transforms=False
+        )
+        return self._respond(req, value, status, output)
 
     def _respond(
         self, req: Request, value: Any, status: int, output: negotiation.Output
@@ -310,8 +353,10 @@ class ResourceHandler:
         if output.media_type == negotiation.YAML:
             response = web.Response(text=codec.dump_yaml(value), status=status)
             response.content_type = negotiation.YAML
+        elif output.media_type == negotiation.PROTOBUF:
+            response = protobuf_response(value, status, output.content_type)
         else:
-            response = json_response(value, status, _media(output))
+            response = json_response(value, status, output.content_type)
         for warning in req.ctx.warnings:
             response.headers.add("Warning", f'299 - "{_escape(warning)}"')
         return response
@@ -354,7 +399,10 @@ class ResourceHandler:
     def _render_list(
         self, req: Request, store: ResourceStore, listed: ResourceList[Any]
     ) -> web.Response:
-        output = negotiation.choose(req.http.headers.get("Accept"))
+        output = negotiation.choose(
+            req.http.headers.get("Accept"),
+            protobuf=message_of(store.info.api_version, store.info.list_kind),
+        )
         if output.as_ == negotiation.TABLE:
             table = tables.table(
                 store.info,
@@ -375,7 +423,12 @@ class ResourceHandler:
         return self._respond(req, listed, 200, output)
 
     async def _watch(self, req: Request, store: ResourceStore) -> web.StreamResponse:
-        output = negotiation.choose(req.http.headers.get("Accept"))
+        output = negotiation.choose(
+            req.http.headers.get("Accept"),
+            protobuf=message_of(store.info.api_version, store.info.kind),
+            stream=True,
+        )
+        framed = output.media_type == negotiation.PROTOBUF
         timeout = float(_int_param(req, "timeoutSeconds", 0)) or DEFAULT_WATCH_TIMEOUT
         bookmarks = true(req.param("allowWatchBookmarks"))
         send_initial = req.param("sendInitialEvents")
@@ -387,7 +440,9 @@ class ResourceHandler:
             bookmark_interval=self.bookmark_interval if bookmarks else None,
         )
         response = web.StreamResponse(status=200)
-        response.headers["Content-Type"] = _media(output)
+        response.headers["Content-Type"] = (
+            f"{negotiation.PROTOBUF};stream=watch" if framed else output.content_type
+        )
         response.headers["Cache-Control"] = "no-cache, private"
         response.enable_chunked_encoding()
         await response.prepare(req.http)
@@ -423,7 +478,7 @@ class ResourceHandler:
                 obj = PartialObjectMetadata(metadata=event.obj.metadata)
             else:
                 obj = event.obj
-            return encode({"type": event.type, "object": obj})
+            return event_frame(event.type, obj, framed)
 
         try:
             async with asyncio.timeout(timeout):
@@ -433,7 +488,7 @@ class ResourceHandler:
             pass
         except errors.ApiError as error:
             with contextlib.suppress(ConnectionError):
-                await response.write(encode({"type": ERROR, "object": error.status()}))
+                await response.write(event_frame(ERROR, error.status(), framed))
         except ConnectionError:
             return response
         finally:
@@ -654,7 +709,7 @@ class ResourceHandler:
                 uid=obj.metadata.uid,
             ),
         )
-        return self._respond(req, status, 200, negotiation.Output(negotiation.JSON))
+        return self._plain(req, status, 200)
 
     async def _delete_collection(self, req: Request, store: ResourceStore) -> web.Response:
         options = await self._delete_options(req)
@@ -676,7 +731,7 @@ class ResourceHandler:
             metadata=ListMeta(resource_version=listed.metadata.resource_version),
             items=deleted,
         )
-        return self._respond(req, result, 200, negotiation.Output(negotiation.JSON))
+        return self._plain(req, result, 200)
 
 
 def _invalid_options(field: str, reason: str, message: str) -> errors.ApiError:

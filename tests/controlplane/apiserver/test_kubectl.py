@@ -15,6 +15,8 @@ import yaml
 from kube.pki import certificate_request, generate_key
 from tests.servers import KUBECTL, Kubectl, ServerProcess
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
 DEPLOYMENT = """
 apiVersion: apps/v1
 kind: Deployment
@@ -201,6 +203,48 @@ def test_create_namespace_generator(kubectl: Kubectl) -> None:
     assert out.strip() == f"namespace/{name} created"
     phase = kubectl.json("get", "namespace", name)["status"]["phase"]
     assert phase == "Active"
+
+
+def _answered_in_protobuf(log: str, status: str) -> bool:
+    """Whether kubectl's -v=8 log shows a response of ``status`` in protobuf."""
+    pattern = (
+        rf'"Response" status="{status}" headers=<\n(?:\s+[^\n]*\n)*?\s+Content-Type: {PROTOBUF}\n'
+    )
+    return re.search(pattern, log) is not None
+
+
+def test_kubectl_reads_protobuf_answers(kubectl: Kubectl) -> None:
+    """Generator commands and describe's event list use client-go's typed clients, which ask
+    for protobuf: what kubectl prints is its own decoding of the server's protobuf."""
+    created = kubectl.run("create", "configmap", "pb", "--from-literal=a=b", "-o", "json", "-v=8")
+    assert _answered_in_protobuf(created.stderr, "201 Created")
+    obj = json.loads(created.stdout)
+    assert obj == kubectl.json("get", "configmap", "pb")
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "pb.probed"},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "pb",
+            "namespace": kubectl.namespace,
+            "uid": obj["metadata"]["uid"],
+        },
+        "reason": "Probed",
+        "message": "read through protobuf",
+        "type": "Normal",
+        "count": 1,
+        "source": {"component": "kubelab-test"},
+        "firstTimestamp": obj["metadata"]["creationTimestamp"],
+        "lastTimestamp": obj["metadata"]["creationTimestamp"],
+    }
+    kubectl.run("create", "-f", "-", input=json.dumps(event))
+    described = kubectl.run("describe", "configmap", "pb", "-v=8")
+    assert _answered_in_protobuf(described.stderr, "200 OK")
+    assert re.search(
+        r"Normal\s+Probed\s+\S+\s+kubelab-test\s+read through protobuf", described.stdout
+    )
 
 
 def test_patch_types_label_annotate_scale(kubectl: Kubectl) -> None:
