@@ -289,8 +289,8 @@ class Status(ServerKind):
 
 
 class Preconditions(Struct):
-    uid: str | None = None
-    resource_version: str | None = None
+    uid: Annotated[str | None, meta(proto=1)] = None
+    resource_version: Annotated[str | None, meta(proto=2)] = None
 
 
 class DeleteOptions(ServerKind):
@@ -299,14 +299,16 @@ class DeleteOptions(ServerKind):
     API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
     KIND: ClassVar[str] = "DeleteOptions"
 
-    grace_period_seconds: int | None = None
-    preconditions: Preconditions | None = None
-    orphan_dependents: bool | None = None
-    propagation_policy: Annotated[str | None, meta(enum=("Orphan", "Background", "Foreground"))] = (
-        None
-    )
-    dry_run: list[str] | None = None
-    ignore_store_read_error_with_cluster_breaking_potential: bool | None = None
+    grace_period_seconds: Annotated[int | None, meta(proto=1, int64=True)] = None
+    preconditions: Annotated[Preconditions | None, meta(proto=2)] = None
+    orphan_dependents: Annotated[bool | None, meta(proto=3)] = None
+    propagation_policy: Annotated[
+        str | None, meta(enum=("Orphan", "Background", "Foreground"), proto=4)
+    ] = None
+    dry_run: Annotated[list[str] | None, meta(proto=5)] = None
+    ignore_store_read_error_with_cluster_breaking_potential: Annotated[
+        bool | None, meta(proto=6)
+    ] = None
 
 
 class WatchEvent(Struct):

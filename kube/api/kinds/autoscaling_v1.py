@@ -34,7 +34,13 @@ class ScaleSpec(Struct):
     """The desired replica count of the scaled object."""
 
     replicas: Annotated[
-        int | None, meta(minimum=0, doc="Desired number of instances of the scaled object.")
+        int | None,
+        meta(
+            minimum=0,
+            doc="Desired number of instances of the scaled object.",
+            proto=1,
+            omitempty=True,
+        ),
     ] = None
 
 
@@ -42,10 +48,15 @@ class ScaleStatus(Struct):
     """The observed replica count, and the selector of the pods counted (as a string)."""
 
     replicas: Annotated[
-        int | None, meta(doc="Actual number of observed instances of the scaled object.")
+        int | None, meta(doc="Actual number of observed instances of the scaled object.", proto=1)
     ] = None
     selector: Annotated[
-        str | None, meta(doc="Label query over the pods counted, in label selector syntax.")
+        str | None,
+        meta(
+            doc="Label query over the pods counted, in label selector syntax.",
+            proto=2,
+            omitempty=True,
+        ),
     ] = None
 
 
@@ -53,9 +64,9 @@ class ScaleStatus(Struct):
 class Scale(Resource):
     """The replica count of a scalable object, as its /scale subresource reads and writes it."""
 
-    spec: Annotated[ScaleSpec | None, meta(doc="The desired state of the object.")] = None
+    spec: Annotated[ScaleSpec | None, meta(doc="The desired state of the object.", proto=2)] = None
     status: Annotated[
-        ScaleStatus | None, meta(doc="The current state of the object; read-only.")
+        ScaleStatus | None, meta(doc="The current state of the object; read-only.", proto=3)
     ] = None
 
 

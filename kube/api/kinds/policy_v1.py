@@ -127,5 +127,6 @@ class Eviction(Resource):
     """A request to evict (gracefully delete) the pod of the same name, within its budgets."""
 
     delete_options: Annotated[
-        DeleteOptions | None, meta(doc="How the pod is deleted once eviction is allowed.")
+        DeleteOptions | None,
+        meta(doc="How the pod is deleted once eviction is allowed.", proto=2),
     ] = None

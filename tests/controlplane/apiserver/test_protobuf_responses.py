@@ -121,6 +121,20 @@ def test_built_in_kinds_answer_protobuf(
         _json(api_client, "DELETE", item)
 
 
+def test_a_scale_subresource_answers_protobuf(api_client: k8s.ApiClient, namespace: str) -> None:
+    """autoscaling/v1 Scale, which only travels through /scale, as client-go's scale client
+    reads it."""
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    _json(api_client, "POST", path, DEPLOYMENT)
+    scale = f"{path}/{DEPLOYMENT['metadata']['name']}/scale"
+    try:
+        answered = _protobuf(api_client, scale)
+        assert answered["kind"] == "Scale" and answered["spec"]["replicas"] == 3
+        assert answered == _json(api_client, "GET", scale)
+    finally:
+        _json(api_client, "DELETE", f"{path}/{DEPLOYMENT['metadata']['name']}")
+
+
 def test_partial_object_metadata_in_protobuf(api_client: k8s.ApiClient, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     created = _json(api_client, "POST", path, CONFIGMAP)
