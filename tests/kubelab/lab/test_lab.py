@@ -990,6 +990,7 @@ def test_down_leaves_nothing_of_the_lab(lab: Running, web: Web) -> None:
         "containerd",
         "kubelet",
         "proxy",
+        "network-policy",
         "registry",
         "private-registry",
         *(["resolver"] if network.host_nameservers() else []),
