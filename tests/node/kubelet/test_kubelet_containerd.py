@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from node.cni.network import host_veth_name
 from node.cri.client import RuntimeClient
 from node.kubelet.runtime.labels import POD_UID_LABEL
 from tests.node.containerd_node import containerd_images_fixture  # noqa: F401 (fixture)
@@ -484,11 +485,14 @@ def test_graceful_deletion_runs_pre_stop_and_leaves_nothing_behind(
     )
     wait_phase(cluster, kubectl, "bye", "Running")
     uid = get_pod(kubectl, "bye")["metadata"]["uid"]
-    veths = len(cluster.interfaces())
+    (sandbox,) = sandbox_ids(cluster, uid)
+    # Not a count of links: earlier tests' pods may still be going, their veths with them.
+    veth = host_veth_name(sandbox, "eth0")
+    assert veth in cluster.interfaces()
     pod_ip = get_pod(kubectl, "bye")["status"]["podIP"]
     kubectl.run("delete", "pod", "bye", "--wait=true", "--timeout=60s")
     assert (marker / "done").read_text() == "bye\n"
-    wait_for(lambda: len(cluster.interfaces()) == veths - 1, "the pod's veth to go", cluster)
+    wait_for(lambda: veth not in cluster.interfaces(), "the pod's veth to go", cluster)
     wait_for(
         lambda: runtime_pods(cluster, uid) == (0, 0), "the pod's sandbox to be removed", cluster
     )
@@ -516,6 +520,16 @@ def test_a_restarted_kubelet_adopts_its_pods_without_duplicates(
     assert after["containerStatuses"][0]["containerID"] == before
     assert after["containerStatuses"][0]["restartCount"] == 0
     assert runtime_pods(cluster, uid) == (1, 1)
+
+
+def sandbox_ids(cluster: KubeletCluster, uid: str) -> list[str]:
+    """The IDs of containerd's sandboxes for the pod with ``uid``."""
+
+    async def listed() -> list[str]:
+        async with RuntimeClient(cluster.containerd.endpoint) as cri:
+            return [s.id for s in await cri.list_pod_sandbox(labels={POD_UID_LABEL: uid})]
+
+    return asyncio.run(listed())
 
 
 def runtime_pods(cluster: KubeletCluster, uid: str) -> tuple[int, int]:
