@@ -377,3 +377,39 @@ def test_server_fails_when_a_component_cannot_start(tmp_path: Path) -> None:
     assert "restarting" not in result.stderr
     stopped = [line.split()[-4] for line in result.stderr.splitlines() if line.endswith(" stopped")]
     assert stopped == ["controller-manager", "scheduler", "apiserver"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found in the final review: each retry after the first writes a new event with "
+    "series.count 2 instead of counting in the first one's series (the series PATCH seems "
+    "to miss and the recorder creates again); not yet fixed",
+)
+async def test_repeated_failed_scheduling_is_one_event_with_a_series(
+    server: ServerProcess,
+) -> None:
+    """What a newcomer sees with `kubectl get events.events.k8s.io` for a pod that cannot be
+    placed: upstream's recorder keeps one event and counts the repeats in its series."""
+    async with Client.from_kubeconfig(server.kubeconfig) as client:
+        await client.create(Namespace(metadata=ObjectMeta(name="stuck")))
+
+        async def default_account() -> bool:
+            return bool((await client.list(ServiceAccount, "stuck")).items)
+
+        await eventually(default_account)
+        unplaceable = pod("nowhere", "stuck")
+        assert unplaceable.spec is not None
+        unplaceable.spec.node_selector = {"no-such-label": "x"}
+        await client.create(unplaceable)
+        failed: list[events_v1.Event] = []
+
+        async def repeated() -> bool:
+            failed[:] = [
+                e
+                for e in (await client.list(events_v1.Event, "stuck")).items
+                if e.reason == "FailedScheduling"
+            ]
+            return sum((e.series.count or 1) if e.series else 1 for e in failed) >= 3
+
+        await eventually(repeated, within=60.0)
+    assert len(failed) == 1, [(e.metadata.name, e.series) for e in failed]
