@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import datetime
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, ClassVar
 
-from kube.api import names
+from kube.api import expressions, names
 from kube.api.errors import ErrorList, Path
+from kube.api.expressions import Environment
 from kube.api.meta_v1 import Condition, LabelSelector, Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
 from kube.api.scheme import kind
@@ -249,20 +250,6 @@ def validate_review_versions(
         )
 
 
-ExpressionCompiler = Callable[[str], str | None]
-"""Compiles a webhook's match condition: None, or why it does not compile (cel-go-like issue
-text).  Policies' conditions, which may name more variables, are not compiled here."""
-
-_condition_compiler: ExpressionCompiler | None = None
-
-
-def use_condition_compiler(compiler: ExpressionCompiler | None) -> None:
-    """Install the compiler webhooks' match conditions are checked with
-    (``controlplane.apiserver.crd.cel`` installs its own on import)."""
-    global _condition_compiler
-    _condition_compiler = compiler
-
-
 class MatchCondition(Struct):
     """A named CEL expression a request must satisfy to be sent to the webhook or policy."""
 
@@ -370,7 +357,7 @@ def _validate_webhook_conditions(
     _validate_match_conditions(conditions, path, errors)
     for i, condition in enumerate(conditions or ()):
         expression = (condition.expression or "").strip()
-        problem = _condition_compiler(expression) if _condition_compiler and expression else None
+        problem = expressions.problem(Environment.MATCH_CONDITION, expression)
         if problem is not None:
             errors.invalid(
                 path.index(i).child("expression"), expression, f"compilation failed: {problem}"
