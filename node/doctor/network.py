@@ -147,7 +147,7 @@ async def _pod_cidr_routes(context: Context) -> Finding:
         name = node.metadata.name or ""
         if name == context.config.node_name or node.spec is None:
             continue
-        for cidr in node.spec.pod_cidrs or []:
+        for cidr in node.spec.pod_cidrs or [c for c in [node.spec.pod_cidr] if c]:
             network = ipaddress.ip_network(cidr, strict=False)
             if network.version != 4:
                 continue
