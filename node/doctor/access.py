@@ -222,7 +222,7 @@ class FakeHost:
     """:class:`Host` in memory: ``files`` by path (a directory is any path prefix of a file),
         ``commands`` found in PATH, ``routes`` by address (missing: no route), ``links``,
         ``sockets`` that answer, ``http`` answers by URL, one :class:`FakeIptables` per backend,
-    one :class:`FakeNftables` (whatever table is asked for), the ``kernel`` configuration."""
+    one :class:`FakeNftables` (``ip kube-proxy``), the ``kernel`` configuration."""
 
     files: dict[str, str] = field(default_factory=dict)
     commands: set[str] = field(default_factory=set)
@@ -273,7 +273,8 @@ class FakeHost:
         return self.tables[backend]
 
     def nftables(self, family: str, table: str) -> Nftables:
-        self.nft.family, self.nft.table = family, table
+        if (family, table) != (self.nft.family, self.nft.table):
+            raise HostError(f"the fake holds only {self.nft.family} {self.nft.table}")
         return self.nft
 
     def kernel_config(self) -> str | None:

@@ -247,7 +247,8 @@ async def _leftover_service_rules(context: Context) -> Finding:
     return Finding(
         Status.WARN,
         "chains for Services that no longer exist: " + "; ".join(evidence),
-        "kube-proxy's next full sync deletes them; if it does not, check its log"
+        "kube-proxy's next full sync deletes those in the tables it writes; others are left "
+        "from an earlier proxy mode or backend"
         + (" (--fix deletes the iptables ones now)" if repairs else ""),
         remove if repairs else None,
     )
