@@ -75,13 +75,11 @@ async def _proxy_sync(context: Context) -> Finding:
             "start kube-proxy on this node (kubelab lab status shows it), or pass --proxy-healthz",
         )
     try:
-        last = json.loads(body).get("lastUpdated")
-    except (json.JSONDecodeError, AttributeError):
-        last = None
-    if last:
-        age = (context.host.now() - datetime.datetime.fromisoformat(last)).total_seconds()
-        evidence = f"{url}: {status}, last sync {age:.1f}s ago"
-    else:
+        last = datetime.datetime.fromisoformat(json.loads(body)["lastUpdated"])
+        evidence = (
+            f"{url}: {status}, last sync {(context.host.now() - last).total_seconds():.1f}s ago"
+        )
+    except (json.JSONDecodeError, TypeError, KeyError, ValueError):
         evidence = f"{url}: {status}, no sync yet"
     if status == 200:
         return passed(evidence)

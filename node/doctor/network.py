@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ipaddress
 
-from kube.api.kinds.core_v1.node import Node
 from kube.client.errors import ApiError
 from node.doctor.access import HostError, Link, sysctl_path
 from node.doctor.check import Check, Context, Finding, Status, passed
@@ -91,9 +90,9 @@ async def _iptables_backends(context: Context) -> Finding:
             Status.FAIL,
             f"rules in both iptables backends ({evidence}): both apply, each tool lists only "
             "its own",
-            "make every rule writer on the node use one backend (kubelab proxy "
-            "--iptables-backend restore: the one already in use), then delete the other's "
-            "rules (iptables-legacy -t nat -F ... or iptables-nft ...)",
+            "make every rule writer on the node (kube-proxy, the CNI plugin, the NetworkPolicy "
+            "agent) use one backend, then delete the other backend's rules (its -save shows "
+            "them; --fix deletes kube-proxy's leftover chains there)",
         )
     return passed(f"one backend in use ({evidence})")
 
@@ -121,13 +120,6 @@ async def _conntrack(context: Context) -> Finding:
             Status.WARN, f"{evidence}: less than kube-proxy's minimum {CONNTRACK_MIN}", raise_it
         )
     return passed(evidence)
-
-
-def _internal_ip(node: Node) -> str | None:
-    for address in (node.status.addresses or []) if node.status else []:
-        if address.type == "InternalIP":
-            return address.address
-    return None
 
 
 async def _pod_cidr_routes(context: Context) -> Finding:
