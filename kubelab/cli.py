@@ -25,6 +25,7 @@ from kube import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
 from kubelab.lab import vagranthost
 from kubelab.lab.images import command as images_command
+from node.doctor import command as doctor_command
 from node.hollow import command as hollow_command
 from node.kubelet import command as kubelet_command
 from node.netpol import command as network_policy_command
@@ -67,6 +68,10 @@ COMPONENTS: dict[str, Component] = {
     "network-policy": Component(
         "NetworkPolicy enforced on one node in nftables",
         configure=network_policy_command.configure,
+    ),
+    "doctor": Component(
+        "what is wrong with this node: kubeadm's and k3s' checks, the lab's pitfalls",
+        configure=doctor_command.configure,
     ),
     "lab": Component("a multi-node cluster in network namespaces", configure=lab_command.configure),
     "vagrant": Component(
