@@ -326,7 +326,7 @@ class Told:
 
     def event(self, obj: Service, type: str, reason: str, message: str) -> None:
         assert type == "Normal"
-        self.seen.append((obj.metadata.name, reason, message))
+        self.seen.append((obj.metadata.name or "", reason, message))
 
 
 async def test_syncs_that_change_a_service_are_told_once_each(env: Env) -> None:
