@@ -15,7 +15,9 @@ policy's and the rule's) leaves stages out, ``omitManagedFields`` the objects' m
 Events carry ``annotations``: the authorization decision, and what admission recorded
 (PodSecurity's ``pod-security.kubernetes.io/audit-violations``, webhooks' ``auditAnnotations``)
 through ``annotations_of(request)``, the dict the request's ``RequestContext`` shares; the
-``RequestReceived`` event, written before admission, has only the former.
+``RequestReceived`` event, written before admission, has only the former.  The
+``objectRef`` of a create or update is completed from its (JSON) request object at every level,
+as upstream's is: the name, namespace, uid and resourceVersion the URL does not carry.
 
 Each event is one JSON line of an ``audit.k8s.io/v1`` Event.  Requests never wait on the disk:
 an event is encoded and handed to a writer thread through a queue; the thread appends (and,
@@ -44,6 +46,9 @@ from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
 log = logging.getLogger(__name__)
 
 API_VERSION = "audit.k8s.io/v1"
+_NAMED_BY_BODY = frozenset({"create", "update"})
+"""Verbs whose request object completes the objectRef (a create's name is in its body), at
+every level, as upstream's ``LogRequestObject`` does; only JSON bodies are read for it."""
 LEVELS = ("None", "Metadata", "Request", "RequestResponse")
 STAGES = ("RequestReceived", "ResponseStarted", "ResponseComplete", "Panic")
 
@@ -310,6 +315,11 @@ def _without_managed_fields(obj: Any) -> Any:
     return obj
 
 
+def _metadata(obj: Any) -> dict[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
 def _json(body: bytes | None) -> Any:
     if not body or body[:1] not in (b"{", b"["):
         return None
@@ -344,7 +354,9 @@ class Auditor:
         self._decide(request, record)
         if record.level == "None":
             return response
-        if record.level != "Metadata" and request.body_exists:
+        if request.body_exists and (
+            record.level != "Metadata" or record.info.verb in _NAMED_BY_BODY
+        ):
             # aiohttp keeps a body the handler read, so this reads no bytes twice.
             record.request_object = _json(await request.read())
         self._emit(request, record, "ResponseComplete", response)
@@ -405,12 +417,15 @@ class Auditor:
         if impersonated is not None:
             event["impersonatedUser"] = _user(impersonated)
         if info.is_resource_request:
+            meta = _metadata(record.request_object)
             ref = {
                 "resource": info.resource,
-                "namespace": info.namespace,
-                "name": info.name,
+                "namespace": info.namespace or meta.get("namespace"),
+                "name": info.name or meta.get("name"),
+                "uid": meta.get("uid"),
                 "apiGroup": info.group,
                 "apiVersion": info.version,
+                "resourceVersion": meta.get("resourceVersion"),
                 "subresource": info.subresource,
             }
             event["objectRef"] = {k: v for k, v in ref.items() if v}
