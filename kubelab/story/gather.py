@@ -69,6 +69,7 @@ async def gather(
     audit_log: Path | None = None,
     scheduler: str | None = None,
 ) -> Evidence:
+    audit = read_audit_log(audit_log) if audit_log is not None else []
     target = await client.get(cls, name, namespace)
     replicasets, pods, services, slices = await asyncio.gather(
         client.list(ReplicaSet, namespace),
@@ -82,7 +83,7 @@ async def gather(
     evidence = Evidence(
         objects=chain,
         events=[e for e in events if e.involved_object and e.involved_object.uid in uids],
-        audit=read_audit_log(audit_log) if audit_log is not None else [],
+        audit=audit,
     )
     if scheduler is not None:
         keys = [f"{namespace}/{p.metadata.name}" for p in chain if isinstance(p, Pod)]

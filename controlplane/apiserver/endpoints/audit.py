@@ -16,8 +16,9 @@ Events carry ``annotations``: the authorization decision, and what admission rec
 (PodSecurity's ``pod-security.kubernetes.io/audit-violations``, webhooks' ``auditAnnotations``)
 through ``annotations_of(request)``, the dict the request's ``RequestContext`` shares; the
 ``RequestReceived`` event, written before admission, has only the former.  The
-``objectRef`` of a create or update is completed from its (JSON) request object at every level,
-as upstream's is: the name, namespace, uid and resourceVersion the URL does not carry.
+``objectRef`` of a request with an object (a create, an update) is completed from the object
+the handler decoded (``log_request_object``) at every level, as upstream's is: the name,
+namespace, uid and resourceVersion the URL does not carry.
 
 Each event is one JSON line of an ``audit.k8s.io/v1`` Event.  Requests never wait on the disk:
 an event is encoded and handed to a writer thread through a queue; the thread appends (and,
@@ -42,13 +43,12 @@ from aiohttp import web
 
 from controlplane.apiserver import auth
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
+from kube.api.meta_v1 import ObjectMeta
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "audit.k8s.io/v1"
-_NAMED_BY_BODY = frozenset({"create", "update"})
-"""Verbs whose request object completes the objectRef (a create's name is in its body), at
-every level, as upstream's ``LogRequestObject`` does; only JSON bodies are read for it."""
+
 LEVELS = ("None", "Metadata", "Request", "RequestResponse")
 STAGES = ("RequestReceived", "ResponseStarted", "ResponseComplete", "Panic")
 
@@ -288,6 +288,8 @@ class _Record:
     omit_managed_fields: bool = False
     decided: bool = False
     request_object: Any = None
+    object_meta: dict[str, str] = field(default_factory=dict)
+    """The request object's namespace, name, uid and resourceVersion (``log_request_object``)."""
     annotations: dict[str, str] = field(default_factory=dict)
     """What the request's handling added (admission's ``RequestContext.audit_annotations``)."""
 
@@ -313,11 +315,6 @@ def _without_managed_fields(obj: Any) -> Any:
         if isinstance(obj.get("items"), list):
             obj = {**obj, "items": [_without_managed_fields(i) for i in obj["items"]]}
     return obj
-
-
-def _metadata(obj: Any) -> dict[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    return meta if isinstance(meta, dict) else {}
 
 
 def _json(body: bytes | None) -> Any:
@@ -354,9 +351,7 @@ class Auditor:
         self._decide(request, record)
         if record.level == "None":
             return response
-        if request.body_exists and (
-            record.level != "Metadata" or record.info.verb in _NAMED_BY_BODY
-        ):
+        if record.level != "Metadata" and request.body_exists:
             # aiohttp keeps a body the handler read, so this reads no bytes twice.
             record.request_object = _json(await request.read())
         self._emit(request, record, "ResponseComplete", response)
@@ -417,7 +412,7 @@ class Auditor:
         if impersonated is not None:
             event["impersonatedUser"] = _user(impersonated)
         if info.is_resource_request:
-            meta = _metadata(record.request_object)
+            meta = record.object_meta
             ref = {
                 "resource": info.resource,
                 "namespace": info.namespace or meta.get("namespace"),
@@ -457,6 +452,20 @@ class Auditor:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def log_request_object(request: web.Request, meta: ObjectMeta) -> None:
+    """The handler decoded the request's object (in whatever encoding): its identity completes
+    the event's ``objectRef``, as upstream's ``LogRequestObject`` does at every level."""
+    record = request.get(_RECORD)
+    if record is not None:
+        found = {
+            "namespace": meta.namespace,
+            "name": meta.name,
+            "uid": meta.uid,
+            "resourceVersion": meta.resource_version,
+        }
+        record.object_meta = {k: v for k, v in found.items() if v}
 
 
 def annotations_of(request: web.Request) -> dict[str, str]:
