@@ -139,7 +139,7 @@ def rollout() -> Evidence:
             event(
                 pod,
                 "AddedInterface",
-                f"Add eth0 [{ip}] from CNI; host end veth1",
+                f"Add eth0 [{ip}] from CNI; on the host veth1",
                 1,
                 "kubelet",
                 node or "",

@@ -221,7 +221,7 @@ async def test_plain_pod_starts_with_sandbox_container_and_events(node: Node) ->
     ]
     assert node.events.seen[0][2] == f"Created pod sandbox {sandbox.id[:12]}"
     assert node.events.seen[1][2] == (
-        f"Add eth0 [{sandbox.ip}] from CNI; host end veth{sandbox.id[:11]}"
+        f"Add eth0 [{sandbox.ip}] from CNI; on the host veth{sandbox.id[:11]}"
     )
     assert node.events.seen[2][2] == f'Container image "{BUSYBOX}" already present on machine'
     assert (node.options.pod_dir(UID) / "etc-hosts").exists()

@@ -8,7 +8,7 @@ import pytest
 
 from node.kubelet.runtime.network import Interface, added_interface_message, cni_interfaces
 
-# As containerd 1.7 answers a verbose PodSandboxStatus of a pod on kubelab-cni (trimmed).
+# As containerd answered a verbose PodSandboxStatus of a lab pod on kubelab-cni (trimmed).
 CONTAINERD_INFO = {
     "info": json.dumps(
         {
@@ -22,6 +22,10 @@ CONTAINERD_INFO = {
                         "Sandbox": "/var/run/netns/cni-5f0e",
                     },
                     "cni0": {"IPConfigs": None, "Mac": "ae:11", "Sandbox": ""},
+                    "lo": {
+                        "IPConfigs": [{"IP": "127.0.0.1"}, {"IP": "::1"}],
+                        "Sandbox": "/var/run/netns/cni-5f0e",
+                    },
                 },
                 "DNS": [{}],
                 "Routes": None,
@@ -38,7 +42,7 @@ def test_interfaces_pod_ends_first() -> None:
         Interface("vethc1f2a3b4d5e", (), in_pod=False),
     ]
     assert added_interface_message(cni_interfaces(CONTAINERD_INFO)) == (
-        "Add eth0 [10.244.1.7] from CNI; host end cni0, vethc1f2a3b4d5e"
+        "Add eth0 [10.244.1.7] from CNI; on the host cni0, vethc1f2a3b4d5e"
     )
 
 
