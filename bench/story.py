@@ -29,7 +29,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from bench.kubelet import namespace_ready, percentile
+from bench.kubelet import namespace_ready, percentile, record_running
 from kube.api.kinds.core_v1.cluster import ConfigMap
 from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kube.api.meta_v1 import ObjectMeta
@@ -101,20 +101,8 @@ async def startup_latencies(client: Client, pods: int, rate: float) -> dict[str,
     await root_ca_published(client, namespace)
     sent: dict[str, float] = {}
     running: dict[str, float] = {}
-    everyone_running = asyncio.Event()
     total = pods * len(NODES)
-
-    async def watch() -> None:
-        async for event in client.watch(Pod, namespace, resource_version="0"):
-            pod = event.object
-            name = pod.metadata.name or ""
-            if pod.status is not None and pod.status.phase == "Running" and name not in running:
-                running[name] = time.perf_counter()
-                if len(running) == total:
-                    everyone_running.set()
-                    return
-
-    watcher = asyncio.create_task(watch())
+    watcher = asyncio.create_task(record_running(client, namespace, total, running))
     await asyncio.sleep(0.5)
     try:
         for index in range(pods):
@@ -131,7 +119,7 @@ async def startup_latencies(client: Client, pods: int, rate: float) -> dict[str,
                 sent[name] = time.perf_counter()
                 await client.create(pod)
                 await asyncio.sleep(max(0.0, sent[name] + 1 / rate - time.perf_counter()))
-        await asyncio.wait_for(everyone_running.wait(), TIMEOUT)
+        await asyncio.wait_for(watcher, TIMEOUT)
     finally:
         watcher.cancel()
     return {

@@ -22,6 +22,7 @@ from node.proxy.health import ServiceHealth, ServiceHealthServer
 from node.proxy.model import SERVICE_NAME_LABEL
 from node.proxy.proxier import IptablesProxier
 from node.proxy.ruleset import JUMPS
+from tests.eventsinks import Told
 
 NODE = "node-a"
 
@@ -316,17 +317,6 @@ async def test_health_check_node_ports_follow_local_endpoints(env: Env) -> None:
     env.proxier.on_service(service)
     await env.proxier.sync()
     assert health.updates[-1] == {32000: ServiceHealth("ns", "lb", 0)}
-
-
-class Told:
-    """The proxier's event sink: what it told, as (service, reason, message)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str]] = []
-
-    def event(self, obj: Service, type: str, reason: str, message: str) -> None:
-        assert type == "Normal"
-        self.seen.append((obj.metadata.name or "", reason, message))
 
 
 async def test_syncs_that_change_a_service_are_told_once_each(env: Env) -> None:
