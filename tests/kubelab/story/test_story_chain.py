@@ -154,7 +154,7 @@ def rollout() -> Evidence:
             event(
                 service,
                 "EndpointsSynced",
-                "port 80 (TCP) → 10.244.1.5:80, 10.244.2.5:80",
+                "port 80/TCP → 10.244.1.5:80, 10.244.2.5:80",
                 5,
                 "kube-proxy",
                 node,

@@ -329,8 +329,8 @@ async def test_syncs_that_change_a_service_are_told_once_each(env: Env) -> None:
     env.change("b")
     await env.proxier.sync()
     assert told.seen == [
-        ("a", "EndpointsSynced", "port p (TCP) → 10.244.1.1:8080, 10.244.1.2:8080"),
-        ("b", "EndpointsSynced", "port p (TCP) → no endpoints"),
+        ("a", "EndpointsSynced", "port 80/TCP (p) → 10.244.1.1:8080, 10.244.1.2:8080"),
+        ("b", "EndpointsSynced", "port 80/TCP (p) → no endpoints"),
     ]
     told.seen.clear()
     env.change("a", "10.244.1.1", "10.244.1.2")
