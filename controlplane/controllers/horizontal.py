@@ -52,7 +52,9 @@ from controlplane.controllers.hpametrics import (
 )
 from controlplane.controllers.replicacalculator import (
     ReplicaCalculator,
+    Scope,
     Tolerances,
+    ValueTarget,
 )
 from kube.api import codec, quantity
 from kube.api.kinds import autoscaling_v2 as v2
@@ -76,8 +78,6 @@ from kube.client.events import NORMAL, WARNING
 log = logging.getLogger("kubelab.controllers")
 
 NAME = "horizontalpodautoscaling"
-SYNC_PERIOD = 15.0
-DOWNSCALE_STABILIZATION = 300.0
 SCALE_UP_LIMIT_FACTOR = 2.0
 SCALE_UP_LIMIT_MINIMUM = 4.0
 
@@ -166,6 +166,19 @@ def _metric_selector(selector: LabelSelector | None) -> Selector:
 def _milli_quantity(value: int) -> str:
     """Thousandths as the quantity upstream writes (``NewMilliQuantity``: ``250m``, ``1``)."""
     return quantity.canonicalize(f"{value}m")
+
+
+def _reference(hpa: HorizontalPodAutoscaler) -> str:
+    """The target as upstream's messages name it: ``Kind/namespace/name``."""
+    ref = (hpa.spec.scale_target_ref if hpa.spec else None) or v2.CrossVersionObjectReference()
+    return f"{ref.kind}/{hpa.metadata.namespace}/{ref.name}"
+
+
+def _value_status(target: ValueTarget, usage: int) -> MetricValueStatus:
+    """An Object or External metric's current value, in the shape of its target."""
+    if target.per_pod:
+        return MetricValueStatus(average_value=_milli_quantity(usage))
+    return MetricValueStatus(value=_milli_quantity(usage))
 
 
 @dataclass(frozen=True)
@@ -440,7 +453,7 @@ class HorizontalController(Controller):
         spec = hpa.spec or v2.HorizontalPodAutoscalerSpec()
         ref = spec.scale_target_ref or v2.CrossVersionObjectReference()
         namespace = hpa.metadata.namespace or ""
-        reference = f"{ref.kind}/{namespace}/{ref.name}"
+        reference = _reference(hpa)
         now = self.ctx.clock.now()
         try:
             resource = await self.mapper.resource_for(ref.api_version or "v1", ref.kind or "")
@@ -517,38 +530,7 @@ class HorizontalController(Controller):
             desired = self._normalize(hpa, status, history, current, desired, minimum, now)
             rescale = desired != current
         if rescale:
-            try:
-                await self._update_scale(resource, scale, desired)
-            except (ApiError, ClientError) as error:
-                text = error_text(error)
-                self.ctx.recorder.event(
-                    hpa,
-                    WARNING,
-                    "FailedRescale",
-                    f"New size: {desired}; reason: {reason}; error: {text}",
-                )
-                set_condition(
-                    status,
-                    ABLE_TO_SCALE,
-                    FALSE,
-                    "FailedUpdateScale",
-                    f"the HPA controller was unable to update the target scale: {text}",
-                    now,
-                )
-                self._set_status(status, current, status.desired_replicas or 0, statuses)
-                await self._update_status_if_needed(original, hpa)
-                raise ReconcileError(f"failed to rescale {reference}: {text}") from None
-            set_condition(
-                status,
-                ABLE_TO_SCALE,
-                TRUE,
-                "SucceededRescale",
-                f"the HPA controller was able to update the target scale to {desired}",
-                now,
-            )
-            self.ctx.recorder.event(
-                hpa, NORMAL, "SuccessfulRescale", f"New size: {desired}; reason: {reason}"
-            )
+            await self._rescale(hpa, original, resource, scale, desired, reason, statuses, now)
             store_scale_event(spec.behavior, history, current, desired, now)
         else:
             desired = current
@@ -558,6 +540,54 @@ class HorizontalController(Controller):
         await self._update_status_if_needed(original, hpa)
         if failure is not None:
             raise ReconcileError(failure)
+
+    async def _rescale(
+        self,
+        hpa: HorizontalPodAutoscaler,
+        original: HorizontalPodAutoscalerStatus | None,
+        resource: APIResource,
+        scale: Scale,
+        desired: int,
+        reason: str,
+        statuses: list[MetricStatus] | None,
+        now: datetime.datetime,
+    ) -> None:
+        """Write ``desired`` through the scale subresource and say so; when refused, report
+        it, write the status and raise ReconcileError."""
+        status = hpa.status or HorizontalPodAutoscalerStatus()
+        try:
+            await self._update_scale(resource, scale, desired)
+        except (ApiError, ClientError) as error:
+            text = error_text(error)
+            self.ctx.recorder.event(
+                hpa,
+                WARNING,
+                "FailedRescale",
+                f"New size: {desired}; reason: {reason}; error: {text}",
+            )
+            set_condition(
+                status,
+                ABLE_TO_SCALE,
+                FALSE,
+                "FailedUpdateScale",
+                f"the HPA controller was unable to update the target scale: {text}",
+                now,
+            )
+            current = (scale.spec.replicas if scale.spec else None) or 0
+            self._set_status(status, current, status.desired_replicas or 0, statuses)
+            await self._update_status_if_needed(original, hpa)
+            raise ReconcileError(f"failed to rescale {_reference(hpa)}: {text}") from None
+        set_condition(
+            status,
+            ABLE_TO_SCALE,
+            TRUE,
+            "SucceededRescale",
+            f"the HPA controller was able to update the target scale to {desired}",
+            now,
+        )
+        self.ctx.recorder.event(
+            hpa, NORMAL, "SuccessfulRescale", f"New size: {desired}; reason: {reason}"
+        )
 
     def _normalize(
         self,
@@ -702,60 +732,21 @@ class HorizontalController(Controller):
     ) -> MetricResult:
         """One metric's proposal (upstream's ``computeReplicasForMetric`` and the
         ``computeStatusFor*Metric`` it calls); raises MetricFailure."""
-        namespace = hpa.metadata.namespace or ""
-        tolerances = tolerances_for(hpa, self.tolerance)
-        calc = self.calculator
+        scope = Scope(hpa.metadata.namespace or "", selector, tolerances_for(hpa, self.tolerance))
         if spec.type in (v2.RESOURCE, v2.CONTAINER_RESOURCE):
-            return await self._resource_metric(spec, spec_replicas, tolerances, namespace, selector)
+            return await self._resource_metric(scope, spec, spec_replicas)
         if spec.type == v2.PODS and spec.pods is not None:
-            pods = spec.pods
-            identifier = pods.metric or v2.MetricIdentifier()
-            target = pods.target or MetricTarget()
-            try:
-                proposal = await calc.metric_replicas(
-                    spec_replicas,
-                    milli(target.average_value),
-                    identifier.name or "",
-                    tolerances,
-                    namespace,
-                    selector,
-                    _metric_selector(identifier.selector),
-                )
-            except (MetricsError, SelectorError) as error:
-                raise MetricFailure(
-                    "FailedGetPodsMetric", str(error), "failed to get pods metric value"
-                ) from None
-            status = MetricStatus(
-                type=v2.PODS,
-                pods=v2.PodsMetricStatus(
-                    metric=identifier,
-                    current=MetricValueStatus(average_value=_milli_quantity(proposal.usage)),
-                ),
-            )
-            return MetricResult(
-                proposal.replicas, f"pods metric {identifier.name}", status, proposal.timestamp
-            )
+            return await self._pods_metric(scope, spec.pods, spec_replicas)
         if spec.type == v2.OBJECT and spec.object is not None:
-            return await self._object_metric(
-                spec.object, spec_replicas, status_replicas, tolerances, namespace, selector
-            )
+            return await self._object_metric(scope, spec.object, spec_replicas, status_replicas)
         if spec.type == v2.EXTERNAL and spec.external is not None:
-            return await self._external_metric(
-                spec.external, spec_replicas, status_replicas, tolerances, namespace, selector
-            )
+            return await self._external_metric(scope, spec.external, spec_replicas, status_replicas)
         raise MetricFailure(
-            "InvalidMetricSourceType",
-            f'unknown metric source type "{spec.type}"',
-            "",
+            "InvalidMetricSourceType", f'unknown metric source type "{spec.type}"', ""
         )
 
     async def _resource_metric(
-        self,
-        spec: MetricSpec,
-        spec_replicas: int,
-        tolerances: Tolerances,
-        namespace: str,
-        selector: Selector,
+        self, scope: Scope, spec: MetricSpec, spec_replicas: int
     ) -> MetricResult:
         container_source = spec.container_resource if spec.type == v2.CONTAINER_RESOURCE else None
         source = container_source or spec.resource or v2.ResourceMetricSource()
@@ -770,16 +761,11 @@ class HorizontalController(Controller):
             if container_source
             else ("FailedGetResourceMetric", f"failed to get {name} resource metric value")
         )
+        calc = self.calculator
         if target.average_value is not None:
             try:
-                proposal = await self.calculator.raw_resource_replicas(
-                    spec_replicas,
-                    milli(target.average_value),
-                    name,
-                    tolerances,
-                    namespace,
-                    selector,
-                    container,
+                proposal = await calc.raw_resource_replicas(
+                    scope, spec_replicas, milli(target.average_value), name, container
                 )
             except MetricsError as error:
                 raise MetricFailure(reason, f"failed to get {name} usage: {error}", outer) from None
@@ -794,14 +780,8 @@ class HorizontalController(Controller):
             )
         else:
             try:
-                proposal = await self.calculator.resource_replicas(
-                    spec_replicas,
-                    target.average_utilization,
-                    name,
-                    tolerances,
-                    namespace,
-                    selector,
-                    container,
+                proposal = await calc.resource_replicas(
+                    scope, spec_replicas, target.average_utilization, name, container
                 )
             except MetricsError as error:
                 raise MetricFailure(
@@ -826,107 +806,106 @@ class HorizontalController(Controller):
             )
         return MetricResult(proposal.replicas, label, status, proposal.timestamp)
 
+    async def _pods_metric(
+        self, scope: Scope, source: v2.PodsMetricSource, spec_replicas: int
+    ) -> MetricResult:
+        identifier = source.metric or v2.MetricIdentifier()
+        target = source.target or MetricTarget()
+        try:
+            proposal = await self.calculator.metric_replicas(
+                scope,
+                spec_replicas,
+                milli(target.average_value),
+                identifier.name or "",
+                _metric_selector(identifier.selector),
+            )
+        except (MetricsError, SelectorError) as error:
+            raise MetricFailure(
+                "FailedGetPodsMetric", str(error), "failed to get pods metric value"
+            ) from None
+        status = MetricStatus(
+            type=v2.PODS,
+            pods=v2.PodsMetricStatus(
+                metric=identifier,
+                current=MetricValueStatus(average_value=_milli_quantity(proposal.usage)),
+            ),
+        )
+        return MetricResult(
+            proposal.replicas, f"pods metric {identifier.name}", status, proposal.timestamp
+        )
+
     async def _object_metric(
         self,
+        scope: Scope,
         source: v2.ObjectMetricSource,
         spec_replicas: int,
         status_replicas: int,
-        tolerances: Tolerances,
-        namespace: str,
-        selector: Selector,
     ) -> MetricResult:
         identifier = source.metric or v2.MetricIdentifier()
         target = source.target or MetricTarget()
         described = source.described_object or v2.CrossVersionObjectReference()
         name = identifier.name or ""
-        outer = "failed to get object metric value"
         try:
-            metric_selector = _metric_selector(identifier.selector)
             if target.type == v2.VALUE and target.value is not None:
-                proposal = await self.calculator.object_replicas(
-                    spec_replicas,
-                    milli(target.value),
-                    name,
-                    tolerances,
-                    namespace,
-                    described,
-                    selector,
-                    metric_selector,
-                )
-                current = MetricValueStatus(value=_milli_quantity(proposal.usage))
+                value = ValueTarget(spec_replicas, milli(target.value), per_pod=False)
                 label = f"{described.kind} metric {name}"
             elif target.type == v2.AVERAGE_VALUE and target.average_value is not None:
-                proposal = await self.calculator.object_per_pod_replicas(
-                    status_replicas,
-                    milli(target.average_value),
-                    name,
-                    tolerances,
-                    namespace,
-                    described,
-                    metric_selector,
-                )
-                current = MetricValueStatus(average_value=_milli_quantity(proposal.usage))
+                value = ValueTarget(status_replicas, milli(target.average_value), per_pod=True)
                 label = f"external metric {name}({go_label_selector(identifier.selector)})"
             else:
                 raise MetricsError(
                     "invalid object metric source: neither a value target nor an average value "
                     "target was set"
                 )
+            proposal = await self.calculator.object_replicas(
+                scope, value, name, described, _metric_selector(identifier.selector)
+            )
         except (MetricsError, SelectorError) as error:
-            raise MetricFailure("FailedGetObjectMetric", str(error), outer) from None
+            raise MetricFailure(
+                "FailedGetObjectMetric", str(error), "failed to get object metric value"
+            ) from None
         status = MetricStatus(
             type=v2.OBJECT,
             object=v2.ObjectMetricStatus(
-                metric=identifier, current=current, described_object=described
+                metric=identifier,
+                current=_value_status(value, proposal.usage),
+                described_object=described,
             ),
         )
         return MetricResult(proposal.replicas, label, status, proposal.timestamp)
 
     async def _external_metric(
         self,
+        scope: Scope,
         source: v2.ExternalMetricSource,
         spec_replicas: int,
         status_replicas: int,
-        tolerances: Tolerances,
-        namespace: str,
-        selector: Selector,
     ) -> MetricResult:
         identifier = source.metric or v2.MetricIdentifier()
         target = source.target or MetricTarget()
         name = identifier.name or ""
-        outer = f"failed to get {name} external metric value"
         try:
-            metric_selector = _metric_selector(identifier.selector)
             if target.average_value is not None:
-                proposal = await self.calculator.external_per_pod_replicas(
-                    status_replicas,
-                    milli(target.average_value),
-                    name,
-                    tolerances,
-                    namespace,
-                    metric_selector,
-                )
-                current = MetricValueStatus(average_value=_milli_quantity(proposal.usage))
+                value = ValueTarget(status_replicas, milli(target.average_value), per_pod=True)
             elif target.value is not None:
-                proposal = await self.calculator.external_replicas(
-                    spec_replicas,
-                    milli(target.value),
-                    name,
-                    tolerances,
-                    namespace,
-                    metric_selector,
-                    selector,
-                )
-                current = MetricValueStatus(value=_milli_quantity(proposal.usage))
+                value = ValueTarget(spec_replicas, milli(target.value), per_pod=False)
             else:
                 raise MetricsError(
                     "invalid external metric source: neither a value target nor an average "
                     "value target was set"
                 )
+            proposal = await self.calculator.external_replicas(
+                scope, value, name, _metric_selector(identifier.selector)
+            )
         except (MetricsError, SelectorError) as error:
-            raise MetricFailure("FailedGetExternalMetric", str(error), outer) from None
+            raise MetricFailure(
+                "FailedGetExternalMetric", str(error), f"failed to get {name} external metric value"
+            ) from None
         status = MetricStatus(
-            type=v2.EXTERNAL, external=v2.ExternalMetricStatus(metric=identifier, current=current)
+            type=v2.EXTERNAL,
+            external=v2.ExternalMetricStatus(
+                metric=identifier, current=_value_status(value, proposal.usage)
+            ),
         )
         label = f"external metric {name}({go_label_selector(identifier.selector)})"
         return MetricResult(proposal.replicas, label, status, proposal.timestamp)

@@ -45,9 +45,6 @@ from kube.api.kinds.core_v1.pod import Container, Pod
 from kube.api.labels import Selector
 
 CPU = "cpu"
-DEFAULT_TOLERANCE = 0.1
-CPU_INITIALIZATION_PERIOD = 300.0
-INITIAL_READINESS_DELAY = 30.0
 NO_PODS = "no pods returned by selector while calculating replica count"
 
 
@@ -55,11 +52,32 @@ NO_PODS = "no pods returned by selector while calculating replica count"
 class Tolerances:
     """How far below (``down``) and above (``up``) 1 a usage ratio may be without a change."""
 
-    down: float = DEFAULT_TOLERANCE
-    up: float = DEFAULT_TOLERANCE
+    down: float
+    up: float
 
     def within(self, ratio: float) -> bool:
         return 1.0 - self.down <= ratio <= 1.0 + self.up
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What every metric of one HPA is read within: its namespace, the selector of its
+    target's pods, its tolerances."""
+
+    namespace: str
+    selector: Selector
+    tolerances: Tolerances
+
+
+@dataclass(frozen=True)
+class ValueTarget:
+    """An Object or External metric's target: ``amount`` (thousandths) in all (``Value``,
+    against the scale's desired ``replicas``) or per pod (``AverageValue``, against its
+    current ``replicas``)."""
+
+    replicas: int
+    amount: int
+    per_pod: bool
 
 
 @dataclass(frozen=True)
@@ -169,8 +187,10 @@ class ReplicaCalculator:
     metrics: MetricsClient
     pods: Callable[[str, Selector], list[Pod]]
     now: Callable[[], datetime.datetime]
-    cpu_initialization_period: float = CPU_INITIALIZATION_PERIOD
-    initial_readiness_delay: float = INITIAL_READINESS_DELAY
+    cpu_initialization_period: float
+    """Seconds after a pod's start during which its CPU samples may be skipped (see
+    ``group_pods``)."""
+    initial_readiness_delay: float
 
     def group_pods(self, pods: list[Pod], metrics: PodMetricsInfo, resource: str) -> PodGroups:
         groups = PodGroups(0, set(), set(), set())
@@ -196,81 +216,58 @@ class ReplicaCalculator:
                 groups.ready += 1
         return groups
 
-    def _pods(self, namespace: str, selector: Selector) -> list[Pod]:
-        pods = self.pods(namespace, selector)
+    def _pods(self, scope: Scope) -> list[Pod]:
+        pods = self.pods(scope.namespace, scope.selector)
         if not pods:
             raise MetricsError(NO_PODS)
         return pods
 
     async def resource_replicas(
-        self,
-        current: int,
-        target_utilization: int,
-        resource: str,
-        tolerances: Tolerances,
-        namespace: str,
-        selector: Selector,
-        container: str,
+        self, scope: Scope, current: int, target_utilization: int, resource: str, container: str
     ) -> Proposal:
-        """Upstream's ``GetResourceReplicas``: a Utilization target."""
-        metrics, timestamp = await self._resource_metric(resource, namespace, selector, container)
-        pods = self._pods(namespace, selector)
+        """Upstream's ``GetResourceReplicas``: a Utilization target (percent of requests);
+        a missing pod is taken to use all its request (or the target, if above) on a
+        scale-down."""
+        metrics, timestamp = await self._resource_metric(scope, resource, container)
+        pods = self._pods(scope)
         requests = pod_requests(pods, resource, container)
         fallback = max(100, target_utilization)
         return self._counted(
+            scope,
             metrics,
             pods,
             resource,
             current,
-            tolerances,
             lambda found: utilization_ratio(found, requests, target_utilization),
             lambda name: requests.get(name, 0) * fallback // 100,
             timestamp,
         )
 
     async def raw_resource_replicas(
-        self,
-        current: int,
-        target: int,
-        resource: str,
-        tolerances: Tolerances,
-        namespace: str,
-        selector: Selector,
-        container: str,
+        self, scope: Scope, current: int, target: int, resource: str, container: str
     ) -> Proposal:
         """Upstream's ``GetRawResourceReplicas``: an AverageValue target of a resource."""
-        metrics, timestamp = await self._resource_metric(resource, namespace, selector, container)
-        return self._plain(
-            metrics, current, target, tolerances, namespace, selector, resource, timestamp
-        )
+        metrics, timestamp = await self._resource_metric(scope, resource, container)
+        return self._plain(scope, metrics, current, target, resource, timestamp)
 
     async def metric_replicas(
-        self,
-        current: int,
-        target: int,
-        name: str,
-        tolerances: Tolerances,
-        namespace: str,
-        selector: Selector,
-        metric_selector: Selector,
+        self, scope: Scope, current: int, target: int, name: str, metric_selector: Selector
     ) -> Proposal:
         """Upstream's ``GetMetricReplicas``: a Pods metric's AverageValue target."""
         try:
             metrics, timestamp = await self.metrics.raw_metric(
-                name, namespace, selector, metric_selector
+                name, scope.namespace, scope.selector, metric_selector
             )
         except MetricsError as error:
             raise MetricsError(f"unable to get metric {name}: {error}") from None
-        return self._plain(metrics, current, target, tolerances, namespace, selector, "", timestamp)
+        return self._plain(scope, metrics, current, target, "", timestamp)
 
     def _plain(
         self,
+        scope: Scope,
         metrics: PodMetricsInfo,
         current: int,
         target: int,
-        tolerances: Tolerances,
-        namespace: str,
-        selector: Selector,
         resource: str,
         timestamp: datetime.datetime,
     ) -> Proposal:
@@ -281,18 +278,18 @@ class ReplicaCalculator:
             value, average = usage_ratio(found, target)
             return value, average, None
 
-        pods = self._pods(namespace, selector)
+        pods = self._pods(scope)
         return self._counted(
-            metrics, pods, resource, current, tolerances, ratio, lambda _: target, timestamp
+            scope, metrics, pods, resource, current, ratio, lambda _: target, timestamp
         )
 
     def _counted(
         self,
+        scope: Scope,
         metrics: PodMetricsInfo,
         pods: list[Pod],
         resource: str,
         current: int,
-        tolerances: Tolerances,
         ratio_of: Callable[[PodMetricsInfo], tuple[float, int, int | None]],
         assumed_on_scale_down: Callable[[str], int],
         timestamp: datetime.datetime,
@@ -312,6 +309,7 @@ class ReplicaCalculator:
         def proposal(replicas: int) -> Proposal:
             return Proposal(replicas, usage, timestamp, utilization)
 
+        tolerances = scope.tolerances
         scale_up_with_unready = bool(groups.unready) and ratio > 1.0
         if not scale_up_with_unready and not groups.missing:
             return proposal(
@@ -326,124 +324,85 @@ class ReplicaCalculator:
         new_ratio = ratio_of(metrics)[0]
         return proposal(_settled(current, ratio, new_ratio, len(metrics), tolerances))
 
-    def ready_pods(self, namespace: str, selector: Selector) -> int:
+    def ready_pods(self, scope: Scope) -> int:
         """Running and Ready pods the selector matches (upstream's ``getReadyPodsCount``)."""
-        pods = self._pods(namespace, selector)
         return sum(
             1
-            for pod in pods
+            for pod in self._pods(scope)
             if pod.status is not None and pod.status.phase == "Running" and is_pod_ready(pod)
         )
 
-    def _usage_ratio_replicas(
-        self, current: int, ratio: float, tolerances: Tolerances, namespace: str, selector: Selector
-    ) -> int:
-        """Upstream's ``getUsageRatioReplicaCount``."""
-        if current == 0:
-            return math.ceil(ratio)
-        if tolerances.within(ratio):
-            return current
-        try:
-            ready = self.ready_pods(namespace, selector)
-        except MetricsError as error:
-            raise MetricsError(f"unable to calculate ready pods: {error}") from None
-        return math.ceil(ratio * ready)
+    def _value_proposal(
+        self,
+        scope: Scope,
+        target: ValueTarget,
+        usage: int,
+        timestamp: datetime.datetime,
+    ) -> Proposal:
+        """One value against a target: upstream's ``getUsageRatioReplicaCount`` for a Value
+        (the ratio times the ready pods; from zero replicas, the ratio), the
+        ``Get*PerPodMetricReplicas`` rule for an AverageValue (the value over the target)."""
+        replicas, tolerances = target.replicas, scope.tolerances
+        if target.per_pod:
+            ratio = usage / (target.amount * replicas) if replicas else math.inf
+            if not tolerances.within(ratio):
+                replicas = math.ceil(usage / target.amount)
+            average = math.ceil(usage / target.replicas) if target.replicas else usage
+            return Proposal(replicas, average, timestamp)
+        ratio = usage / target.amount
+        if replicas == 0:
+            replicas = math.ceil(ratio)
+        elif not tolerances.within(ratio):
+            try:
+                replicas = math.ceil(ratio * self.ready_pods(scope))
+            except MetricsError as error:
+                raise MetricsError(f"unable to calculate ready pods: {error}") from None
+        return Proposal(replicas, usage, timestamp)
 
     async def object_replicas(
         self,
-        current: int,
-        target: int,
+        scope: Scope,
+        target: ValueTarget,
         name: str,
-        tolerances: Tolerances,
-        namespace: str,
-        described: CrossVersionObjectReference,
-        selector: Selector,
-        metric_selector: Selector,
-    ) -> Proposal:
-        """Upstream's ``GetObjectMetricReplicas``: an Object metric's Value target."""
-        usage, timestamp = await self._object_metric(name, namespace, described, metric_selector)
-        replicas = self._usage_ratio_replicas(
-            current, usage / target, tolerances, namespace, selector
-        )
-        return Proposal(replicas, usage, timestamp)
-
-    async def object_per_pod_replicas(
-        self,
-        status_replicas: int,
-        target: int,
-        name: str,
-        tolerances: Tolerances,
-        namespace: str,
         described: CrossVersionObjectReference,
         metric_selector: Selector,
     ) -> Proposal:
-        """Upstream's ``GetObjectPerPodMetricReplicas``: an Object metric's AverageValue."""
-        usage, timestamp = await self._object_metric(name, namespace, described, metric_selector)
-        return _per_pod(status_replicas, usage, target, tolerances, timestamp)
-
-    async def external_replicas(
-        self,
-        current: int,
-        target: int,
-        name: str,
-        tolerances: Tolerances,
-        namespace: str,
-        metric_selector: Selector,
-        selector: Selector,
-    ) -> Proposal:
-        """Upstream's ``GetExternalMetricReplicas``: an External metric's Value target."""
-        usage, timestamp = await self._external(name, namespace, metric_selector)
-        replicas = self._usage_ratio_replicas(
-            current, usage / target, tolerances, namespace, selector
-        )
-        return Proposal(replicas, usage, timestamp)
-
-    async def external_per_pod_replicas(
-        self,
-        status_replicas: int,
-        target: int,
-        name: str,
-        tolerances: Tolerances,
-        namespace: str,
-        metric_selector: Selector,
-    ) -> Proposal:
-        """Upstream's ``GetExternalPerPodMetricReplicas``: an External AverageValue target."""
-        usage, timestamp = await self._external(name, namespace, metric_selector)
-        return _per_pod(status_replicas, usage, target, tolerances, timestamp)
-
-    async def _resource_metric(
-        self, resource: str, namespace: str, selector: Selector, container: str
-    ) -> tuple[PodMetricsInfo, datetime.datetime]:
+        """Upstream's ``GetObjectMetricReplicas`` and ``GetObjectPerPodMetricReplicas``."""
         try:
-            return await self.metrics.resource_metric(resource, namespace, selector, container)
-        except MetricsError as error:
-            raise MetricsError(f"unable to get metrics for resource {resource}: {error}") from None
-
-    async def _object_metric(
-        self,
-        name: str,
-        namespace: str,
-        described: CrossVersionObjectReference,
-        metric_selector: Selector,
-    ) -> tuple[int, datetime.datetime]:
-        try:
-            return await self.metrics.object_metric(name, namespace, described, metric_selector)
+            usage, timestamp = await self.metrics.object_metric(
+                name, scope.namespace, described, metric_selector
+            )
         except MetricsError as error:
             raise MetricsError(
-                f"unable to get metric {name}: {described.kind} on {namespace} "
+                f"unable to get metric {name}: {described.kind} on {scope.namespace} "
                 f"{described.name}/{error}"
             ) from None
+        return self._value_proposal(scope, target, usage, timestamp)
 
-    async def _external(
-        self, name: str, namespace: str, metric_selector: Selector
-    ) -> tuple[int, datetime.datetime]:
+    async def external_replicas(
+        self, scope: Scope, target: ValueTarget, name: str, metric_selector: Selector
+    ) -> Proposal:
+        """Upstream's ``GetExternalMetricReplicas`` and ``GetExternalPerPodMetricReplicas``:
+        the values summed."""
         try:
-            values, timestamp = await self.metrics.external_metric(name, namespace, metric_selector)
+            values, timestamp = await self.metrics.external_metric(
+                name, scope.namespace, metric_selector
+            )
         except MetricsError as error:
             raise MetricsError(
-                f"unable to get external metric {namespace}/{name}/{metric_selector}: {error}"
+                f"unable to get external metric {scope.namespace}/{name}/{metric_selector}: {error}"
             ) from None
-        return sum(values), timestamp
+        return self._value_proposal(scope, target, sum(values), timestamp)
+
+    async def _resource_metric(
+        self, scope: Scope, resource: str, container: str
+    ) -> tuple[PodMetricsInfo, datetime.datetime]:
+        try:
+            return await self.metrics.resource_metric(
+                resource, scope.namespace, scope.selector, container
+            )
+        except MetricsError as error:
+            raise MetricsError(f"unable to get metrics for resource {resource}: {error}") from None
 
 
 def _settled(
@@ -457,18 +416,3 @@ def _settled(
     if (new_ratio < 1.0 and replicas > current) or (new_ratio > 1.0 and replicas < current):
         return current
     return replicas
-
-
-def _per_pod(
-    status_replicas: int,
-    usage: int,
-    target: int,
-    tolerances: Tolerances,
-    timestamp: datetime.datetime,
-) -> Proposal:
-    """An AverageValue target of one value: the value over the target per current pod."""
-    replicas = status_replicas
-    if not tolerances.within(usage / (target * replicas) if replicas else math.inf):
-        replicas = math.ceil(usage / target)
-    average = math.ceil(usage / status_replicas) if status_replicas else usage
-    return Proposal(replicas, average, timestamp)

@@ -50,6 +50,15 @@ VALID_CPU = (
     "(percentage of request)",
 )
 
+QUEUE = MetricSpec(
+    type="External",
+    external=ExternalMetricSource(
+        metric=MetricIdentifier(name="queue_messages"),
+        target=MetricTarget(type="AverageValue", average_value="30"),
+    ),
+)
+"""An External metric: 30 messages a pod of the queue."""
+
 
 def autoscaler(
     *,
@@ -397,14 +406,7 @@ async def test_failing_metrics_are_reported_and_nothing_scales() -> None:
 
 async def test_one_failing_metric_still_allows_a_scale_up() -> None:
     """Of two metrics one fails: the other may still scale up (not down)."""
-    queue = MetricSpec(
-        type="External",
-        external=ExternalMetricSource(
-            metric=MetricIdentifier(name="queue_messages"),
-            target=MetricTarget(type="AverageValue", average_value="30"),
-        ),
-    )
-    r = rig(2, autoscaler(metrics=[cpu_utilization_metric(50), queue]), pod("web-1"), pod("web-2"))
+    r = rig(2, autoscaler(metrics=[cpu_utilization_metric(50), QUEUE]), pod("web-1"), pod("web-2"))
     r.cpu(**{"web-1": 1000, "web-2": 1000})
     status = await r.sync()
     assert r.target.puts == [4]
@@ -416,14 +418,7 @@ async def test_one_failing_metric_still_allows_a_scale_up() -> None:
 
 
 async def test_the_largest_proposal_wins() -> None:
-    queue = MetricSpec(
-        type="External",
-        external=ExternalMetricSource(
-            metric=MetricIdentifier(name="queue_messages"),
-            target=MetricTarget(type="AverageValue", average_value="30"),
-        ),
-    )
-    r = rig(2, autoscaler(metrics=[cpu_utilization_metric(50), queue]), pod("web-1"), pod("web-2"))
+    r = rig(2, autoscaler(metrics=[cpu_utilization_metric(50), QUEUE]), pod("web-1"), pod("web-2"))
     r.cpu(**{"web-1": 500, "web-2": 500})
     r.metrics.external["queue_messages"] = [90_000, 30_000]
     status = await r.sync()

@@ -9,7 +9,13 @@ import datetime
 import pytest
 
 from controlplane.controllers.hpametrics import MetricsError
-from controlplane.controllers.replicacalculator import Proposal, ReplicaCalculator, Tolerances
+from controlplane.controllers.replicacalculator import (
+    Proposal,
+    ReplicaCalculator,
+    Scope,
+    Tolerances,
+    ValueTarget,
+)
 from kube.api.kinds.autoscaling_v2 import CrossVersionObjectReference
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.labels import Selector, parse_selector
@@ -17,14 +23,15 @@ from tests.controlplane.controllers.hpafixtures import NAMESPACE, FakeMetrics, p
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 SELECTOR = parse_selector("app=web")
-DEFAULT = Tolerances()
+DEFAULT = Tolerances(down=0.1, up=0.1)
+SCOPE = Scope(NAMESPACE, SELECTOR, DEFAULT)
 
 
 def calculator(metrics: FakeMetrics, *pods: Pod) -> ReplicaCalculator:
     def matching(namespace: str, selector: Selector) -> list[Pod]:
         return [p for p in pods if selector.matches(p.metadata.labels)]
 
-    return ReplicaCalculator(metrics, matching, lambda: NOW)
+    return ReplicaCalculator(metrics, matching, lambda: NOW, 300.0, 30.0)
 
 
 def fleet(
@@ -59,7 +66,7 @@ async def cpu_replicas(
 ) -> Proposal:
     metrics, pods = fleet(levels, requests, ready)
     return await calculator(metrics, *pods).resource_replicas(
-        current, target, "cpu", tolerances, NAMESPACE, SELECTOR, ""
+        Scope(NAMESPACE, SELECTOR, tolerances), current, target, "cpu", ""
     )
 
 
@@ -153,9 +160,7 @@ async def test_pending_deleted_and_failed_pods() -> None:
 async def test_raw_resource_average_value() -> None:
     """An AverageValue target of 400m: three pods averaging 600m want 5."""
     metrics, pods = fleet([500, 600, 700])
-    proposal = await calculator(metrics, *pods).raw_resource_replicas(
-        3, 400, "cpu", DEFAULT, NAMESPACE, SELECTOR, ""
-    )
+    proposal = await calculator(metrics, *pods).raw_resource_replicas(SCOPE, 3, 400, "cpu", "")
     assert (proposal.replicas, proposal.usage, proposal.utilization) == (5, 600, None)
 
 
@@ -164,9 +169,7 @@ async def test_pods_metric() -> None:
     metrics = FakeMetrics(timestamp=NOW)
     metrics.pods["qps"] = {"web-0": 20_000, "web-1": 10_000, "web-2": 30_000}
     calc = calculator(metrics, pod("web-0"), pod("web-1"), pod("web-2"))
-    proposal = await calc.metric_replicas(
-        3, 15_000, "qps", DEFAULT, NAMESPACE, SELECTOR, Selector.everything()
-    )
+    proposal = await calc.metric_replicas(SCOPE, 3, 15_000, "qps", Selector.everything())
     assert (proposal.replicas, proposal.usage) == (4, 20_000)
 
 
@@ -174,9 +177,7 @@ async def test_pods_metric_missing_pod_counts_at_target_on_scale_down() -> None:
     metrics = FakeMetrics(timestamp=NOW)
     metrics.pods["qps"] = {"web-0": 1_000, "web-1": 1_000}
     calc = calculator(metrics, pod("web-0"), pod("web-1"), pod("web-2"))
-    proposal = await calc.metric_replicas(
-        3, 10_000, "qps", DEFAULT, NAMESPACE, SELECTOR, Selector.everything()
-    )
+    proposal = await calc.metric_replicas(SCOPE, 3, 10_000, "qps", Selector.everything())
     assert proposal.replicas == 3 - 1
 
 
@@ -200,13 +201,10 @@ async def test_object_value(current: int, usage: int, expected: int) -> None:
     metrics.objects["requests-per-second"] = usage
     calc = calculator(metrics, pod("web-0"), pod("web-1"), pod("web-2"))
     proposal = await calc.object_replicas(
-        current,
-        10_000,
+        SCOPE,
+        ValueTarget(current, 10_000, per_pod=False),
         "requests-per-second",
-        DEFAULT,
-        NAMESPACE,
         INGRESS,
-        SELECTOR,
         Selector.everything(),
     )
     assert (proposal.replicas, proposal.usage) == (expected, usage)
@@ -216,8 +214,12 @@ async def test_object_value(current: int, usage: int, expected: int) -> None:
 async def test_object_average_value() -> None:
     metrics = FakeMetrics(timestamp=NOW)
     metrics.objects["requests-per-second"] = 20_000
-    proposal = await calculator(metrics).object_per_pod_replicas(
-        3, 10_000, "requests-per-second", DEFAULT, NAMESPACE, INGRESS, Selector.everything()
+    proposal = await calculator(metrics).object_replicas(
+        SCOPE,
+        ValueTarget(3, 10_000, per_pod=True),
+        "requests-per-second",
+        INGRESS,
+        Selector.everything(),
     )
     assert (proposal.replicas, proposal.usage) == (2, 6667)
 
@@ -229,9 +231,13 @@ async def test_external_value_and_average_value() -> None:
     metrics.external["queue"] = [8_000, 600]
     calc = calculator(metrics, pod("web-0"))
     queue = Selector.everything()
-    value = await calc.external_replicas(1, 4_400, "queue", DEFAULT, NAMESPACE, queue, SELECTOR)
+    value = await calc.external_replicas(
+        SCOPE, ValueTarget(1, 4_400, per_pod=False), "queue", queue
+    )
     assert (value.replicas, value.usage) == (2, 8_600)
-    per_pod = await calc.external_per_pod_replicas(3, 2_200, "queue", DEFAULT, NAMESPACE, queue)
+    per_pod = await calc.external_replicas(
+        SCOPE, ValueTarget(3, 2_200, per_pod=True), "queue", queue
+    )
     assert (per_pod.replicas, per_pod.usage) == (4, 2_867)
 
 
@@ -262,9 +268,7 @@ async def test_resource_errors(pods: list[Pod], levels: dict[str, int], message:
     metrics = FakeMetrics(timestamp=NOW)
     metrics.resources["cpu"] = levels
     with pytest.raises(MetricsError) as raised:
-        await calculator(metrics, *pods).resource_replicas(
-            1, 50, "cpu", DEFAULT, NAMESPACE, SELECTOR, ""
-        )
+        await calculator(metrics, *pods).resource_replicas(SCOPE, 1, 50, "cpu", "")
     assert str(raised.value) == message
 
 
@@ -274,6 +278,4 @@ async def test_missing_request_is_an_error() -> None:
     with pytest.raises(
         MetricsError, match="missing request for memory in container app of Pod web-0"
     ):
-        await calculator(metrics, pod("web-0")).resource_replicas(
-            1, 50, "memory", DEFAULT, NAMESPACE, SELECTOR, ""
-        )
+        await calculator(metrics, pod("web-0")).resource_replicas(SCOPE, 1, 50, "memory", "")

@@ -1,0 +1,202 @@
+"""The horizontal pod autoscaler end to end: ``kubelab server`` with hollow nodes, a tiny
+resource metrics API registered by an APIService (``controllers/podmetrics_server.py``,
+reporting the CPU use the test sets), and the pinned kubectl as a user drives it: ``kubectl
+autoscale`` a Deployment, load goes up and the HPA scales it up, load goes away and it scales
+it back down; ``get hpa`` and ``describe hpa`` read as upstream's.
+
+The server syncs HPAs every second and stabilizes scale-downs over 5 s (the flags upstream
+has for this, instead of 15 s and 5 min), so the whole story takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import kubernetes
+import pytest
+
+from kube.pki import CertificateAuthority
+from tests.controlplane.apiserver.extensions import Extension, host_address, register, until
+from tests.servers import REPO, Kubectl, ServerProcess, serve_all_in_one
+
+NAMESPACE = "shop"
+METRICS = "v1beta1.metrics.k8s.io"
+WAIT = 60.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    yield from serve_all_in_one(
+        tmp_path_factory,
+        "--enable-aggregator-routing=true",
+        "--horizontal-pod-autoscaler-sync-period",
+        "1s",
+        "--horizontal-pod-autoscaler-downscale-stabilization",
+        "5s",
+    )
+
+
+@pytest.fixture(scope="module")
+def kubectl(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return Kubectl(server.kubeconfig, tmp_path_factory.mktemp("kube-cache"), NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def nodes(server: ServerProcess) -> Iterator[None]:
+    """Two hollow nodes: pods bound to them are Running and Ready at once."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kubelab",
+            "hollow-nodes",
+            "--kubeconfig",
+            str(server.kubeconfig),
+            "--count",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        yield
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def usage(
+    server: ServerProcess, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The metrics API up behind Service ``shop/api`` and APIService v1beta1.metrics.k8s.io;
+    the file each pod's CPU use is read from."""
+    work = tmp_path_factory.mktemp("metrics")
+    usage = work / "usage.json"
+    usage.write_text(json.dumps({"cpu": "100m", "memory": "20Mi"}))
+    ca = CertificateAuthority.create("metrics-ca")
+    cert, key = ca.issue("api.shop.svc", server=True, dns_names=["api.shop.svc"]).write(
+        work, "serving"
+    )
+    extension = Extension(
+        [
+            sys.executable,
+            "-m",
+            "tests.controlplane.controllers.podmetrics_server",
+            "--kubeconfig",
+            str(server.kubeconfig),
+            "--cert",
+            str(cert),
+            "--key",
+            str(key),
+            "--usage",
+            str(usage),
+        ],
+        work / "unused",
+        host_address(),
+    )
+    extension.start()
+    try:
+        kubectl.run("create", "namespace", NAMESPACE, namespaced=False)
+        register(kubectl, extension, METRICS, "metrics.k8s.io", "v1beta1", ca.cert_pem)
+        yield usage
+    finally:
+        extension.stop()
+
+
+def hpa_row(kubectl: Kubectl) -> list[str]:
+    """The HPA's row of ``kubectl get hpa``, split on spaces (TARGETS is two words)."""
+    lines = kubectl.run("get", "hpa", "web").stdout.splitlines()
+    assert lines[0].split() == [
+        "NAME",
+        "REFERENCE",
+        "TARGETS",
+        "MINPODS",
+        "MAXPODS",
+        "REPLICAS",
+        "AGE",
+    ]
+    return lines[1].split()
+
+
+def describe(kubectl: Kubectl) -> str:
+    return kubectl.run("describe", "hpa", "web").stdout
+
+
+def ready_replicas(kubectl: Kubectl) -> int:
+    return int(kubectl.json("get", "deployment", "web").get("status", {}).get("readyReplicas", 0))
+
+
+def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage: Path) -> None:
+    created = kubectl.run("create", "deployment", "web", "--image=nginx", "--replicas=1")
+    assert created.stdout.strip() == "deployment.apps/web created"
+    kubectl.run("set", "resources", "deployment", "web", "--requests=cpu=200m")
+    until(lambda: ready_replicas(kubectl) == 1, "the deployment to be ready", WAIT)
+    autoscaled = kubectl.run(
+        "autoscale", "deployment", "web", "--cpu-percent=50", "--min=1", "--max=4"
+    )
+    assert autoscaled.stdout.strip() == "horizontalpodautoscaler.autoscaling/web autoscaled"
+
+    until(lambda: hpa_row(kubectl)[3] == "50%/50%", "the HPA to read 50%", WAIT)
+    assert hpa_row(kubectl)[:7] == ["web", "Deployment/web", "cpu:", "50%/50%", "1", "4", "1"]
+
+    usage.write_text(json.dumps({"cpu": "400m", "memory": "20Mi"}))
+    until(lambda: ready_replicas(kubectl) == 4, "the HPA to scale up to 4", WAIT)
+    until(lambda: hpa_row(kubectl)[3:7] == ["200%/50%", "1", "4", "4"], "REPLICAS 4", WAIT)
+    # Once the new pods report too, 16 are wanted and the maximum holds.
+    until(lambda: "TooManyReplicas" in describe(kubectl), "ScalingLimited", WAIT)
+    described = describe(kubectl)
+    assert "Reference:                                             Deployment/web" in described
+    assert "resource cpu on pods  (as a percentage of request):  200% (400m) / 50%" in described
+    assert (
+        "Deployment pods:                                       4 current / 4 desired" in described
+    )
+    assert "ScalingLimited  True    TooManyReplicas" in described
+    assert "the desired replica count is more than the maximum replica count" in described
+    assert "SuccessfulRescale  " in described
+    assert (
+        "New size: 4; reason: cpu resource utilization (percentage of request) above target"
+        in described
+    )
+    hpa = kubectl.json("get", "hpa", "web")
+    assert hpa["status"]["currentMetrics"] == [
+        {
+            "type": "Resource",
+            "resource": {
+                "name": "cpu",
+                "current": {"averageValue": "400m", "averageUtilization": 200},
+            },
+        }
+    ]
+    assert hpa["status"]["desiredReplicas"] == 4
+    assert "lastScaleTime" in hpa["status"]
+    # The official client reads the same status, at v2 and at v1.
+    with kubernetes.config.new_client_from_config(config_file=str(kubectl.kubeconfig)) as api:
+        v2 = kubernetes.client.AutoscalingV2Api(api).read_namespaced_horizontal_pod_autoscaler(
+            "web", NAMESPACE
+        )
+        assert [c.type for c in v2.status.conditions] == [
+            "AbleToScale",
+            "ScalingActive",
+            "ScalingLimited",
+        ]
+        assert v2.status.current_metrics[0].resource.current.average_utilization == 200
+        v1 = kubernetes.client.AutoscalingV1Api(api).read_namespaced_horizontal_pod_autoscaler(
+            "web", NAMESPACE
+        )
+        assert v1.status.current_cpu_utilization_percentage == 200
+        assert v1.spec.target_cpu_utilization_percentage == 50
+
+    usage.write_text(json.dumps({"cpu": "20m", "memory": "20Mi"}))
+    until(lambda: ready_replicas(kubectl) == 1, "the HPA to scale back down to 1", WAIT)
+    until(lambda: hpa_row(kubectl)[3:7] == ["10%/50%", "1", "4", "1"], "REPLICAS 1", WAIT)
+    described = describe(kubectl)
+    assert "New size: 1; reason: All metrics below target" in described
+    assert "ScalingActive   True    ValidMetricFound" in described
