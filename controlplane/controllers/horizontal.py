@@ -15,7 +15,8 @@ A sync (upstream's ``reconcileAutoscaler``):
    minReplicas..maxReplicas is brought inside; otherwise each metric proposes a count
    (``replicacalculator``) and the largest wins (ScalingActive True, ValidMetricFound).  A
    metric that fails makes its condition and event; if every metric failed, or some did and
-   the others would scale down, nothing is scaled;
+   the others would scale down, nothing is scaled; nor is it when the target's scale has no
+   selector, or its pods are matched by another HPA's selector too (AmbiguousSelector);
 3. the proposal is stabilized and rate-limited: without ``behavior``, the highest
    recommendation of the downscale stabilization window (5 min) and a scale-up limit of twice
    the current count (at least 4); with ``behavior``, each direction's window, policies and
@@ -415,6 +416,8 @@ class HorizontalController(Controller):
             options.initial_readiness_delay,
         )
         self.histories: dict[str, History] = {}
+        self.selectors: dict[str, Selector] = {}
+        """The selector of each HPA's pods as last read, to find pods two HPAs scale."""
         self.hpas.add_event_handler(self.enqueue, self._updated, self._deleted)
 
     def _updated(self, old: Any, new: Any) -> None:
@@ -424,7 +427,11 @@ class HorizontalController(Controller):
             self.enqueue_after(new, self.sync_period)
 
     def _deleted(self, obj: Any) -> None:
-        self.histories.pop(key_of(obj), None)
+        self._forget(key_of(obj))
+
+    def _forget(self, key: str) -> None:
+        self.histories.pop(key, None)
+        self.selectors.pop(key, None)
 
     def _pods_matching(self, namespace: str, selector: Selector) -> list[Pod]:
         return [
@@ -436,7 +443,7 @@ class HorizontalController(Controller):
     async def sync_key(self, key: str) -> None:
         hpa = self.hpas.lister.get(key)
         if hpa is None:
-            self.histories.pop(key, None)
+            self._forget(key)
             return
         try:
             await self.reconcile(hpa, key)
@@ -698,29 +705,46 @@ class HorizontalController(Controller):
         self, hpa: HorizontalPodAutoscaler, scale: Scale, now: datetime.datetime
     ) -> Selector:
         """The target's pods, from its scale's selector (upstream's
-        ``validateAndParseSelector``); raises ReconcileError after reporting a bad one."""
+        ``validateAndParseSelector``); raises ReconcileError after reporting a missing or bad
+        selector, or pods another HPA's selector also matches."""
         status = hpa.status or HorizontalPodAutoscalerStatus()
         text = scale.status.selector if scale.status else None
+
+        def refuse(event: str, reason: str, message: str, condition: str = "") -> ReconcileError:
+            self.ctx.recorder.event(hpa, WARNING, event, message)
+            set_condition(status, SCALING_ACTIVE, FALSE, reason, condition or message, now)
+            return ReconcileError(message)
+
         if not text:
-            self.ctx.recorder.event(hpa, WARNING, "SelectorRequired", "selector is required")
-            set_condition(
-                status,
-                SCALING_ACTIVE,
-                FALSE,
+            raise refuse(
+                "SelectorRequired",
                 "InvalidSelector",
+                "selector is required",
                 "the HPA target's scale is missing a selector",
-                now,
             )
-            raise ReconcileError("selector is required")
         try:
-            return parse_selector(text)
+            selector = parse_selector(text)
         except SelectorError as error:
             message = (
                 f"couldn't convert selector into a corresponding internal selector object: {error}"
             )
-            self.ctx.recorder.event(hpa, WARNING, "InvalidSelector", message)
-            set_condition(status, SCALING_ACTIVE, FALSE, "InvalidSelector", message, now)
-            raise ReconcileError(message) from None
+            raise refuse("InvalidSelector", "InvalidSelector", message) from None
+        key, namespace = key_of(hpa), hpa.metadata.namespace or ""
+        self.selectors[key] = selector
+        pods = self._pods_matching(namespace, selector)
+        controlling = sorted(
+            other
+            for other, theirs in self.selectors.items()
+            if other.partition("/")[0] == namespace
+            and any(theirs.matches(pod.metadata.labels) for pod in pods)
+        )
+        if len(controlling) > 1:
+            message = (
+                f"pods by selector {text} are controlled by multiple HPAs: "
+                f"[{' '.join(controlling)}]"
+            )
+            raise refuse("AmbiguousSelector", "AmbiguousSelector", message)
+        return selector
 
     async def _metric(
         self,

@@ -200,3 +200,104 @@ def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage
     described = describe(kubectl)
     assert "New size: 1; reason: All metrics below target" in described
     assert "ScalingActive   True    ValidMetricFound" in described
+
+
+CRONTABS = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "crontabs.stable.example.com"},
+    "spec": {
+        "group": "stable.example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {
+                                    "cronSpec": {"type": "string"},
+                                    "image": {"type": "string"},
+                                    "replicas": {"type": "integer"},
+                                },
+                            },
+                            "status": {
+                                "type": "object",
+                                "properties": {
+                                    "replicas": {"type": "integer"},
+                                    "labelSelector": {"type": "string"},
+                                },
+                            },
+                        },
+                    }
+                },
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.labelSelector",
+                    },
+                },
+            }
+        ],
+    },
+}
+"""The kubernetes.io CronTab definition, with its scale subresource."""
+
+
+def test_autoscale_a_custom_resource_through_its_scale_subresource(
+    kubectl: Kubectl, nodes: None, usage: Path
+) -> None:
+    """A CronTab whose pods are a Deployment's (its status names their selector): the HPA
+    reads their metrics and scales the CronTab's spec.replicas, up to its maximum."""
+    kubectl.run("create", "-f", "-", input=json.dumps(CRONTABS), namespaced=False)
+    kubectl.run("create", "deployment", "worker", "--image=nginx", "--replicas=1")
+    kubectl.run("set", "resources", "deployment", "worker", "--requests=cpu=200m")
+    crontab = {
+        "apiVersion": "stable.example.com/v1",
+        "kind": "CronTab",
+        "metadata": {"name": "nightly"},
+        "spec": {"cronSpec": "* * * * */5", "image": "my-awesome-cron-image", "replicas": 1},
+    }
+    until(
+        lambda: (
+            kubectl.run("create", "-f", "-", input=json.dumps(crontab), check=False).returncode == 0
+        ),
+        "the CronTab to be created",
+        WAIT,
+    )
+    kubectl.run(
+        "patch",
+        "crontab",
+        "nightly",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"replicas": 1, "labelSelector": "app=worker"}}),
+    )
+    usage.write_text(json.dumps({"cpu": "400m", "memory": "20Mi"}))
+    autoscaled = kubectl.run(
+        "autoscale", "crontab", "nightly", "--cpu-percent=50", "--min=1", "--max=3"
+    )
+    assert autoscaled.stdout.strip() == "horizontalpodautoscaler.autoscaling/nightly autoscaled"
+
+    def replicas() -> int:
+        return int(kubectl.json("get", "crontab", "nightly")["spec"]["replicas"])
+
+    until(lambda: replicas() == 3, "the HPA to scale the CronTab to 3", WAIT)
+    row = kubectl.run("get", "hpa", "nightly").stdout.splitlines()[1].split()
+    assert row[:6] == ["nightly", "CronTab/nightly", "cpu:", "200%/50%", "1", "3"]
+    events = kubectl.run(
+        "get", "events", "--field-selector", "involvedObject.name=nightly,reason=SuccessfulRescale"
+    ).stdout
+    assert (
+        "New size: 3; reason: cpu resource utilization (percentage of request) above target"
+        in events
+    )

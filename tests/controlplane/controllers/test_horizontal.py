@@ -533,3 +533,24 @@ async def test_each_sync_requeues_after_the_sync_period(monkeypatch: pytest.Monk
     )
     r.controller._updated(stored, newer)
     assert later == [(KEY, 3), (KEY, 3)]
+
+
+async def test_two_hpas_on_the_same_pods_are_refused() -> None:
+    """A second HPA on the same Deployment: both find the pods under two HPAs and scale
+    nothing (upstream's AmbiguousSelector)."""
+    r = rig(1, autoscaler(), pod("web-1"))
+    r.cpu(**{"web-1": 2000})
+    second = autoscaler()
+    second.metadata.name = "web-2"
+    r.h.store(second)
+    await r.sync()
+    assert r.target.puts == [4]
+    await r.controller.sync(f"{NAMESPACE}/web-2")
+    status = await r.sync()
+    message = "pods by selector app=web are controlled by multiple HPAs: [team/web team/web-2]"
+    assert condition(status, "ScalingActive") == ("False", "AmbiguousSelector", message)
+    assert r.target.puts == [4]
+    assert ("Warning", "AmbiguousSelector", message) in r.events()
+    r.controller._deleted(second)
+    status = await r.sync()
+    assert condition(status, "ScalingActive") == VALID_CPU
