@@ -56,6 +56,8 @@ from controlplane.controllers.replicacalculator import (
     Scope,
     Tolerances,
     ValueTarget,
+    go_label_selector,
+    metric_selector,
 )
 from kube.api import codec, quantity
 from kube.api.kinds import autoscaling_v2 as v2
@@ -72,7 +74,6 @@ from kube.api.kinds.autoscaling_v2 import (
 )
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.labels import Selector, SelectorError, parse_selector
-from kube.api.meta_v1 import LabelSelector
 from kube.client.errors import ApiError, ClientError
 from kube.client.events import NORMAL, WARNING
 
@@ -127,22 +128,6 @@ def set_condition(
     existing.status, existing.reason, existing.message = condition_status, reason, message
 
 
-def go_label_selector(selector: LabelSelector | None) -> str:
-    """A LabelSelector as Go's ``%+v`` prints one (upstream's external metric names show it)."""
-    if selector is None:
-        return "nil"
-    labels = "".join(f"{k}: {v}," for k, v in sorted((selector.match_labels or {}).items()))
-    expressions = "".join(
-        f"LabelSelectorRequirement{{Key:{e.key or ''},Operator:{e.operator or ''},"
-        f"Values:[{' '.join(e.values or [])}],}},"
-        for e in selector.match_expressions or []
-    )
-    return (
-        f"&LabelSelector{{MatchLabels:map[string]string{{{labels}}},"
-        f"MatchExpressions:[]LabelSelectorRequirement{{{expressions}}},}}"
-    )
-
-
 def _fraction(value: Any) -> float:
     return float(quantity.Quantity.parse(value).as_fraction())
 
@@ -156,12 +141,6 @@ def tolerances_for(hpa: HorizontalPodAutoscaler, default: float) -> Tolerances:
         down=_fraction(down.tolerance) if down and down.tolerance is not None else default,
         up=_fraction(up.tolerance) if up and up.tolerance is not None else default,
     )
-
-
-def _metric_selector(selector: LabelSelector | None) -> Selector:
-    if selector is None:
-        return Selector.everything()
-    return Selector.from_label_selector(selector.match_labels, selector.match_expressions)
 
 
 def _milli_quantity(value: int) -> str:
@@ -841,7 +820,7 @@ class HorizontalController(Controller):
                 spec_replicas,
                 milli(target.average_value),
                 identifier.name or "",
-                _metric_selector(identifier.selector),
+                metric_selector(identifier.selector),
             )
         except (MetricsError, SelectorError) as error:
             raise MetricFailure(
@@ -869,6 +848,7 @@ class HorizontalController(Controller):
         target = source.target or MetricTarget()
         described = source.described_object or v2.CrossVersionObjectReference()
         name = identifier.name or ""
+        outer = "failed to get object metric value"
         try:
             if target.type == v2.VALUE and target.value is not None:
                 value = ValueTarget(spec_replicas, milli(target.value), per_pod=False)
@@ -876,18 +856,17 @@ class HorizontalController(Controller):
             elif target.type == v2.AVERAGE_VALUE and target.average_value is not None:
                 value = ValueTarget(status_replicas, milli(target.average_value), per_pod=True)
                 label = f"external metric {name}({go_label_selector(identifier.selector)})"
+                outer += f": failed to get {name} object metric"
             else:
                 raise MetricsError(
                     "invalid object metric source: neither a value target nor an average value "
                     "target was set"
                 )
             proposal = await self.calculator.object_replicas(
-                scope, value, name, described, _metric_selector(identifier.selector)
+                scope, value, name, described, metric_selector(identifier.selector)
             )
         except (MetricsError, SelectorError) as error:
-            raise MetricFailure(
-                "FailedGetObjectMetric", str(error), "failed to get object metric value"
-            ) from None
+            raise MetricFailure("FailedGetObjectMetric", str(error), outer) from None
         status = MetricStatus(
             type=v2.OBJECT,
             object=v2.ObjectMetricStatus(
@@ -908,23 +887,24 @@ class HorizontalController(Controller):
         identifier = source.metric or v2.MetricIdentifier()
         target = source.target or MetricTarget()
         name = identifier.name or ""
+        outer = f"failed to get {name} external metric value"
         try:
             if target.average_value is not None:
                 value = ValueTarget(status_replicas, milli(target.average_value), per_pod=True)
+                outer += f": failed to get {name} external metric"
             elif target.value is not None:
                 value = ValueTarget(spec_replicas, milli(target.value), per_pod=False)
+                outer += f": failed to get external metric {name}"
             else:
                 raise MetricsError(
                     "invalid external metric source: neither a value target nor an average "
                     "value target was set"
                 )
             proposal = await self.calculator.external_replicas(
-                scope, value, name, _metric_selector(identifier.selector)
+                scope, value, name, identifier.selector
             )
         except (MetricsError, SelectorError) as error:
-            raise MetricFailure(
-                "FailedGetExternalMetric", str(error), f"failed to get {name} external metric value"
-            ) from None
+            raise MetricFailure("FailedGetExternalMetric", str(error), outer) from None
         status = MetricStatus(
             type=v2.EXTERNAL,
             external=v2.ExternalMetricStatus(

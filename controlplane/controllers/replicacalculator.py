@@ -41,8 +41,9 @@ from controlplane.controllers.hpametrics import (
     milli,
 )
 from kube.api.kinds.autoscaling_v2 import CrossVersionObjectReference
-from kube.api.kinds.core_v1.pod import Container, Pod
+from kube.api.kinds.core_v1.pod import Pod, PodSpec
 from kube.api.labels import Selector
+from kube.api.meta_v1 import LabelSelector
 
 CPU = "cpu"
 NO_PODS = "no pods returned by selector while calculating replica count"
@@ -91,31 +92,65 @@ class Proposal:
     utilization: int | None = None
 
 
+def go_label_selector(selector: LabelSelector | None) -> str:
+    """A LabelSelector as Go's ``%+v`` prints one (upstream's external metric names show it)."""
+    if selector is None:
+        return "nil"
+    labels = "".join(f"{k}: {v}," for k, v in sorted((selector.match_labels or {}).items()))
+    expressions = "".join(
+        f"LabelSelectorRequirement{{Key:{e.key or ''},Operator:{e.operator or ''},"
+        f"Values:[{' '.join(e.values or [])}],}},"
+        for e in selector.match_expressions or []
+    )
+    return (
+        f"&LabelSelector{{MatchLabels:map[string]string{{{labels}}},"
+        f"MatchExpressions:[]LabelSelectorRequirement{{{expressions}}},}}"
+    )
+
+
+def metric_selector(selector: LabelSelector | None) -> Selector:
+    """A metric's selector; none selects every series.  Raises SelectorError."""
+    if selector is None:
+        return Selector.everything()
+    return Selector.from_label_selector(selector.match_labels, selector.match_expressions)
+
+
 def pod_requests(pods: list[Pod], resource: str, container: str) -> dict[str, int]:
-    """Each pod's request of ``resource`` in thousandths: one container's, or the sum over its
-    containers and sidecars; a container without a request is an error, as upstream's."""
-    requests: dict[str, int] = {}
-    for pod in pods:
-        spec = pod.spec
-        containers: list[Container] = []
-        if spec is not None:
-            containers = [
-                *(spec.containers or []),
-                *(c for c in spec.init_containers or [] if c.is_sidecar()),
-            ]
-        total = 0
-        for c in containers:
-            if container and c.name != container:
-                continue
-            request = ((c.resources.requests if c.resources else None) or {}).get(resource)
-            if request is None:
-                raise MetricsError(
-                    f"missing request for {resource} in container {c.name} of Pod "
-                    f"{pod.metadata.name}"
-                )
-            total += milli(request)
-        requests[pod.metadata.name or ""] = total
-    return requests
+    """Each pod's request of ``resource`` in thousandths (upstream's ``calculateRequests``)."""
+    return {pod.metadata.name or "": pod_request(pod, resource, container) for pod in pods}
+
+
+def pod_request(pod: Pod, resource: str, container: str) -> int:
+    """One container's request, or the pod-level one when the pod sets pod-level resources,
+    or else the sum over its containers and sidecars; a container without a request is an
+    error, as upstream's."""
+    name = pod.metadata.name
+    spec = pod.spec or PodSpec()
+    pod_level = spec.resources
+    if not container and pod_level is not None and (pod_level.requests or pod_level.limits):
+        request = (pod_level.requests or {}).get(resource)
+        if request is None:
+            raise MetricsError(f"missing pod-level request for {resource} in Pod {name}")
+        return milli(request)
+    containers = [
+        *(spec.containers or []),
+        *(c for c in spec.init_containers or [] if c.is_sidecar()),
+    ]
+    total = 0
+    for c in containers:
+        if container and c.name != container:
+            continue
+        request = ((c.resources.requests if c.resources else None) or {}).get(resource)
+        if request is None:
+            raise MetricsError(
+                f"missing request for {resource} in container {c.name} of Pod {name}"
+            )
+        if container:
+            return milli(request)
+        total += milli(request)
+    if container:
+        raise MetricsError(f"container {container} not found in Pod {name}")
+    return total
 
 
 def utilization_ratio(
@@ -380,17 +415,18 @@ class ReplicaCalculator:
         return self._value_proposal(scope, target, usage, timestamp)
 
     async def external_replicas(
-        self, scope: Scope, target: ValueTarget, name: str, metric_selector: Selector
+        self, scope: Scope, target: ValueTarget, name: str, selector: LabelSelector | None
     ) -> Proposal:
         """Upstream's ``GetExternalMetricReplicas`` and ``GetExternalPerPodMetricReplicas``:
-        the values summed."""
+        the values of the series ``selector`` picks, summed.  Raises SelectorError too."""
         try:
             values, timestamp = await self.metrics.external_metric(
-                name, scope.namespace, metric_selector
+                name, scope.namespace, metric_selector(selector)
             )
         except MetricsError as error:
             raise MetricsError(
-                f"unable to get external metric {scope.namespace}/{name}/{metric_selector}: {error}"
+                f"unable to get external metric {scope.namespace}/{name}/"
+                f"{go_label_selector(selector)}: {error}"
             ) from None
         return self._value_proposal(scope, target, sum(values), timestamp)
 

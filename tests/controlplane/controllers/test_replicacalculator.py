@@ -15,10 +15,12 @@ from controlplane.controllers.replicacalculator import (
     Scope,
     Tolerances,
     ValueTarget,
+    pod_requests,
 )
 from kube.api.kinds.autoscaling_v2 import CrossVersionObjectReference
-from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.pod import Pod, ResourceRequirements
 from kube.api.labels import Selector, parse_selector
+from kube.api.meta_v1 import LabelSelector
 from tests.controlplane.controllers.hpafixtures import NAMESPACE, FakeMetrics, pod
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -230,7 +232,7 @@ async def test_external_value_and_average_value() -> None:
     metrics = FakeMetrics(timestamp=NOW)
     metrics.external["queue"] = [8_000, 600]
     calc = calculator(metrics, pod("web-0"))
-    queue = Selector.everything()
+    queue = LabelSelector(match_labels={"queue": "worker"})
     value = await calc.external_replicas(
         SCOPE, ValueTarget(1, 4_400, per_pod=False), "queue", queue
     )
@@ -239,6 +241,20 @@ async def test_external_value_and_average_value() -> None:
         SCOPE, ValueTarget(3, 2_200, per_pod=True), "queue", queue
     )
     assert (per_pod.replicas, per_pod.usage) == (4, 2_867)
+    assert metrics.asked == [("queue", "queue=worker")] * 2
+
+
+async def test_external_metric_errors_name_the_selector_as_go_prints_it() -> None:
+    metrics = FakeMetrics(timestamp=NOW, error="the adapter is down")
+    queue = LabelSelector(match_labels={"queue": "worker"})
+    with pytest.raises(MetricsError) as raised:
+        await calculator(metrics).external_replicas(
+            SCOPE, ValueTarget(1, 1_000, per_pod=False), "queue", queue
+        )
+    assert str(raised.value) == (
+        "unable to get external metric team/queue/&LabelSelector{MatchLabels:map[string]string"
+        "{queue: worker,},MatchExpressions:[]LabelSelectorRequirement{},}: the adapter is down"
+    )
 
 
 @pytest.mark.parametrize(
@@ -279,3 +295,18 @@ async def test_missing_request_is_an_error() -> None:
         MetricsError, match="missing request for memory in container app of Pod web-0"
     ):
         await calculator(metrics, pod("web-0")).resource_replicas(SCOPE, 1, 50, "memory", "")
+
+
+async def test_requests_of_one_container_or_of_the_pod() -> None:
+    """A ContainerResource metric's container must exist; pod-level requests, when a pod sets
+    them, are its request for a Resource metric (upstream's calculateRequests)."""
+    web = pod("web-0", cpu="250m")
+    assert pod_requests([web], "cpu", "app") == {"web-0": 250}
+    with pytest.raises(MetricsError, match=r"^container nginx not found in Pod web-0$"):
+        pod_requests([web], "cpu", "nginx")
+    assert web.spec is not None
+    web.spec.resources = ResourceRequirements(requests={"cpu": "2"})
+    assert pod_requests([web], "cpu", "") == {"web-0": 2000}
+    assert pod_requests([web], "cpu", "app") == {"web-0": 250}
+    with pytest.raises(MetricsError, match=r"^missing pod-level request for memory in Pod web-0$"):
+        pod_requests([web], "memory", "")
