@@ -17,10 +17,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import kubernetes
 import pytest
 
+from kube.api import codec
 from kube.pki import CertificateAuthority
 from tests.controlplane.apiserver.extensions import Extension, host_address, register, until
 from tests.servers import REPO, Kubectl, ServerProcess, serve_all_in_one
@@ -202,54 +204,20 @@ def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage
     assert "ScalingActive   True    ValidMetricFound" in described
 
 
-CRONTABS = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "crontabs.stable.example.com"},
-    "spec": {
-        "group": "stable.example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "cronSpec": {"type": "string"},
-                                    "image": {"type": "string"},
-                                    "replicas": {"type": "integer"},
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "replicas": {"type": "integer"},
-                                    "labelSelector": {"type": "string"},
-                                },
-                            },
-                        },
-                    }
-                },
-                "subresources": {
-                    "status": {},
-                    "scale": {
-                        "specReplicasPath": ".spec.replicas",
-                        "statusReplicasPath": ".status.replicas",
-                        "labelSelectorPath": ".status.labelSelector",
-                    },
-                },
-            }
-        ],
-    },
-}
-"""The kubernetes.io CronTab definition, with its scale subresource."""
+def crontab_definition() -> dict[str, Any]:
+    """The kubernetes.io CronTab definition (tests/kube/api/manifests), with the scale
+    subresource the same page adds to it (and the status field its selector is read from)."""
+    manifest = REPO / "tests/kube/api/manifests/apiextensions-customresourcedefinition-crontab.yaml"
+    definition: dict[str, Any] = codec.load_yaml_documents(manifest.read_text())[0]
+    stored = definition["spec"]["versions"][1]
+    stored["subresources"]["scale"] = {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.labelSelector",
+    }
+    status = stored["schema"]["openAPIV3Schema"]["properties"]["status"]
+    status["properties"]["labelSelector"] = {"type": "string"}
+    return definition
 
 
 def test_autoscale_a_custom_resource_through_its_scale_subresource(
@@ -257,7 +225,7 @@ def test_autoscale_a_custom_resource_through_its_scale_subresource(
 ) -> None:
     """A CronTab whose pods are a Deployment's (its status names their selector): the HPA
     reads their metrics and scales the CronTab's spec.replicas, up to its maximum."""
-    kubectl.run("create", "-f", "-", input=json.dumps(CRONTABS), namespaced=False)
+    kubectl.run("create", "-f", "-", input=json.dumps(crontab_definition()), namespaced=False)
     kubectl.run("create", "deployment", "worker", "--image=nginx", "--replicas=1")
     kubectl.run("set", "resources", "deployment", "worker", "--requests=cpu=200m")
     crontab = {
