@@ -24,8 +24,8 @@ import pytest
 
 from kube.api import codec
 from kube.pki import CertificateAuthority
-from tests.controlplane.apiserver.extensions import Extension, host_address, register, until
-from tests.servers import REPO, Kubectl, ServerProcess, serve_all_in_one
+from tests.controlplane.apiserver.extensions import Extension, register, until
+from tests.servers import REPO, Kubectl, ServerProcess, host_address, serve_all_in_one
 
 NAMESPACE = "shop"
 METRICS = "v1beta1.metrics.k8s.io"

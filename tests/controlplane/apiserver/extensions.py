@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.controlplane.apiserver.corpus import create
 from tests.servers import REPO, Kubectl
 
@@ -77,20 +75,6 @@ def available(kubectl: Kubectl, name: str) -> dict[str, Any]:
     """The Available condition of the APIService ``name`` (empty while it has none)."""
     conditions = kubectl.json("get", "apiservice", name).get("status", {}).get("conditions", [])
     return next((c for c in conditions if c["type"] == "Available"), {})
-
-
-def host_address() -> str:
-    """An IPv4 address of this machine other than loopback, which EndpointSlices refuse."""
-    shown = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    addresses = [shown[i + 1].partition("/")[0] for i, word in enumerate(shown) if word == "inet"]
-    if not addresses:
-        pytest.skip("no IPv4 address off loopback to serve the extension server on")
-    return addresses[0]
 
 
 def apiservice(name: str, spec: dict[str, Any]) -> dict[str, Any]:

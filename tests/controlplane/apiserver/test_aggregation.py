@@ -31,11 +31,17 @@ from tests.controlplane.apiserver.extensions import (
     apiservice,
     available,
     endpoint_slice,
-    host_address,
     register,
     until,
 )
-from tests.servers import BARE_APISERVER, Kubectl, ServerProcess, start_server, stop_server
+from tests.servers import (
+    BARE_APISERVER,
+    Kubectl,
+    ServerProcess,
+    host_address,
+    start_server,
+    stop_server,
+)
 
 GROUP, VERSION = "wardle.example.com", "v1alpha1"
 NAME = f"{VERSION}.{GROUP}"
