@@ -1,11 +1,11 @@
 """The horizontal pod autoscaler: sets the replica count of whatever an HPA targets from the
 metrics it names, as upstream's ``pkg/controller/podautoscaler/horizontal.go``.
 
-Keys are HPAs.  Each is synced when it appears and then every sync period (15 s), whatever
-happens: the metrics it reads change without any event.  Updates to an HPA (its own status
-writes among them) are taken at the next period, not at once, as upstream's rate-limited
-queue has them; failures are logged and retried at the next period too, never sooner, so a
-missing metric does not hammer the API or flood events.
+Keys are HPAs.  Each is synced when it appears (upstream waits one period first) and then
+every sync period (15 s), whatever happens: the metrics it reads change without any event.
+Updates to an HPA (its own status writes among them) are taken at the next period, not at
+once, as upstream's rate-limited queue has them; failures are logged and retried at the next
+period too, never sooner, so a missing metric does not hammer the API or flood events.
 
 A sync (upstream's ``reconcileAutoscaler``):
 
@@ -74,6 +74,7 @@ from kube.api.kinds.autoscaling_v2 import (
 )
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.labels import Selector, SelectorError, parse_selector
+from kube.api.struct import QuantityValue
 from kube.client.errors import ApiError, ClientError
 from kube.client.events import NORMAL, WARNING
 
@@ -128,7 +129,7 @@ def set_condition(
     existing.status, existing.reason, existing.message = condition_status, reason, message
 
 
-def _fraction(value: Any) -> float:
+def _fraction(value: QuantityValue) -> float:
     return float(quantity.Quantity.parse(value).as_fraction())
 
 

@@ -13,6 +13,8 @@ import pytest
 from controlplane.controllers.context import AutoscalerOptions, ControllerOptions
 from controlplane.controllers.horizontal import HorizontalController
 from kube.api.kinds.autoscaling_v2 import (
+    ContainerResourceMetricSource,
+    ContainerResourceMetricStatus,
     CrossVersionObjectReference,
     ExternalMetricSource,
     HorizontalPodAutoscaler,
@@ -26,6 +28,10 @@ from kube.api.kinds.autoscaling_v2 import (
     MetricStatus,
     MetricTarget,
     MetricValueStatus,
+    ObjectMetricSource,
+    ObjectMetricStatus,
+    PodsMetricSource,
+    PodsMetricStatus,
     ResourceMetricStatus,
     cpu_utilization_metric,
 )
@@ -554,3 +560,84 @@ async def test_two_hpas_on_the_same_pods_are_refused() -> None:
     r.controller._deleted(second)
     status = await r.sync()
     assert condition(status, "ScalingActive") == VALID_CPU
+
+
+async def test_container_resource_and_pods_metrics() -> None:
+    """A ContainerResource metric reads one container of the pods; a Pods metric, a custom
+    metric of each pod: statuses in the shape of their specs, the larger proposal wins."""
+    container = MetricSpec(
+        type="ContainerResource",
+        container_resource=ContainerResourceMetricSource(
+            name="cpu",
+            container="app",
+            target=MetricTarget(type="Utilization", average_utilization=50),
+        ),
+    )
+    qps = MetricSpec(
+        type="Pods",
+        pods=PodsMetricSource(
+            metric=MetricIdentifier(name="qps"),
+            target=MetricTarget(type="AverageValue", average_value="10"),
+        ),
+    )
+    r = rig(2, autoscaler(metrics=[container, qps]), pod("web-1"), pod("web-2"))
+    r.cpu(**{"web-1": 750, "web-2": 750})
+    r.metrics.pods["qps"] = {"web-1": 25_000, "web-2": 15_000}
+    status = await r.sync()
+    assert r.metrics.asked == [("cpu", "app"), ("qps", "")]
+    assert r.target.puts == [4]
+    assert status.current_metrics == [
+        MetricStatus(
+            type="ContainerResource",
+            container_resource=ContainerResourceMetricStatus(
+                name="cpu",
+                container="app",
+                current=MetricValueStatus(average_value="750m", average_utilization=75),
+            ),
+        ),
+        MetricStatus(
+            type="Pods",
+            pods=PodsMetricStatus(
+                metric=MetricIdentifier(name="qps"),
+                current=MetricValueStatus(average_value="20"),
+            ),
+        ),
+    ]
+    assert r.events() == [
+        ("Normal", "SuccessfulRescale", "New size: 4; reason: pods metric qps above target")
+    ]
+
+
+async def test_object_metric() -> None:
+    """The docs' Ingress example: requests-per-second of one Ingress, a Value target of 10k,
+    read at 25k with 2 ready pods: 5 wanted, 4 at once."""
+    ingress = CrossVersionObjectReference(
+        kind="Ingress", name="main-route", api_version="networking.k8s.io/v1"
+    )
+    spec = MetricSpec(
+        type="Object",
+        object=ObjectMetricSource(
+            metric=MetricIdentifier(name="requests-per-second"),
+            described_object=ingress,
+            target=MetricTarget(type="Value", value="10k"),
+        ),
+    )
+    r = rig(2, autoscaler(metrics=[spec]), pod("web-1"), pod("web-2"))
+    r.metrics.objects["requests-per-second"] = 25_000_000
+    status = await r.sync()
+    assert r.target.puts == [4]
+    assert status.current_metrics == [
+        MetricStatus(
+            type="Object",
+            object=ObjectMetricStatus(
+                metric=MetricIdentifier(name="requests-per-second"),
+                current=MetricValueStatus(value="25k"),
+                described_object=ingress,
+            ),
+        )
+    ]
+    assert condition(status, "ScalingActive")[2] == (
+        "the HPA was able to successfully calculate a replica count from Ingress metric "
+        "requests-per-second"
+    )
+    assert condition(status, "ScalingLimited")[1] == "ScaleUpLimit"
