@@ -1,8 +1,10 @@
 """The horizontal pod autoscaler end to end: ``kubelab server`` with hollow nodes, a tiny
 resource metrics API registered by an APIService (``controllers/podmetrics_server.py``,
 reporting the CPU use the test sets), and the pinned kubectl as a user drives it: ``kubectl
-autoscale`` a Deployment, load goes up and the HPA scales it up, load goes away and it scales
-it back down; ``get hpa`` and ``describe hpa`` read as upstream's.
+autoscale`` a Deployment as the walkthrough does (``--cpu-percent=50 --min=1 --max=10``), load
+goes up and the HPA scales it up, load goes away and it scales it back down; ``get hpa`` and
+``describe hpa`` read as upstream's.  A custom resource with a scale subresource is scaled the
+same way.
 
 The server syncs HPAs every second and stabilizes scale-downs over 5 s (the flags upstream
 has for this, instead of 15 s and 5 min), so the whole story takes seconds.
@@ -142,31 +144,33 @@ def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage
     kubectl.run("set", "resources", "deployment", "web", "--requests=cpu=200m")
     until(lambda: ready_replicas(kubectl) == 1, "the deployment to be ready", WAIT)
     autoscaled = kubectl.run(
-        "autoscale", "deployment", "web", "--cpu-percent=50", "--min=1", "--max=4"
+        "autoscale", "deployment", "web", "--cpu-percent=50", "--min=1", "--max=10"
     )
     assert autoscaled.stdout.strip() == "horizontalpodautoscaler.autoscaling/web autoscaled"
 
     until(lambda: hpa_row(kubectl)[3] == "50%/50%", "the HPA to read 50%", WAIT)
-    assert hpa_row(kubectl)[:7] == ["web", "Deployment/web", "cpu:", "50%/50%", "1", "4", "1"]
+    assert hpa_row(kubectl)[:7] == ["web", "Deployment/web", "cpu:", "50%/50%", "1", "10", "1"]
 
     usage.write_text(json.dumps({"cpu": "400m", "memory": "20Mi"}))
-    until(lambda: ready_replicas(kubectl) == 4, "the HPA to scale up to 4", WAIT)
-    until(lambda: hpa_row(kubectl)[3:7] == ["200%/50%", "1", "4", "4"], "REPLICAS 4", WAIT)
-    # Once the new pods report too, 16 are wanted and the maximum holds.
+    until(lambda: ready_replicas(kubectl) == 10, "the HPA to scale up to 10", WAIT)
+    until(lambda: hpa_row(kubectl)[3:7] == ["200%/50%", "1", "10", "10"], "REPLICAS 10", WAIT)
+    # Up by at most double (at least 4) a sync: 4, 8, then the maximum, which holds.
     until(lambda: "TooManyReplicas" in describe(kubectl), "ScalingLimited", WAIT)
     described = describe(kubectl)
     assert "Reference:                                             Deployment/web" in described
     assert "resource cpu on pods  (as a percentage of request):  200% (400m) / 50%" in described
     assert (
-        "Deployment pods:                                       4 current / 4 desired" in described
+        "Deployment pods:                                       10 current / 10 desired"
+        in described
     )
     assert "ScalingLimited  True    TooManyReplicas" in described
     assert "the desired replica count is more than the maximum replica count" in described
     assert "SuccessfulRescale  " in described
-    assert (
-        "New size: 4; reason: cpu resource utilization (percentage of request) above target"
-        in described
-    )
+    for size in (4, 8, 10):
+        assert (
+            f"New size: {size}; reason: cpu resource utilization (percentage of request) above "
+            "target" in described
+        )
     hpa = kubectl.json("get", "hpa", "web")
     assert hpa["status"]["currentMetrics"] == [
         {
@@ -177,7 +181,7 @@ def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage
             },
         }
     ]
-    assert hpa["status"]["desiredReplicas"] == 4
+    assert hpa["status"]["desiredReplicas"] == 10
     assert "lastScaleTime" in hpa["status"]
     # The official client reads the same status, at v2 and at v1.
     with kubernetes.config.new_client_from_config(config_file=str(kubectl.kubeconfig)) as api:
@@ -198,7 +202,7 @@ def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage
 
     usage.write_text(json.dumps({"cpu": "20m", "memory": "20Mi"}))
     until(lambda: ready_replicas(kubectl) == 1, "the HPA to scale back down to 1", WAIT)
-    until(lambda: hpa_row(kubectl)[3:7] == ["10%/50%", "1", "4", "1"], "REPLICAS 1", WAIT)
+    until(lambda: hpa_row(kubectl)[3:7] == ["10%/50%", "1", "10", "1"], "REPLICAS 1", WAIT)
     described = describe(kubectl)
     assert "New size: 1; reason: All metrics below target" in described
     assert "ScalingActive   True    ValidMetricFound" in described
