@@ -9,12 +9,13 @@ import json
 
 import pytest
 
-from controlplane.controllers.discovery import RESTMapper
+from controlplane.controllers.discovery import NoKindMatchError, RESTMapper
 from controlplane.controllers.hpametrics import MetricsError, PodMetric, RestMetricsClient
+from controlplane.controllers.replicacalculator import go_label_selector
 from kube.api.kinds.autoscaling_v2 import CrossVersionObjectReference
 from kube.api.kinds.metrics_v1beta1 import ContainerMetrics, PodMetrics
 from kube.api.labels import Selector, parse_selector
-from kube.api.meta_v1 import ObjectMeta
+from kube.api.meta_v1 import LabelSelector, LabelSelectorRequirement, ObjectMeta
 from kube.api.struct import QuantityValue
 from tests.fakeapi import Action, FakeApi, RawRequest, api_error
 
@@ -215,3 +216,49 @@ async def test_external_metric() -> None:
     assert asked[0].params == {"labelSelector": "queue=worker"}
     with pytest.raises(MetricsError, match=r"^no metrics returned from external metrics API$"):
         await metrics.external_metric("empty", "team", Selector.everything())
+
+
+async def test_the_rest_mapper_reads_discovery_again_for_an_unknown_kind() -> None:
+    """Kinds are found in their group version's discovery document, read once; a kind not in
+    it (a custom resource defined since) reads it again, and only then is refused."""
+    client = FakeApi()
+    listing: dict[str, object] = {
+        "kind": "APIResourceList",
+        "groupVersion": "stable.example.com/v1",
+        "resources": [],
+    }
+    asked = serve(client, {"/apis/stable.example.com/v1": listing})
+    mapper = RESTMapper(client)
+    with pytest.raises(NoKindMatchError, match='no matches for kind "CronTab" in group "stable'):
+        await mapper.resource_for("stable.example.com/v1", "CronTab")
+    listing["resources"] = [{"name": "crontabs", "namespaced": True, "kind": "CronTab"}]
+    found = await mapper.resource_for("stable.example.com/v1", "CronTab")
+    assert found.path.url("team", "nightly", "scale") == (
+        "/apis/stable.example.com/v1/namespaces/team/crontabs/nightly/scale"
+    )
+    await mapper.resource_for("stable.example.com/v1", "CronTab")
+    assert len(asked) == 2
+
+
+@pytest.mark.parametrize(
+    ("selector", "printed"),
+    [
+        pytest.param(None, "nil", id="none"),
+        pytest.param(
+            LabelSelector(
+                match_labels={"queue": "worker", "app": "web"},
+                match_expressions=[
+                    LabelSelectorRequirement(key="tier", operator="In", values=["a", "b"])
+                ],
+            ),
+            "&LabelSelector{MatchLabels:map[string]string{app: web,queue: worker,},"
+            "MatchExpressions:[]LabelSelectorRequirement{LabelSelectorRequirement{Key:tier,"
+            "Operator:In,Values:[a b],},},}",
+            id="labels-and-expressions",
+        ),
+    ],
+)
+def test_label_selectors_print_as_go_prints_them(
+    selector: LabelSelector | None, printed: str
+) -> None:
+    assert go_label_selector(selector) == printed
