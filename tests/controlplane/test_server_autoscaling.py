@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,10 @@ import pytest
 
 from kube.api import codec
 from kube.pki import CertificateAuthority
-from tests.controlplane.apiserver.extensions import Extension, register, until
+from tests.controlplane.apiserver.extensions import Extension, expose, register, until
 from tests.servers import REPO, Kubectl, ServerProcess, host_address, serve_all_in_one
 
 NAMESPACE = "shop"
-METRICS = "v1beta1.metrics.k8s.io"
 WAIT = 60.0
 
 
@@ -76,15 +76,28 @@ def nodes(server: ServerProcess) -> Iterator[None]:
         process.wait(timeout=10)
 
 
+@dataclass(frozen=True)
+class MetricsFiles:
+    """What the metrics APIs answer, read on every request: each pod's CPU and memory use, and
+    the external metrics' series."""
+
+    usage: Path
+    series: Path
+
+    def set_usage(self, cpu: str) -> None:
+        self.usage.write_text(json.dumps({"cpu": cpu, "memory": "20Mi"}))
+
+
 @pytest.fixture(scope="module")
-def usage(
+def metrics(
     server: ServerProcess, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
-    """The metrics API up behind Service ``shop/api`` and APIService v1beta1.metrics.k8s.io;
-    the file each pod's CPU use is read from."""
+) -> Iterator[MetricsFiles]:
+    """The metrics APIs up behind Service ``shop/api`` and the APIServices
+    v1beta1.metrics.k8s.io and v1beta1.external.metrics.k8s.io."""
     work = tmp_path_factory.mktemp("metrics")
-    usage = work / "usage.json"
-    usage.write_text(json.dumps({"cpu": "100m", "memory": "20Mi"}))
+    files = MetricsFiles(work / "usage.json", work / "series.json")
+    files.set_usage("100m")
+    files.series.write_text(json.dumps({}))
     ca = CertificateAuthority.create("metrics-ca")
     cert, key = ca.issue("api.shop.svc", server=True, dns_names=["api.shop.svc"]).write(
         work, "serving"
@@ -101,7 +114,9 @@ def usage(
             "--key",
             str(key),
             "--usage",
-            str(usage),
+            str(files.usage),
+            "--external",
+            str(files.series),
         ],
         work / "unused",
         host_address(),
@@ -109,8 +124,16 @@ def usage(
     extension.start()
     try:
         kubectl.run("create", "namespace", NAMESPACE, namespaced=False)
-        register(kubectl, extension, METRICS, "metrics.k8s.io", "v1beta1", ca.cert_pem)
-        yield usage
+        expose(kubectl, extension)
+        register(kubectl, "v1beta1.metrics.k8s.io", "metrics.k8s.io", "v1beta1", ca.cert_pem)
+        register(
+            kubectl,
+            "v1beta1.external.metrics.k8s.io",
+            "external.metrics.k8s.io",
+            "v1beta1",
+            ca.cert_pem,
+        )
+        yield files
     finally:
         extension.stop()
 
@@ -138,7 +161,9 @@ def ready_replicas(kubectl: Kubectl) -> int:
     return int(kubectl.json("get", "deployment", "web").get("status", {}).get("readyReplicas", 0))
 
 
-def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage: Path) -> None:
+def test_autoscale_a_deployment_up_and_down(
+    kubectl: Kubectl, nodes: None, metrics: MetricsFiles
+) -> None:
     created = kubectl.run("create", "deployment", "web", "--image=nginx", "--replicas=1")
     assert created.stdout.strip() == "deployment.apps/web created"
     kubectl.run("set", "resources", "deployment", "web", "--requests=cpu=200m")
@@ -151,7 +176,7 @@ def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage
     until(lambda: hpa_row(kubectl)[3] == "50%/50%", "the HPA to read 50%", WAIT)
     assert hpa_row(kubectl)[:7] == ["web", "Deployment/web", "cpu:", "50%/50%", "1", "10", "1"]
 
-    usage.write_text(json.dumps({"cpu": "400m", "memory": "20Mi"}))
+    metrics.set_usage("400m")
     until(lambda: ready_replicas(kubectl) == 10, "the HPA to scale up to 10", WAIT)
     until(lambda: hpa_row(kubectl)[3:7] == ["200%/50%", "1", "10", "10"], "REPLICAS 10", WAIT)
     # Up by at most double (at least 4) a sync: 4, 8, then the maximum, which holds.
@@ -200,7 +225,7 @@ def test_autoscale_a_deployment_up_and_down(kubectl: Kubectl, nodes: None, usage
         assert v1.status.current_cpu_utilization_percentage == 200
         assert v1.spec.target_cpu_utilization_percentage == 50
 
-    usage.write_text(json.dumps({"cpu": "20m", "memory": "20Mi"}))
+    metrics.set_usage("20m")
     until(lambda: ready_replicas(kubectl) == 1, "the HPA to scale back down to 1", WAIT)
     until(lambda: hpa_row(kubectl)[3:7] == ["10%/50%", "1", "10", "1"], "REPLICAS 1", WAIT)
     described = describe(kubectl)
@@ -225,7 +250,7 @@ def crontab_definition() -> dict[str, Any]:
 
 
 def test_autoscale_a_custom_resource_through_its_scale_subresource(
-    kubectl: Kubectl, nodes: None, usage: Path
+    kubectl: Kubectl, nodes: None, metrics: MetricsFiles
 ) -> None:
     """A CronTab whose pods are a Deployment's (its status names their selector): the HPA
     reads their metrics and scales the CronTab's spec.replicas, up to its maximum."""
@@ -254,7 +279,7 @@ def test_autoscale_a_custom_resource_through_its_scale_subresource(
         "-p",
         json.dumps({"status": {"replicas": 1, "labelSelector": "app=worker"}}),
     )
-    usage.write_text(json.dumps({"cpu": "400m", "memory": "20Mi"}))
+    metrics.set_usage("400m")
     autoscaled = kubectl.run(
         "autoscale", "crontab", "nightly", "--cpu-percent=50", "--min=1", "--max=3"
     )
@@ -272,4 +297,72 @@ def test_autoscale_a_custom_resource_through_its_scale_subresource(
     assert (
         "New size: 3; reason: cpu resource utilization (percentage of request) above target"
         in events
+    )
+
+
+def test_autoscale_on_an_external_metric(
+    kubectl: Kubectl, nodes: None, metrics: MetricsFiles
+) -> None:
+    """The docs' queue example: an External metric, 30 messages a pod of the worker queue's
+    series (the other queue's is not counted), read from the external metrics API."""
+    kubectl.run("create", "deployment", "consumer", "--image=nginx", "--replicas=1")
+    metrics.series.write_text(
+        json.dumps(
+            {
+                "queue_messages_ready": [
+                    [{"queue": "worker_tasks"}, "80"],
+                    [{"queue": "worker_tasks"}, "10"],
+                    [{"queue": "other_tasks"}, "500"],
+                ]
+            }
+        )
+    )
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "consumer"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "consumer"},
+            "minReplicas": 1,
+            "maxReplicas": 10,
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {
+                            "name": "queue_messages_ready",
+                            "selector": {"matchLabels": {"queue": "worker_tasks"}},
+                        },
+                        "target": {"type": "AverageValue", "averageValue": "30"},
+                    },
+                }
+            ],
+        },
+    }
+    kubectl.run("create", "-f", "-", input=json.dumps(hpa))
+
+    def replicas() -> int:
+        return int(kubectl.json("get", "deployment", "consumer")["spec"]["replicas"])
+
+    until(lambda: replicas() == 3, "the HPA to scale the consumer to 3", WAIT)
+    row = kubectl.run("get", "hpa", "consumer").stdout.splitlines()[1].split()
+    assert row[:6] == ["consumer", "Deployment/consumer", "90/30", "(avg)", "1", "10"]
+    status = kubectl.json("get", "hpa", "consumer")["status"]
+    assert status["currentMetrics"] == [
+        {
+            "type": "External",
+            "external": {
+                "metric": {
+                    "name": "queue_messages_ready",
+                    "selector": {"matchLabels": {"queue": "worker_tasks"}},
+                },
+                "current": {"averageValue": "90"},
+            },
+        }
+    ]
+    message = next(c for c in status["conditions"] if c["type"] == "ScalingActive")["message"]
+    assert message == (
+        "the HPA was able to successfully calculate a replica count from external metric "
+        "queue_messages_ready(&LabelSelector{MatchLabels:map[string]string{queue: worker_tasks,},"
+        "MatchExpressions:[]LabelSelectorRequirement{},})"
     )

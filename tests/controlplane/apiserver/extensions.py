@@ -99,11 +99,8 @@ def endpoint_slice(address: str, port: int) -> dict[str, Any]:
     }
 
 
-def register(
-    admin: Kubectl, extension: Extension, name: str, group: str, version: str, ca_pem: bytes
-) -> None:
-    """Service ``api`` in the kubectl's namespace, its EndpointSlice to ``extension``, and the
-    APIService ``name`` for ``group/version`` through it, waited on until Available."""
+def expose(admin: Kubectl, extension: Extension) -> None:
+    """Service ``api`` in the kubectl's namespace, with an EndpointSlice to ``extension``."""
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -111,6 +108,11 @@ def register(
         "spec": {"ports": [{"port": 443, "targetPort": extension.port}]},
     }
     create(admin, service, endpoint_slice(extension.address, extension.port))
+
+
+def register(admin: Kubectl, name: str, group: str, version: str, ca_pem: bytes) -> None:
+    """The APIService ``name`` for ``group/version`` through Service ``api`` (``expose``),
+    waited on until Available."""
     document = apiservice(
         name,
         {

@@ -31,6 +31,7 @@ from tests.controlplane.apiserver.extensions import (
     apiservice,
     available,
     endpoint_slice,
+    expose,
     register,
     until,
 )
@@ -97,7 +98,8 @@ def wardle(
     extension.start()
     try:
         admin.run("create", "namespace", NAMESPACE, namespaced=False)
-        register(admin, extension, NAME, GROUP, VERSION, ca.cert_pem)
+        expose(admin, extension)
+        register(admin, NAME, GROUP, VERSION, ca.cert_pem)
         yield extension
     finally:
         extension.stop()

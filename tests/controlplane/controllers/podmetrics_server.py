@@ -1,13 +1,17 @@
-"""A tiny resource metrics API for the autoscaler's server test: ``metrics.k8s.io/v1beta1``
-PodMetrics over HTTPS, with the values a test sets, behind an APIService.
+"""Tiny metrics APIs for the autoscaler's server test, over HTTPS, with the values a test sets:
+the resource metrics API (``metrics.k8s.io/v1beta1`` PodMetrics) and an external metrics API
+(``external.metrics.k8s.io/v1beta1``), each behind its APIService.
 
 Run as ``python -m tests.controlplane.controllers.podmetrics_server --kubeconfig K --cert C
---key K --usage FILE [--address A] [--port N]``; it prints ``serving on port N`` once it
-listens.  As the metrics-server does, it reports the Running pods of the namespace and label
-selector asked for; each of their containers uses what ``--usage`` (a JSON object of
-resource to quantity, read on every request) says at that moment, over a 1 s window.  It
-believes only the aggregator (a client certificate of the requestheader CA the API server
-publishes) and authorizes nothing further: the API server already has.
+--key K --usage FILE --external FILE [--address A] [--port N]``; it prints ``serving on port
+N`` once it listens.  As the metrics-server does, it reports the Running pods of the namespace
+and label selector asked for; each of their containers uses what ``--usage`` (a JSON object of
+resource to quantity, read on every request) says at that moment, over a 1 s window.  As an
+external metrics adapter does, it answers each metric named in ``--external`` (a JSON object
+of metric name to its series, each a list of labels and value, read on every request) with
+the series whose labels the request's selector matches.  It believes only the aggregator (a
+client certificate of the requestheader CA the API server publishes) and authorizes nothing
+further: the API server already has.
 """
 
 from __future__ import annotations
@@ -20,14 +24,17 @@ from pathlib import Path
 from aiohttp import web
 
 from kube.api import codec
+from kube.api.kinds import external_metrics_v1beta1 as external
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.metrics_v1beta1 import GROUP, VERSION, ContainerMetrics, PodMetrics
+from kube.api.labels import parse_selector
 from kube.api.meta_v1 import ObjectMeta
 from kube.client import delegation
 from kube.client.rest import Client
 from tests.controlplane.apiserver.extension_server import flags, serve
 
 PREFIX = f"/apis/{GROUP}/{VERSION}"
+EXTERNAL = f"/apis/{external.GROUP}/{external.VERSION}"
 RESOURCES = {
     "kind": "APIResourceList",
     "apiVersion": "v1",
@@ -40,11 +47,16 @@ RESOURCES = {
 
 class Metrics:
     def __init__(
-        self, client: Client, authenticator: delegation.RequestHeaderAuthenticator, usage: Path
+        self,
+        client: Client,
+        authenticator: delegation.RequestHeaderAuthenticator,
+        usage: Path,
+        series: Path,
     ) -> None:
         self.client = client
         self.authenticator = authenticator
         self.usage = usage
+        self.series = series
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
@@ -53,6 +65,8 @@ class Metrics:
             return web.json_response({"kind": "Status", "code": 401}, status=401)
         if request.path == PREFIX:
             return web.json_response(RESOURCES)
+        if request.path.startswith(EXTERNAL):
+            return self.external(request)
         parts = request.path.removeprefix(PREFIX + "/").split("/")
         if len(parts) != 3 or parts[0] != "namespaces" or parts[2] != "pods":
             return web.json_response({"kind": "Status", "code": 404}, status=404)
@@ -86,11 +100,52 @@ class Metrics:
         }
         return web.json_response(body)
 
+    def external(self, request: web.Request) -> web.Response:
+        """``/apis/external.metrics.k8s.io/v1beta1[/namespaces/NS/METRIC]``."""
+        series: dict[str, list[tuple[dict[str, str], str]]] = json.loads(self.series.read_text())
+        if request.path == EXTERNAL:
+            return web.json_response(
+                {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": f"{external.GROUP}/{external.VERSION}",
+                    "resources": [
+                        {"name": name, "namespaced": True, "kind": "ExternalMetricValueList"}
+                        for name in series
+                    ],
+                }
+            )
+        parts = request.path.removeprefix(EXTERNAL + "/").split("/")
+        if len(parts) != 3 or parts[0] != "namespaces" or parts[2] not in series:
+            return web.json_response({"kind": "Status", "code": 404}, status=404)
+        selector = parse_selector(request.query.get("labelSelector", ""))
+        now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+        listed = external.ExternalMetricValueList(
+            kind="ExternalMetricValueList",
+            api_version=f"{external.GROUP}/{external.VERSION}",
+            items=[
+                external.ExternalMetricValue(
+                    metric_name=parts[2],
+                    metric_labels=labels,
+                    timestamp=now,
+                    window_seconds=60,
+                    value=value,
+                )
+                for labels, value in series[parts[2]]
+                if selector.matches(labels)
+            ],
+        )
+        return web.json_response(codec.to_builtins(listed))
+
 
 if __name__ == "__main__":
     parser = flags()
     parser.add_argument("--usage", type=Path, required=True)
+    parser.add_argument("--external", type=Path, required=True)
     arguments = parser.parse_args()
     asyncio.run(
-        serve(arguments, lambda client, auth: Metrics(client, auth, arguments.usage).handle)
+        serve(
+            arguments,
+            lambda client, auth: Metrics(client, auth, arguments.usage, arguments.external).handle,
+        )
     )
