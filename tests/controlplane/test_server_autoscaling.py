@@ -78,10 +78,11 @@ def nodes(server: ServerProcess) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class MetricsFiles:
-    """What the metrics APIs answer, read on every request: each pod's CPU and memory use, and
-    the external metrics' series."""
+    """What the metrics APIs answer, read on every request: each pod's CPU and memory use, its
+    custom metrics, and the external metrics' series."""
 
     usage: Path
+    custom: Path
     series: Path
 
     def set_usage(self, cpu: str) -> None:
@@ -93,10 +94,11 @@ def metrics(
     server: ServerProcess, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[MetricsFiles]:
     """The metrics APIs up behind Service ``shop/api`` and the APIServices
-    v1beta1.metrics.k8s.io and v1beta1.external.metrics.k8s.io."""
+    v1beta1.metrics.k8s.io, v1beta2.custom.metrics.k8s.io and v1beta1.external.metrics.k8s.io."""
     work = tmp_path_factory.mktemp("metrics")
-    files = MetricsFiles(work / "usage.json", work / "series.json")
+    files = MetricsFiles(work / "usage.json", work / "custom.json", work / "series.json")
     files.set_usage("100m")
+    files.custom.write_text(json.dumps({}))
     files.series.write_text(json.dumps({}))
     ca = CertificateAuthority.create("metrics-ca")
     cert, key = ca.issue("api.shop.svc", server=True, dns_names=["api.shop.svc"]).write(
@@ -115,6 +117,8 @@ def metrics(
             str(key),
             "--usage",
             str(files.usage),
+            "--custom",
+            str(files.custom),
             "--external",
             str(files.series),
         ],
@@ -126,13 +130,11 @@ def metrics(
         kubectl.run("create", "namespace", NAMESPACE, namespaced=False)
         expose(kubectl, extension)
         register(kubectl, "v1beta1.metrics.k8s.io", "metrics.k8s.io", "v1beta1", ca.cert_pem)
-        register(
-            kubectl,
-            "v1beta1.external.metrics.k8s.io",
-            "external.metrics.k8s.io",
-            "v1beta1",
-            ca.cert_pem,
-        )
+        for group, version in (
+            ("custom.metrics.k8s.io", "v1beta2"),
+            ("external.metrics.k8s.io", "v1beta1"),
+        ):
+            register(kubectl, f"{version}.{group}", group, version, ca.cert_pem)
         yield files
     finally:
         extension.stop()
@@ -366,3 +368,46 @@ def test_autoscale_on_an_external_metric(
         "queue_messages_ready(&LabelSelector{MatchLabels:map[string]string{queue: worker_tasks,},"
         "MatchExpressions:[]LabelSelectorRequirement{},})"
     )
+
+
+def test_autoscale_on_a_pods_metric(kubectl: Kubectl, nodes: None, metrics: MetricsFiles) -> None:
+    """The docs' packets-per-second example: a Pods metric from the custom metrics API, an
+    AverageValue of 1k; at 2k a pod the Deployment doubles, up to its maximum."""
+    kubectl.run("create", "deployment", "frontend", "--image=nginx", "--replicas=1")
+    metrics.custom.write_text(json.dumps({"packets-per-second": "2k"}))
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "frontend"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "frontend"},
+            "minReplicas": 1,
+            "maxReplicas": 2,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": "packets-per-second"},
+                        "target": {"type": "AverageValue", "averageValue": "1k"},
+                    },
+                }
+            ],
+        },
+    }
+    kubectl.run("create", "-f", "-", input=json.dumps(hpa))
+
+    def replicas() -> int:
+        return int(kubectl.json("get", "deployment", "frontend")["spec"]["replicas"])
+
+    until(lambda: replicas() == 2, "the HPA to scale the frontend to 2", WAIT)
+    until(
+        lambda: (
+            kubectl.run("get", "hpa", "frontend").stdout.splitlines()[1].split()[2:6]
+            == ["2k/1k", "1", "2", "2"]
+        ),
+        "the HPA's row to read 2k/1k with 2 replicas",
+        WAIT,
+    )
+    described = kubectl.run("describe", "hpa", "frontend").stdout
+    assert '"packets-per-second" on pods:  2k / 1k' in described
+    assert "New size: 2; reason: pods metric packets-per-second above target" in described
