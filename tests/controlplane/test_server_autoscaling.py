@@ -155,6 +155,26 @@ def hpa_row(kubectl: Kubectl) -> list[str]:
     return lines[1].split()
 
 
+def create_hpa(kubectl: Kubectl, name: str, maximum: int, metric: dict[str, Any]) -> None:
+    """An autoscaling/v2 HPA of Deployment ``name`` on one metric, as a manifest would be."""
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": 1,
+            "maxReplicas": maximum,
+            "metrics": [metric],
+        },
+    }
+    kubectl.run("create", "-f", "-", input=json.dumps(hpa))
+
+
+def wanted_replicas(kubectl: Kubectl, deployment: str) -> int:
+    return int(kubectl.json("get", "deployment", deployment)["spec"]["replicas"])
+
+
 def describe(kubectl: Kubectl) -> str:
     return kubectl.run("describe", "hpa", "web").stdout
 
@@ -319,34 +339,27 @@ def test_autoscale_on_an_external_metric(
             }
         )
     )
-    hpa = {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "consumer"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "consumer"},
-            "minReplicas": 1,
-            "maxReplicas": 10,
-            "metrics": [
-                {
-                    "type": "External",
-                    "external": {
-                        "metric": {
-                            "name": "queue_messages_ready",
-                            "selector": {"matchLabels": {"queue": "worker_tasks"}},
-                        },
-                        "target": {"type": "AverageValue", "averageValue": "30"},
-                    },
-                }
-            ],
+    create_hpa(
+        kubectl,
+        "consumer",
+        10,
+        {
+            "type": "External",
+            "external": {
+                "metric": {
+                    "name": "queue_messages_ready",
+                    "selector": {"matchLabels": {"queue": "worker_tasks"}},
+                },
+                "target": {"type": "AverageValue", "averageValue": "30"},
+            },
         },
-    }
-    kubectl.run("create", "-f", "-", input=json.dumps(hpa))
+    )
 
-    def replicas() -> int:
-        return int(kubectl.json("get", "deployment", "consumer")["spec"]["replicas"])
-
-    until(lambda: replicas() == 3, "the HPA to scale the consumer to 3", WAIT)
+    until(
+        lambda: wanted_replicas(kubectl, "consumer") == 3,
+        "the HPA to scale the consumer to 3",
+        WAIT,
+    )
     row = kubectl.run("get", "hpa", "consumer").stdout.splitlines()[1].split()
     assert row[:6] == ["consumer", "Deployment/consumer", "90/30", "(avg)", "1", "10"]
     status = kubectl.json("get", "hpa", "consumer")["status"]
@@ -375,31 +388,24 @@ def test_autoscale_on_a_pods_metric(kubectl: Kubectl, nodes: None, metrics: Metr
     AverageValue of 1k; at 2k a pod the Deployment doubles, up to its maximum."""
     kubectl.run("create", "deployment", "frontend", "--image=nginx", "--replicas=1")
     metrics.custom.write_text(json.dumps({"packets-per-second": "2k"}))
-    hpa = {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "frontend"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "frontend"},
-            "minReplicas": 1,
-            "maxReplicas": 2,
-            "metrics": [
-                {
-                    "type": "Pods",
-                    "pods": {
-                        "metric": {"name": "packets-per-second"},
-                        "target": {"type": "AverageValue", "averageValue": "1k"},
-                    },
-                }
-            ],
+    create_hpa(
+        kubectl,
+        "frontend",
+        2,
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "packets-per-second"},
+                "target": {"type": "AverageValue", "averageValue": "1k"},
+            },
         },
-    }
-    kubectl.run("create", "-f", "-", input=json.dumps(hpa))
+    )
 
-    def replicas() -> int:
-        return int(kubectl.json("get", "deployment", "frontend")["spec"]["replicas"])
-
-    until(lambda: replicas() == 2, "the HPA to scale the frontend to 2", WAIT)
+    until(
+        lambda: wanted_replicas(kubectl, "frontend") == 2,
+        "the HPA to scale the frontend to 2",
+        WAIT,
+    )
     until(
         lambda: (
             kubectl.run("get", "hpa", "frontend").stdout.splitlines()[1].split()[2:6]

@@ -65,6 +65,16 @@ def flunder(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
+def remote_user(
+    authenticator: delegation.RequestHeaderAuthenticator, request: web.Request
+) -> delegation.RemoteUser | None:
+    """Who the aggregator says sent ``request``, if the aggregator's client certificate
+    vouches for it."""
+    ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+    cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    return authenticator.authenticate(cert, list(request.headers.items()))
+
+
 class Wardle:
     def __init__(
         self, client: Client, authenticator: delegation.RequestHeaderAuthenticator, record: Path
@@ -74,9 +84,7 @@ class Wardle:
         self.record = record
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
-        cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        user = self.authenticator.authenticate(cert, list(request.headers.items()))
+        user = remote_user(self.authenticator, request)
         with self.record.open("a") as out:
             out.write(
                 json.dumps(

@@ -35,19 +35,30 @@ from kube.api.labels import parse_selector
 from kube.api.meta_v1 import ObjectMeta
 from kube.client import delegation
 from kube.client.rest import Client
-from tests.controlplane.apiserver.extension_server import flags, serve
+from tests.controlplane.apiserver.extension_server import flags, remote_user, serve
 
 PREFIX = f"/apis/{GROUP}/{VERSION}"
 EXTERNAL = f"/apis/{external.GROUP}/{external.VERSION}"
 CUSTOM = f"/apis/{custom.GROUP}/{custom.VERSION}"
-RESOURCES = {
-    "kind": "APIResourceList",
-    "apiVersion": "v1",
-    "groupVersion": f"{GROUP}/{VERSION}",
-    "resources": [
-        {"name": "pods", "namespaced": True, "kind": "PodMetrics", "verbs": ["get", "list"]},
-    ],
-}
+
+
+def _not_found() -> web.Response:
+    return web.json_response({"kind": "Status", "code": 404}, status=404)
+
+
+def _resources(prefix: str, names: list[str], kind: str) -> web.Response:
+    """The discovery document of a group version (``prefix``): its resources by name."""
+    return web.json_response(
+        {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": prefix.removeprefix("/apis/"),
+            "resources": [
+                {"name": name, "namespaced": True, "kind": kind, "verbs": ["get", "list"]}
+                for name in names
+            ],
+        }
+    )
 
 
 class Metrics:
@@ -66,19 +77,17 @@ class Metrics:
         self.series = series
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
-        cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        if self.authenticator.authenticate(cert, list(request.headers.items())) is None:
+        if remote_user(self.authenticator, request) is None:
             return web.json_response({"kind": "Status", "code": 401}, status=401)
         if request.path == PREFIX:
-            return web.json_response(RESOURCES)
+            return _resources(PREFIX, ["pods"], "PodMetrics")
         if request.path.startswith(EXTERNAL):
             return self.external(request)
         if request.path.startswith(CUSTOM):
             return await self.pods_metric(request)
         parts = request.path.removeprefix(PREFIX + "/").split("/")
         if len(parts) != 3 or parts[0] != "namespaces" or parts[2] != "pods":
-            return web.json_response({"kind": "Status", "code": 404}, status=404)
+            return _not_found()
         usage = json.loads(self.usage.read_text())
         now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
         items = [
@@ -116,22 +125,12 @@ class Metrics:
         """``/apis/custom.metrics.k8s.io/v1beta2[/namespaces/NS/pods/*/METRIC]``."""
         values: dict[str, str] = json.loads(self.custom.read_text())
         if request.path == CUSTOM:
-            return web.json_response(
-                {
-                    "kind": "APIResourceList",
-                    "apiVersion": "v1",
-                    "groupVersion": f"{custom.GROUP}/{custom.VERSION}",
-                    "resources": [
-                        {"name": f"pods/{name}", "namespaced": True, "kind": "MetricValueList"}
-                        for name in values
-                    ],
-                }
-            )
+            return _resources(CUSTOM, [f"pods/{name}" for name in values], "MetricValueList")
         parts = request.path.removeprefix(CUSTOM + "/").split("/")
         if len(parts) != 5 or parts[0] != "namespaces" or parts[2:4] != ["pods", "*"]:
-            return web.json_response({"kind": "Status", "code": 404}, status=404)
+            return _not_found()
         if parts[4] not in values:
-            return web.json_response({"kind": "Status", "code": 404}, status=404)
+            return _not_found()
         now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
         listed = custom.MetricValueList(
             kind="MetricValueList",
@@ -155,20 +154,10 @@ class Metrics:
         """``/apis/external.metrics.k8s.io/v1beta1[/namespaces/NS/METRIC]``."""
         series: dict[str, list[tuple[dict[str, str], str]]] = json.loads(self.series.read_text())
         if request.path == EXTERNAL:
-            return web.json_response(
-                {
-                    "kind": "APIResourceList",
-                    "apiVersion": "v1",
-                    "groupVersion": f"{external.GROUP}/{external.VERSION}",
-                    "resources": [
-                        {"name": name, "namespaced": True, "kind": "ExternalMetricValueList"}
-                        for name in series
-                    ],
-                }
-            )
+            return _resources(EXTERNAL, list(series), "ExternalMetricValueList")
         parts = request.path.removeprefix(EXTERNAL + "/").split("/")
         if len(parts) != 3 or parts[0] != "namespaces" or parts[2] not in series:
-            return web.json_response({"kind": "Status", "code": 404}, status=404)
+            return _not_found()
         selector = parse_selector(request.query.get("labelSelector", ""))
         now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
         listed = external.ExternalMetricValueList(
