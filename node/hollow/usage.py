@@ -7,8 +7,10 @@ share (the system's) plus its running pods'.  Changing the annotation changes th
 the measurement that sees it on: CPU time is integrated, measurement after measurement, so the
 cumulative figures stay monotonic and the rate the metrics-server computes from two of them is
 exactly what was asked.
-Measurements are taken at whole milliseconds, as /metrics/resource stamps them, so that holds
-to the nanocore.
+A container has used its CPU since its pod started (as a cgroup's counter has), so even the
+first measurement is not zero, which the metrics-server would take for missing.  Measurements
+are taken at whole milliseconds, as /metrics/resource stamps them, so the rate holds to the
+nanocore.
 
 ``HollowUsage`` is one node's ``stats.StatsProvider``; the kubelet server serves it as it
 serves a real kubelet's cgroup readings.
@@ -142,7 +144,8 @@ class HollowUsage:
             for name, usage in container_usage(pod, self.profile).items():
                 counter = self._containers.get((uid, name))
                 if counter is None:
-                    counter = self._containers[(uid, name)] = _Counter(now, usage.cpu_millis)
+                    since = min(_whole_ms(started), now)
+                    counter = self._containers[(uid, name)] = _Counter(since, usage.cpu_millis)
                 seen.add((uid, name))
                 cpu_ns = counter.advance(now, usage.cpu_millis)
                 containers.append(ContainerStats(name, started, *_stats(now, cpu_ns, usage)))

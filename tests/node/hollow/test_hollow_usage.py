@@ -20,6 +20,7 @@ from node.hollow.usage import (
 from node.kubelet.stats import CPUStats, MemoryStats
 
 T0 = datetime.datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=datetime.UTC)
+STARTED = T0 - datetime.timedelta(seconds=4)
 MI = 1024 * 1024
 PROFILE = UsageProfile(container=Usage(10, 16 * MI), node=Usage(100, 512 * MI))
 
@@ -31,7 +32,7 @@ def _pod(name: str, annotation: object = None, phase: str = "Running") -> Pod:
             name=name, namespace="default", uid=f"uid-{name}", annotations=annotations
         ),
         spec=PodSpec(containers=[Container(name="app"), Container(name="sidecar")]),
-        status=PodStatus(phase=phase, start_time=T0),
+        status=PodStatus(phase=phase, start_time=STARTED),
     )
 
 
@@ -58,10 +59,10 @@ async def test_rates_are_exact_and_change_from_the_next_measurement() -> None:
     first = await usage.summary()
     at = T0.replace(microsecond=123000)
     (web,) = first.pods
-    assert (web.name, web.uid, web.start_time) == ("web", "uid-web", T0)
+    assert (web.name, web.uid, web.start_time) == ("web", "uid-web", STARTED)
     assert [(c.name, c.cpu, c.memory) for c in web.containers] == [
-        ("app", CPUStats(at, 0, 250_000_000), MemoryStats(at, 64 * MI, 64 * MI)),
-        ("sidecar", CPUStats(at, 0, 10_000_000), MemoryStats(at, 16 * MI, 16 * MI)),
+        ("app", CPUStats(at, 1_000_000_000, 250_000_000), MemoryStats(at, 64 * MI, 64 * MI)),
+        ("sidecar", CPUStats(at, 40_000_000, 10_000_000), MemoryStats(at, 16 * MI, 16 * MI)),
     ]
     assert first.node.memory == MemoryStats(at, 592 * MI, 592 * MI)
     assert first.node.cpu == CPUStats(at, 0, 360_000_000)
@@ -70,13 +71,13 @@ async def test_rates_are_exact_and_change_from_the_next_measurement() -> None:
     pods[0] = _pod("web", {"app": {"cpu": "500m", "memory": "64Mi"}})
     second = await usage.summary()
     app = second.pods[0].containers[0]
-    assert app.cpu is not None and app.cpu.usage_core_nano_seconds == 2_500_000_000
+    assert app.cpu is not None and app.cpu.usage_core_nano_seconds == 3_500_000_000
     assert app.cpu.time - at == datetime.timedelta(seconds=10)
     assert second.pods[0].cpu is not None
-    assert second.pods[0].cpu.usage_core_nano_seconds == 2_600_000_000
+    assert second.pods[0].cpu.usage_core_nano_seconds == 3_640_000_000
     assert second.node.cpu is not None and second.node.cpu.usage_core_nano_seconds == 3_600_000_000
 
     await clock.advance(2)
     third = await usage.summary()
     app = third.pods[0].containers[0]
-    assert app.cpu is not None and app.cpu.usage_core_nano_seconds == 3_500_000_000
+    assert app.cpu is not None and app.cpu.usage_core_nano_seconds == 4_500_000_000
