@@ -211,7 +211,7 @@ class MetricsAPI:
         if output.as_:
             raise errors.not_acceptable(f"{kind.group_resource} are served as objects or tables")
         if single:
-            return respond(found[0], 200, output)
+            return respond(found[0].typed(), 200, output)
         listed = ResourceList(
             kind=kind.list_kind, api_version=kind.api_version, metadata=ListMeta(), items=found
         )

@@ -33,7 +33,15 @@ from kubernetes import utils as k8s_utils
 
 from kube.pki import CertificateAuthority
 from tests.controlplane.apiserver.corpus import CORPUS, columns, create, refused_document
-from tests.servers import BARE_APISERVER, REPO, Kubectl, ServerProcess, start_server, stop_server
+from tests.servers import (
+    BARE_APISERVER,
+    REPO,
+    Kubectl,
+    ServerProcess,
+    host_address,
+    start_server,
+    stop_server,
+)
 
 GROUP, VERSION = "wardle.example.com", "v1alpha1"
 NAME = f"{VERSION}.{GROUP}"
@@ -106,20 +114,6 @@ def _available(kubectl: Kubectl) -> dict[str, Any]:
     return next((c for c in conditions if c["type"] == "Available"), {})
 
 
-def _host_address() -> str:
-    """An IPv4 address of this machine other than loopback, which EndpointSlices refuse."""
-    shown = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    addresses = [shown[i + 1].partition("/")[0] for i, word in enumerate(shown) if word == "inet"]
-    if not addresses:
-        pytest.skip("no IPv4 address off loopback to serve the extension server on")
-    return addresses[0]
-
-
 def _apiservice(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     """An APIService document (fields given as None left out)."""
     return {
@@ -165,7 +159,7 @@ def wardle(
             str(work / "requests.jsonl"),
         ],
         work / "requests.jsonl",
-        _host_address(),
+        host_address(),
     )
     extension.start()
     try:
