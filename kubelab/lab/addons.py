@@ -1,5 +1,5 @@
-"""The cluster add-ons the lab installs, as typed objects: the cluster DNS, and the RBAC of
-the NetworkPolicy agents.
+"""The cluster add-ons the lab installs, as typed objects: the cluster DNS, the metrics-server,
+and the RBAC of the NetworkPolicy agents.
 
 ``cluster_dns()`` returns what a kubeadm cluster's CoreDNS manifests hold, for ``kubelab dns``:
 the ``kube-dns`` ServiceAccount in kube-system, a ClusterRole (list and watch Services,
@@ -19,6 +19,18 @@ where it forwards other names, never through itself), tolerates the control-plan
 is pinned to the control plane (nodeSelector ``node-role.kubernetes.io/control-plane``: the
 one node that imports the large kubelab image), and is probed on ``/healthz`` (liveness)
 and ``/ready`` (readiness: its caches synced).
+``metrics_server()`` is upstream metrics-server's components.yaml for ``kubelab
+metrics-server``: its ServiceAccount; ``system:metrics-server`` (nodes/metrics, pods and nodes)
+and ``system:aggregated-metrics-reader`` (aggregated into view, edit and admin) with their
+bindings, the auth-delegator and extension-apiserver-authentication-reader bindings a
+delegating extension server needs; the Deployment, the ``metrics-server`` Service and the
+APIService ``v1beta1.metrics.k8s.io`` (group priority 100, version priority 100, its
+self-signed certificate not verified, as upstream's).  It reaches the kubelets at their
+InternalIP with its service-account token, verifying their serving certificates with the
+cluster CA (the lab's kubelets have theirs signed through the API server).  Unlike upstream's
+pod, it runs in the control plane node's network (hostNetwork, on port 4443: the node's
+kubelet holds 10250), where the API server reaches it and it reaches the kubelets by the
+routes the control plane already has, without relying on the pod network.
 ``network_policy_rbac()`` is what kube-network-policies' manifest grants its agent: a
 ClusterRole reading Pods, Namespaces and NetworkPolicies, bound to the user the lab's agents
 are (``system:kubelab-network-policy``, a client certificate of the cluster CA, since they
@@ -30,6 +42,7 @@ the components never do.
 
 from __future__ import annotations
 
+from kube.api.kinds.apiregistration_v1 import APIService, APIServiceSpec, ServiceReference
 from kube.api.kinds.apps_v1 import Deployment, DeploymentSpec
 from kube.api.kinds.core_v1.cluster import ServiceAccount
 from kube.api.kinds.core_v1.pod import (
@@ -42,7 +55,14 @@ from kube.api.kinds.core_v1.pod import (
     Toleration,
 )
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kube.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject
+from kube.api.kinds.rbac_v1 import (
+    ClusterRole,
+    ClusterRoleBinding,
+    PolicyRule,
+    RoleBinding,
+    RoleRef,
+    Subject,
+)
 from kube.api.meta_v1 import LabelSelector, ObjectMeta, Resource
 from kubelab.lab.images import KUBELAB_IMAGE
 
@@ -57,6 +77,10 @@ METRICS_PORT = 9153
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 NETWORK_POLICY_USER = "system:kubelab-network-policy"
 READ = ["get", "list", "watch"]
+METRICS_NAME = "metrics-server"
+METRICS_ROLE = "system:metrics-server"
+METRICS_PORT_SECURE = 4443
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 def cluster_dns(
@@ -155,6 +179,127 @@ def cluster_dns(
         binding,
         deployment,
         service,
+    ]
+
+
+def _cluster_role_ref(name: str) -> RoleRef:
+    return RoleRef(api_group=RBAC_GROUP, kind="ClusterRole", name=name)
+
+
+def metrics_server(image: str = KUBELAB_IMAGE) -> list[Resource]:
+    """The metrics-server add-on's objects, in creation order; see the module docstring."""
+    labels = {"k8s-app": METRICS_NAME}
+    namespace = DNS_NAMESPACE
+
+    def meta(name: str, namespaced: bool = True, **extra: str) -> ObjectMeta:
+        return ObjectMeta(
+            name=name, namespace=namespace if namespaced else None, labels={**labels, **extra}
+        )
+
+    account = Subject(kind="ServiceAccount", name=METRICS_NAME, namespace=namespace)
+    reader = ClusterRole(
+        metadata=meta(
+            "system:aggregated-metrics-reader",
+            namespaced=False,
+            **{
+                f"rbac.authorization.k8s.io/aggregate-to-{r}": "true"
+                for r in ("view", "edit", "admin")
+            },
+        ),
+        rules=[PolicyRule(api_groups=["metrics.k8s.io"], resources=["pods", "nodes"], verbs=READ)],
+    )
+    role = ClusterRole(
+        metadata=meta(METRICS_ROLE, namespaced=False),
+        rules=[
+            PolicyRule(api_groups=[""], resources=["nodes/metrics"], verbs=["get"]),
+            PolicyRule(api_groups=[""], resources=["pods", "nodes"], verbs=READ),
+        ],
+    )
+    command = [
+        "kubelab",
+        "metrics-server",
+        f"--secure-port={METRICS_PORT_SECURE}",
+        "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+        "--metric-resolution=15s",
+    ]
+    container = Container(
+        name=METRICS_NAME,
+        image=image,
+        image_pull_policy="IfNotPresent",
+        command=command,
+        ports=[ContainerPort(name="https", container_port=METRICS_PORT_SECURE, protocol="TCP")],
+        liveness_probe=Probe(
+            http_get=HTTPGetAction(path="/livez", port="https", scheme="HTTPS"),
+            period_seconds=10,
+            failure_threshold=3,
+        ),
+        readiness_probe=Probe(
+            http_get=HTTPGetAction(path="/readyz", port="https", scheme="HTTPS"),
+            period_seconds=2,
+        ),
+    )
+    deployment = Deployment(
+        metadata=meta(METRICS_NAME),
+        spec=DeploymentSpec(
+            replicas=1,
+            selector=LabelSelector(match_labels=labels),
+            template=PodTemplateSpec(
+                metadata=ObjectMeta(labels=labels),
+                spec=PodSpec(
+                    containers=[container],
+                    service_account_name=METRICS_NAME,
+                    host_network=True,
+                    priority_class_name="system-cluster-critical",
+                    node_selector={CONTROL_PLANE_TAINT: ""},
+                    tolerations=[
+                        Toleration(key=CONTROL_PLANE_TAINT, operator="Exists", effect="NoSchedule")
+                    ],
+                ),
+            ),
+        ),
+    )
+    service = Service(
+        metadata=meta(METRICS_NAME),
+        spec=ServiceSpec(
+            selector=labels,
+            ports=[ServicePort(name="https", port=443, target_port="https", protocol="TCP")],
+        ),
+    )
+    apiservice = APIService(
+        metadata=ObjectMeta(name="v1beta1.metrics.k8s.io", labels=labels),
+        spec=APIServiceSpec(
+            group="metrics.k8s.io",
+            version="v1beta1",
+            group_priority_minimum=100,
+            version_priority=100,
+            insecure_skip_tls_verify=True,
+            service=ServiceReference(name=METRICS_NAME, namespace=namespace),
+        ),
+    )
+    return [
+        ServiceAccount(metadata=meta(METRICS_NAME)),
+        reader,
+        role,
+        RoleBinding(
+            metadata=meta("metrics-server-auth-reader"),
+            role_ref=RoleRef(
+                api_group=RBAC_GROUP, kind="Role", name="extension-apiserver-authentication-reader"
+            ),
+            subjects=[account],
+        ),
+        ClusterRoleBinding(
+            metadata=meta("metrics-server:system:auth-delegator", namespaced=False),
+            role_ref=_cluster_role_ref("system:auth-delegator"),
+            subjects=[account],
+        ),
+        ClusterRoleBinding(
+            metadata=meta(METRICS_ROLE, namespaced=False),
+            role_ref=_cluster_role_ref(METRICS_ROLE),
+            subjects=[account],
+        ),
+        service,
+        deployment,
+        apiservice,
     ]
 
 
