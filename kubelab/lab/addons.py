@@ -230,8 +230,9 @@ def metrics_server(image: str = KUBELAB_IMAGE) -> list[Resource]:
         ports=[ContainerPort(name="https", container_port=METRICS_PORT_SECURE, protocol="TCP")],
         liveness_probe=Probe(
             http_get=HTTPGetAction(path="/livez", port="https", scheme="HTTPS"),
-            period_seconds=10,
-            failure_threshold=3,
+            initial_delay_seconds=20,
+            timeout_seconds=5,
+            failure_threshold=5,
         ),
         readiness_probe=Probe(
             http_get=HTTPGetAction(path="/readyz", port="https", scheme="HTTPS"),

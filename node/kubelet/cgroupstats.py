@@ -2,9 +2,9 @@
 
 Where to read: the runtime manager gives each sandbox its pod cgroup (``cgroups.
 pod_cgroup_parent``, recorded on the sandbox) and containerd's runc, with the cgroupfs driver,
-puts each container in ``<pod cgroup>/<container id>``.  The node is the kubelet's cgroup root
-(its ``--cgroup-root``, every pod of the node below it): on the lab's nodes, which share one
-machine, the machine's root cgroup would count every other node's pods too.
+puts each container in ``<pod cgroup>/<container id>``.  The node is the root cgroup, as
+upstream's (cAdvisor's ``/``): everything the machine runs.  The lab's nodes share one machine,
+so each reports the machine's usage, which is what their kubelets see of it.
 
 What to read, per cgroup (``SysCgroupReader``, behind ``CgroupReader`` so tests give it a
 tree in a temporary directory):
@@ -13,7 +13,8 @@ tree in a temporary directory):
   the joint ``cpu,cpuacct``), ``memory.usage_in_bytes`` and ``memory.stat``'s
   ``total_inactive_file`` in the memory hierarchy;
 - v2 (``cgroup.controllers`` at the root): ``cpu.stat``'s ``usage_usec``, ``memory.current``
-  and ``memory.stat``'s ``inactive_file``.
+  and ``memory.stat``'s ``inactive_file``; the root has no ``memory.current``, so the node's
+  memory comes from ``/proc/meminfo`` there (MemTotal - MemFree, less ``Inactive(file)``).
 
 The working set is usage minus inactive file pages, never below zero, as cAdvisor computes it.
 A cgroup that is not there (a container that just went) is skipped, not an error.
@@ -78,8 +79,11 @@ class SysCgroupReader:
 
     CPUACCT = ("cpuacct", "cpu,cpuacct", "cpuacct,cpu")
 
-    def __init__(self, root: Path = Path("/sys/fs/cgroup")) -> None:
+    def __init__(
+        self, root: Path = Path("/sys/fs/cgroup"), meminfo: Path = Path("/proc/meminfo")
+    ) -> None:
         self.root = root
+        self.meminfo = meminfo
         self.v2 = (root / "cgroup.controllers").exists()
         self._cpuacct = next(
             (root / name for name in self.CPUACCT if (root / name).is_dir()), root / "cpuacct"
@@ -102,29 +106,40 @@ class SysCgroupReader:
 
     def _read_v2(self, directory: Path) -> CgroupUsage:
         cpu = _stat(directory / "cpu.stat", "usage_usec") * 1000
-        usage = int((directory / "memory.current").read_text())
-        inactive = _stat(directory / "memory.stat", "inactive_file")
+        if directory == self.root:
+            info = {
+                name: int(value.split()[0])
+                for name, _, value in (
+                    line.partition(":") for line in self.meminfo.read_text().splitlines()
+                )
+            }
+            usage = (info["MemTotal"] - info["MemFree"]) * 1024
+            inactive = info["Inactive(file)"] * 1024
+        else:
+            usage = int((directory / "memory.current").read_text())
+            inactive = _stat(directory / "memory.stat", "inactive_file")
         return CgroupUsage(cpu, usage, max(usage - inactive, 0))
 
 
 RunningPod = tuple[Pod, PodRuntimeState]
 
 
+NODE_CGROUP = "/"
+
+
 class CgroupStatsProvider:
-    """The kubelet's ``StatsProvider``: the node's cgroup root, and each running pod's and
+    """The kubelet's ``StatsProvider``: the root cgroup, and each running pod's and
     running container's cgroup, read at once.  ``running`` lists the pods the kubelet runs
     with the runtime's last view of each (the PLEG's)."""
 
     def __init__(
         self,
         node_name: str,
-        cgroup_root: str,
         reader: CgroupReader,
         running: Callable[[], Iterable[RunningPod]],
         clock: Clock,
     ) -> None:
         self.node_name = node_name
-        self.cgroup_root = cgroup_root or "/"
         self.reader = reader
         self.running = running
         self.clock = clock
@@ -144,7 +159,7 @@ class CgroupStatsProvider:
                 measured.add(path)
             return (usage, now) if usage is not None else None
 
-        node_usage = read(self.cgroup_root)
+        node_usage = read(NODE_CGROUP)
         pods = []
         for pod, state in self.running():
             sandbox = state.sandbox
@@ -177,7 +192,7 @@ class CgroupStatsProvider:
                 )
             )
         node_cpu, node_memory = (
-            self._stats(self.cgroup_root, *node_usage) if node_usage else (None, None)
+            self._stats(NODE_CGROUP, *node_usage) if node_usage else (None, None)
         )
         self.rates.keep(measured)
         return Summary(NodeStats(self.node_name, self.start_time, node_cpu, node_memory), pods)

@@ -238,11 +238,7 @@ class Kubelet:
             system_log_dir=options.system_log_dir,
             clock=self.clock,
             stats_provider=CgroupStatsProvider(
-                self.node_name,
-                self.config.runtime.cgroup_root,
-                SysCgroupReader(),
-                self._running_pods,
-                self.clock,
+                self.node_name, SysCgroupReader(), self._running_pods, self.clock
             ),
         )
         if served is None:

@@ -59,6 +59,17 @@ def test_v2_reads_cpu_stat_and_working_set(tmp_path: Path) -> None:
     assert reader.read(POD_CGROUP) == CgroupUsage(1_500_000_000, 8_192_000, 4_096_000)
 
 
+def test_v2_root_memory_comes_from_meminfo(tmp_path: Path) -> None:
+    _v2(tmp_path, "/", 7_000, 0, 0)
+    (tmp_path / "memory.current").unlink()
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(
+        "MemTotal:       16000 kB\nMemFree:         6000 kB\nInactive(file):   2500 kB\n"
+    )
+    reader = SysCgroupReader(tmp_path, meminfo)
+    assert reader.read("/") == CgroupUsage(7_000_000, 10_240_000, 7_680_000)
+
+
 def test_working_set_never_below_zero_and_absent_cgroups_are_none(tmp_path: Path) -> None:
     _v1(tmp_path, POD_CGROUP, 1, 1000, 5000, "cpuacct")
     reader = SysCgroupReader(tmp_path)
@@ -93,13 +104,11 @@ def _running(container_ids: tuple[str, ...]) -> list[tuple[Pod, PodRuntimeState]
 
 async def test_provider_places_node_pods_and_containers_and_rates_cpu(tmp_path: Path) -> None:
     clock = FakeClock(T0)
-    _v1(tmp_path, "/kubepods", 10_000_000_000, 500, 100, "cpuacct")
+    _v1(tmp_path, "/", 10_000_000_000, 500, 100, "cpuacct")
     _v1(tmp_path, POD_CGROUP, 2_000_000_000, 300, 100, "cpuacct")
     _v1(tmp_path, f"{POD_CGROUP}/abc", 1_000_000_000, 200, 50, "cpuacct")
     running = _running(("abc", "exited", "missing"))
-    provider = CgroupStatsProvider(
-        "n1", "/kubepods", SysCgroupReader(tmp_path), lambda: running, clock
-    )
+    provider = CgroupStatsProvider("n1", SysCgroupReader(tmp_path), lambda: running, clock)
     first = await provider.summary()
     assert first.node.node_name == "n1"
     assert first.node.cpu == CPUStats(T0, 10_000_000_000, None)
