@@ -1,7 +1,8 @@
 """``kubectl top`` in the shared lab, where the metrics-server add-on scrapes real kubelets that
-read cgroups (v1 on these machines): every node and a pod's container are reported, and what
-kubectl prints agrees with the kubelets' /stats/summary read (through the API server's node
-proxy) around it, within what changes in a scrape window."""
+read cgroups (v1 on these machines): every node and a pod's container are reported, and the
+memory kubectl prints agrees with the kubelets' /stats/summary read (through the API server's
+node proxy) around it, within what changes in a scrape window.  CPU, a rate over windows the
+two do not share, is checked for its form only; test_kubectl_top.py checks it exactly."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ pytestmark = [
 MI = 1024 * 1024
 WAIT = 60.0
 MEMORY_DRIFT = 8 * MI
-"""How far a working set may move in a scrape window (15 s) on an idle lab node."""
+"""How far an idle container's working set may move in a scrape window (15 s)."""
+MACHINE_DRIFT = 0.05
+"""How far, as a fraction, a node's may: a lab node's usage is the whole machine's (the root
+cgroup, as upstream's), and the machine runs more than the lab."""
 
 
 def _top(kubectl: Kubectl, *args: str, namespaced: bool = True) -> list[list[str]]:
@@ -51,10 +55,12 @@ def _mebibytes(printed: str) -> int:
     return int(match.group(1)) * MI
 
 
-def _within(printed: str, *measured: int) -> bool:
-    """Whether kubectl's Mi (rounded down) lies within the working sets read around it."""
+def _within(printed: str, measured: list[int], drift: float = 0.0) -> bool:
+    """Whether kubectl's Mi (rounded down) lies within the working sets read around it, give
+    or take what they may move in a scrape window."""
     shown = _mebibytes(printed)
-    return min(measured) - MEMORY_DRIFT <= shown <= max(measured) + MEMORY_DRIFT
+    slack = max(MEMORY_DRIFT, drift * max(measured))
+    return min(measured) - slack <= shown <= max(measured) + slack
 
 
 def test_top_nodes_and_pods_agree_with_the_kubelets(lab_kubectl: Kubectl) -> None:
@@ -76,7 +82,7 @@ def test_top_nodes_and_pods_agree_with_the_kubelets(lab_kubectl: Kubectl) -> Non
         assert re.fullmatch(r"\d+m", row[1]) and re.fullmatch(r"\d+%", row[2]), row
         assert re.fullmatch(r"\d+%", row[4]), row
         working_sets = [s[name]["node"]["memory"]["workingSetBytes"] for s in (before, after)]
-        assert _within(row[3], *working_sets), (row, working_sets)
+        assert _within(row[3], working_sets, MACHINE_DRIFT), (row, working_sets)
 
     (pod_row,) = pods
     assert pod_row[:2] == ["idle", "idle"] and re.fullmatch(r"\d+m", pod_row[2]), pod_row
@@ -86,4 +92,4 @@ def test_top_nodes_and_pods_agree_with_the_kubelets(lab_kubectl: Kubectl) -> Non
         (container,) = pod["containers"]
         assert container["name"] == "idle"
         measured.append(container["memory"]["workingSetBytes"])
-    assert _within(pod_row[3], *measured), (pod_row, measured)
+    assert _within(pod_row[3], measured), (pod_row, measured)
