@@ -83,6 +83,25 @@ METRICS_PORT_SECURE = 4443
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
+def _control_plane_deployment(
+    metadata: ObjectMeta, container: Container, pod: PodSpec
+) -> Deployment:
+    """One replica of ``pod`` running ``container``, a critical add-on on the control plane
+    (the one node that imports the kubelab image), labelled and selected as ``metadata``."""
+    pod.containers = [container]
+    pod.priority_class_name = "system-cluster-critical"
+    pod.node_selector = {CONTROL_PLANE_TAINT: ""}
+    pod.tolerations = [Toleration(key=CONTROL_PLANE_TAINT, operator="Exists", effect="NoSchedule")]
+    return Deployment(
+        metadata=metadata,
+        spec=DeploymentSpec(
+            replicas=1,
+            selector=LabelSelector(match_labels=metadata.labels),
+            template=PodTemplateSpec(metadata=ObjectMeta(labels=metadata.labels), spec=pod),
+        ),
+    )
+
+
 def cluster_dns(
     cluster_ip: str = DNS_SERVICE_IP,
     cluster_domain: str = "cluster.local",
@@ -139,25 +158,8 @@ def cluster_dns(
             period_seconds=1,
         ),
     )
-    deployment = Deployment(
-        metadata=metadata,
-        spec=DeploymentSpec(
-            replicas=1,
-            selector=LabelSelector(match_labels=labels),
-            template=PodTemplateSpec(
-                metadata=ObjectMeta(labels=labels),
-                spec=PodSpec(
-                    containers=[container],
-                    service_account_name=DNS_NAME,
-                    dns_policy="Default",
-                    priority_class_name="system-cluster-critical",
-                    node_selector={CONTROL_PLANE_TAINT: ""},
-                    tolerations=[
-                        Toleration(key=CONTROL_PLANE_TAINT, operator="Exists", effect="NoSchedule")
-                    ],
-                ),
-            ),
-        ),
+    deployment = _control_plane_deployment(
+        metadata, container, PodSpec(service_account_name=DNS_NAME, dns_policy="Default")
     )
     service = Service(
         metadata=ObjectMeta(name=DNS_NAME, namespace=DNS_NAMESPACE, labels=labels),
@@ -239,25 +241,10 @@ def metrics_server(image: str = KUBELAB_IMAGE) -> list[Resource]:
             period_seconds=2,
         ),
     )
-    deployment = Deployment(
-        metadata=meta(METRICS_NAME),
-        spec=DeploymentSpec(
-            replicas=1,
-            selector=LabelSelector(match_labels=labels),
-            template=PodTemplateSpec(
-                metadata=ObjectMeta(labels=labels),
-                spec=PodSpec(
-                    containers=[container],
-                    service_account_name=METRICS_NAME,
-                    host_network=True,
-                    priority_class_name="system-cluster-critical",
-                    node_selector={CONTROL_PLANE_TAINT: ""},
-                    tolerations=[
-                        Toleration(key=CONTROL_PLANE_TAINT, operator="Exists", effect="NoSchedule")
-                    ],
-                ),
-            ),
-        ),
+    deployment = _control_plane_deployment(
+        meta(METRICS_NAME),
+        container,
+        PodSpec(service_account_name=METRICS_NAME, host_network=True),
     )
     service = Service(
         metadata=meta(METRICS_NAME),

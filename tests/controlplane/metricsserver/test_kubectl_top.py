@@ -15,11 +15,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import kubernetes
 import pytest
+import requests
 
 from kube.pki import CertificateAuthority
 from tests.servers import REPO, Kubectl, ServerProcess, host_address, serve_all_in_one
@@ -27,6 +29,14 @@ from tests.servers import REPO, Kubectl, ServerProcess, host_address, serve_all_
 WAIT = 60.0
 NAMESPACE = "default"
 MI = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """kubectl on the cluster, and where the metrics-server listens."""
+
+    kubectl: Kubectl
+    metrics_url: str
 
 
 class Process:
@@ -128,7 +138,7 @@ def _registration(address: str, port: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def cluster(
     server: ServerProcess, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Kubectl]:
+) -> Iterator[Cluster]:
     """Two hollow nodes, two pods on the first, the metrics-server registered and serving."""
     work = tmp_path_factory.mktemp("top")
     ca = CertificateAuthority.create("hollow-kubelet-ca")
@@ -194,7 +204,7 @@ def cluster(
             lambda: kubectl.run("top", "pods", check=False).returncode == 0,
             "metrics of both pods",
         )
-        yield kubectl
+        yield Cluster(kubectl, f"https://{address}:{port}")
     finally:
         if metrics is not None:
             metrics.stop()
@@ -221,13 +231,13 @@ def _printed(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_kubectl_top_nodes(cluster: Kubectl) -> None:
-    assert cluster.run("top", "nodes", namespaced=False).stdout == _printed(TOP_NODES)
+def test_kubectl_top_nodes(cluster: Cluster) -> None:
+    assert cluster.kubectl.run("top", "nodes", namespaced=False).stdout == _printed(TOP_NODES)
 
 
-def test_kubectl_top_pods_containers(cluster: Kubectl) -> None:
-    assert cluster.run("top", "pods", "--containers").stdout == _printed(TOP_PODS)
-    assert cluster.run("top", "pod", "web").stdout.splitlines()[1].split() == [
+def test_kubectl_top_pods_containers(cluster: Cluster) -> None:
+    assert cluster.kubectl.run("top", "pods", "--containers").stdout == _printed(TOP_PODS)
+    assert cluster.kubectl.run("top", "pod", "web").stdout.splitlines()[1].split() == [
         "web",
         "260m",
         "80Mi",
@@ -248,11 +258,11 @@ def _mebibytes(stats: dict[str, Any]) -> str:
     return f"{stats['memory']['workingSetBytes'] // MI}Mi"
 
 
-def test_top_equals_the_kubelets_summary(cluster: Kubectl) -> None:
+def test_top_equals_the_kubelets_summary(cluster: Cluster) -> None:
     nodes = {row.split()[0]: row.split() for row in TOP_NODES[1:]}
     pods = [row.split() for row in TOP_PODS[1:]]
     for name in ("hollow-node-0", "hollow-node-1"):
-        summary = _summary(cluster, name)
+        summary = _summary(cluster.kubectl, name)
         assert nodes[name][1] == _cores(summary["node"])
         assert nodes[name][3] == _mebibytes(summary["node"])
         for pod in summary["pods"]:
@@ -266,7 +276,7 @@ def test_top_equals_the_kubelets_summary(cluster: Kubectl) -> None:
                 assert row in pods
 
 
-def test_metrics_api_through_the_python_client(cluster: Kubectl, server: ServerProcess) -> None:
+def test_metrics_api_through_the_python_client(cluster: Cluster, server: ServerProcess) -> None:
     api = kubernetes.client.CustomObjectsApi(
         kubernetes.config.new_client_from_config(str(server.kubeconfig))
     )
@@ -284,5 +294,25 @@ def test_metrics_api_through_the_python_client(cluster: Kubectl, server: ServerP
         api.get_namespaced_custom_object("metrics.k8s.io", "v1beta1", NAMESPACE, "pods", "nope")
     assert missing.value.status == 404
     assert json.loads(missing.value.body)["message"] == 'pods.metrics.k8s.io "nope" not found'
-    table = cluster.run("get", "nodes.metrics.k8s.io", namespaced=False).stdout
+    table = cluster.kubectl.run("get", "nodes.metrics.k8s.io", namespaced=False).stdout
     assert table.splitlines()[0].split() == ["NAME", "CPU", "MEMORY", "WINDOW"]
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_only_the_front_proxy_is_believed_and_users_are_authorized(cluster: Cluster) -> None:
+    """Headers naming a user count for nothing without the front proxy's client certificate
+    (its self-signed serving certificate is not what is checked here); a user the API server
+    does not authorize gets upstream's 403."""
+    direct = requests.get(
+        f"{cluster.metrics_url}/apis/metrics.k8s.io/v1beta1/nodes",
+        headers={"X-Remote-User": "system:admin", "X-Remote-Group": "system:masters"},
+        verify=False,
+        timeout=10,
+    )
+    assert (direct.status_code, direct.json()["reason"]) == (401, "Unauthorized")
+    denied = cluster.kubectl.run("top", "nodes", "--as=nobody", check=False, namespaced=False)
+    assert denied.returncode == 1
+    assert denied.stderr.strip() == (
+        'Error from server (Forbidden): nodes.metrics.k8s.io is forbidden: User "nobody" cannot '
+        'list resource "nodes" in API group "metrics.k8s.io" at the cluster scope'
+    )

@@ -21,6 +21,7 @@ from kube.api.kinds.core_v1.node import (
 )
 from kube.api.meta_v1 import ObjectMeta
 from kube.clock import FakeClock
+from kubelab.cli import build_parser
 from node.kubelet.stats import resource_metrics
 from tests.node.kubelet.test_stats import SUMMARY, T0
 
@@ -134,3 +135,23 @@ async def test_a_round_keeps_the_nodes_that_answered_in_time(hung: bool) -> None
     scraper = Scraper(lambda: nodes, fetch, FakeClock(T0), timeout=0.2)
     batch = await asyncio.wait_for(scraper.scrape(), 5)
     assert sorted(batch.nodes) == (["a"] if hung else ["a", "c"])
+
+
+def test_command_flags_are_upstreams() -> None:
+    args = build_parser().parse_args(["metrics-server"])
+    assert (args.secure_port, args.metric_resolution, args.kubelet_request_timeout) == (
+        10250,
+        15.0,
+        10.0,
+    )
+    assert args.kubelet_preferred_address_types == [
+        "Hostname",
+        "InternalDNS",
+        "InternalIP",
+        "ExternalDNS",
+        "ExternalIP",
+    ]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(
+            ["metrics-server", "--kubelet-preferred-address-types", "InternalIP,Bogus"]
+        )
