@@ -3,7 +3,8 @@
 Every request comes through the API server's front proxy: it is believed only with a client
 certificate of the requestheader CA (``kube.client.delegation``), the user it names is then
 authorized by a SubjectAccessReview to the API server, and a denial is upstream's 403 Status.
-``/healthz``, ``/livez`` and ``/readyz`` answer anyone, as upstream's always-allowed paths.
+``/healthz``, ``/livez`` and ``/readyz`` answer anyone, as upstream's always-allowed paths;
+``/readyz`` fails until the storage can tell some usage (two scrapes), as upstream's.
 
 Objects are made when read, as upstream's: the nodes and pods the informers know, filtered by
 the request's label and field selectors, each with the usage the storage has for it (one
@@ -47,7 +48,8 @@ from kube.component import go_duration
 
 PREFIX = f"/apis/{GROUP}/{VERSION}"
 NOT_SERVED = "the server could not find the requested resource"
-HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
+READY_PATH = "/readyz"
+HEALTH_PATHS = ("/healthz", "/livez", READY_PATH)
 KINDS = {"nodes": NodeMetrics.kind_info, "pods": PodMetrics.kind_info}
 
 
@@ -118,6 +120,8 @@ class MetricsAPI:
         return app
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path == READY_PATH and not self.storage.ready():
+            return web.Response(status=500, text="[-]metric-storage-ready failed\n")
         if request.path in HEALTH_PATHS:
             return web.Response(text="ok")
         try:

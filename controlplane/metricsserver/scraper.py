@@ -31,7 +31,7 @@ import aiohttp
 from controlplane.metricsserver.storage import Batch, PodKey, Point
 from kube.api.kinds.core_v1.node import Node
 from kube.clock import Clock
-from kube.metrics import ParseError, parse
+from kube.metrics import parse
 
 log = logging.getLogger("kubelab.metrics-server")
 
@@ -196,7 +196,7 @@ class Scraper:
         try:
             text = await asyncio.wait_for(self.fetch(url), self.timeout)
             return decode(text, name, scraped_at)
-        except (ScrapeError, ParseError) as error:
+        except (ScrapeError, ValueError) as error:  # ParseError, or a NaN where a count goes
             log.warning("scraping node %s failed: %s", name, error)
         except TimeoutError:
             log.warning("scraping node %s failed: no answer within %gs", name, self.timeout)

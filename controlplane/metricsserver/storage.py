@@ -98,6 +98,15 @@ class Storage:
                 kept[container] = (point, _shift(point, last, prev))
         self._nodes, self._pods = nodes, pods
 
+    def ready(self) -> bool:
+        """Whether any usage can be told yet (two points of something), as upstream's
+        ``metric-storage-ready`` check."""
+        return any(prev is not None for _, prev in self._nodes.values()) or any(
+            prev is not None
+            for containers in self._pods.values()
+            for _, prev in containers.values()
+        )
+
     def node(self, name: str) -> Usage | None:
         last, prev = self._nodes.get(name, (None, None))
         return usage(last, prev) if last is not None and prev is not None else None

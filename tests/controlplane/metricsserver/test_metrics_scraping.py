@@ -1,7 +1,7 @@
 """The metrics-server without processes: decoding a kubelet's /metrics/resource (as the
 kubelet's own renderer writes it), CPU rates and windows from two scrapes, what is dropped as
 incomplete or inconsistent, the kubelet address chosen, and a round over several nodes where
-one fails and one hangs past its timeout."""
+one fails, one answers nonsense and one hangs past its timeout."""
 
 from __future__ import annotations
 
@@ -66,11 +66,14 @@ def _batch(at: datetime.datetime, node_cpu: int, container_cpu: int, started: in
 
 def test_storage_rates_over_the_window_of_the_last_two_points() -> None:
     storage = Storage()
+    assert not storage.ready()
     storage.store(_batch(T0, 10_000_000_000, 1_000_000_000))
+    assert not storage.ready()
     assert storage.node("n1") is None, "one point is no rate"
     assert storage.pod("ns", "web") is None
     later = T0 + 15 * SECOND
     storage.store(_batch(later, 13_000_000_000, 4_000_000_000))
+    assert storage.ready()
     assert storage.node("n1") == Usage(later, 15 * SECOND, 200_000_000, 2048)
     assert storage.pod("ns", "web") == {"app": Usage(later, 15 * SECOND, 200_000_000, 1024)}
     storage.store(_batch(later, 14_000_000_000, 4_500_000_000))
@@ -123,13 +126,14 @@ def _node(name: str, address: str) -> Node:
 
 @pytest.mark.parametrize("hung", [False, True], ids=["all-answer", "one-hangs"])
 async def test_a_round_keeps_the_nodes_that_answered_in_time(hung: bool) -> None:
-    nodes = [_node("a", "10.0.0.1"), _node("b", "10.0.0.2"), _node("c", "10.0.0.3")]
+    nodes = [_node(name, f"10.0.0.{i}") for i, name in enumerate("abcd", 1)]
     text = resource_metrics(SUMMARY)
     fetch = Kubelets(
         {
             "https://10.0.0.1:10250/metrics/resource": text,
             "https://10.0.0.2:10250/metrics/resource": "refused",
             "https://10.0.0.3:10250/metrics/resource": None if hung else text,
+            "https://10.0.0.4:10250/metrics/resource": "node_memory_working_set_bytes NaN\n",
         }
     )
     scraper = Scraper(lambda: nodes, fetch, FakeClock(T0), timeout=0.2)
