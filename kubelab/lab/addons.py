@@ -99,6 +99,35 @@ def _service_account_rbac(
     return [account, role, binding]
 
 
+def _kubelab_container(
+    name: str,
+    image: str,
+    command: list[str],
+    ports: list[ContainerPort],
+    health_port: int,
+    ready_port: int,
+) -> Container:
+    """A container running ``kubelab`` ``command``, probed on ``/healthz`` (liveness) and
+    ``/ready`` (readiness)."""
+    return Container(
+        name=name,
+        image=image,
+        image_pull_policy="IfNotPresent",
+        command=command,
+        ports=ports,
+        liveness_probe=Probe(
+            http_get=HTTPGetAction(path="/healthz", port=health_port, scheme="HTTP"),
+            initial_delay_seconds=10,
+            timeout_seconds=5,
+            failure_threshold=5,
+        ),
+        readiness_probe=Probe(
+            http_get=HTTPGetAction(path="/ready", port=ready_port, scheme="HTTP"),
+            period_seconds=1,
+        ),
+    )
+
+
 def _control_plane_deployment(
     name: str, labels: dict[str, str], container: Container, dns_policy: str
 ) -> Deployment:
@@ -148,27 +177,12 @@ def cluster_dns(
         f"--ready-port={READY_PORT}",
         f"--metrics-port={METRICS_PORT}",
     ]
-    container = Container(
-        name="dns",
-        image=image,
-        image_pull_policy="IfNotPresent",
-        command=command,
-        ports=[
-            ContainerPort(name="dns", container_port=DNS_PORT, protocol="UDP"),
-            ContainerPort(name="dns-tcp", container_port=DNS_PORT, protocol="TCP"),
-            ContainerPort(name="metrics", container_port=METRICS_PORT, protocol="TCP"),
-        ],
-        liveness_probe=Probe(
-            http_get=HTTPGetAction(path="/healthz", port=HEALTH_PORT, scheme="HTTP"),
-            initial_delay_seconds=10,
-            timeout_seconds=5,
-            failure_threshold=5,
-        ),
-        readiness_probe=Probe(
-            http_get=HTTPGetAction(path="/ready", port=READY_PORT, scheme="HTTP"),
-            period_seconds=1,
-        ),
-    )
+    ports = [
+        ContainerPort(name="dns", container_port=DNS_PORT, protocol="UDP"),
+        ContainerPort(name="dns-tcp", container_port=DNS_PORT, protocol="TCP"),
+        ContainerPort(name="metrics", container_port=METRICS_PORT, protocol="TCP"),
+    ]
+    container = _kubelab_container("dns", image, command, ports, HEALTH_PORT, READY_PORT)
     service = Service(
         metadata=ObjectMeta(name=DNS_NAME, namespace=ADDON_NAMESPACE, labels=labels),
         spec=ServiceSpec(
@@ -212,25 +226,12 @@ def ingress_controller(image: str = KUBELAB_IMAGE) -> list[Resource]:
         f"--https-address=0.0.0.0:{HTTPS_PORT}",
         f"--healthz-address=0.0.0.0:{INGRESS_HEALTH_PORT}",
     ]
-    container = Container(
-        name="controller",
-        image=image,
-        image_pull_policy="IfNotPresent",
-        command=command,
-        ports=[
-            ContainerPort(name="http", container_port=HTTP_PORT, protocol="TCP"),
-            ContainerPort(name="https", container_port=HTTPS_PORT, protocol="TCP"),
-        ],
-        liveness_probe=Probe(
-            http_get=HTTPGetAction(path="/healthz", port=INGRESS_HEALTH_PORT, scheme="HTTP"),
-            initial_delay_seconds=10,
-            timeout_seconds=5,
-            failure_threshold=5,
-        ),
-        readiness_probe=Probe(
-            http_get=HTTPGetAction(path="/ready", port=INGRESS_HEALTH_PORT, scheme="HTTP"),
-            period_seconds=1,
-        ),
+    ports = [
+        ContainerPort(name="http", container_port=HTTP_PORT, protocol="TCP"),
+        ContainerPort(name="https", container_port=HTTPS_PORT, protocol="TCP"),
+    ]
+    container = _kubelab_container(
+        "controller", image, command, ports, INGRESS_HEALTH_PORT, INGRESS_HEALTH_PORT
     )
     service = Service(
         metadata=ObjectMeta(name=INGRESS_NAME, namespace=ADDON_NAMESPACE, labels=labels),

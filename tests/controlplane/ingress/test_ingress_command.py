@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import re
 import signal
 import ssl
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -39,9 +37,8 @@ from kube.client.informers import SharedInformerFactory
 from kube.client.rest import Client
 from kube.pki import CertificateAuthority
 from kubelab.cli import build_parser
-from tests.servers import REPO, ServerProcess
+from tests.servers import ServerProcess, start_component
 
-START_TIMEOUT = 30.0
 PATIENCE = 15.0
 LOOPBACK = "127.0.0.1"
 SLOW_PARTS = 8
@@ -116,28 +113,6 @@ async def backends() -> AsyncIterator[dict[str, int]]:
     yield {name: int(s.sockets[0].getsockname()[1]) for name, s in servers.items()}
     for server in servers.values():
         server.close()
-
-
-async def start_ingress(*args: str) -> tuple[asyncio.subprocess.Process, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kubelab",
-        "ingress",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
-        env={k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")},
-    )
-    assert process.stdout is not None
-    try:
-        line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    return process, line.decode()
 
 
 async def make_class(client: Client) -> tuple[str, str]:
@@ -384,7 +359,8 @@ async def test_the_command_serves_reports_status_and_stops_on_sigterm(
     and status.loadBalancer from the published Service (given its address by hand here: no
     cloud runs beside this API server)."""
     class_name, controller_name = await make_class(client)
-    process, line = await start_ingress(
+    process, line = await start_component(
+        "ingress",
         "--kubeconfig",
         str(apiserver.kubeconfig),
         f"--controller-class={controller_name}",
@@ -435,7 +411,7 @@ async def test_the_command_serves_reports_status_and_stops_on_sigterm(
 
 
 async def test_without_kubeconfig_outside_a_pod_it_says_why() -> None:
-    process, _ = await start_ingress("--http-address=127.0.0.1:0")
+    process, _ = await start_component("ingress", "--http-address=127.0.0.1:0")
     assert await asyncio.wait_for(process.wait(), 30) == 2
     assert process.stderr is not None
     assert "KUBERNETES_SERVICE_HOST" in (await process.stderr.read()).decode()

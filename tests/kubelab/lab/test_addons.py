@@ -19,18 +19,24 @@ def _by_kind(objects: list[Resource]) -> dict[str, Resource]:
     return {type(obj).__name__: obj for obj in objects}
 
 
-def test_objects_are_valid_and_in_creation_order() -> None:
-    objects = cluster_dns()
-    assert [type(obj) for obj in objects] == [
-        ServiceAccount,
-        ClusterRole,
-        ClusterRoleBinding,
-        Deployment,
-        Service,
-    ]
+ACCOUNT_ROLE_DEPLOYMENT: list[type[Resource]] = [
+    ServiceAccount,
+    ClusterRole,
+    ClusterRoleBinding,
+    Deployment,
+]
+
+
+def assert_valid(objects: list[Resource], kinds: list[type[Resource]]) -> None:
+    """``objects`` are of ``kinds``, in that order, and valid once defaulted."""
+    assert [type(obj) for obj in objects] == kinds
     for obj in objects:
         walk.set_defaults(obj)
-        assert not walk.validate(obj), (obj.metadata.name, walk.validate(obj))
+        assert not walk.validate_create(obj), (obj.metadata.name, walk.validate_create(obj))
+
+
+def test_objects_are_valid_and_in_creation_order() -> None:
+    assert_valid(cluster_dns(), [*ACCOUNT_ROLE_DEPLOYMENT, Service])
 
 
 def test_deployment_runs_kubelab_dns_with_its_probes_on_its_ports() -> None:
@@ -116,17 +122,7 @@ def _granted(role: Resource) -> set[tuple[str, str, str]]:
 
 def test_the_ingress_controller_add_on() -> None:
     objects = ingress_controller()
-    assert [type(obj) for obj in objects] == [
-        ServiceAccount,
-        ClusterRole,
-        ClusterRoleBinding,
-        Deployment,
-        Service,
-        IngressClass,
-    ]
-    for obj in objects:
-        walk.set_defaults(obj)
-        assert not walk.validate(obj), (obj.metadata.name, walk.validate(obj))
+    assert_valid(objects, [*ACCOUNT_ROLE_DEPLOYMENT, Service, IngressClass])
     by_kind = _by_kind(objects)
     deployment = by_kind["Deployment"]
     assert isinstance(deployment, Deployment) and deployment.spec and deployment.spec.template
