@@ -16,9 +16,11 @@ configuration change never drops an established connection.
 Answers of the proxy's own: 404 (``default backend - 404``, as ingress-nginx's default backend
 says) when no rule matches and there is no default backend; 503 when the backend has no ready
 endpoint (or cannot be resolved); 502 when no endpoint accepts a connection (each is tried once,
-in round-robin order); 400 for a request that is not HTTP/1.x.  Requests carry
-``X-Forwarded-For``, ``X-Forwarded-Host``, ``X-Forwarded-Proto``, ``X-Forwarded-Port`` and
-``X-Real-IP`` as ingress-nginx sets them.
+in round-robin order) or the backend breaks off before its response's head; 400 for a request
+that is not HTTP/1.x.  Requests carry ``X-Forwarded-For`` and ``X-Real-IP`` (the client's
+address: those a client sends are not trusted, as ingress-nginx's default
+``use-forwarded-headers: false`` has it), ``X-Forwarded-Host``, ``X-Forwarded-Proto`` and
+``X-Forwarded-Port``.
 
 TLS: the listening context's ``sni_callback`` gives each handshake the context of the
 certificate the table holds for the server name, else the default one (the controller makes a
@@ -247,6 +249,15 @@ async def open_endpoint(address: Address) -> tuple[asyncio.StreamReader, asyncio
     )
 
 
+async def _final_response(reader: asyncio.StreamReader, client: Sink) -> Head:
+    """The backend's final response head; informational (1xx) ones are passed on first."""
+    while (response := await read_head(reader)) is not None and response.first[1][:1] == "1":
+        client.write(_encode(f"HTTP/1.1 {response.first[1]} {response.first[2]}", response.headers))
+    if response is None:
+        raise BadMessage("the backend closed without answering")
+    return response
+
+
 class IngressProxy:
     """The proxy over the current routing table; see the module docstring."""
 
@@ -299,7 +310,8 @@ class IngressProxy:
             lambda r, w: self.serve(r, w, "https"), *https, ssl=self.tls, limit=HEAD_LIMIT
         )
         self._servers = [plain, secure]
-        return tuple(int(s.sockets[0].getsockname()[1]) for s in self._servers)  # type: ignore[return-value]
+        http_port, https_port = (int(s.sockets[0].getsockname()[1]) for s in self._servers)
+        return http_port, https_port
 
     async def close(self) -> None:
         for server in self._servers:
@@ -388,18 +400,17 @@ class IngressProxy:
         method = head.first[0]
         up_reader, up_writer = upstream
         try:
-            up_writer.write(
-                _encode(f"{method} {target} HTTP/1.1", self._headers(head, writer, scheme))
-            )
-            await relay_body(request_framing, reader, up_writer)
-            response = await read_head(up_reader)
-            while response is not None and response.first[1].startswith("1"):
-                writer.write(
-                    _encode(f"HTTP/1.1 {response.first[1]} {response.first[2]}", response.headers)
+            try:
+                up_writer.write(
+                    _encode(f"{method} {target} HTTP/1.1", self._headers(head, writer, scheme))
                 )
-                response = await read_head(up_reader)
-            if response is None:
-                raise BadMessage("the backend closed without answering")
+                await relay_body(request_framing, reader, up_writer)
+                response = await _final_response(up_reader, writer)
+            except (OSError, BadMessage, asyncio.IncompleteReadError) as error:
+                peer = up_writer.get_extra_info("peername")
+                log.warning("%s %s: backend %s: %s", method, target, peer, error)
+                writer.write(answer(502, "bad gateway\n", keep_alive=False))
+                return False
             framing = _framing(response, response_to=method)
             rechunk = framing == "close" and keep_alive
             keep_alive = keep_alive and (framing != "close" or rechunk)
@@ -428,13 +439,12 @@ class IngressProxy:
         peer = writer.get_extra_info("peername")
         client = str(peer[0]) if peer else ""
         port = writer.get_extra_info("sockname")
-        forwarded_for = ", ".join(v for v in (head.get("x-forwarded-for"), client) if v)
         headers = [(k, v) for k, v in _end_to_end(head) if k.lower() not in FORWARDED]
         if "chunked" in head.tokens("transfer-encoding"):
             headers.append(("Transfer-Encoding", "chunked"))
         return [
             *headers,
-            ("X-Forwarded-For", forwarded_for),
+            ("X-Forwarded-For", client),
             ("X-Forwarded-Host", head.get("host") or ""),
             ("X-Forwarded-Proto", scheme),
             ("X-Forwarded-Port", str(port[1]) if port else ""),

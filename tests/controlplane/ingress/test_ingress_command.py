@@ -13,6 +13,7 @@ import asyncio
 import base64
 import re
 import signal
+import socket
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -150,20 +151,19 @@ async def ingresses(client: Client, namespace: str) -> AsyncIterator[Ingresses]:
         await client.delete(IngressClass, class_name)
 
 
-async def expose(ing: Ingresses, name: str, port: int | None) -> None:
-    """Service ``name`` (port 80, named http) with a slice to ``port`` of a backend (see
-    ``dial_loopback``; no slice for None: a Service without endpoints)."""
+async def expose(ing: Ingresses, name: str, *ports: int) -> None:
+    """Service ``name`` (port 80, named http) and a slice per port of its backends, one
+    endpoint each (see ``dial_loopback``; no ports: a Service without endpoints)."""
     spec = {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
     await ing.make({"metadata": {"name": name}, "spec": spec}, Service)
-    if port is None:
-        return
-    endpoint_slice = {
-        "metadata": {"name": f"{name}-1", "labels": {"kubernetes.io/service-name": name}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["192.0.2.1"], "conditions": {"ready": True}}],
-        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
-    }
-    await ing.make(endpoint_slice, EndpointSlice)
+    for i, port in enumerate(ports):
+        endpoint_slice = {
+            "metadata": {"name": f"{name}-{i}", "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [f"192.0.2.{i + 1}"], "conditions": {"ready": True}}],
+            "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+        }
+        await ing.make(endpoint_slice, EndpointSlice)
 
 
 def path(p: str, path_type: str, service: str) -> dict[str, Any]:
@@ -224,7 +224,7 @@ async def test_hosts_paths_tls_and_answers_of_its_own(
     ing = ingresses
     for name, port in backends.items():
         await expose(ing, name, port)
-    await expose(ing, "empty", None)
+    await expose(ing, "empty")
     await ing.make(tls_secret("fruit-tls", ["secure.example.com"]), Secret)
     await ing.make(
         {
@@ -320,6 +320,39 @@ async def test_hosts_paths_tls_and_answers_of_its_own(
             status, _ = await get(session, ing.https, server_name, "/", tls=True)
             served = await certificate_name(ing.https, server_name)
             assert (status, served) == (wanted, FAKE_CERTIFICATE), server_name
+
+
+async def test_endpoints_in_turn_and_502_when_none_answers(
+    ingresses: Ingresses, backends: dict[str, int]
+) -> None:
+    ing = ingresses
+    with socket.socket() as unused:
+        unused.bind((LOOPBACK, 0))
+        closed = int(unused.getsockname()[1])  # nothing listens there once closed
+
+    async def hang_up(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    rude = await asyncio.start_server(hang_up, LOOPBACK, 0)
+    await expose(ing, "pair", backends["apple"], backends["banana"])
+    await expose(ing, "half", closed, backends["cherry"])
+    await expose(ing, "down", closed)
+    await expose(ing, "rude", int(rude.sockets[0].getsockname()[1]))
+    paths = [path(f"/{name}", "Prefix", name) for name in ("pair", "half", "down", "rude")]
+    spec = {"ingressClassName": ing.class_name, "rules": [{"http": {"paths": paths}}]}
+    await ing.make({"metadata": {"name": "turns"}, "spec": spec}, Ingress)
+    try:
+        async with aiohttp.ClientSession() as session:
+            await eventually(lambda: get(session, ing.http, "any", "/pair"), lambda r: r[0] == 200)
+            names = [(await get(session, ing.http, "any", "/pair"))[1].split()[0] for _ in range(4)]
+            assert sorted(names) == ["apple", "apple", "banana", "banana"]
+            assert names[0] != names[1]
+            half = [(await get(session, ing.http, "any", "/half"))[1].split()[0] for _ in range(3)]
+            assert half == ["cherry"] * 3  # the refusing endpoint skipped
+            assert (await get(session, ing.http, "any", "/down"))[0] == 502
+            assert await get(session, ing.http, "any", "/rude") == (502, "bad gateway\n")
+    finally:
+        rude.close()
 
 
 async def test_a_long_response_finishes_across_an_ingress_change(
