@@ -20,6 +20,7 @@ from controlplane.apiserver import command as apiserver_command
 from controlplane.cloud import command as cloud_controller_manager_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.dns import command as dns_command
+from controlplane.ingress import command as ingress_command
 from controlplane.scheduler import command as scheduler_command
 from kube import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
@@ -85,6 +86,10 @@ COMPONENTS: dict[str, Component] = {
     "dns": Component(
         "the cluster DNS add-on: Services and EndpointSlices per the Kubernetes DNS spec",
         configure=dns_command.configure,
+    ),
+    "ingress": Component(
+        "the lab's Ingress controller: an HTTP/HTTPS reverse proxy for networking.k8s.io/v1",
+        configure=ingress_command.configure,
     ),
     "token": Component(
         "bootstrap tokens for joining kubelets (like kubeadm token)",

@@ -1,5 +1,5 @@
-"""The cluster DNS add-on's objects: valid, accepted by a real API server, and consistent with
-``kubelab dns``'s own flags."""
+"""The cluster DNS and Ingress add-ons' objects: valid, accepted by a real API server, and
+consistent with ``kubelab dns``'s and ``kubelab ingress``'s own flags."""
 
 from __future__ import annotations
 
@@ -7,29 +7,36 @@ from kube.api import walk
 from kube.api.kinds.apps_v1 import Deployment
 from kube.api.kinds.core_v1.cluster import ServiceAccount
 from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.networking_v1 import IngressClass, is_default_class
 from kube.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding
 from kube.api.meta_v1 import Resource
 from kube.client.rest import Client
 from kubelab.cli import build_parser
-from kubelab.lab.addons import DNS_SERVICE_IP, cluster_dns
+from kubelab.lab.addons import DNS_SERVICE_IP, cluster_dns, ingress_controller
 
 
 def _by_kind(objects: list[Resource]) -> dict[str, Resource]:
     return {type(obj).__name__: obj for obj in objects}
 
 
-def test_objects_are_valid_and_in_creation_order() -> None:
-    objects = cluster_dns()
-    assert [type(obj) for obj in objects] == [
-        ServiceAccount,
-        ClusterRole,
-        ClusterRoleBinding,
-        Deployment,
-        Service,
-    ]
+ACCOUNT_ROLE_DEPLOYMENT: list[type[Resource]] = [
+    ServiceAccount,
+    ClusterRole,
+    ClusterRoleBinding,
+    Deployment,
+]
+
+
+def assert_valid(objects: list[Resource], kinds: list[type[Resource]]) -> None:
+    """``objects`` are of ``kinds``, in that order, and valid once defaulted."""
+    assert [type(obj) for obj in objects] == kinds
     for obj in objects:
         walk.set_defaults(obj)
-        assert not walk.validate(obj), (obj.metadata.name, walk.validate(obj))
+        assert not walk.validate_create(obj), (obj.metadata.name, walk.validate_create(obj))
+
+
+def test_objects_are_valid_and_in_creation_order() -> None:
+    assert_valid(cluster_dns(), [*ACCOUNT_ROLE_DEPLOYMENT, Service])
 
 
 def test_deployment_runs_kubelab_dns_with_its_probes_on_its_ports() -> None:
@@ -78,14 +85,7 @@ def test_service_and_role() -> None:
         ("metrics", 9153, "TCP"),
     ]
     role = objects["ClusterRole"]
-    assert isinstance(role, ClusterRole)
-    granted = {
-        (group, resource, verb)
-        for rule in role.rules or ()
-        for group in rule.api_groups or ()
-        for resource in rule.resources or ()
-        for verb in rule.verbs or ()
-    }
+    granted = _granted(role)
     for group, resource in (
         ("", "services"),
         ("discovery.k8s.io", "endpointslices"),
@@ -107,3 +107,61 @@ async def test_a_real_api_server_accepts_them(client: Client) -> None:
     assert service.spec is not None and service.spec.cluster_ip == "10.96.0.10"
     deployment = await client.get(Deployment, "kube-dns", "kube-system")
     assert deployment.spec is not None and deployment.spec.replicas == 1
+
+
+def _granted(role: Resource) -> set[tuple[str, str, str]]:
+    assert isinstance(role, ClusterRole)
+    return {
+        (group, resource, verb)
+        for rule in role.rules or ()
+        for group in rule.api_groups or ()
+        for resource in rule.resources or ()
+        for verb in rule.verbs or ()
+    }
+
+
+def test_the_ingress_controller_add_on() -> None:
+    objects = ingress_controller()
+    assert_valid(objects, [*ACCOUNT_ROLE_DEPLOYMENT, Service, IngressClass])
+    by_kind = _by_kind(objects)
+    deployment = by_kind["Deployment"]
+    assert isinstance(deployment, Deployment) and deployment.spec and deployment.spec.template
+    pod = deployment.spec.template.spec
+    assert pod is not None and pod.node_selector == {"node-role.kubernetes.io/control-plane": ""}
+    (container,) = pod.containers or []
+    assert container.command is not None and container.command[:2] == ["kubelab", "ingress"]
+    args = build_parser().parse_args(container.command[1:])
+    assert args.kubeconfig is None
+    assert args.publish_service == "kube-system/kubelab-ingress"
+    assert (args.http_address, args.https_address) == (("0.0.0.0", 80), ("0.0.0.0", 443))
+    probes = [container.liveness_probe, container.readiness_probe]
+    assert [(p.http_get.path, p.http_get.port) for p in probes if p and p.http_get] == [
+        ("/healthz", args.healthz_address[1]),
+        ("/ready", args.healthz_address[1]),
+    ]
+    service = by_kind["Service"]
+    assert isinstance(service, Service) and service.spec is not None
+    assert service.spec.type == "LoadBalancer"
+    assert [(p.name, p.port) for p in service.spec.ports or ()] == [("http", 80), ("https", 443)]
+    ingress_class = by_kind["IngressClass"]
+    assert isinstance(ingress_class, IngressClass) and ingress_class.spec is not None
+    assert ingress_class.spec.controller == args.controller_class == "kubelab.io/ingress"
+    assert is_default_class(ingress_class)
+    granted = _granted(by_kind["ClusterRole"])
+    for group, resource in (
+        ("", "services"),
+        ("", "secrets"),
+        ("discovery.k8s.io", "endpointslices"),
+        ("networking.k8s.io", "ingresses"),
+        ("networking.k8s.io", "ingressclasses"),
+    ):
+        assert {(group, resource, "list"), (group, resource, "watch")} <= granted
+    assert ("networking.k8s.io", "ingresses/status", "patch") in granted
+
+
+async def test_a_real_api_server_accepts_the_ingress_add_on(client: Client) -> None:
+    for obj in ingress_controller():
+        await client.create(obj)
+    service = await client.get(Service, "kubelab-ingress", "kube-system")
+    assert service.spec is not None and service.spec.type == "LoadBalancer"
+    assert is_default_class(await client.get(IngressClass, "kubelab"))
