@@ -20,11 +20,14 @@ from controlplane.apiserver import command as apiserver_command
 from controlplane.cloud import command as cloud_controller_manager_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.dns import command as dns_command
+from controlplane.ingress import command as ingress_command
+from controlplane.metricsserver import command as metrics_server_command
 from controlplane.scheduler import command as scheduler_command
 from kube import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
 from kubelab.lab import vagranthost
 from kubelab.lab.images import command as images_command
+from node.doctor import command as doctor_command
 from node.hollow import command as hollow_command
 from node.kubelet import command as kubelet_command
 from node.netpol import command as network_policy_command
@@ -68,6 +71,10 @@ COMPONENTS: dict[str, Component] = {
         "NetworkPolicy enforced on one node in nftables",
         configure=network_policy_command.configure,
     ),
+    "doctor": Component(
+        "what is wrong with this node: kubeadm's and k3s' checks, the lab's pitfalls",
+        configure=doctor_command.configure,
+    ),
     "lab": Component("a multi-node cluster in network namespaces", configure=lab_command.configure),
     "vagrant": Component(
         "the lab on VMs: libvirt and Vagrant in a network namespace of their own",
@@ -80,6 +87,14 @@ COMPONENTS: dict[str, Component] = {
     "dns": Component(
         "the cluster DNS add-on: Services and EndpointSlices per the Kubernetes DNS spec",
         configure=dns_command.configure,
+    ),
+    "metrics-server": Component(
+        "the resource metrics add-on: kubelets scraped, metrics.k8s.io served for kubectl top",
+        configure=metrics_server_command.configure,
+    ),
+    "ingress": Component(
+        "the lab's Ingress controller: an HTTP/HTTPS reverse proxy for networking.k8s.io/v1",
+        configure=ingress_command.configure,
     ),
     "token": Component(
         "bootstrap tokens for joining kubelets (like kubeadm token)",

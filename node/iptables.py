@@ -30,7 +30,7 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 NETNS_DIR = "/run/netns"
@@ -184,6 +184,20 @@ class RestoreIptables:
         return run_on_node(self._run, argv, stdin, self._netns, IptablesError)
 
 
+def delete_chains(saved: str, chains: Collection[str]) -> list[str]:
+    """Restore lines deleting ``chains`` from ``saved`` (an ``iptables-save`` of one table):
+    the rules of other chains that jump to them, then the chains, emptied and deleted in the
+    same transaction (so chains that refer to each other go together)."""
+    wanted = set(chains)
+    jumps = [
+        "-D" + line[2:]
+        for line in saved.splitlines()
+        if line.startswith("-A ") and line.split()[1] not in wanted and rule_target(line) in wanted
+    ]
+    ordered = sorted(wanted)
+    return [*jumps, *(f":{c} - [0:0]" for c in ordered), *(f"-X {c}" for c in ordered)]
+
+
 def run_on_node(
     run: Runner, argv: list[str], stdin: str, netns: str | None, error: type[RulesError]
 ) -> subprocess.CompletedProcess[str]:
@@ -315,7 +329,7 @@ class FakeIptables:
             return f"cannot delete built-in chain {chain}"
         if chains[chain]:
             return f"chain {chain} is not empty"
-        if any(_target(rule) == chain for rules in chains.values() for rule in rules):
+        if any(rule_target(rule) == chain for rules in chains.values() for rule in rules):
             return f"chain {chain} is still referenced"
         del chains[chain]
         return ""
@@ -326,7 +340,7 @@ class FakeIptables:
         if op == "-I" and spec and spec[0].isdigit():
             position, spec = int(spec[0]), spec[1:]
         rule = " ".join(["-A", chain, *spec])
-        target = _target(rule)
+        target = rule_target(rule)
         if target and target not in TARGETS and target not in chains:
             return f"no chain/target {target!r}"
         if op == "-A":
@@ -340,7 +354,8 @@ class FakeIptables:
         return ""
 
 
-def _target(rule: str) -> str:
+def rule_target(rule: str) -> str:
+    """The chain or target a rule (``-A CHAIN ...``) jumps or goes to, or ""."""
     words = rule.split()
     for flag in ("-j", "-g"):
         if flag in words[:-1]:

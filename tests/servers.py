@@ -8,6 +8,7 @@ ends it by PID.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -50,6 +51,29 @@ class ServerProcess:
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
+
+
+async def start_component(*argv: str) -> tuple[asyncio.subprocess.Process, str]:
+    """``kubelab ARGV...`` as a pod runs it outside a pod (no ``KUBERNETES_*`` variables),
+    and the first line it prints (where components say what they serve)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kubelab",
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")},
+    )
+    assert process.stdout is not None
+    try:
+        line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    return process, line.decode()
 
 
 def free_ports(count: int) -> list[int]:

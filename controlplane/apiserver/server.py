@@ -24,7 +24,6 @@ once authorized (``aggregator``).  This module wires the pieces; the subpackages
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import ipaddress
 import logging
@@ -62,7 +61,7 @@ from controlplane.apiserver.endpoints.handlers import (
     Request,
     ResourceHandler,
     json_response,
-    protobuf_response,
+    status_response,
 )
 from controlplane.apiserver.endpoints.openapi import OpenAPIDocuments
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
@@ -527,22 +526,22 @@ class APIServer:
             return response
         except errors.ApiError as error:
             code = error.code
-            return _status_response(request, error)
+            return status_response(request, error)
         except web.HTTPException as error:
             code = error.status
-            return _status_response(
+            return status_response(
                 request, errors.ApiError(error.status, error.reason, error.text or error.reason)
             )
         except Unavailable as error:
             # etcd lost quorum or cannot be reached: retryable, so 503 with Retry-After.
             code = 503
             log.warning("storage unavailable: %s %s: %s", request.method, request.path, error)
-            return _status_response(
+            return status_response(
                 request, errors.unavailable(f"the storage is unavailable: {error}")
             )
         except Exception:
             log.exception("internal error serving %s %s", request.method, request.path)
-            return _status_response(
+            return status_response(
                 request, errors.internal("the server could not handle the request")
             )
         finally:
@@ -856,25 +855,6 @@ def _request_details(user: auth.User, info: RequestInfo) -> dict[str, str]:
         "Resource": info.resource,
         "SubResource": info.subresource,
     }
-
-
-def _status_response(request: web.Request, error: errors.ApiError) -> web.Response:
-    """The Status of a failed request, in protobuf if the client prefers it (as upstream's
-    ErrorNegotiated), else in JSON: also when nothing it accepts is served, and always for a
-    406, which upstream writes as raw JSON."""
-    output = negotiation.Output(negotiation.JSON)
-    if error.code != 406:
-        with contextlib.suppress(errors.ApiError):
-            output = negotiation.choose(
-                request.headers.get("Accept"), protobuf=lambda: True, transforms=False
-            )
-    if output.media_type == negotiation.PROTOBUF:
-        response = protobuf_response(error.status(), error.code)
-    else:
-        response = json_response(error.status(), error.code)
-    if error.retry_after is not None:
-        response.headers["Retry-After"] = str(error.retry_after)
-    return response
 
 
 def _discovery_response(document: Any) -> web.Response:

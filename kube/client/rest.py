@@ -25,6 +25,8 @@ is an async iterator of ``(type, object)`` pairs; an ERROR event raises ``ApiErr
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import random
 import ssl
 from collections.abc import AsyncGenerator, Mapping
@@ -268,6 +270,21 @@ class Client:
                 raise error
             await self.clock.sleep(_retry_delay(attempt, retry_after))
             attempt += 1
+
+    async def server_date(self) -> datetime.datetime:
+        """The API server's clock, from the ``Date`` header of its answer to ``GET /version``
+        (to the second: what a node compares its own clock with)."""
+        try:
+            async with self._session.get("/version", headers=self._auth_headers()) as response:
+                header = response.headers.get("Date")
+        except (aiohttp.ClientError, TimeoutError) as cause:
+            raise ClientError(f"GET /version: {cause}") from cause
+        if header is None:
+            raise ClientError("GET /version: the answer has no Date header")
+        try:
+            return email.utils.parsedate_to_datetime(header)
+        except ValueError as cause:
+            raise ClientError(f"GET /version: a Date header that is no date: {header!r}") from cause
 
     async def _stream(self, path: str, params: Mapping[str, str]) -> AsyncGenerator[bytes, None]:
         """The lines of a streamed answer (a watch), as they arrive.

@@ -20,6 +20,8 @@ A thin command (kind's shape): it parses flags, builds the inventory
 - ``kubeconfig``: the path of the host's kubeconfig (server https://127.0.0.1:6443, or
   ``--host-api-port``);
 - ``exec NODE -- CMD...``: run a command in a node's network namespace (``nsenter --net``);
+- ``doctor [NODE] [--fix] [-o json]``: ``kubelab doctor`` (``node.doctor``) inside the node,
+  or each Kubernetes node in turn, with the paths its components were started with;
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
 - ``vagrant render|bundles|address``: what the Vagrant VMs' provisioning runs
   (``kubelab.lab.vagrant``);
@@ -113,6 +115,13 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     _add_name(exec_)
     exec_.add_argument("node")
     exec_.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
+    doctor = commands.add_parser(
+        "doctor", help="what is wrong with a node (every Kubernetes node without NODE)"
+    )
+    _add_name(doctor)
+    doctor.add_argument("node", nargs="?")
+    doctor.add_argument("--fix", action="store_true", help="apply the fixes that are safe")
+    doctor.add_argument("-o", "--output", choices=("table", "json"), default="table")
     logs = commands.add_parser("logs", help="a component's log: logs NODE COMPONENT [-f]")
     _add_name(logs)
     logs.add_argument("node")
@@ -165,6 +174,7 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
             "node": _node,
             "kubeconfig": _kubeconfig,
             "exec": _exec,
+            "doctor": _doctor,
             "kill": _fault,
             "stop": _fault,
             "start": _fault,
@@ -492,6 +502,44 @@ def _exec(args: argparse.Namespace) -> int:
         print(f"kubelab lab exec: lab {lab.name} is not up", file=sys.stderr)
         return 1
     os.execvp("nsenter", ["nsenter", f"--net={node.netns_path}", "--", *argv])
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """``kubelab doctor`` inside each node asked for; with ``-o json``, one JSON list."""
+    import json
+    import subprocess
+
+    from kubelab.lab import components
+
+    _root()
+    lab = _lab(args)
+    try:
+        nodes = [lab.node(args.node)] if args.node else list(lab.kubernetes_nodes)
+    except KeyError as error:
+        print(f"kubelab lab doctor: {error.args[0]}", file=sys.stderr)
+        return 2
+    if not all(n.is_kubernetes_node for n in nodes):
+        print(f"kubelab lab doctor: {args.node} is not a Kubernetes node", file=sys.stderr)
+        return 2
+    if not lab.process_file.exists():
+        print(f"kubelab lab doctor: lab {lab.name} is not up", file=sys.stderr)
+        return 1
+    flags = ("-o", args.output, *(("--fix",) if args.fix else ()))
+    reports: list[Any] = []
+    worst = 0
+    for node in nodes:
+        argv = ["nsenter", f"--net={node.netns_path}", "--", *components.doctor(lab, node)]
+        done = subprocess.run(
+            [*argv, *flags], capture_output=args.output == "json", text=True, check=False
+        )
+        if args.output == "json" and done.returncode in (0, 1):
+            reports.append(json.loads(done.stdout))
+        elif args.output == "json":
+            sys.stderr.write(done.stderr)
+        worst = max(worst, done.returncode)
+    if args.output == "json":
+        print(json.dumps(reports, indent=2))
+    return worst
 
 
 def _fault(args: argparse.Namespace) -> int:

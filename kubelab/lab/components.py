@@ -437,6 +437,25 @@ def kubelet(
     )  # fmt: skip
 
 
+def doctor(lab: Lab, node: Node) -> tuple[str, ...]:
+    """``kubelab doctor`` for ``node``, with the paths and addresses its components were
+    started with (run it inside the node's network namespace); kube-proxy's kubeconfig
+    reads the other Nodes, which the kubelet's may not."""
+    return (
+        *KUBELAB, "doctor", node.name,
+        "--kubeconfig", str(node.kubelet_kubeconfig),
+        "--proxy-kubeconfig", str(lab.proxy_kubeconfig),
+        "--cert-dir", str(node.kubelet_pki_dir),
+        "--cni-conf-dir", str(node.cni_conf_dir),
+        "--cni-bin-dir", str(node.cni_bin_dir),
+        "--containerd-config", str(containerd_layout(node).config_file),
+        "--container-runtime-endpoint", containerd_layout(node).endpoint,
+        "--resolv-conf", str(resolv_conf(lab, node)),
+        "--cluster-dns", CLUSTER_DNS,
+        "--proxy-healthz", f"http://127.0.0.1:{PROXY_HEALTHZ_PORT}/healthz",
+    )  # fmt: skip
+
+
 def proxy(lab: Lab, node: Node, program: tuple[str, ...] = KUBELAB) -> Component:
     return Component(
         node.name,

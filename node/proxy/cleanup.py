@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from node.iptables import BUILTIN_CHAINS, Iptables, RulesError
+from node.iptables import Iptables, RulesError, delete_chains
 from node.nftables import Nftables
 from node.proxy import nftrules
 
@@ -26,20 +26,12 @@ TABLES = ("nat", "filter")
 
 def iptables_cleanup(table: str, saved: str) -> list[str]:
     """Restore lines removing, from ``saved`` (an ``iptables-save`` of ``table``), the
-    jumps from built-in chains to ``KUBE-`` chains, then those chains (emptied, then deleted:
-    one transaction, so chains that refer to each other go together)."""
-    builtin = BUILTIN_CHAINS[table]
-    jumps = [
-        "-D" + line[2:]
-        for line in saved.splitlines()
-        if line.startswith("-A ")
-        and line.split()[1] in builtin
-        and any(f" {flag} {CHAIN_PREFIX}" in line for flag in ("-j", "-g"))
-    ]
+    ``KUBE-`` chains and every jump to them (one transaction, so chains that refer to each
+    other go together)."""
     chains = [
         line[1:].split()[0] for line in saved.splitlines() if line.startswith(f":{CHAIN_PREFIX}")
     ]
-    return [*jumps, *(f":{c} - [0:0]" for c in chains), *(f"-X {c}" for c in chains)]
+    return delete_chains(saved, chains)
 
 
 def cleanup_iptables(iptables: Iptables) -> None:

@@ -56,7 +56,7 @@ type checking, ``controlplane.controllers.admissionpolicystatus``).
 
 Not done: the rest of static typing (a rule that is not boolean, or compares an int with a
 string, fails when evaluated, not when the CRD is written), heterogeneous numeric equality
-(``1 == 1.0`` is an error in celpy), the other Kubernetes libraries (``quantity``, ``url``, ``ip``,
+(``1 == 1.0`` is an error in celpy), the other Kubernetes libraries (``semver``, ``url``, ``ip``,
 ``cidr``, ``format``, regex ``find``, optionals and ``optionalOldSelf``), cost estimation, the
 ``apiVersion``/``kind``/``metadata`` of a root ``self``, and validation ratcheting.
 """
@@ -79,8 +79,10 @@ from celpy.evaluation import CELEvalError, base_functions
 
 from controlplane.apiserver.auth import Authorizer, User
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
+from kube.api import expressions
 from kube.api.errors import ErrorList, ErrorType, Path
-from kube.api.kinds import admissionregistration_v1, apiextensions_v1
+from kube.api.expressions import Environment
+from kube.api.quantity import Quantity, QuantityError
 
 Schema = dict[str, Any]
 
@@ -774,6 +776,76 @@ def _dyn(value: Any) -> celtypes.Value:
     return result
 
 
+# Kubernetes' quantity library.
+
+INT64 = range(-(2**63), 2**63)
+
+
+@dataclass(frozen=True)
+class QuantityValue:
+    """CEL's ``Quantity``: ``quantity("64Gi")``; equal to another of the same amount
+    (``quantity("1") == quantity("1000m")``)."""
+
+    quantity: Quantity
+
+
+def _quantity_arg(value: Any) -> Quantity:
+    if not isinstance(value, QuantityValue):
+        raise TypeError(f"no such overload: {type(value).__name__}")
+    return value.quantity
+
+
+def _operand(value: Any) -> Quantity:
+    """A quantity, or an int as the quantity of that many units."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Quantity.parse(int(value))
+    return _quantity_arg(value)
+
+
+def _parse_quantity(text: Any) -> Result:
+    try:
+        return QuantityValue(Quantity.parse(_string_arg(text)))  # type: ignore[return-value]
+    except QuantityError as error:
+        return CELEvalError(str(error))
+
+
+def _as_integer(q: Any) -> Result:
+    exact = _quantity_arg(q).as_fraction()
+    if exact.denominator != 1 or exact.numerator not in INT64:
+        return CELEvalError("cannot convert value to integer")
+    return celtypes.IntType(exact.numerator)
+
+
+def _is_integer(q: Any) -> celtypes.Value:
+    exact = _quantity_arg(q).as_fraction()
+    return celtypes.BoolType(exact.denominator == 1 and exact.numerator in INT64)
+
+
+def _compare_quantities(a: Any, b: Any) -> int:
+    left, right = _quantity_arg(a), _quantity_arg(b)
+    return (left > right) - (left < right)
+
+
+QUANTITY_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "quantity": _parse_quantity,
+    "isQuantity": lambda text: celtypes.BoolType(
+        not isinstance(_parse_quantity(text), CELEvalError)
+    ),
+    "sign": lambda q: celtypes.IntType(_compare_quantities(q, QuantityValue(Quantity.parse(0)))),
+    "isInteger": _is_integer,
+    "asInteger": _as_integer,
+    "asApproximateFloat": lambda q: celtypes.DoubleType(float(_quantity_arg(q).as_fraction())),
+    "add": lambda q, other: QuantityValue(_quantity_arg(q) + _operand(other)),
+    "sub": lambda q, other: QuantityValue(_quantity_arg(q) - _operand(other)),
+    "isLessThan": lambda a, b: celtypes.BoolType(_compare_quantities(a, b) < 0),
+    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare_quantities(a, b) > 0),
+    "compareTo": lambda a, b: celtypes.IntType(_compare_quantities(a, b)),
+}
+"""``quantity(string)``, ``isQuantity(string)``, and on a quantity ``sign``, ``isInteger``,
+``asInteger``, ``asApproximateFloat``, ``add`` and ``sub`` (a quantity or an int),
+``isLessThan``, ``isGreaterThan``, ``compareTo``."""
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     **{
         name: function
@@ -795,6 +867,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sum": _sum,
     "min": _extreme(lambda a, b: a < b, "min"),
     "max": _extreme(lambda a, b: a > b, "max"),
+    **QUANTITY_FUNCTIONS,
 }
 """The functions rules may call: celpy's standard library and the extensions above."""
 
@@ -948,6 +1021,12 @@ parameter object, or null), ``namespaceObject`` (the request's Namespace, or nul
 ``variables`` (the policy's variables, each evaluated when first read)."""
 
 
+DEVICE_SELECTOR = Declarations(frozenset({"device"}), FUNCTIONS)
+"""DRA device selectors (DeviceClass, ResourceClaim requests): ``device``, with its
+``driver``, ``attributes`` and ``capacity`` (the last are quantities: ``compareTo``).  They are
+compiled when written; this cluster has no DRA allocator that evaluates them."""
+
+
 # Mutating admission policies: building apply configurations and JSON patches.
 
 
@@ -1086,5 +1165,8 @@ def mutation_variables() -> dict[str, celtypes.Value]:
 
 
 # CRD and webhook validation compile with this module (kube.api cannot import it).
-apiextensions_v1.use_rule_compiler(compile_problem)
-admissionregistration_v1.use_condition_compiler(lambda text: compile_problem(text, ADMISSION))
+expressions.use_compiler(Environment.CRD_RULE, compile_problem)
+expressions.use_compiler(Environment.MATCH_CONDITION, lambda text: compile_problem(text, ADMISSION))
+expressions.use_compiler(
+    Environment.DEVICE_SELECTOR, lambda text: compile_problem(text, DEVICE_SELECTOR)
+)

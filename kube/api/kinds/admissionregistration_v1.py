@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import datetime
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, ClassVar
 
-from kube.api import names
+from kube.api import expressions, names
 from kube.api.errors import ErrorList, Path
+from kube.api.expressions import Environment
 from kube.api.meta_v1 import Condition, LabelSelector, Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
 from kube.api.scheme import kind
@@ -249,20 +250,6 @@ def validate_review_versions(
         )
 
 
-ExpressionCompiler = Callable[[str], str | None]
-"""Compiles a webhook's match condition: None, or why it does not compile (cel-go-like issue
-text).  Policies' conditions, which may name more variables, are not compiled here."""
-
-_condition_compiler: ExpressionCompiler | None = None
-
-
-def use_condition_compiler(compiler: ExpressionCompiler | None) -> None:
-    """Install the compiler webhooks' match conditions are checked with
-    (``controlplane.apiserver.crd.cel`` installs its own on import)."""
-    global _condition_compiler
-    _condition_compiler = compiler
-
-
 class MatchCondition(Struct):
     """A named CEL expression a request must satisfy to be sent to the webhook or policy."""
 
@@ -311,7 +298,9 @@ class WebhookBase(Struct):
     """What validating and mutating webhooks share: matching, calling and failing.
 
     Upstream declares the two webhooks apart, and their protobuf messages number
-    ``objectSelector`` and ``matchConditions`` differently: each subclass numbers those two."""
+    ``objectSelector`` and ``matchConditions`` differently: each subclass numbers those two,
+    and declares ``matchConditions`` itself since it comes last in each (after the mutating
+    webhook's ``reinvocationPolicy``)."""
 
     name: Annotated[
         str | None, meta(doc="A fully qualified name, e.g. imagepolicy.example.com.", proto=1)
@@ -327,7 +316,6 @@ class WebhookBase(Struct):
         int | None, meta(doc="Seconds to wait, 1 to 30 (default 10).", proto=7)
     ] = None
     admission_review_versions: Annotated[list[str] | None, atomic(proto=8)] = None
-    match_conditions: MatchConditions = None
 
     def set_defaults(self) -> None:
         if self.failure_policy is None:
@@ -354,18 +342,6 @@ class WebhookBase(Struct):
                 "the timeout value must be between 1 and 30 seconds",
             )
         validate_client_config(self.client_config, path.child("clientConfig"), errors)
-        _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
-        for i, condition in enumerate(self.match_conditions or ()):
-            expression = (condition.expression or "").strip()
-            problem = (
-                _condition_compiler(expression) if _condition_compiler and expression else None
-            )
-            if problem is not None:
-                errors.invalid(
-                    path.child("matchConditions").index(i).child("expression"),
-                    expression,
-                    f"compilation failed: {problem}",
-                )
         validate_review_versions(
             self.admission_review_versions,
             path.child("admissionReviewVersions"),
@@ -374,25 +350,49 @@ class WebhookBase(Struct):
         )
 
 
+def _validate_webhook_conditions(
+    conditions: MatchConditions, path: Path, errors: ErrorList
+) -> None:
+    """A webhook's matchConditions: well-formed, and each expression compiles."""
+    _validate_match_conditions(conditions, path, errors)
+    for i, condition in enumerate(conditions or ()):
+        expression = (condition.expression or "").strip()
+        problem = expressions.problem(Environment.MATCH_CONDITION, expression)
+        if problem is not None:
+            errors.invalid(
+                path.index(i).child("expression"), expression, f"compilation failed: {problem}"
+            )
+
+
 class ValidatingWebhook(WebhookBase):
     """A webhook that may reject matching requests but never changes them."""
 
     object_selector: Annotated[LabelSelector | None, meta(proto=10)] = None
     match_conditions: Annotated[MatchConditions, meta(proto=11)] = None
 
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        super().validate(path, errors)
+        _validate_webhook_conditions(self.match_conditions, path.child("matchConditions"), errors)
+
 
 class MutatingWebhook(WebhookBase):
     """A webhook that may change matching requests (with JSON patches) or reject them."""
 
     object_selector: Annotated[LabelSelector | None, meta(proto=11)] = None
-    match_conditions: Annotated[MatchConditions, meta(proto=12)] = None
     reinvocation_policy: Annotated[str | None, meta(enum=REINVOCATION_POLICIES, proto=10)] = None
+    match_conditions: Annotated[MatchConditions, meta(proto=12)] = None
 
     def set_defaults(self) -> None:
         super().set_defaults()
         if self.reinvocation_policy is None:
             self.reinvocation_policy = "Never"
 
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        super().validate(path, errors)
+        _validate_webhook_conditions(self.match_conditions, path.child("matchConditions"), errors)
+
+
+Webhook = ValidatingWebhook | MutatingWebhook
 
 WEBHOOK_COLUMNS = (
     NAME_COLUMN,

@@ -5,20 +5,19 @@ one or more versions, each with an OpenAPI v3 schema (``JSONSchemaProps``, recur
 ``status``/``scale`` subresources and extra printer columns; exactly one version is stored.  The
 schema checks here are the per-node rules upstream applies and the structural-schema basics
 (every specified field typed, object at the root).  CEL rules (``x-kubernetes-validations``) are
-compiled by the compiler the API server installs with ``use_rule_compiler`` (its
-``controlplane.apiserver.crd.cel``, which this package may not import); without one they are kept as
-written.  Defaults in schemas are not checked against the schema.
+compiled by the compiler the API server installs (``kube.api.expressions``); without one they
+are kept as written.  Defaults in schemas are not checked against the schema.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Self
 
 import msgspec
 
-from kube.api import names
+from kube.api import expressions, names
 from kube.api.errors import ROOT, ErrorList, Path
+from kube.api.expressions import Environment
 from kube.api.kinds import admissionregistration_v1 as admission
 from kube.api.meta_v1 import Resource
 from kube.api.scheme import kind
@@ -83,19 +82,6 @@ def _has_newline(text: str) -> bool:
     return "\n" in text or "\r" in text
 
 
-RuleCompiler = Callable[[str], str | None]
-"""Compiles a CEL expression: None, or why it does not compile (cel-go-like issue text)."""
-
-_rule_compiler: RuleCompiler | None = None
-
-
-def use_rule_compiler(compiler: RuleCompiler | None) -> None:
-    """Install the compiler ``ValidationRule`` checks its ``rule`` and ``messageExpression``
-    with (``controlplane.apiserver.crd.cel`` installs its own on import)."""
-    global _rule_compiler
-    _rule_compiler = compiler
-
-
 class ExternalDocumentation(Struct):
     """A link to more documentation about a schema."""
 
@@ -141,16 +127,13 @@ class ValidationRule(Struct):
     def _compile(self, rule: str, path: Path, errors: ErrorList) -> None:
         """Upstream's compilation errors: ``rule: Invalid value: {...}: compilation failed: ...``
         (the value is the whole rule, as upstream reports it)."""
-        compiler = _rule_compiler
-        if compiler is None:
-            return
         message_expression = (self.message_expression or "").strip()
-        problem = compiler(rule) if rule else None
+        problem = expressions.problem(Environment.CRD_RULE, rule)
         if problem is not None:
             errors.invalid(
                 path.child("rule"), msgspec.to_builtins(self), f"compilation failed: {problem}"
             )
-        problem = compiler(message_expression) if message_expression else None
+        problem = expressions.problem(Environment.CRD_RULE, message_expression)
         if problem is not None:
             errors.invalid(
                 path.child("messageExpression"),

@@ -36,8 +36,9 @@ from typing import Annotated, Any, Self
 
 import msgspec
 
-from kube.api import names
+from kube.api import expressions, names
 from kube.api.errors import ROOT, ErrorList, Path
+from kube.api.expressions import Environment
 from kube.api.kinds.core_v1.resources import is_extended
 from kube.api.kinds.core_v1.volume import NodeSelector, validate_csi_driver_name
 from kube.api.meta_v1 import Condition, ObjectMeta, Resource
@@ -100,6 +101,12 @@ class CELDeviceSelector(Struct):
     def validate(self, path: Path, errors: ErrorList) -> None:
         if self.expression and len(self.expression) > CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
             errors.too_long(path.child("expression"), CEL_SELECTOR_EXPRESSION_MAX_LENGTH)
+            return
+        problem = expressions.problem(Environment.DEVICE_SELECTOR, self.expression or "")
+        if problem is not None:
+            errors.invalid(
+                path.child("expression"), self.expression, f"compilation failed: {problem}"
+            )
 
 
 class DeviceSelector(Struct):

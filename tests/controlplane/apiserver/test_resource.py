@@ -129,6 +129,12 @@ def test_device_class_refusals(kubectl: Kubectl) -> None:
             "spec.selectors[0].cel.expression: Too long: may not be more than 10240 bytes",
         ),
         (
+            {"selectors": [{"cel": {"expression": "devices.driver == 'gpu.example.com'"}}]},
+            'spec.selectors[0].cel.expression: Invalid value: "devices.driver == '
+            "'gpu.example.com'\": compilation failed: ERROR: <input>:1:1: undeclared reference "
+            "to 'devices' (in container '')",
+        ),
+        (
             {"selectors": [{"cel": {"expression": "true"}}] * 33},
             "spec.selectors: Too many: 33: must have at most 32 items",
         ),

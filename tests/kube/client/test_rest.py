@@ -4,6 +4,7 @@ a scripted one."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -267,6 +268,23 @@ async def test_user_agent_names_the_component(scripted: Serve) -> None:
         await client.get(ConfigMap, "cm", "d")
     assert seen[0].headers["User-Agent"].startswith("kubelab-scheduler/")
     assert seen[0].path == "/api/v1/namespaces/d/configmaps/cm"
+
+
+async def test_server_date_is_the_servers_clock(scripted: Serve) -> None:
+    date = "Sun, 29 Nov 2026 12:00:05 GMT"
+    config, seen = await scripted(
+        [
+            web.json_response({}, headers={"Date": date}),
+            web.Response(text="x", headers={"Date": "soon"}),
+        ]
+    )
+    async with Client(config) as client:
+        assert await client.server_date() == datetime.datetime(
+            2026, 11, 29, 12, 0, 5, tzinfo=datetime.UTC
+        )
+        with pytest.raises(ClientError, match="a Date header that is no date: 'soon'"):
+            await client.server_date()
+    assert [r.path for r in seen] == ["/version", "/version"]
 
 
 async def test_refused_connection_gives_up_after_retries() -> None:

@@ -7,8 +7,9 @@ pairs is probed at once (each pod is also a prober, ``tests.node.netpol.probes``
 control port by a process in its node's namespace, it connects to all nine targets in parallel
 with a short timeout) and the table compared with the expected one, probing again until they
 agree or the deadline passes; a pod always reaches itself (loopback, as upstream's
-``AllowLoopback``). Every case runs on a lab of each proxy mode that rewrites addresses in the
-kernel (``MODES``: iptables and nftables; policy applies after their DNAT). The model's objects
+``AllowLoopback``). Every case runs on the node tests' shared lab (``tests/node/nodelabs.py``)
+of each proxy mode that rewrites addresses in the kernel (iptables and nftables; policy applies
+after their DNAT). The model's objects
 go through the pinned kubectl. A relabelled pod or namespace must be in the nodes' tables
 (``nft list set``) within a second of kubectl's answer.
 """
@@ -25,10 +26,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from kubelab.lab.topology import CLUSTER_CIDR, LabSpec
+from kubelab.lab.topology import CLUSTER_CIDR, Lab
 from node.netpol.compiler import FAMILY, TABLE
-from tests.kubelab.lab.labs import UP_TIMEOUT, RunningLab, lab_command, lab_up
+from tests.kubelab.lab.labs import UP_TIMEOUT, lab_command
 from tests.node.netpol.probes import ASK, SERVER
+from tests.node.nodelabs import IPTABLES, NFTABLES, NodeLab
 from tests.servers import Kubectl
 
 pytestmark = [
@@ -36,20 +38,10 @@ pytestmark = [
     pytest.mark.privileged,
     pytest.mark.containerd,
     pytest.mark.timeout(UP_TIMEOUT + 600),
+    pytest.mark.parametrize("node_lab", [IPTABLES, NFTABLES], indirect=True),
 ]
 
 
-@dataclass(frozen=True)
-class Mode:
-    lab: str
-    host_api_port: int
-    flags: tuple[str, ...]
-
-
-MODES = [
-    pytest.param(Mode("klnp1", 16480, ("--proxy-mode", "iptables")), id="iptables"),
-    pytest.param(Mode("klnp2", 16481, ("--proxy-mode", "nftables")), id="nftables"),
-]
 NAMESPACES = ("x", "y", "z")
 PODS = ("a", "b", "c")
 KEYS = [f"{ns}/{pod}" for ns in NAMESPACES for pod in PODS]
@@ -78,7 +70,7 @@ def model_pod(namespace: str, name: str) -> dict[str, object]:
 
 @dataclass
 class Model:
-    lab: RunningLab
+    lab: Lab
     kubectl: Kubectl
     ips: dict[str, str]
     nodes: dict[str, str]
@@ -95,7 +87,7 @@ class Model:
 
         def ask(node: str) -> dict[str, list[bool]]:
             pods = [(k, self.ips[k], targets) for k in KEYS if self.nodes[k] == node]
-            netns = self.lab.lab.node(node).netns_path
+            netns = self.lab.node(node).netns_path
             done = subprocess.run(
                 ["nsenter", f"--net={netns}", sys.executable, "-c", ASK, json.dumps(pods)],
                 capture_output=True, text=True, timeout=60, check=False,
@@ -113,7 +105,7 @@ class Model:
     def seconds_until_peer(self, peers: str, key: str) -> float:
         """Seconds until pod ``key`` is in the set ``peers`` of the table on every node that
         runs a pod of ``x`` (``nft list set`` in the node's namespace, polled)."""
-        nodes = {self.lab.lab.node(self.nodes[k]).netns_path for k in KEYS if ns_of(k) == "x"}
+        nodes = {self.lab.node(self.nodes[k]).netns_path for k in KEYS if ns_of(k) == "x"}
         argv = ["nft", "list", "set", FAMILY, TABLE, peers]
         start = time.monotonic()
         while True:
@@ -149,27 +141,23 @@ def render(want: dict[str, dict[str, bool]], got: dict[str, dict[str, bool]]) ->
     return "\n".join(lines)
 
 
-@pytest.fixture(scope="module", params=MODES)
-def model(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Model]:
-    mode: Mode = request.param
-    spec = LabSpec(name=mode.lab, workers=2, host_api_port=mode.host_api_port)
-    with lab_up(spec, tmp_path_factory.mktemp("kubectl-netpol"), *mode.flags) as running:
-        kubectl = running.kubectl
-        for ns in NAMESPACES:
-            kubectl.run("create", "namespace", ns, namespaced=False)
-        pods = [model_pod(ns, name) for ns in NAMESPACES for name in PODS]
-        kubectl.run("apply", "-f", "-", input="\n---\n".join(json.dumps(p) for p in pods),
-                    namespaced=False)  # fmt: skip
-        for ns in NAMESPACES:
-            kubectl.run("wait", "-n", ns, "pod", "--all", "--for=condition=Ready",
-                        "--timeout=180s", namespaced=False)  # fmt: skip
-        listed = kubectl.json("get", "pods", "-A", "-l", "pod")["items"]
-        key = "{0[metadata][namespace]}/{0[metadata][name]}".format
-        ips = {key(p): p["status"]["podIP"] for p in listed}
-        nodes = {key(p): p["spec"]["nodeName"] for p in listed}
-        yield Model(running, kubectl, ips, nodes)
+@pytest.fixture(scope="module")
+def model(node_lab: NodeLab) -> Model:
+    """The mode's lab with the model's namespaces and pods, all Ready."""
+    kubectl = node_lab.kubectl
+    pods = [model_pod(ns, name) for ns in NAMESPACES for name in PODS]
+    manifests = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                 for ns in NAMESPACES] + pods  # fmt: skip
+    kubectl.run("apply", "-f", "-", input="\n---\n".join(json.dumps(m) for m in manifests),
+                namespaced=False)  # fmt: skip
+    for ns in NAMESPACES:
+        kubectl.run("wait", "-n", ns, "pod", "--all", "--for=condition=Ready",
+                    "--timeout=180s", namespaced=False)  # fmt: skip
+    listed = kubectl.json("get", "pods", "-A", "-l", "pod")["items"]
+    key = "{0[metadata][namespace]}/{0[metadata][name]}".format
+    ips = {key(p): p["status"]["podIP"] for p in listed}
+    nodes = {key(p): p["spec"]["nodeName"] for p in listed}
+    return Model(node_lab.lab, kubectl, ips, nodes)
 
 
 def ns_of(key: str) -> str:
@@ -304,13 +292,13 @@ def test_the_table_outlives_its_agent_and_a_restarted_agent_replaces_it(clean: M
     clean.check(lambda s, t: ns_of(t) != "x")
     try:
         for node in nodes:
-            stopped = lab_command("stop", "--name", clean.lab.name, node, "network-policy")
+            stopped = lab_command("stop", "--name", clean.lab.spec.name, node, "network-policy")
             assert stopped.returncode == 0, stopped.stderr
         clean.kubectl.run("delete", "networkpolicy", "-n", "x", "deny", namespaced=False)
         time.sleep(2.0)  # a running agent would have removed the policy by now
         clean.check(lambda s, t: ns_of(t) != "x")
     finally:
         for node in nodes:
-            started = lab_command("start", "--name", clean.lab.name, node, "network-policy")
+            started = lab_command("start", "--name", clean.lab.spec.name, node, "network-policy")
             assert started.returncode == 0, started.stderr
     clean.check(lambda s, t: True)

@@ -1,16 +1,15 @@
 """kube-proxy's behaviour suite on the real lab, the same tests for every mode.
 
 One lab per mode (``iptables`` with the ``restore`` backend, ``iptables`` with ``libiptc``,
-``nftables``, ``userspace``), brought up once for the mode's tests with
-``kubelab.lab.cluster.up`` and always taken down. The workload is four busybox web servers
-pinned two per worker (a CGI script answers with the pod's name and the client address the
-server saw) behind Services of every kind the proxy programs. Requests go from the worker nodes
-themselves (a socket opened inside the node's namespace), from pods on both workers (``kubectl
-exec`` of busybox ``wget``) and from the lab's ``client`` namespace, the outside world. The
-router holds a route to each load-balancer address: the ``echo`` Service names a
-``loadBalancerClass`` of its own, so the lab's cloud-controller-manager leaves it alone and the
-test writes its ``status.loadBalancer`` itself (the proxy's view, not the cloud's, is under
-test).
+``nftables``, ``userspace``): the node tests' shared lab of that mode (``tests/node/nodelabs.py``).
+The workload is four busybox web servers pinned two per worker (a CGI script answers with the pod's
+name and the client address the server saw) behind Services of every kind the proxy programs.
+Requests go from the worker nodes themselves (a socket opened inside the node's namespace), from
+pods on both workers (``kubectl exec`` of busybox ``wget``) and from the lab's ``client``
+namespace, the outside world. The router holds a route to each load-balancer address: the ``echo``
+Service names a ``loadBalancerClass`` of its own, so the lab's cloud-controller-manager leaves it
+alone and the test writes its ``status.loadBalancer`` itself (the proxy's view, not the cloud's, is
+under test).
 
 Userspace mode relays connections itself, so endpoints see the node's address and traffic
 policies are not applied, and its data path is the proxy process: the tests of what it cannot
@@ -25,7 +24,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +32,10 @@ from typing import Any
 import pytest
 
 from kube.client.rest import Client
-from kubelab.lab import cluster
 from kubelab.lab.processes import ProcessTable, run
-from kubelab.lab.topology import Lab, LabSpec
+from kubelab.lab.topology import Lab
 from node.netns import socket_in_netns
+from tests.node.nodelabs import IPTABLES, LIBIPTC, NFTABLES, USERSPACE, Mode, NodeLab
 from tests.servers import Kubectl
 
 pytestmark = [
@@ -47,23 +46,9 @@ pytestmark = [
     # A mode's first test brings its lab up, which may first build the lab's images into the
     # shared cache (or wait for another lab that holds the cache's lock).
     pytest.mark.timeout(600),
+    pytest.mark.parametrize("node_lab", [IPTABLES, LIBIPTC, USERSPACE, NFTABLES], indirect=True),
 ]
 
-
-@dataclass(frozen=True)
-class Mode:
-    lab: str
-    host_api_port: int
-    proxy_mode: str
-    iptables_backend: str
-
-
-MODES = [
-    pytest.param(Mode("px1", 16450, "iptables", "restore"), id="iptables-restore"),
-    pytest.param(Mode("px2", 16451, "iptables", "libiptc"), id="iptables-libiptc"),
-    pytest.param(Mode("px3", 16452, "userspace", "restore"), id="userspace"),
-    pytest.param(Mode("klnft1", 16470, "nftables", "restore"), id="nftables"),
-]
 
 WHO = "/cgi-bin/who"
 PORT = 8080
@@ -306,47 +291,31 @@ async def patch_manual_slice(cluster_: Cluster, pods: list[str]) -> float:
         return sent
 
 
-@pytest.fixture(name="lab", scope="module", params=MODES)
-def lab_fixture(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
-    mode: Mode = request.param
-    lab = Lab(
-        LabSpec(
-            name=mode.lab,
-            host_api_port=mode.host_api_port,
-            proxy_mode=mode.proxy_mode,
-            iptables_backend=mode.iptables_backend,
-        )
-    )
-    kubectl = Kubectl(lab.host_kubeconfig, tmp_path_factory.mktemp("kubectl"), "default")
-    running = Cluster(mode, lab, kubectl)
-    try:
-        asyncio.run(cluster.up(lab, report=lambda line: None))
-        kubectl.run("apply", "-f", "-", input="\n---\n".join(json.dumps(m) for m in manifests()))
-        status = {"status": {"loadBalancer": {"ingress": [{"ip": LB_IP}]}}}
-        kubectl.run(
-            "patch", "service", "echo", "--subresource=status", "--type=merge",
-            "-p", json.dumps(status),
-        )  # fmt: skip
-        for ip, node in ((LB_IP, "node1"), (EXTERNAL_IP, "node2")):
-            gateway = lab.node(node).ip
-            run("ip", "route", "add", f"{ip}/32", "via", gateway, netns=lab.router.netns_path)
-        kubectl.run("wait", "--for=condition=Ready", "pod", *PODS, "--timeout=90s")
-        pods: Any = kubectl.json("get", "pods")
-        running.pod_ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods["items"]}
-        services: Any = kubectl.json("get", "services")
-        running.cluster_ips = {
-            s["metadata"]["name"]: s["spec"]["clusterIP"] for s in services["items"]
-        }
-        kubectl.run("apply", "-f", "-", input=manual_slice(running, ["e1a"]))
-        # Pods Ready is not yet rules written: each proxy syncs at most once a second.
-        for worker in lab.workers:
-            answered_in_time(worker.netns_path, running.cluster_ips["echo"], 80)
-            answered_in_time(worker.netns_path, running.cluster_ips["manual"], 80)
-        yield running
-    finally:
-        asyncio.run(cluster.down(lab, report=lambda line: None))
+@pytest.fixture(name="lab", scope="module")
+def lab_fixture(node_lab: NodeLab) -> Cluster:
+    """The mode's lab with the workload applied and every proxy serving it."""
+    lab, kubectl = node_lab.lab, node_lab.kubectl
+    running = Cluster(node_lab.mode, lab, kubectl)
+    kubectl.run("apply", "-f", "-", input="\n---\n".join(json.dumps(m) for m in manifests()))
+    status = {"status": {"loadBalancer": {"ingress": [{"ip": LB_IP}]}}}
+    kubectl.run(
+        "patch", "service", "echo", "--subresource=status", "--type=merge",
+        "-p", json.dumps(status),
+    )  # fmt: skip
+    for ip, node in ((LB_IP, "node1"), (EXTERNAL_IP, "node2")):
+        gateway = lab.node(node).ip
+        run("ip", "route", "replace", f"{ip}/32", "via", gateway, netns=lab.router.netns_path)
+    kubectl.run("wait", "--for=condition=Ready", "pod", *PODS, "--timeout=90s")
+    pods: Any = kubectl.json("get", "pods")
+    running.pod_ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods["items"]}
+    services: Any = kubectl.json("get", "services")
+    running.cluster_ips = {s["metadata"]["name"]: s["spec"]["clusterIP"] for s in services["items"]}
+    kubectl.run("apply", "-f", "-", input=manual_slice(running, ["e1a"]))
+    # Pods Ready is not yet rules written: each proxy syncs at most once a second.
+    for worker in lab.workers:
+        answered_in_time(worker.netns_path, running.cluster_ips["echo"], 80)
+        answered_in_time(worker.netns_path, running.cluster_ips["manual"], 80)
+    return running
 
 
 def expect_failure_in_userspace(request: pytest.FixtureRequest, lab: Cluster, why: str) -> None:

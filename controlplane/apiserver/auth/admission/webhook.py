@@ -74,7 +74,7 @@ from kube.api.kinds.admissionregistration_v1 import (
     MutatingWebhookConfiguration,
     RuleWithOperations,
     ValidatingWebhookConfiguration,
-    WebhookBase,
+    Webhook,
 )
 from kube.api.labels import Selector
 from kube.api.meta_v1 import LabelSelector, Resource
@@ -116,7 +116,7 @@ class Invocation:
     """A webhook a request matched, and the version of the resource it is to be sent."""
 
     configuration: str
-    webhook: WebhookBase
+    webhook: Webhook
     info: KindInfo
     index: int
     """The webhook's place among all of the configurations' webhooks (upstream's numbering
@@ -135,7 +135,7 @@ class CallError(Exception):
 class Call:
     """One review to send: the webhook, and how to reach and trust it."""
 
-    webhook: WebhookBase
+    webhook: Webhook
     stores: Stores
 
     @property
@@ -367,7 +367,7 @@ async def _matching(
 
 
 def _matched_version(
-    webhook: WebhookBase, operation: str, info: KindInfo, sub: str, stores: Stores
+    webhook: Webhook, operation: str, info: KindInfo, sub: str, stores: Stores
 ) -> KindInfo | None:
     return matched_version(webhook.rules or (), webhook.match_policy, operation, info, sub, stores)
 
@@ -572,7 +572,7 @@ def expression_variables(
 
 
 async def _review(
-    webhook: WebhookBase, stores: Stores, review: dict[str, Any], ctx: RequestContext
+    webhook: Webhook, stores: Stores, review: dict[str, Any], ctx: RequestContext
 ) -> dict[str, Any] | None:
     """Call one webhook; its response if it allowed the request (None if it was skipped by
     ``failurePolicy: Ignore``).  A denial or a failure under ``Fail`` raises ``ApiError``."""

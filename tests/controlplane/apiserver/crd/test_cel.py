@@ -17,6 +17,7 @@ from kube.api import openapi, walk
 from kube.api.codec import from_builtins
 from kube.api.errors import ROOT, ErrorList, ErrorType
 from kube.api.kinds.apiextensions_v1 import CustomResourceDefinition
+from kube.api.kinds.resource_v1 import DeviceClass
 from tests.servers import KUBECTL, Kubectl, ServerProcess
 
 INT = {"type": "integer"}
@@ -116,6 +117,16 @@ HOLDING = [
     ("list-functions", "self.tags.isSorted() && [1, 2, 3].sum() == 6 && "
                        "[3, 1, 2].min() == 1 && [3, 1, 2].max() == 3"),
     ("dyn", "dyn(self.minReplicas) == 1"),
+    ("quantity-compare", "quantity('64Gi').compareTo(quantity('1Gi')) == 1 && "
+                         "quantity('1') == quantity('1000m') && "
+                         "quantity('500m').isLessThan(quantity('1'))"),
+    ("quantity-arithmetic", "quantity('1Gi').add(quantity('1Gi')) == quantity('2Gi') && "
+                            "quantity('1').sub(1).sign() == 0 && quantity('1.5').add(1) == "
+                            "quantity('2500m')"),
+    ("quantity-conversions", "quantity('2k').isInteger() && quantity('2k').asInteger() == 2000 "
+                             "&& !quantity('1m').isInteger() && "
+                             "quantity('250m').asApproximateFloat() == 0.25 && "
+                             "isQuantity('1Mi') && !isQuantity('1 Mi')"),
     ("error-absorbed-by-or", "self.missing == 1 || true"),
 ]
 FAILING = [
@@ -126,6 +137,7 @@ FAILING = [
     ("exists-one", "self.tags.exists_one(t, t != 'a')"),
     ("in-list", "self.name in ['x']"),
     ("is-sorted", "['b', 'a'].isSorted()"),
+    ("quantity-greater", "quantity('1k').isGreaterThan(quantity('1Ki'))"),
 ]
 # fmt: on
 
@@ -339,8 +351,26 @@ def test_old_map_values_correlate_by_key() -> None:
         ),
         ("self.min", "cel expression must evaluate to a bool evaluating rule: self.min"),
         ("[].min() == 1", "min called on empty list evaluating rule: [].min() == 1"),
+        (
+            "quantity('1 Mi') == quantity('1')",
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?"
+            "[0-9]*)$' evaluating rule: quantity('1 Mi') == quantity('1')",
+        ),
+        (
+            "quantity('1m').asInteger() == 0",
+            "cannot convert value to integer evaluating rule: quantity('1m').asInteger() == 0",
+        ),
     ],
-    ids=["no-such-key", "division-by-zero", "index", "overload", "not-bool", "empty-min"],
+    ids=[
+        "no-such-key",
+        "division-by-zero",
+        "index",
+        "overload",
+        "not-bool",
+        "empty-min",
+        "not-a-quantity",
+        "not-an-integer",
+    ],
 )
 def test_evaluation_errors(rule: str, detail: str) -> None:
     schema = obj({"min": INT, "zero": INT, "tags": {"type": "array", "items": STRING}}, rule)
@@ -707,3 +737,37 @@ def test_each_undefined_field_is_reported_at_its_dot() -> None:
         f" | {text}\n"
         " | .................................................................^"
     )
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        # kubernetes.io's Dynamic Resource Allocation page's DeviceClass selector.
+        (
+            'device.driver == "driver.example.com" && device.attributes["driver.example.com"]'
+            '.type == "gpu" && device.capacity["driver.example.com"].memory.compareTo('
+            'quantity("64Gi")) >= 0',
+            None,
+        ),
+        (
+            'devices.driver == "driver.example.com"',
+            "compilation failed: ERROR: <input>:1:1: undeclared reference to 'devices'",
+        ),
+        ("device.driver ==", "compilation failed: ERROR: <input>:1:"),
+    ],
+    ids=["docs-example", "undeclared", "syntax"],
+)
+def test_device_selectors_are_compiled_when_written(expression: str, problem: str | None) -> None:
+    raw = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+    found = walk.validate(from_builtins(raw, DeviceClass).obj)
+    if problem is None:
+        assert not found
+    else:
+        [error] = found
+        assert error.field == "spec.selectors[0].cel.expression"
+        assert error.detail.startswith(problem)

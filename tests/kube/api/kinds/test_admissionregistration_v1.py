@@ -79,6 +79,32 @@ def test_webhook_defaults() -> None:
     }
 
 
+def test_webhook_fields_come_in_upstreams_order() -> None:
+    """As upstream's Go structs declare them, which is how `kubectl get -o json` shows them:
+    the mutating webhook's reinvocationPolicy before matchConditions, which is last in both."""
+    conditions = {"matchConditions": [{"name": "all", "expression": "true"}]}
+    order = [
+        "name",
+        "clientConfig",
+        "rules",
+        "failurePolicy",
+        "matchPolicy",
+        "namespaceSelector",
+        "objectSelector",
+        "sideEffects",
+        "timeoutSeconds",
+        "admissionReviewVersions",
+    ]
+    [mutating] = to_builtins(
+        decode(merge(MWC, {"webhooks": [merge(HOOK, conditions)]}), MutatingWebhookConfiguration)
+    )["webhooks"]
+    [validating] = to_builtins(decode(hook(**conditions), ValidatingWebhookConfiguration))[
+        "webhooks"
+    ]
+    assert list(mutating) == [*order, "reinvocationPolicy", "matchConditions"]
+    assert list(validating) == [*order, "matchConditions"]
+
+
 def test_defaults_never_override_what_is_set() -> None:
     raw = hook(
         failurePolicy="Ignore", timeoutSeconds=3, namespaceSelector={"matchLabels": {"a": "b"}}
