@@ -69,8 +69,11 @@ from controlplane.apiserver.flowcontrol.controller import (
     Classification,
     FlowControl,
     Seat,
+    WatchTracker,
+    Width,
     list_seats,
     long_running,
+    mutating_width,
 )
 from controlplane.apiserver.registry.componentstatus import HTTPProbe, StoreProbe
 from controlplane.apiserver.registry.proxy import KubeletConnector
@@ -307,6 +310,7 @@ class APIServer:
         self._watchers = self.metrics.gauge(
             "apiserver_longrunning_requests", "Number of watch requests in flight.", ["resource"]
         )
+        self._watch_tracker = WatchTracker()
         self.flowcontrol = FlowControl(
             self._cache((FLOWCONTROL_GROUP, "v1", "flowschemas")),
             self._cache((FLOWCONTROL_GROUP, "v1", "prioritylevelconfigurations")),
@@ -565,8 +569,8 @@ class APIServer:
             request[audit.IMPERSONATED] = user = impersonated
         # Priority and fairness between impersonation and authorization, as upstream's chain.
         request[FLOW] = flow = self.flowcontrol.classify(user, info)
-        seats = self._seats(info, request.query)
-        async with self.flowcontrol.seat(flow, seats, _request_details(user, info)) as seat:
+        width = self._width(info, request.query)
+        async with self.flowcontrol.seat(flow, width, _request_details(user, info)) as seat:
             request[audit.DECISION] = allowed = self.authorizer(user, info)
             self.auditor.authorized(request)
             if not allowed:
@@ -576,6 +580,7 @@ class APIServer:
                 return await handler(request)
             request[RELEASE_SEAT] = seat  # a watch is set up once its response starts
             self._watchers.inc(info.resource)
+            self._watch_tracker.watching(info, 1)
             task = asyncio.current_task()
             assert task is not None
             self._watches.add(task)
@@ -584,17 +589,18 @@ class APIServer:
             finally:
                 self._watches.discard(task)
                 self._watchers.inc(info.resource, amount=-1)
+                self._watch_tracker.watching(info, -1)
 
-    def _seats(self, info: RequestInfo, query: Mapping[str, str]) -> int:
+    def _width(self, info: RequestInfo, query: Mapping[str, str]) -> Width:
         """The seats a request takes: none for a long-running one other than a watch, by its
         size for a list (the objects counted in the resource's watch cache, none if it has
-        none yet), one otherwise."""
+        none yet), by the watches it notifies for a change, one otherwise."""
         if long_running(info) and info.verb != "watch":
-            return 0
-        if info.verb != "list":
-            return 1
-        cache = self.caches.get((info.group, info.version, info.resource))
-        return list_seats(len(cache.objects()) if cache is not None else 0, query)
+            return Width(0)
+        if info.verb == "list":
+            cache = self.caches.get((info.group, info.version, info.resource))
+            return Width(list_seats(len(cache.objects()) if cache is not None else 0, query))
+        return mutating_width(self._watch_tracker.interested(info))
 
     async def _authenticate(self, request: web.Request) -> auth.User:
         for authenticate in self.authenticators:
