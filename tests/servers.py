@@ -8,6 +8,7 @@ ends it by PID.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -52,6 +53,29 @@ class ServerProcess:
         return f"https://127.0.0.1:{self.port}"
 
 
+async def start_component(*argv: str) -> tuple[asyncio.subprocess.Process, str]:
+    """``kubelab ARGV...`` as a pod runs it outside a pod (no ``KUBERNETES_*`` variables),
+    and the first line it prints (where components say what they serve)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kubelab",
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")},
+    )
+    assert process.stdout is not None
+    try:
+        line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    return process, line.decode()
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct loopback TCP ports nobody listens on (held open together while
     chosen; another process may still take one before the caller does)."""
@@ -70,6 +94,20 @@ def free_ports(count: int) -> list[int]:
 def free_port() -> int:
     """A loopback TCP port nobody listens on (``free_ports``)."""
     return free_ports(1)[0]
+
+
+def host_address() -> str:
+    """An IPv4 address of this machine other than loopback, which EndpointSlices refuse."""
+    shown = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    addresses = [shown[i + 1].partition("/")[0] for i, word in enumerate(shown) if word == "inet"]
+    if not addresses:
+        pytest.skip("no IPv4 address off loopback to serve the extension server on")
+    return addresses[0]
 
 
 def start_server(

@@ -242,6 +242,10 @@ class Resource(TypeMeta):
 
     metadata: Annotated[ObjectMeta, meta(proto=1)] = msgspec.field(default_factory=ObjectMeta)
 
+    def validate_create(self, errors: ErrorList) -> None:
+        """Append the problems only a new object can have, beyond ``validate``'s; never
+        raise."""
+
     def validate_update(self, old: Self, errors: ErrorList) -> None:
         """Append the problems of replacing ``old`` by this object beyond those every update
         has (immutable metadata, fields declared ``immutable``); never raise."""

@@ -11,6 +11,7 @@ Entry points:
   parent's default may create a child that has defaults of its own).
 - ``validate(obj)``: metadata against the kind's rules, then every declared field check and every
   ``validate`` hook; returns all errors.
+- ``validate_create(obj)``: ``validate(obj)`` plus the kind's own ``validate_create`` hook.
 - ``validate_update(new, old)``: ``validate(new)`` plus immutable metadata, fields declared
   ``immutable``, and the kind's own ``validate_update`` hook.
 """
@@ -324,6 +325,13 @@ def _scalar_problems(info: FieldMeta, value: Any) -> list[Problem]:
                 )
             )
     return found
+
+
+def validate_create(obj: Resource) -> ErrorList:
+    """Every problem with creating ``obj``."""
+    errors = validate(obj)
+    obj.validate_create(errors)
+    return errors
 
 
 def validate_update(new: Resource, old: Resource) -> ErrorList:

@@ -16,7 +16,6 @@ import msgspec
 
 from kube.api import walk
 from kube.api.errors import ROOT, ErrorList
-from kube.api.kinds import events_v1
 from kube.api.kinds.batch_v1 import Job
 from kube.api.kinds.core_v1.cluster import (
     KUBERNETES_FINALIZER,
@@ -90,7 +89,7 @@ class Strategy:
 
     def validate_create(self, obj: Resource) -> ErrorList:
         """Every problem with a new object."""
-        return walk.validate(obj)
+        return walk.validate_create(obj)
 
     def validate_update(self, new: Resource, old: Resource, subresource: str) -> ErrorList:
         """Every problem with the write; a binding is its own narrow rule, checked by its
@@ -211,16 +210,6 @@ class CreateOnUpdate(Strategy):
     allow_create_on_update = True
 
 
-class EventsV1Strategy(CreateOnUpdate):
-    """events.k8s.io/v1 Events: core's, and a new one must be a new-style event."""
-
-    def validate_create(self, obj: Resource) -> ErrorList:
-        errors = walk.validate(obj)
-        assert isinstance(obj, events_v1.Event)
-        obj.validate_create(errors)
-        return errors
-
-
 class KeepStatusOnCreate(Strategy):
     """Kinds whose creator also reports their status (a kubelet registering its Node)."""
 
@@ -295,7 +284,7 @@ STRATEGIES: dict[tuple[str, str], type[Strategy]] = {
     ("coordination.k8s.io", "Lease"): CreateOnUpdate,
     ("apiextensions.k8s.io", "CustomResourceDefinition"): CustomResourceDefinitionStrategy,
     ("discovery.k8s.io", "EndpointSlice"): CreateOnUpdate,
-    ("events.k8s.io", "Event"): EventsV1Strategy,
+    ("events.k8s.io", "Event"): CreateOnUpdate,
 }
 
 

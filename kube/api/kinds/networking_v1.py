@@ -578,6 +578,16 @@ class Ingress(Resource):
         if self.spec is None:
             self.spec = IngressSpec()
 
+    def validate_create(self, errors: ErrorList) -> None:
+        """A new Ingress names its class one way: the deprecated annotation or the field."""
+        annotation = (self.metadata.annotations or {}).get(INGRESS_CLASS_ANNOTATION)
+        if annotation is not None and _spec(self, IngressSpec).ingress_class_name is not None:
+            errors.invalid(
+                ROOT.child("annotations").child(INGRESS_CLASS_ANNOTATION),
+                annotation,
+                "can not be set when the class field is also set",
+            )
+
 
 # IngressClass.
 

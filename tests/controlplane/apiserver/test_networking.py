@@ -341,6 +341,11 @@ INVALID = [
         "value",
     ),
     (
+        "networking-ingress-class-annotation-and-field.yaml",
+        'The Ingress "both-classes" is invalid: annotations.kubernetes.io/ingress.class: Invalid '
+        'value: "nginx": can not be set when the class field is also set',
+    ),
+    (
         "networking-ingressclass-namespace-scope-without-namespace.yaml",
         'The IngressClass "scoped" is invalid: spec.parameters.namespace: Required value: '
         "`parameters.scope` is set to 'Namespace'",

@@ -4,10 +4,8 @@ DNS, /healthz, /ready and /metrics, stopped by SIGTERM."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +17,7 @@ import pytest
 from kube.client.rest import Client
 from kubelab.cli import build_parser
 from tests.controlplane.dns.dnsharness import LOOPBACK, ask, eventually, service, texts
-from tests.servers import REPO, ServerProcess
-
-START_TIMEOUT = 30.0
+from tests.servers import ServerProcess, start_component
 
 
 @dataclass
@@ -33,33 +29,12 @@ class DNSProcess:
     metrics: int
 
 
-async def start_dns(*args: str) -> tuple[asyncio.subprocess.Process, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kubelab",
-        "dns",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=REPO,
-        env={k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")},
-    )
-    assert process.stdout is not None
-    try:
-        line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    return process, line.decode()
-
-
 @pytest.fixture
 async def dns_process(apiserver: ServerProcess, tmp_path: Path) -> AsyncIterator[DNSProcess]:
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("search example.org\noptions ndots:5\n")  # no nameserver: REFUSED
-    process, line = await start_dns(
+    process, line = await start_component(
+        "dns",
         "--kubeconfig",
         str(apiserver.kubeconfig),
         f"--listen={LOOPBACK}:0",
@@ -121,7 +96,7 @@ async def test_serves_dns_health_ready_and_metrics(
 
 
 async def test_without_kubeconfig_outside_a_pod_it_says_why() -> None:
-    process, _ = await start_dns("--listen=127.0.0.1:0")
+    process, _ = await start_component("dns", "--listen=127.0.0.1:0")
     assert await asyncio.wait_for(process.wait(), 30) == 2
     assert process.stderr is not None
     error = (await process.stderr.read()).decode()

@@ -84,7 +84,7 @@ def test_manifest_round_trips_unchanged_in_meaning(path: pathlib.Path) -> None:
             obj.metadata.namespace = "default"  # as kubectl does from its context
 
         walk.set_defaults(obj)
-        assert [str(e) for e in walk.validate(obj)] == []
+        assert [str(e) for e in walk.validate_create(obj)] == []
         defaulted = codec.to_builtins(obj)
         assert _kept(raw, defaulted) == []
 
@@ -138,7 +138,7 @@ def test_invalid_manifest_reports_expected_errors(path: pathlib.Path) -> None:
         if obj.kind_info.namespaced and not obj.metadata.namespace:
             obj.metadata.namespace = "default"
         walk.set_defaults(obj)
-        reported += [str(e) for e in walk.validate(obj)]
+        reported += [str(e) for e in walk.validate_create(obj)]
     for field, error_type in expected:
         assert any(r.startswith(f"{field}: {error_type}") for r in reported), (
             f"expected '{field}: {error_type}', got {reported}"

@@ -309,6 +309,17 @@ def test_ingress_messages() -> None:
     ]
 
 
+def test_a_new_ingress_names_its_class_by_annotation_or_field_not_both() -> None:
+    annotated = {"metadata": {"annotations": {"kubernetes.io/ingress.class": "nginx"}}}
+    both = decode(merge(ingress(ingressClassName="nginx"), annotated), Ingress)
+    assert [str(e) for e in walk.validate_create(both)] == [
+        'annotations.kubernetes.io/ingress.class: Invalid value: "nginx": can not be set when '
+        "the class field is also set"
+    ]
+    assert not walk.validate_update(both, both)  # only new Ingresses, as upstream
+    assert not walk.validate_create(decode(merge(INGRESS, annotated), Ingress))
+
+
 def test_ingress_status_addresses() -> None:
     raw = merge(
         INGRESS,
