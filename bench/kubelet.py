@@ -27,7 +27,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from kube.api.kinds.core_v1.cluster import Namespace, ServiceAccount
@@ -124,28 +124,36 @@ async def record_running(
                 return
 
 
+async def create_at_rate(client: Client, pods: Iterable[Pod], rate: float) -> dict[str, float]:
+    """Create ``pods`` one after another, ``rate`` per second: when each create was sent."""
+    sent: dict[str, float] = {}
+    for pod in pods:
+        name = pod.metadata.name or ""
+        sent[name] = time.perf_counter()
+        await client.create(pod)
+        await asyncio.sleep(max(0.0, sent[name] + 1 / rate - time.perf_counter()))
+    return sent
+
+
 async def startup_latencies(client: Client, pods: int, rate: float) -> list[float]:
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
     await namespace_ready(client, namespace)
-    sent: dict[str, float] = {}
     running: dict[str, float] = {}
     watcher = asyncio.create_task(record_running(client, namespace, pods, running))
     await asyncio.sleep(0.5)
+    busybox = Container(name="app", image=BUSYBOX_IMAGE, command=["sleep", "3600"])
     try:
-        for index in range(pods):
-            name = f"pod-{index}"
-            pod = Pod(
-                metadata=ObjectMeta(name=name, namespace=namespace),
-                spec=PodSpec(
-                    containers=[
-                        Container(name="app", image=BUSYBOX_IMAGE, command=["sleep", "3600"])
-                    ],
-                    termination_grace_period_seconds=0,
-                ),
-            )
-            sent[name] = time.perf_counter()
-            await client.create(pod)
-            await asyncio.sleep(max(0.0, sent[name] + 1 / rate - time.perf_counter()))
+        sent = await create_at_rate(
+            client,
+            (
+                Pod(
+                    metadata=ObjectMeta(name=f"pod-{index}", namespace=namespace),
+                    spec=PodSpec(containers=[busybox], termination_grace_period_seconds=0),
+                )
+                for index in range(pods)
+            ),
+            rate,
+        )
         await asyncio.wait_for(watcher, READY_TIMEOUT)
     finally:
         watcher.cancel()

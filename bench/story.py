@@ -1,16 +1,16 @@
-"""The cost of recording the story: pod startup p50 with the kubelet's sandbox events and
-without them, side by side in one run.
+"""The cost of recording the story: pod startup p50 with the kubelet's sandbox log and
+without it, side by side in one run.
 
-Of what ``kubelab story`` reads, only the kubelet's ``SandboxCreated`` and ``AddedInterface``
-Events sit on a pod's way to Running (a verbose PodSandboxStatus instead of the plain one, and
-two more Events through the recorder); kube-proxy's and the DNS's are told after the fact.
-So: ``kubelab server``, and in this process two real kubelets, each over its own fake CRI
-runtime (no root, no containers: what is measured is the kubelet and the API, not the
-runtime; the server is thrown away after, namespace and all), one recording
-(``NodeRuntimeOptions.sandbox_events``) and one not.  ``PODS`` pods per node are created
-already bound, alternating between the two nodes at ``RATE`` per second in all; a watch
-started before the first create records when each pod is first reported Running.
-Latency = that moment - the moment its create was sent.
+Of what ``kubelab story`` reads, only the kubelet's sandbox record sits on a pod's way to
+Running (a verbose PodSandboxStatus instead of the plain one, its CNI result parsed and kept
+in memory); kube-proxy's and the DNS's Events are told after the fact.  So: ``kubelab
+server``, and in this process two real kubelets, each with its own client and fake CRI runtime
+(no root, no containers: what is measured is the kubelet and the API, not the runtime; the
+server is thrown away after, namespace and all), one recording
+(``NodeRuntimeOptions.sandbox_log``) and one not.  ``PODS`` pods per node are created already
+bound, alternating between the two nodes (which goes first alternates too) at ``RATE`` per
+second in all; a watch started before the first create records when each pod is first
+reported Running.  Latency = that moment - the moment its create was sent.
 
 Printed: p50 and p99 of each, and the p50 difference; the target (issue 25) is at most 5%.
 
@@ -29,7 +29,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from bench.kubelet import namespace_ready, percentile, record_running
+from bench.kubelet import create_at_rate, namespace_ready, percentile, record_running
 from kube.api.kinds.core_v1.cluster import ConfigMap
 from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kube.api.meta_v1 import ObjectMeta
@@ -53,8 +53,10 @@ NODES = {"recording": True, "quiet": False}
 
 
 @contextlib.asynccontextmanager
-async def kubelet(client: Client, name: str, root: Path, events: bool) -> AsyncIterator[None]:
-    """A kubelet on a fake runtime of its own, running until the block ends."""
+async def kubelet(kubeconfig: Path, name: str, root: Path, recording: bool) -> AsyncIterator[None]:
+    """A kubelet on a fake runtime of its own, with a client of its own (its own rate limits,
+    as a kubelet process has: one node's events do not slow the other's writes), running
+    until the block ends."""
     runtime = FakeRuntime(images=[BUSYBOX, PAUSE])
     await runtime.start(root / "cri.sock")
     (root / "resolv.conf").write_text("nameserver 127.0.0.53\n")
@@ -68,10 +70,11 @@ async def kubelet(client: Client, name: str, root: Path, events: bool) -> AsyncI
             root_dir=root / "kubelet",
             pod_logs_dir=root / "logs",
             resolv_conf=root / "resolv.conf",
-            sandbox_events=events,
+            sandbox_log=recording,
         ),
         runtime_endpoint=runtime.endpoint,
     )
+    client = Client.from_kubeconfig(kubeconfig, user_agent=f"kubelet/{name}")
     task = asyncio.create_task(
         Kubelet(client, config, mounter=FakeMounter(), cgroups=FakeCgroups()).run()
     )
@@ -81,6 +84,7 @@ async def kubelet(client: Client, name: str, root: Path, events: bool) -> AsyncI
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await client.close()
         await runtime.stop()
 
 
@@ -99,26 +103,28 @@ async def startup_latencies(client: Client, pods: int, rate: float) -> dict[str,
     namespace = f"story-{uuid.uuid4().hex[:6]}"
     await namespace_ready(client, namespace)
     await root_ca_published(client, namespace)
-    sent: dict[str, float] = {}
     running: dict[str, float] = {}
     total = pods * len(NODES)
     watcher = asyncio.create_task(record_running(client, namespace, total, running))
     await asyncio.sleep(0.5)
     try:
-        for index in range(pods):
-            for node in NODES:
-                name = f"{node}-{index}"
-                pod = Pod(
-                    metadata=ObjectMeta(name=name, namespace=namespace),
+        sent = await create_at_rate(
+            client,
+            (
+                Pod(
+                    metadata=ObjectMeta(name=f"{node}-{index}", namespace=namespace),
                     spec=PodSpec(
                         node_name=node,
                         containers=[Container(name="app", image=BUSYBOX)],
                         termination_grace_period_seconds=0,
                     ),
                 )
-                sent[name] = time.perf_counter()
-                await client.create(pod)
-                await asyncio.sleep(max(0.0, sent[name] + 1 / rate - time.perf_counter()))
+                for index in range(pods)
+                # Which node's pod goes first alternates, so neither always has the API first.
+                for node in (list(NODES) if index % 2 else list(NODES)[::-1])
+            ),
+            rate,
+        )
         await asyncio.wait_for(watcher, TIMEOUT)
     finally:
         watcher.cancel()
@@ -138,9 +144,10 @@ async def run(pods: int, rate: float) -> dict[str, list[float]]:
                 Client.from_kubeconfig(server.kubeconfig, user_agent="bench") as client,
                 contextlib.AsyncExitStack() as stack,
             ):
-                for node, events in NODES.items():
+                for node, recording in NODES.items():
                     (root / node).mkdir()
-                    await stack.enter_async_context(kubelet(client, node, root / node, events))
+                    kubelet_of_node = kubelet(server.kubeconfig, node, root / node, recording)
+                    await stack.enter_async_context(kubelet_of_node)
                 return await startup_latencies(client, pods, rate)
         finally:
             stop_server(server)
@@ -150,7 +157,7 @@ def report(latencies: dict[str, list[float]], pods: int, rate: float) -> float:
     print(f"the cost of recording the story: {pods} pods per node at {rate:g}/s in all")
     p50 = {node: statistics.median(values) for node, values in latencies.items()}
     for node, values in latencies.items():
-        told = "with sandbox events" if NODES[node] else "without them"
+        told = "with the sandbox log" if NODES[node] else "without it"
         print(
             f"  {node} ({told}): create -> Running p50 {p50[node] * 1000:.0f} ms  "
             f"p99 {percentile(values, 0.99) * 1000:.0f} ms"

@@ -6,10 +6,10 @@ its time, its actor, what happened, to which object, the detail, and the link to
 (an owner reference, a binding, a slice's service label or target references).  Nothing is
 read from a log of free text: every step is an Event (the components' own reasons, upstream's
 where upstream records one: ``ScalingReplicaSet``, ``SuccessfulCreate``, ``Scheduled``,
-``Pulling``...; kubelab's where it does not: the kubelet's ``SandboxCreated`` and
-``AddedInterface``, kube-proxy's ``EndpointsSynced``, the DNS's ``Answered``), an audit
-entry, or an object's own timestamps (creation, a condition's lastTransitionTime, the last
-write of an EndpointSlice in its managedFields).
+``Pulling``...; kubelab's where it does not: kube-proxy's ``EndpointsSynced``, the DNS's
+``Answered``), a kubelet's sandbox record (``SandboxCreated`` and ``AddedInterface`` steps:
+the sandbox and its CNI ADD), an audit entry, or an object's own timestamps (creation, a
+condition's lastTransitionTime, the last write of an EndpointSlice in its managedFields).
 
 Times come at two precisions: Events from the events.k8s.io recorder (the scheduler's) and
 audit entries carry microseconds, the rest whole seconds.  So steps are ordered by the second
@@ -86,13 +86,15 @@ class Step:
 @dataclass
 class Evidence:
     """What the story is told from: the objects in the chain, the Events about them, the
-    audit log's entries (``audit.k8s.io/v1`` Events as dicts) and explain records by pod
-    key (the scheduler's ``/debug/explain`` documents)."""
+    audit log's entries (``audit.k8s.io/v1`` Events as dicts), explain records by pod key
+    (the scheduler's ``/debug/explain`` documents) and the kubelets' sandbox records (their
+    ``/debug/sandboxes``)."""
 
     objects: list[Resource] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     audit: list[dict[str, Any]] = field(default_factory=list)
     explains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sandboxes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def tell(evidence: Evidence) -> list[Step]:
@@ -105,6 +107,10 @@ def tell(evidence: Evidence) -> list[Step]:
             steps.extend(_ready(obj))
         if isinstance(obj, EndpointSlice):
             steps.extend(_slice_written(obj))
+    for record in evidence.sandboxes:
+        pod = by_uid.get(record.get("pod", {}).get("uid"))
+        if isinstance(pod, Pod):
+            steps.extend(_sandbox_steps(record, pod))
     for event in evidence.events:
         ref = event.involved_object
         subject = by_uid.get(ref.uid) if ref is not None and ref.uid else None
@@ -250,6 +256,26 @@ def _endpoints(slice_: EndpointSlice) -> str:
     return "; ".join(told) or "no endpoints"
 
 
+def _sandbox_steps(record: Mapping[str, Any], pod: Pod) -> list[Step]:
+    """A kubelet's sandbox record: the sandbox, and what its CNI ADD wired."""
+    time = _parse_time(record.get("created"))
+    if time is None:
+        return []
+    node = pod.spec.node_name if pod.spec is not None else None
+    actor = f"kubelet {node}"
+    sandbox = f"Created pod sandbox {str(record.get('sandboxID', ''))[:12]}"
+    steps = [Step(time, actor, "SandboxCreated", name_of(pod), sandbox, f"binding to node {node}")]
+    interfaces = [i for i in record.get("interfaces") or () if isinstance(i, dict)]
+    pod_ends = [i for i in interfaces if i.get("inPod")]
+    if pod_ends:
+        added = ", ".join(f"{i.get('name')} [{', '.join(i.get('ips') or ())}]" for i in pod_ends)
+        on_host = ", ".join(str(i.get("name")) for i in interfaces if not i.get("inPod"))
+        detail = f"Add {added} from CNI" + (f"; on the host {on_host}" if on_host else "")
+        cause = "sandbox (CNI ADD from RunPodSandbox)"
+        steps.append(Step(time, actor, "AddedInterface", name_of(pod), detail, cause))
+    return steps
+
+
 def _event_time(event: Event) -> datetime.datetime:
     return (
         _parse_time(event.event_time)
@@ -293,10 +319,8 @@ def _event_cause(reason: str, subject: Resource, objects: Sequence[Resource]) ->
         node = subject.spec.node_name if subject.spec is not None else None
         if reason in ("Scheduled", "FailedScheduling"):
             return f"{name_of(subject)} unbound (spec.nodeName empty)"
-        if reason in ("SandboxCreated", "FailedCreatePodSandBox"):
+        if reason == "FailedCreatePodSandBox":
             return f"binding to node {node}" if node else "binding"
-        if reason == "AddedInterface":
-            return "sandbox (CNI ADD from RunPodSandbox)"
         return f"sandbox on node {node}" if node else ""
     if isinstance(subject, Service):
         slices = sorted(

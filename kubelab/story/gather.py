@@ -7,7 +7,10 @@ EndpointSlices labelled with those Services; from a Service, the Pods its slices
 (targetRef).  The Events are those whose involvedObject is one of these objects (by UID, so a
 namesake that was deleted and created again does not mix in).
 
-Two sources are optional because they are not the API's:
+The kubelets' sandbox records (which sandbox each pod got, when, its CNI result) are read from
+each pod's node through the API server's node proxy (``/debug/sandboxes``, see
+:mod:`node.kubelet.runtime.network` for why not Events); a node that does not serve them adds
+nothing.  Two sources are optional because they are not the API's:
 
 - the audit log (``--audit-log``): the file the API server writes with ``--audit-log-path``,
   JSON lines of ``audit.k8s.io/v1`` Events.  It is read as a file rather than through an
@@ -35,6 +38,7 @@ from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.discovery_v1 import EndpointSlice
 from kube.api.meta_v1 import Resource
+from kube.client.errors import ApiError, ClientError
 from kube.client.rest import Client
 from kubelab.story.chain import SERVICE_NAME_LABEL, Evidence
 
@@ -80,10 +84,20 @@ async def gather(
     chain = _chain(target, replicasets.items, pods.items, services.items, slices.items)
     uids = {o.metadata.uid for o in chain}
     events = (await client.list(Event, namespace)).items
+    nodes = sorted(
+        {p.spec.node_name for p in chain if isinstance(p, Pod) and p.spec and p.spec.node_name}
+    )
+    sandboxes = [
+        record
+        for records in await asyncio.gather(*(_sandboxes(client, node) for node in nodes))
+        for record in records
+        if record.get("pod", {}).get("uid") in uids
+    ]
     evidence = Evidence(
         objects=chain,
         events=[e for e in events if e.involved_object and e.involved_object.uid in uids],
         audit=audit,
+        sandboxes=sandboxes,
     )
     if scheduler is not None:
         keys = [f"{namespace}/{p.metadata.name}" for p in chain if isinstance(p, Pod)]
@@ -132,6 +146,17 @@ def _chain(
 
 def _slice_service(slice_: EndpointSlice) -> str | None:
     return (slice_.metadata.labels or {}).get(SERVICE_NAME_LABEL)
+
+
+async def _sandboxes(client: Client, node: str) -> list[dict[str, Any]]:
+    """The kubelet's sandbox records, through the API server's node proxy; none from a node
+    whose kubelet does not serve them (a hollow node, a kubelet without its server)."""
+    try:
+        answer = await client.request("GET", f"/api/v1/nodes/{node}/proxy/debug/sandboxes")
+        records = json.loads(answer)
+    except (ApiError, ClientError, ValueError):
+        return []
+    return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
 
 
 def read_audit_log(path: Path) -> list[dict[str, Any]]:

@@ -240,6 +240,7 @@ class Kubelet:
             stats_provider=CgroupStatsProvider(
                 self.node_name, SysCgroupReader(), self._running_pods, self.clock
             ),
+            sandboxes=self.runtime.sandboxes,
         )
         if served is None:
             self.serving_certificate = certificate.serving_manager(

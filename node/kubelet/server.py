@@ -22,7 +22,9 @@ controlplane/apiserver/registry/proxy.py):
 - ``GET /stats/summary`` and ``GET /metrics/resource`` → the resource usage the
   ``stats.StatsProvider`` measures, in upstream's JSON and Prometheus text (``stats``); a
   measurement that fails is upstream's 500 for the summary and ``resource_scrape_error 1``
-  for the metrics.
+  for the metrics;
+- ``GET /debug/sandboxes`` → the sandboxes this kubelet created lately, with their CNI
+  result, as JSON (``runtime.network``; kubelab's, for ``kubelab story``).
 
 Every path but ``/healthz`` goes through ``auth.KubeletAuth``: a client certificate verified
 against ``client_ca`` (the TLS layer rejects one that does not verify), a bearer token
@@ -63,6 +65,7 @@ from node.cri.client import CRIError
 from node.cri.pb import api_pb2 as pb
 from node.kubelet import logs, stats, streams
 from node.kubelet.auth import Forbidden, KubeletAuth, Unauthorized
+from node.kubelet.runtime.network import SandboxLog
 from node.kubelet.spdy import SpdyError, SpdySession
 
 log = logging.getLogger(__name__)
@@ -164,8 +167,10 @@ class KubeletServer:
         clock: Clock | None = None,
         log_poll_interval: float = 0.2,
         stats_provider: stats.StatsProvider | None = None,
+        sandboxes: SandboxLog | None = None,
     ) -> None:
         self._lookup = lookup
+        self._sandboxes = sandboxes
         self._stats = stats_provider
         self._cri = cri
         self._address = address
@@ -201,9 +206,15 @@ class KubeletServer:
             app.router.add_get(
                 "/metrics/resource", functools.partial(_resource_metrics, self._stats)
             )
+        if self._sandboxes is not None:
+            app.router.add_get("/debug/sandboxes", self._sandbox_records)
         if self._system_log_dir is not None:
             app.router.add_static("/logs/", self._system_log_dir, show_index=True)
         return app
+
+    async def _sandbox_records(self, _: web.Request) -> web.Response:
+        assert self._sandboxes is not None
+        return web.json_response([r.to_json() for r in self._sandboxes.records()])
 
     async def start(self) -> int:
         """Listen; returns the bound port."""

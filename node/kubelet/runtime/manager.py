@@ -14,8 +14,8 @@ Shaped like upstream's ``kuberuntime`` manager, whose order of actions it keeps:
   liveness/startup failed); prune dead instances and empty old sandboxes (``prune``, which
   the kubelet also runs once a pod has finished: the newest dead instance of each container
   is kept, for ``lastState`` and ``logs --previous``); create the sandbox (with the CRI
-  handler of the pod's RuntimeClass: ``runtimeclass``; a new one is told as ``SandboxCreated``
-  and ``AddedInterface`` Events, the latter from the runtime's CNI result: ``network``); start
+  handler of the pod's RuntimeClass: ``runtimeclass``; a new one, with the runtime's CNI
+  result, is kept in ``sandboxes``, which the server serves: ``network``); start
   the ephemeral
   containers that never ran (once: they are never restarted, and may start while the pod
   initializes; with ``targetContainerName`` in the target's PID namespace), then the next
@@ -261,6 +261,8 @@ class RuntimeManager:
         self.hooks = HookRunner(cri, clock)
         self._sandbox_statuses: dict[str, pb.PodSandboxStatus] = {}
         self._container_statuses: dict[str, RuntimeContainer] = {}
+        self.sandboxes = network.SandboxLog()
+        """The sandboxes this kubelet created lately, with their CNI result (``network``)."""
 
     # -- observing ----------------------------------------------------------------------------
 
@@ -583,7 +585,7 @@ class RuntimeManager:
             except CRIError as error:
                 self._sandbox_failed(pod, grpc_message(error))
                 raise
-            if self.options.sandbox_events:
+            if self.options.sandbox_log:
                 status, info = await self.cri.pod_sandbox_info(sandbox_id)
                 self._sandbox_created(pod, sandbox_id, info)
             else:
@@ -595,10 +597,17 @@ class RuntimeManager:
         return sandbox_id, (self.options.node_ips if _spec(pod).host_network else ips)
 
     def _sandbox_created(self, pod: Pod, sandbox_id: str, info: Mapping[str, str]) -> None:
-        self._event(pod, "Normal", "SandboxCreated", f"Created pod sandbox {sandbox_id[:12]}")
-        added = network.added_interface_message(network.cni_interfaces(info))
-        if added is not None:
-            self._event(pod, "Normal", "AddedInterface", added)
+        meta = pod.metadata
+        self.sandboxes.add(
+            network.SandboxRecord(
+                meta.namespace or "",
+                meta.name or "",
+                meta.uid or "",
+                sandbox_id,
+                self.clock.now(),
+                network.cni_interfaces(info),
+            )
+        )
 
     def _runtime_handler(self, pod: Pod) -> str:
         """The CRI handler of the pod's RuntimeClass ("" without a class, or without the

@@ -1,19 +1,26 @@
-"""What a new sandbox's CNI ADD made, read from the runtime, for the kubelet's events.
+"""What a new sandbox's CNI ADD made, kept by the kubelet and served at ``/debug/sandboxes``.
 
 Upstream's kubelet leaves the pod network to the runtime and records nothing of it; the
 runtime does know: containerd's verbose PodSandboxStatus carries, in its ``info`` JSON, the
 CNI result of the sandbox's ADD (``cniResult``: go-cni's Result, interfaces by name, each
 with its IPs, MAC and the netns it is in, empty for the host's: the bridge, a veth's host
-end).  The kubelet
-turns that into one ``AddedInterface`` Event (the reason Multus gives the same fact), so
-``kubelab story`` can show which interface and address a pod got and which host link carries
-it, without anyone scraping a log.  A runtime that says nothing (another runtime, a
-hostNetwork pod) yields no interfaces and no event.
+end).  ``kubelab story`` needs it (which sandbox a pod got, when, which interface and address,
+which host links carry it), and reads it through the API server's ``nodes/NAME/proxy``.
+
+Why an endpoint and not Events (the first take): two more Events per pod are two more API
+writes on every pod's way to Running, competing with the status write the pod waits for;
+bench/story.py saw the p50s 10-20% apart with them on a busy 2-core machine (with noise of
+the same order), while a record in memory adds no write at all.  The log is bounded: the
+latest ``capacity`` sandboxes, by pod UID (a pod's new sandbox replaces its old record), so a
+story can be told for the pods a node started recently.  A runtime that says nothing (another
+runtime, a hostNetwork pod) yields a record without interfaces.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +28,7 @@ from typing import Any
 INFO_KEY = "info"
 LOOPBACK = "lo"
 """The loopback plugin's interface, in every pod: not worth telling."""
+DEFAULT_CAPACITY = 1000
 
 
 @dataclass(frozen=True)
@@ -31,19 +39,58 @@ class Interface:
     """In the pod's network namespace (the pod's end); False: on the host."""
 
 
-def cni_interfaces(info: Mapping[str, str]) -> list[Interface]:
-    """The interfaces of the sandbox's CNI result, pod ends first; [] when there is none or
-    the runtime's detail is not JSON of that shape."""
+@dataclass(frozen=True)
+class SandboxRecord:
+    """One sandbox the kubelet created: for which pod, when, and its network."""
+
+    namespace: str
+    name: str
+    uid: str
+    sandbox_id: str
+    created: datetime.datetime
+    interfaces: tuple[Interface, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pod": {"namespace": self.namespace, "name": self.name, "uid": self.uid},
+            "sandboxID": self.sandbox_id,
+            "created": self.created.isoformat().replace("+00:00", "Z"),
+            "interfaces": [
+                {"name": i.name, "ips": list(i.ips), "inPod": i.in_pod} for i in self.interfaces
+            ],
+        }
+
+
+class SandboxLog:
+    """The latest sandboxes, newest last; only the pod workers add (one per pod at a time)."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.capacity = capacity
+        self._records: OrderedDict[str, SandboxRecord] = OrderedDict()
+
+    def add(self, record: SandboxRecord) -> None:
+        self._records.pop(record.uid, None)
+        self._records[record.uid] = record
+        while len(self._records) > self.capacity:
+            self._records.popitem(last=False)
+
+    def records(self) -> list[SandboxRecord]:
+        return list(self._records.values())
+
+
+def cni_interfaces(info: Mapping[str, str]) -> tuple[Interface, ...]:
+    """The interfaces of the sandbox's CNI result, pod ends first, loopback left out; () when
+    there is none or the runtime's detail is not JSON of that shape."""
     try:
         result = json.loads(info.get(INFO_KEY, "null") or "null")
     except ValueError:
-        return []
+        return ()
     interfaces = result.get("cniResult") if isinstance(result, dict) else None
     found = interfaces.get("Interfaces") if isinstance(interfaces, dict) else None
     if not isinstance(found, dict):
-        return []
+        return ()
     listed = [_interface(name, config) for name, config in found.items() if name != LOOPBACK]
-    return sorted(listed, key=lambda i: (not i.in_pod, i.name))
+    return tuple(sorted(listed, key=lambda i: (not i.in_pod, i.name)))
 
 
 def _interface(name: str, config: Any) -> Interface:
@@ -54,14 +101,3 @@ def _interface(name: str, config: Any) -> Interface:
         if isinstance(ip, dict) and ip.get("IP")
     )
     return Interface(name, ips, bool(config.get("Sandbox")))
-
-
-def added_interface_message(interfaces: list[Interface]) -> str | None:
-    """The event's message: ``Add eth0 [10.244.1.5] from CNI; on the host cni0, veth...``."""
-    pod_ends = [i for i in interfaces if i.in_pod]
-    if not pod_ends:
-        return None
-    added = ", ".join(f"{i.name} [{', '.join(i.ips)}]" for i in pod_ends)
-    host_ends = [i.name for i in interfaces if not i.in_pod]
-    on_host = f"; on the host {', '.join(host_ends)}" if host_ends else ""
-    return f"Add {added} from CNI{on_host}"

@@ -78,6 +78,20 @@ def scheduled(pod: Pod, node: str, seconds: float) -> Event:
     return made
 
 
+HOST_END = {"name": "veth1", "ips": [], "inPod": False}
+
+
+def sandbox(pod: Pod, seconds: float, *interfaces: dict[str, Any]) -> dict[str, Any]:
+    """A kubelet's /debug/sandboxes record of ``pod``."""
+    meta = pod.metadata
+    return {
+        "pod": {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid},
+        "sandboxID": "0123456789abcdef",
+        "created": at(seconds).isoformat(),
+        "interfaces": list(interfaces),
+    }
+
+
 def running_pod(name: str, owner: ReplicaSet, node: str, ip: str, seconds: float) -> Pod:
     ready = PodCondition(type="Ready", status="True", last_transition_time=at(seconds + 2))
     return Pod(
@@ -130,20 +144,8 @@ def rollout() -> Evidence:
     ]
     for pod in pods:
         node = pod.spec.node_name if pod.spec else ""
-        ip = pod.status.pod_ip if pod.status else ""
         events += [
             scheduled(pod, node or "", 0.5),
-            event(
-                pod, "SandboxCreated", "Created pod sandbox 0123456789ab", 1, "kubelet", node or ""
-            ),
-            event(
-                pod,
-                "AddedInterface",
-                f"Add eth0 [{ip}] from CNI; on the host veth1",
-                1,
-                "kubelet",
-                node or "",
-            ),
             event(pod, "Pulling", 'Pulling image "nginx"', 1, "kubelet", node or ""),
             event(pod, "Pulled", 'Successfully pulled image "nginx"', 1, "kubelet", node or ""),
             event(pod, "Created", "Created container: nginx", 1, "kubelet", node or ""),
@@ -185,7 +187,11 @@ def rollout() -> Evidence:
         }
     ]
     objects: list[ApiResource] = [deployment, replicaset, *pods, service, slice_]
-    return Evidence(objects=objects, events=events, audit=audit)
+    sandboxes = [
+        sandbox(pod, 1.2, {"name": "eth0", "ips": [ip], "inPod": True}, HOST_END)
+        for pod, ip in zip(pods, ("10.244.1.5", "10.244.2.5"), strict=True)
+    ]
+    return Evidence(objects=objects, events=events, audit=audit, sandboxes=sandboxes)
 
 
 def test_a_rollout_is_told_in_the_chapters_order() -> None:
@@ -273,9 +279,6 @@ def test_a_missing_image_and_an_unplaceable_pod() -> None:
     events = [
         failed,
         scheduled(missing, "worker-1", 0.1),
-        event(
-            missing, "SandboxCreated", "Created pod sandbox 0123456789ab", 1, "kubelet", "worker-1"
-        ),
         event(missing, "Pulling", 'Pulling image "nginx:0.0.1"', 1, "kubelet", "worker-1"),
         event(missing, "Failed", "Failed to pull image ... not found", 1, "kubelet", "worker-1"),
         event(missing, "Failed", "Error: ErrImagePull", 1, "kubelet", "worker-1"),
@@ -288,7 +291,12 @@ def test_a_missing_image_and_an_unplaceable_pod() -> None:
         "total": {},
         "preFilter": None,
     }
-    evidence = Evidence(objects=[stuck, missing], events=events, explains={f"{NS}/stuck": explain})
+    evidence = Evidence(
+        objects=[stuck, missing],
+        events=events,
+        explains={f"{NS}/stuck": explain},
+        sandboxes=[sandbox(missing, 1.1)],  # the runtime told no network: no AddedInterface
+    )
     steps = tell(evidence)
     assert [(s.step, s.object) for s in steps] == [
         ("Created Pod", "Pod/stuck"),
