@@ -11,10 +11,13 @@ the expression and whose ``warning`` is upstream's text, one ``<group>/<version>
 <cel-go issues>`` line group per kind. As upstream's ``TypeChecker.CheckContext``, only
 validations are reported: auditAnnotations, matchConditions and variables get no warnings.
 
-What is checked is what ``cel.field_issues`` checks: every field selection and index down from
-``object``, ``oldObject`` and ``params`` against the schemas (cel-go's ``undefined field``).
-The CEL library in use (celpy) has no type checker, so the rest of cel-go's checks (operand and
-result types, overloads, a validation that is not a bool) are not made here.
+What is checked is what ``cel.type_issues`` checks: every field selection and index down from
+``object``, ``oldObject`` and ``params`` against the schemas (cel-go's ``undefined field``),
+and operators applied to primitive types they have no overload for (cel-go's ``found no
+matching overload``).  The CEL library in use (celpy) has no type checker: that inference is
+ours and covers literals, typed fields and operators over them; what it cannot type is
+dynamic, so the rest of cel-go's checks (macro variables, function arguments, a validation
+that is not a bool) are not made here.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def warnings(
         per_kind = [
             f"{gvk_string(kind)}: {issues}"
             for kind, typed in kinds.items()
-            if (issues := cel.field_issues(text, typed)) is not None
+            if (issues := cel.type_issues(text, typed)) is not None
         ]
         if per_kind:
             found.append(ExpressionWarning(field_ref=field_ref, warning="\n".join(per_kind)))

@@ -63,6 +63,23 @@ def test_the_docs_typo_is_reported_and_its_fix_clears_it(kubectl: Kubectl) -> No
     kubectl.run("delete", "validatingadmissionpolicy", name)
 
 
+def test_an_operator_on_the_wrong_types_is_reported(kubectl: Kubectl) -> None:
+    """The docs' policy comparing replicas with a string: cel-go's overload error."""
+    name = "deploy-replica-policy.example.com"
+    typed = DOCS_POLICY.replace('"object.replicas > 1"', "\"object.spec.replicas > '1'\"")
+    kubectl.run("apply", "-f", "-", input=typed)
+    status = _checked(kubectl, name, 1)["status"]
+    assert status["typeChecking"]["expressionWarnings"] == [
+        {
+            "fieldRef": "spec.validations[0].expression",
+            "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:22: found no matching overload"
+            " for '_>_' applied to '(int, string)'\n | object.spec.replicas > '1'\n"
+            " | .....................^",
+        }
+    ]
+    kubectl.run("delete", "validatingadmissionpolicy", name)
+
+
 PARAMS_CRD = """\
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition

@@ -50,12 +50,16 @@ extensions added here: on strings ``lowerAscii``, ``upperAscii``, ``trim``, ``re
 ``split``, ``substring``, ``charAt``, ``indexOf``, ``lastIndexOf``; on lists ``join``,
 ``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``.
 
-Static checks: ``field_issues`` follows field selections and indexing down from variables
-typed by OpenAPI schemas and reports cel-go's ``undefined field`` (ValidatingAdmissionPolicy
-type checking, ``controlplane.controllers.admissionpolicystatus``).
+Static checks (ValidatingAdmissionPolicy type checking,
+``controlplane.controllers.admissionpolicystatus``): ``type_issues`` follows field selections
+and indexing down from variables typed by OpenAPI schemas and reports cel-go's ``undefined
+field``, and infers the primitive types of literals, typed fields and operators over them to
+report cel-go's ``found no matching overload`` for an operator given types it has none for.
 
-Not done: the rest of static typing (a rule that is not boolean, or compares an int with a
-string, fails when evaluated, not when the CRD is written), heterogeneous numeric equality
+Not done: the rest of static typing (types of macros' variables, functions' argument types,
+object and list types in overloads, a rule that is not boolean; CRD rules are not type-checked
+at all: a rule comparing an int with a string fails when evaluated, not when the CRD is
+written), heterogeneous numeric equality
 (``1 == 1.0`` is an error in celpy), the other Kubernetes libraries (``semver``, ``url``, ``ip``,
 ``cidr``, ``format``, regex ``find``, optionals and ``optionalOldSelf``), cost estimation, the
 ``apiVersion``/``kind``/``metadata`` of a root ``self``, and validation ratcheting.
@@ -284,23 +288,30 @@ class TypedRoots:
         return schema
 
 
-def field_issues(text: str, typed: TypedRoots) -> str | None:
-    """cel-go's ``undefined field`` errors of ``text`` against ``typed`` (one issue per line
-    group, leftmost first), or None: what upstream's type checker reports when a field
-    selection names no property of a typed object. Only selections (``a.b``) and indexing
-    down from the typed roots are followed; whatever else has a type here is dynamic."""
+def type_issues(text: str, typed: TypedRoots) -> str | None:
+    """cel-go's type-checking errors of ``text`` against ``typed`` (one issue per line group,
+    leftmost first), or None.  Two kinds of errors are found, as upstream's checker words
+    them: ``undefined field`` where a field selection (``a.b``, or indexing) down from a typed
+    root names no property of an object with declared properties, and ``found no matching
+    overload`` where an operator is given operands of primitive types it has no overload for
+    (``object.spec.replicas > 'a'``).  Whatever is not a literal, a typed field or an operator
+    over those is dynamic here, and dynamic operands are never an error."""
     try:
         tree = _ENVIRONMENT.compile(text)
     except Exception:  # a syntax error is the policy validation's to report
         return None
-    issues: list[str] = []
+    found: list[tuple[int, int, str]] = []
     for node in _top_down(tree):
         if node.data == "member_dot":
-            _select(text, node, typed, issues)
+            _select(text, node, typed, found)
+    _Checker(text, typed, found).infer(tree)
+    issues = dict.fromkeys(_issue(text, line, column, what) for line, column, what in sorted(found))
     return "\n".join(issues) or None
 
 
-def _select(text: str, node: lark.Tree[Any], typed: TypedRoots, issues: list[str]) -> Schema | None:
+def _select(
+    text: str, node: lark.Tree[Any], typed: TypedRoots, issues: list[tuple[int, int, str]]
+) -> Schema | None:
     """The schema of ``node`` (a member expression), appending an issue where a selection
     names no property of an object with declared properties."""
     data, children = node.data, node.children
@@ -326,11 +337,169 @@ def _select(text: str, node: lark.Tree[Any], typed: TypedRoots, issues: list[str
         if found is None:
             line = getattr(name, "line", None) or 1
             column = max((getattr(name, "column", None) or 2) - 1, 1)
-            issues.append(_issue(text, line, column, f"undefined field '{name}'"))
+            issues.append((line, column, f"undefined field '{name}'"))
             return None
         return typed.resolve(found)
     values = base.get("additionalProperties")
     return typed.resolve(values) if isinstance(values, dict) else None
+
+
+NUMERIC = frozenset({"int", "uint", "double"})
+PRIMITIVE = NUMERIC | {"string", "bool", "bytes"}
+_OPERATORS = {
+    "relation_lt": ("_<_", "<"),
+    "relation_le": ("_<=_", "<="),
+    "relation_gt": ("_>_", ">"),
+    "relation_ge": ("_>=_", ">="),
+    "relation_eq": ("_==_", "=="),
+    "relation_ne": ("_!=_", "!="),
+    "relation_in": ("@in", "in"),
+    "addition_add": ("_+_", "+"),
+    "addition_sub": ("_-_", "-"),
+    "multiplication_mul": ("_*_", "*"),
+    "multiplication_div": ("_/_", "/"),
+    "multiplication_mod": ("_%_", "%"),
+}
+_RESULTS = {
+    "size": "int",
+    "int": "int",
+    "uint": "uint",
+    "double": "double",
+    "string": "string",
+    "bytes": "bytes",
+    "bool": "bool",
+    "contains": "bool",
+    "startsWith": "bool",
+    "endsWith": "bool",
+    "matches": "bool",
+}
+"""What calls of these functions give, whatever their arguments."""
+
+
+def _overloaded(function: str, left: str, right: str) -> bool:
+    """Whether cel-go's standard library has ``function`` for these two primitive types."""
+    if function in ("_==_", "_!=_"):
+        return left == right
+    if function in ("_<_", "_<=_", "_>_", "_>=_"):  # numbers compare across their types
+        return (left == right and left != "bool") or {left, right} <= NUMERIC
+    if function == "_+_":
+        return left == right and left != "bool"
+    if function in ("_-_", "_*_", "_/_"):
+        return left == right and left in NUMERIC
+    if function == "_%_":
+        return left == right and left in ("int", "uint")
+    return False  # @in: the right side is never a primitive
+
+
+class _Checker:
+    """Infers the primitive type of each subexpression (None: dynamic or not primitive) and
+    notes the operators applied to primitives they have no overload for."""
+
+    def __init__(self, text: str, typed: TypedRoots, found: list[tuple[int, int, str]]) -> None:
+        self.text, self.typed, self.found = text, typed, found
+
+    def infer(self, node: lark.Tree[Any]) -> str | None:
+        data, children = node.data, node.children
+        trees = [c for c in children if isinstance(c, lark.Tree)]
+        if data == "expr" and len(trees) == 3:
+            condition, *branches = (self.infer(t) for t in trees)
+            if condition not in (None, "bool"):
+                self._note(trees[0], trees[1], "?", "_?_:_", condition, *branches)
+            return branches[0] if branches[0] == branches[1] else None
+        if data in ("conditionalor", "conditionaland") and len(trees) == 2:
+            left, right = self.infer(trees[0]), self.infer(trees[1])
+            function, symbol = ("_||_", "||") if data == "conditionalor" else ("_&&_", "&&")
+            if {left, right} - {None, "bool"}:
+                self._note(trees[0], trees[1], symbol, function, left, right)
+            return "bool"
+        if data in ("relation", "addition", "multiplication") and len(trees) == 2:
+            return self._binary(trees[0], trees[1])
+        if data == "unary" and len(children) == 2 and isinstance(children[0], lark.Tree):
+            operand = self.infer(trees[1])
+            negate = children[0].data == "unary_neg"
+            function, wanted = ("-_", NUMERIC - {"uint"}) if negate else ("!_", {"bool"})
+            if operand in PRIMITIVE and operand not in wanted:
+                self._unary(node, function, operand)
+            return operand if negate else "bool"
+        if data == "literal":
+            return _LITERALS.get(str(getattr(children[0], "type", "")))
+        if data in ("member_dot", "member_index", "ident"):
+            for inner in trees:
+                self.infer(inner)
+            return _primitive(_select(self.text, node, self.typed, []), self.typed)
+        results = [self.infer(t) for t in trees]
+        if data in ("member_dot_arg", "ident_arg"):
+            name = next((str(c) for c in children if not isinstance(c, lark.Tree)), "")
+            return _RESULTS.get(name)
+        wrapper = len(children) == 1 and data in _WRAPPERS
+        return results[0] if wrapper and results else None
+
+    def _binary(self, operator: lark.Tree[Any], right_node: lark.Tree[Any]) -> str | None:
+        function, symbol = _OPERATORS[operator.data]
+        left_node = next(c for c in operator.children if isinstance(c, lark.Tree))
+        left, right = self.infer(left_node), self.infer(right_node)
+        if function == "@in":
+            if right in PRIMITIVE:
+                self._note(left_node, right_node, symbol, function, left, right)
+            return "bool"
+        if left in PRIMITIVE and right in PRIMITIVE and not _overloaded(function, left, right):
+            self._note(left_node, right_node, symbol, function, left, right)
+        if operator.data.startswith("relation"):
+            return "bool"
+        return left if left == right else None
+
+    def _note(
+        self,
+        left: lark.Tree[Any],
+        right: lark.Tree[Any],
+        symbol: str,
+        function: str,
+        *operands: str | None,
+    ) -> None:
+        """An overload error at ``symbol``, the first between ``left`` and ``right``."""
+        start = getattr(left.meta, "end_pos", 0)
+        at = self.text.find(symbol, start, getattr(right.meta, "start_pos", len(self.text)))
+        at = at if at >= 0 else start
+        line = self.text.count("\n", 0, at) + 1
+        column = at - (self.text.rfind("\n", 0, at) + 1) + 1
+        types = ", ".join(t or "dyn" for t in operands)
+        message = f"found no matching overload for '{function}' applied to '({types})'"
+        self.found.append((line, column, message))
+
+    def _unary(self, node: lark.Tree[Any], function: str, operand: str) -> None:
+        line, column = getattr(node.meta, "line", 1), getattr(node.meta, "column", 1)
+        message = f"found no matching overload for '{function}' applied to '({operand})'"
+        self.found.append((line, column, message))
+
+
+_WRAPPERS = frozenset(
+    {
+        "expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication",
+        "unary", "member", "primary", "paren_expr",
+    }
+)  # fmt: skip
+"""Grammar rules that, with one child, are that child."""
+_LITERALS = {
+    "INT_LIT": "int",
+    "UINT_LIT": "uint",
+    "FLOAT_LIT": "double",
+    "STRING_LIT": "string",
+    "MLSTRING_LIT": "string",
+    "BYTES_LIT": "bytes",
+    "BOOL_LIT": "bool",
+}
+
+
+def _primitive(schema: Schema | None, typed: TypedRoots) -> str | None:
+    """The CEL type of a value of ``schema`` if it is primitive (as Kubernetes' OpenAPI to
+    CEL mapping: integer, number, string, boolean; byte strings), else None."""
+    if schema is None or schema.get("x-kubernetes-int-or-string"):
+        return None
+    kind = schema.get("type")
+    if kind == "string":
+        formats = {"byte": "bytes", "date-time": None, "duration": None}
+        return formats.get(str(schema.get("format")), "string")
+    return {"integer": "int", "number": "double", "boolean": "bool"}.get(str(kind))
 
 
 def _eval_message(error: CELEvalError) -> str:
