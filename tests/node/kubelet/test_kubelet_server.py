@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import ssl
 import struct
@@ -44,6 +45,7 @@ from node.cri.client import CRIError, RuntimeClient
 from node.cri.fake import FakeRuntime
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.auth import AuthOptions, KubeletAuth
+from node.kubelet.runtime.network import Interface, SandboxLog, SandboxRecord
 from node.kubelet.server import KubeletServer, PodLookup, StreamRuntime
 from node.kubelet.spdy import (
     FLAG_FIN,
@@ -263,7 +265,11 @@ async def spdy() -> AsyncIterator[FakeStreamingServer]:
 
 @contextlib.asynccontextmanager
 async def serve(
-    lookup: PodLookup, cri: StreamRuntime, pki: Pki, stats: StatsProvider | None = None
+    lookup: PodLookup,
+    cri: StreamRuntime,
+    pki: Pki,
+    stats: StatsProvider | None = None,
+    sandboxes: SandboxLog | None = None,
 ) -> AsyncIterator[str]:
     """A KubeletServer on a free port; yields its URL."""
     unused = Client(ClientConfig(server="https://127.0.0.1:1"))  # x509 only: never asked
@@ -277,6 +283,7 @@ async def serve(
         auth=KubeletAuth(AuthOptions(anonymous=False), unused, "node-a", RealClock()),
         log_poll_interval=0.01,
         stats_provider=stats,
+        sandboxes=sandboxes,
     )
     port = await server.start()
     try:
@@ -362,6 +369,19 @@ async def test_resource_usage_endpoints(node: Node, pki: Pki) -> None:
         )
         assert await get(served, "/metrics/resource") == (200, resource_metrics(None))
     assert (await get(node, "/stats/summary"))[0] == 404, "a server without a provider"
+
+
+async def test_sandbox_records_endpoint(node: Node, pki: Pki) -> None:
+    sandboxes = SandboxLog()
+    created = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
+    eth0 = Interface("eth0", ("10.244.1.7",), in_pod=True)
+    sandboxes.add(SandboxRecord("shop", "web-1", "uid-1", "sb1", created, (eth0,)))
+    async with serve(node.lookup, node.runtime, pki, sandboxes=sandboxes) as url:
+        served = Node(url, node.runtime, node.streaming, node.spdy, pki, node.log_path, node.lookup)
+        assert await get(served, "/debug/sandboxes", pki.anonymous_tls) == (401, "Unauthorized\n")
+        status, body = await get(served, "/debug/sandboxes")
+        assert (status, json.loads(body)) == (200, [r.to_json() for r in sandboxes.records()])
+    assert (await get(node, "/debug/sandboxes"))[0] == 404, "a server without the log"
 
 
 def write_log(path: Path, *lines: str) -> None:
