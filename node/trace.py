@@ -320,12 +320,12 @@ class Origins:
         it jumps to, the Service a refusal is for, or else its own chain's maker."""
         if event.table == netpol.TABLE and event.verdict == "drop":
             return f"NetworkPolicy: no policy selecting the pod allows it ({event.chain})"
-        if event.table == netpol.TABLE and not self.of_chain(event.chain):
-            return f"NetworkPolicy ({event.chain})"
         target = event.verdict.split()
         jumps = len(target) == 2 and target[0] in ("jump", "goto")
         if jumps and (origin := self.of_chain(target[1])):
             return origin
+        if event.table == netpol.TABLE and not self.of_chain(event.chain):
+            return f"NetworkPolicy ({event.chain})"
         if "reject" in event.rule or event.chain == nftrules.REJECT_CHAIN:
             packet = event.packet
             if service := self.of_address(packet.daddr, packet.dport):

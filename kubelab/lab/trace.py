@@ -35,6 +35,7 @@ import ipaddress
 import json
 import os
 import random
+import re
 import socket
 import time
 from collections.abc import Sequence
@@ -61,6 +62,7 @@ SETTLE: Final = 0.25
 PROBE_TIMEOUT: Final = 1.0
 CGROUP_PIDS: Final = Path("/sys/fs/cgroup/pids")
 MAX_ENDPOINT_PODS: Final = 8
+_POLICY: Final = re.compile(r"^NetworkPolicy [^/ ]+/[^/ ]+ ")
 
 
 class TraceError(Exception):
@@ -108,7 +110,7 @@ def resolve(lab: Lab, cluster: Snapshot, text: str, *, source: bool, udp: bool =
     protocol = "udp" if udp else "tcp"
     if source and port:
         raise TraceError(f"{text}: a source takes no port (the probe picks its own)")
-    number = _needs(port, text) if port else 0
+    number = _needs(port, text) if port and kind not in ("svc", "lb") else 0
     if text == "client":
         node = lab.client
         return Place("client", node.ip, number, protocol, node.netns_path, node.name)
@@ -564,7 +566,7 @@ def judge(outcome: str, hops: list[Hop], destination: Place) -> tuple[str, str, 
         for rule in hop.rules:
             if rule.verdict == "drop":
                 how = "rejected" if "reject" in rule.rule or "reject" in rule.chain else "dropped"
-                policies = [r.origin for r in hop.rules if r.origin.startswith("NetworkPolicy ")]
+                policies = [r.origin for r in hop.rules if _POLICY.match(r.origin)]
                 if rule.origin.startswith("NetworkPolicy:") and policies:
                     return (
                         "dropped",
