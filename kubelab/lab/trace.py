@@ -471,16 +471,20 @@ def build_hops(
 ) -> list[Hop]:
     """The namespaces that saw the probe going out, in the order it crossed them: what the
     source sent first, then by falling TTL (each router lowers it), a namespace where the
-    probe only arrived (TTL as it came in) after the one that forwarded it.  A probe that
-    comes back into its source (a pod reaching itself through a Service) is a hop of its
-    own there."""
+    probe only arrived (TTL as it came in) after the one that forwarded it.  A namespace
+    crossed twice (the router, before a node's DNAT and after it; a pod reaching itself
+    through a Service) is a hop each time: a crossing starts where the marking table's
+    rule marks the probe (once per crossing)."""
     hops = []
     for namespace, seen in events.items():
-        going = [e for e in seen if e.packet.dport != port]
-        groups = [going]
-        if namespace == source:
-            groups = [[e for e in going if not e.packet.iif], [e for e in going if e.packet.iif]]
-        hops += [_hop(namespace, group, origins) for group in groups if group]
+        crossing: list[kernel.TraceEvent] = []
+        for event in (e for e in seen if e.packet.dport != port):
+            if event.ours and not event.is_policy and crossing:
+                hops.append(_hop(namespace, crossing, origins))
+                crossing = []
+            crossing.append(event)
+        if crossing:
+            hops.append(_hop(namespace, crossing, origins))
     hops.sort(key=lambda h: (h.namespace != source or bool(h.iif), -h.ttl, not h.oif))
     return hops
 
@@ -529,35 +533,22 @@ async def _route(netns: Path, hop: Hop) -> None:
 async def _conntrack(
     nodes: dict[str, Path], destination: Place, hops: list[Hop]
 ) -> list[tuple[str, kernel.Conntrack]]:
-    """Each node's conntrack entry of the probe (looked for by its source port, or by the
-    masqueraded one where a hop's packet had another)."""
-    crossed = {h.namespace for h in hops}
-    names = [n for n in nodes if n in crossed]
+    """Each crossed node's conntrack entry of the probe, looked for by the source address and
+    port its packet had there (a masquerade upstream changes them)."""
+    command = ("conntrack", "-L", "-p", destination.protocol, "--orig-port-src")
+    crossed = [(h.namespace, h.saddr, h.sport) for h in hops if h.namespace in nodes]
     lists = await asyncio.gather(
         *(
-            asyncio.to_thread(
-                run,
-                "conntrack",
-                "-L",
-                "-p",
-                destination.protocol,
-                "--orig-port-dst",
-                str(destination.port),
-                netns=nodes[n],
-                check=False,
-            )
-            for n in names
+            asyncio.to_thread(run, *command, str(sport), netns=nodes[name], check=False)
+            for name, _, sport in crossed
         )
     )
-    found = []
-    for name, text in zip(names, lists, strict=True):
-        sources = {(h.saddr, h.sport) for h in hops if h.namespace == name}
-        found += [
-            (name, entry)
-            for entry in kernel.parse_conntrack(text)
-            if (entry.original[0], entry.original[2]) in sources
-        ]
-    return found
+    return [
+        (name, entry)
+        for (name, saddr, sport), text in zip(crossed, lists, strict=True)
+        for entry in kernel.parse_conntrack(text)
+        if entry.original[0] == saddr and entry.original[2] == sport
+    ]
 
 
 def judge(outcome: str, hops: list[Hop], destination: Place) -> tuple[str, str, str]:
