@@ -267,6 +267,9 @@ class Hop:
     rules: list[Rule] = field(default_factory=list)
     nat: list[str] = field(default_factory=list)
     ttl: int = 0
+    """The TTL the probe came in (or was sent) with."""
+    last_ttl: int = 0
+    """The TTL it left with."""
     peer: str = ""
     """A pod's: the host end of its veth, on the node's bridge."""
 
@@ -485,7 +488,7 @@ def build_hops(
             crossing.append(event)
         if crossing:
             hops.append(_hop(namespace, crossing, origins))
-    hops.sort(key=lambda h: (h.namespace != source or bool(h.iif), -h.ttl, not h.oif))
+    hops.sort(key=lambda h: (h.namespace != source or bool(h.iif), -h.ttl, -h.last_ttl, not h.oif))
     return hops
 
 
@@ -499,6 +502,7 @@ def _hop(namespace: str, events: list[kernel.TraceEvent], origins: kernel.Origin
         sport=packets[0].sport,
         daddr=packets[-1].daddr,
         ttl=max(p.ttl for p in packets),
+        last_ttl=min(p.ttl for p in packets),
     )
     for event in events:
         if event.ours or (event.is_policy and event.verdict != "drop"):

@@ -130,8 +130,10 @@ def test_hops_across_nodes_come_in_the_order_the_probe_crossed_them() -> None:
 
 def test_a_nodeport_hop_has_its_dnat_and_masquerade() -> None:
     hops = hops_of("iptables-nodeport")
-    assert [h.namespace for h in hops] == ["client", "node2", "router", "pod default/b2"]
-    assert hops[1].nat == [
+    # The router bridged the client's packet to node2 (no TTL lost), which sent it to b2.
+    assert [h.namespace for h in hops] == ["client", "router", "node2", "pod default/b2"]
+    assert (hops[1].ttl, hops[1].last_ttl, hops[1].oif) == (64, 64, "")
+    assert hops[2].nat == [
         "DNAT to 10.244.0.2:8080",
         "masquerade (source: the outgoing interface's address)",
     ]
