@@ -14,6 +14,7 @@ from bench import (
     proxy,
     pulls,
     scheduler,
+    trace,
     users,
 )
 
@@ -30,3 +31,4 @@ nftproxy.main([])
 datapath.main([])
 netpol.main([])
 pulls.main([])
+trace.main([])  # brings up a lab of its own

@@ -20,6 +20,8 @@ A thin command (kind's shape): it parses flags, builds the inventory
 - ``kubeconfig``: the path of the host's kubeconfig (server https://127.0.0.1:6443, or
   ``--host-api-port``);
 - ``exec NODE -- CMD...``: run a command in a node's network namespace (``nsenter --net``);
+- ``trace SOURCE DESTINATION [--udp] [-o json]``: one probe followed through every namespace
+  it crosses (``kubelab.lab.trace``);
 - ``doctor [NODE] [--fix] [-o json]``: ``kubelab doctor`` (``node.doctor``) inside the node,
   or each Kubernetes node in turn, with the paths its components were started with;
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
@@ -122,6 +124,18 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     doctor.add_argument("node", nargs="?")
     doctor.add_argument("--fix", action="store_true", help="apply the fixes that are safe")
     doctor.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    trace = commands.add_parser(
+        "trace", help="follow one real probe through the kernel: trace SOURCE DESTINATION"
+    )
+    _add_name(trace)
+    trace.add_argument("source", help="pod/NS/NAME, node/NAME, client or an IP")
+    trace.add_argument(
+        "destination",
+        help="pod/NS/NAME:PORT, svc/NS/NAME:PORT, lb/NS/NAME:PORT, node/NAME:PORT, "
+        "nodeport/NODE:PORT, client:PORT or IP:PORT",
+    )
+    trace.add_argument("--udp", action="store_true", help="a UDP datagram instead of a TCP SYN")
+    trace.add_argument("-o", "--output", choices=("table", "json"), default="table")
     logs = commands.add_parser("logs", help="a component's log: logs NODE COMPONENT [-f]")
     _add_name(logs)
     logs.add_argument("node")
@@ -175,6 +189,7 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
             "kubeconfig": _kubeconfig,
             "exec": _exec,
             "doctor": _doctor,
+            "trace": _trace,
             "kill": _fault,
             "stop": _fault,
             "start": _fault,
@@ -540,6 +555,24 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(reports, indent=2))
     return worst
+
+
+def _trace(args: argparse.Namespace) -> int:
+    """``kubelab.lab.trace``: exit 0 when the probe was answered or delivered, 1 when it was
+    dropped, 2 for a SOURCE or DESTINATION the lab does not have."""
+    from kubelab.lab import trace
+
+    _root()
+    try:
+        found = asyncio.run(
+            trace.run_trace(_lab(args), args.source, args.destination, udp=args.udp)
+        )
+    except trace.TraceError as error:
+        print(f"kubelab lab trace: {error}", file=sys.stderr)
+        return 2
+    render = trace.render_json if args.output == "json" else trace.render_table
+    print(render(found))
+    return 1 if found.verdict == "dropped" else 0
 
 
 def _fault(args: argparse.Namespace) -> int:
