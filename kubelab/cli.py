@@ -26,6 +26,7 @@ from kube import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
 from kubelab.lab import vagranthost
 from kubelab.lab.images import command as images_command
+from kubelab.story import command as story_command
 from node.doctor import command as doctor_command
 from node.hollow import command as hollow_command
 from node.kubelet import command as kubelet_command
@@ -73,6 +74,10 @@ COMPONENTS: dict[str, Component] = {
     "doctor": Component(
         "what is wrong with this node: kubeadm's and k3s' checks, the lab's pitfalls",
         configure=doctor_command.configure,
+    ),
+    "story": Component(
+        "the causal chain of an object in time order, from what the components recorded",
+        configure=story_command.configure,
     ),
     "lab": Component("a multi-node cluster in network namespaces", configure=lab_command.configure),
     "vagrant": Component(

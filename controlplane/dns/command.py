@@ -13,13 +13,15 @@ Flags:
   :mod:`controlplane.dns.health`).
 
 The server starts listening and answering at once (NXDOMAIN for cluster names until the caches
-fill, which ``/ready`` reports), as CoreDNS does.
+fill, which ``/ready`` reports), as CoreDNS does.  The first answer for each Service's name
+is told as an Event on it (:mod:`controlplane.dns.firstanswers`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -99,11 +101,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 async def run_dns(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from controlplane.dns.firstanswers import FirstAnswers
     from controlplane.dns.forward import UpstreamForwarder, read_resolv_conf
     from controlplane.dns.health import DNSMetrics, health_app, metrics_app, ready_app
     from controlplane.dns.server import DNSServer, Responder
     from controlplane.dns.source import InformerState
     from controlplane.dns.zone import ClusterZone
+    from kube.client.events import EventRecorder
     from kube.client.informers import SharedInformerFactory
     from kube.client.kubeconfig import KubeconfigError
     from kube.client.rest import Client
@@ -118,13 +122,14 @@ async def run_dns(args: argparse.Namespace, stop: asyncio.Event) -> int:
     except KubeconfigError as error:
         print(f"kubelab dns: {error}", file=sys.stderr)
         return 2
-    async with client:
+    async with client, EventRecorder(client, "kubelab-dns", host=socket.gethostname()) as events:
         informers = SharedInformerFactory(client)
         state = InformerState(informers)
         metrics = DNSMetrics()
         zone = ClusterZone(state, args.cluster_domain, args.ttl)
         forwarder = UpstreamForwarder(upstreams) if upstreams else None
-        server = DNSServer(Responder(zone, forwarder, metrics))
+        first_answers = FirstAnswers(state, zone.origin, events)
+        server = DNSServer(Responder(zone, forwarder, metrics, first_answers))
         host = args.listen[0]
         runners = []
         try:

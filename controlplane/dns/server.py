@@ -12,6 +12,9 @@ no upstream; and bad input is answered, not obeyed:
 - an opcode other than QUERY gets NOTIMP, a message without exactly one question FORMERR;
 - an error of our own (a bug, an upstream answer that does not render) gets SERVFAIL.
 
+Given :class:`~controlplane.dns.firstanswers.FirstAnswers`, the first positive answer for
+each Service's name is told as an Event on it.
+
 An ExternalName Service's CNAME is completed with the upstream's answer for its target (see
 ``Responder._chase``).
 
@@ -40,6 +43,7 @@ import dns.opcode
 import dns.rcode
 import dns.rdatatype
 
+from controlplane.dns.firstanswers import FirstAnswers
 from controlplane.dns.forward import Forwarder, ForwardError
 from controlplane.dns.health import DNSMetrics, type_label
 from controlplane.dns.zone import ClusterZone
@@ -62,10 +66,17 @@ class Respond(Protocol):
 class Responder:
     """Query bytes in, response bytes out (None: send nothing); see the module docstring."""
 
-    def __init__(self, zone: ClusterZone, forwarder: Forwarder | None, metrics: DNSMetrics) -> None:
+    def __init__(
+        self,
+        zone: ClusterZone,
+        forwarder: Forwarder | None,
+        metrics: DNSMetrics,
+        first_answers: FirstAnswers | None = None,
+    ) -> None:
         self.zone = zone
         self.forwarder = forwarder
         self.metrics = metrics
+        self.first_answers = first_answers
 
     async def respond(self, wire: bytes, proto: str) -> bytes | None:
         started = time.monotonic()
@@ -113,6 +124,8 @@ class Responder:
         response.answer = answer.answer
         response.authority = answer.authority
         response.additional = answer.additional
+        if self.first_answers is not None and answer.rcode == dns.rcode.NOERROR:
+            self.first_answers.answered(question.name, answer.answer)
         await self._chase(query, response, proto)
         return response
 

@@ -3,9 +3,10 @@ controller, and the RBAC of the NetworkPolicy agents.
 
 ``cluster_dns()`` returns what a kubeadm cluster's CoreDNS manifests hold, for ``kubelab dns``:
 the ``kube-dns`` ServiceAccount in kube-system, a ClusterRole (list and watch Services,
-EndpointSlices and Namespaces) bound to it, a ``kube-dns`` Deployment, and the ``kube-dns``
-Service at the cluster's DNS address (10.96.0.10 in the lab), named ``kube-dns`` because
-kubelets, tutorials and ``kubectl -n kube-system get svc`` expect that name.
+EndpointSlices and Namespaces; create Events, which tell each Service's first answer) bound to
+it, a ``kube-dns`` Deployment, and the ``kube-dns`` Service at the cluster's DNS address
+(10.96.0.10 in the lab), named ``kube-dns`` because kubelets, tutorials and ``kubectl -n
+kube-system get svc`` expect that name.
 
 The role is ``system:kubelab-dns``, not ``system:kube-dns``, for the reason kubeadm's is
 ``system:coredns``: the API server bootstraps ``system:kube-dns`` itself (and its binding to
@@ -167,6 +168,7 @@ def cluster_dns(
         PolicyRule(
             api_groups=["discovery.k8s.io"], resources=["endpointslices"], verbs=["list", "watch"]
         ),
+        PolicyRule(api_groups=[""], resources=["events"], verbs=["create", "patch"]),
     ]
     command = [
         "kubelab",

@@ -198,6 +198,13 @@ class RuntimeClient:
         response = await self._runtime("PodSandboxStatus", request, pb.PodSandboxStatusResponse)
         return response.status
 
+    async def pod_sandbox_info(self, sandbox_id: str) -> tuple[pb.PodSandboxStatus, dict[str, str]]:
+        """The sandbox's status and the runtime's verbose detail (containerd's ``info``: a
+        JSON document with the CNI result among the rest); read-only."""
+        request = pb.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id, verbose=True)
+        response = await self._runtime("PodSandboxStatus", request, pb.PodSandboxStatusResponse)
+        return response.status, dict(response.info)
+
     async def list_pod_sandbox(
         self,
         *,

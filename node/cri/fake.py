@@ -19,6 +19,7 @@ runtime's own transitions stay in one place:
   NOT_FOUND unless ``allow_pull`` is set; an image of ``private`` (reference → username and
   password) pulls only with those in the request's ``auth``, else fails as containerd does
   with a registry's 401 (``pulls`` records each PullImage's reference and username);
+- PodSandboxStatus with ``verbose`` answers containerd's ``info`` (the CNI result);
 - ``fail(method, code)`` makes the next call(s) of one method fail with that code.
 
 Behaviour follows containerd 1.6 where the kubelet depends on it: names (sandbox metadata,
@@ -38,6 +39,7 @@ import datetime
 import hashlib
 import inspect
 import ipaddress
+import json
 import os
 import secrets
 from collections import Counter
@@ -85,6 +87,17 @@ class FakeSandbox:
     created_at: int
     ip: str
     state: pb.PodSandboxState = pb.SANDBOX_READY
+
+
+def _verbose_info(sandbox: FakeSandbox) -> dict[str, object]:
+    """What containerd's verbose PodSandboxStatus says of the pod network (its ``cniResult``:
+    go-cni's Result, interfaces by name, the pod's end with its netns); the host end is
+    named as kubelab-cni names it."""
+    if not sandbox.ip:
+        return {"cniResult": None}
+    pod_end = {"IPConfigs": [{"IP": sandbox.ip, "Gateway": None}], "Mac": "", "Sandbox": "fake"}
+    host_end = {"IPConfigs": None, "Mac": "", "Sandbox": ""}
+    return {"cniResult": {"Interfaces": {"eth0": pod_end, f"veth{sandbox.id[:11]}": host_end}}}
 
 
 @dataclass
@@ -457,7 +470,8 @@ class FakeRuntime:
             annotations=config.annotations,
             runtime_handler=sandbox.runtime_handler,
         )
-        return pb.PodSandboxStatusResponse(status=status)
+        info = {"info": json.dumps(_verbose_info(sandbox))} if request.verbose else {}
+        return pb.PodSandboxStatusResponse(status=status, info=info)
 
     async def _list_pod_sandbox(
         self, request: pb.ListPodSandboxRequest

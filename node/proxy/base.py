@@ -12,6 +12,14 @@ to :class:`~node.proxy.health.ProxyMetrics` (``/healthz`` goes stale when syncs 
 when given one, the health check node ports of externalTrafficPolicy Local Services to
 :class:`~node.proxy.health.ServiceHealthServer`.
 
+Given an event sink (``bind``), a sync that changed a Service's rules is told as an
+``EndpointsSynced`` Event on the Service (this node as its source, the endpoints each of its
+ports now sends to in the note): the step of ``kubelab story`` where a node's data path caught
+up with an EndpointSlice.  Upstream's kube-proxy records no such event; this one is bounded:
+only on a change (never for the first sync, which programs everything there is), at most
+``MAX_TOLD_ENDPOINTS`` addresses per port, and the recorder's spam filter limits each node to
+a burst per Service, then one every five minutes.
+
 Subclasses read the tracker's state (``tracker.ports``, ``tracker.endpoints``) and the node's
 addresses (:meth:`Proxier.node_ips`) through this class's public members only.
 """
@@ -26,20 +34,37 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kube.api.keys import object_key
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.client.events import NORMAL
 from kube.client.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from kube.clock import Clock
 from node.iptables import RulesError
 from node.proxy.health import ProxyMetrics, ServiceHealth, ServiceHealthServer
-from node.proxy.model import Changes, ChangeTracker, service_key_of_slice, slices_by_service, usable
+from node.proxy.model import (
+    Changes,
+    ChangeTracker,
+    ServicePortName,
+    service_key_of_slice,
+    slices_by_service,
+    usable,
+)
 
 log = logging.getLogger(__name__)
 
 SLICE_SERVICE_INDEX = "kubernetes.io/service-name"
+SYNCED_REASON = "EndpointsSynced"
+MAX_TOLD_ENDPOINTS = 10
+
+
+class EventSink(Protocol):
+    """Where syncs are told (``kube.client.events.EventRecorder``); never blocks."""
+
+    def event(self, obj: Service, type: str, reason: str, message: str) -> None: ...
 
 
 def local_addresses() -> list[str]:
@@ -102,6 +127,8 @@ class Proxier(ABC):
         self._wake = asyncio.Event()
         self._services: Callable[[str], Service | None] = lambda key: None
         self._slices: Callable[[str], Sequence[EndpointSlice]] = lambda key: ()
+        self.events: EventSink | None = None
+        self._synced_once = False
 
     # What a mode implements.
 
@@ -123,8 +150,10 @@ class Proxier(ABC):
 
     # Wiring.
 
-    def bind(self, informers: SharedInformerFactory) -> None:
-        """Watch Services, EndpointSlices and this node through ``informers``."""
+    def bind(self, informers: SharedInformerFactory, events: EventSink | None = None) -> None:
+        """Watch Services, EndpointSlices and this node through ``informers``; tell the syncs
+        that changed a Service's rules to ``events``."""
+        self.events = events
         services = informers.informer_for(Service)
         slices = informers.informer_for(EndpointSlice)
         slices.add_indexers({SLICE_SERVICE_INDEX: slices_by_service})
@@ -207,6 +236,9 @@ class Proxier(ABC):
         if applied is None:
             return True
         self.needs_full = not applied.complete
+        if self._synced_once:
+            self._tell_synced(changes.changed)
+        self._synced_once = True
         if full:
             self._last_full = started
         if self.service_health is not None:
@@ -219,6 +251,26 @@ class Proxier(ABC):
             chains=dict(applied.chains),
         )
         return True
+
+    def _tell_synced(self, changed: set[ServicePortName]) -> None:
+        if self.events is None:
+            return
+        by_service: dict[str, list[ServicePortName]] = {}
+        for name in changed:
+            if name in self.tracker.ports:
+                by_service.setdefault(name.service_key, []).append(name)
+        for key, names in sorted(by_service.items()):
+            service = self._services(key)
+            if service is not None:
+                told = "; ".join(self._told_port(name) for name in sorted(names))
+                self.events.event(service, NORMAL, SYNCED_REASON, told)
+
+    def _told_port(self, name: ServicePortName) -> str:
+        addresses = [e.address for e in usable(self.tracker.endpoints.get(name, ()))]
+        shown = ", ".join(addresses[:MAX_TOLD_ENDPOINTS]) or "no endpoints"
+        more = len(addresses) - MAX_TOLD_ENDPOINTS
+        port = f"{name.port} ({name.protocol})" if name.port else name.protocol
+        return f"port {port} → {shown}" + (f" (+{more})" if more > 0 else "")
 
     # For the modes.
 

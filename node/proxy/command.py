@@ -10,6 +10,7 @@ legacy the node uses) or ``libiptc`` (python-iptables, which writes the legacy t
 REDIRECT to them; :mod:`node.proxy.userspace`); ``--proxy-mode nftables`` writes upstream's
 ``ip kube-proxy`` table with ``nft`` (:mod:`node.proxy.nftproxier`).  At start each mode
 removes the other modes' rules, as upstream's kube-proxy does (:mod:`node.proxy.cleanup`).
+Syncs that change a Service's rules are told as Events on it (:mod:`node.proxy.base`).
 The process must run inside the node's network namespace: iptables and nft commands refuse to
 run anywhere but in a namespace named under /run/netns.
 """
@@ -191,6 +192,7 @@ def cleanup_other_modes(mode: str, iptables: Iptables, nftables: Nftables) -> No
 
 
 async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.Event) -> int:
+    from kube.client.events import EventRecorder
     from kube.client.informers import SharedInformerFactory
     from kube.clock import RealClock
     from node.nftables import SubprocessNftables
@@ -202,9 +204,12 @@ async def run_proxy(args: argparse.Namespace, iptables: Iptables, stop: asyncio.
     service_health = ServiceHealthServer()
     proxier = make_proxier(args, iptables, node_name, clock, metrics, service_health)
     await asyncio.to_thread(cleanup_other_modes, args.proxy_mode, iptables, SubprocessNftables())
-    async with component.client_from_flags(args, "kubelab-proxy") as client:
+    async with (
+        component.client_from_flags(args, "kubelab-proxy") as client,
+        EventRecorder(client, "kube-proxy", host=node_name, clock=clock) as recorder,
+    ):
         informers = SharedInformerFactory(client, clock=clock)
-        proxier.bind(informers)
+        proxier.bind(informers, recorder)
         health, health_port = await component.serve_health(
             health_app(metrics, 2 * args.sync_period), *args.healthz_bind_address
         )

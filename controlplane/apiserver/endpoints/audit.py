@@ -15,7 +15,10 @@ policy's and the rule's) leaves stages out, ``omitManagedFields`` the objects' m
 Events carry ``annotations``: the authorization decision, and what admission recorded
 (PodSecurity's ``pod-security.kubernetes.io/audit-violations``, webhooks' ``auditAnnotations``)
 through ``annotations_of(request)``, the dict the request's ``RequestContext`` shares; the
-``RequestReceived`` event, written before admission, has only the former.
+``RequestReceived`` event, written before admission, has only the former.  The
+``objectRef`` of a request with an object (a create, an update) is completed from the object
+the handler decoded (``log_request_object``) at every level, as upstream's is: the name,
+namespace, uid and resourceVersion the URL does not carry.
 
 Each event is one JSON line of an ``audit.k8s.io/v1`` Event.  Requests never wait on the disk:
 an event is encoded and handed to a writer thread through a queue; the thread appends (and,
@@ -40,10 +43,12 @@ from aiohttp import web
 
 from controlplane.apiserver import auth
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
+from kube.api.meta_v1 import ObjectMeta
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "audit.k8s.io/v1"
+
 LEVELS = ("None", "Metadata", "Request", "RequestResponse")
 STAGES = ("RequestReceived", "ResponseStarted", "ResponseComplete", "Panic")
 
@@ -283,6 +288,8 @@ class _Record:
     omit_managed_fields: bool = False
     decided: bool = False
     request_object: Any = None
+    object_meta: dict[str, str] = field(default_factory=dict)
+    """The request object's namespace, name, uid and resourceVersion (``log_request_object``)."""
     annotations: dict[str, str] = field(default_factory=dict)
     """What the request's handling added (admission's ``RequestContext.audit_annotations``)."""
 
@@ -405,12 +412,15 @@ class Auditor:
         if impersonated is not None:
             event["impersonatedUser"] = _user(impersonated)
         if info.is_resource_request:
+            meta = record.object_meta
             ref = {
                 "resource": info.resource,
-                "namespace": info.namespace,
-                "name": info.name,
+                "namespace": info.namespace or meta.get("namespace"),
+                "name": info.name or meta.get("name"),
+                "uid": meta.get("uid"),
                 "apiGroup": info.group,
                 "apiVersion": info.version,
+                "resourceVersion": meta.get("resourceVersion"),
                 "subresource": info.subresource,
             }
             event["objectRef"] = {k: v for k, v in ref.items() if v}
@@ -442,6 +452,20 @@ class Auditor:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def log_request_object(request: web.Request, meta: ObjectMeta) -> None:
+    """The handler decoded the request's object (in whatever encoding): its identity completes
+    the event's ``objectRef``, as upstream's ``LogRequestObject`` does at every level."""
+    record = request.get(_RECORD)
+    if record is not None:
+        found = {
+            "namespace": meta.namespace,
+            "name": meta.name,
+            "uid": meta.uid,
+            "resourceVersion": meta.resource_version,
+        }
+        record.object_meta = {k: v for k, v in found.items() if v}
 
 
 def annotations_of(request: web.Request) -> dict[str, str]:

@@ -23,7 +23,7 @@ from aiohttp import web
 from controlplane.apiserver import errors, protobuf
 from controlplane.apiserver.auth import User, reviews
 from controlplane.apiserver.crd import customresources
-from controlplane.apiserver.endpoints import apply, negotiation, patch, tables
+from controlplane.apiserver.endpoints import apply, audit, negotiation, patch, tables
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, true
 from controlplane.apiserver.registry import rest, subresources
 from controlplane.apiserver.registry.object import ObjectREST
@@ -275,6 +275,7 @@ class ResourceHandler:
         except (codec.DecodeError, protobuf.ProtobufError) as error:
             raise errors.bad_request(f"error decoding request body: {error}") from None
         obj = decoded.obj
+        audit.log_request_object(req.http, obj.metadata)
         self._check_type(obj, info)
         self._unknown_fields(req, decoded)
         return obj

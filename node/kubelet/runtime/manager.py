@@ -14,7 +14,9 @@ Shaped like upstream's ``kuberuntime`` manager, whose order of actions it keeps:
   liveness/startup failed); prune dead instances and empty old sandboxes (``prune``, which
   the kubelet also runs once a pod has finished: the newest dead instance of each container
   is kept, for ``lastState`` and ``logs --previous``); create the sandbox (with the CRI
-  handler of the pod's RuntimeClass: ``runtimeclass``); start the ephemeral
+  handler of the pod's RuntimeClass: ``runtimeclass``; a new one is told as ``SandboxCreated``
+  and ``AddedInterface`` Events, the latter from the runtime's CNI result: ``network``); start
+  the ephemeral
   containers that never ran (once: they are never restarted, and may start while the pod
   initializes; with ``targetContainerName`` in the target's PID namespace), then the next
   init container (one per sync, each only after the one before exited 0), else every regular
@@ -58,7 +60,7 @@ from kube.clock import Clock
 from node.cri.client import CRIError, RuntimeClient
 from node.cri.pb import api_pb2 as pb
 from node.kubelet.backoff import BackoffKey, CrashLoopBackOff
-from node.kubelet.runtime import containers, envvars, hosts, labels, sandbox
+from node.kubelet.runtime import containers, envvars, hosts, labels, network, sandbox
 from node.kubelet.runtime.cgroups import Cgroups
 from node.kubelet.runtime.dns import dns_config
 from node.kubelet.runtime.hooks import HookRunner, pod_ref
@@ -581,12 +583,22 @@ class RuntimeManager:
             except CRIError as error:
                 self._sandbox_failed(pod, grpc_message(error))
                 raise
-            status = await self.cri.pod_sandbox_status(sandbox_id)
+            if self.options.sandbox_events:
+                status, info = await self.cri.pod_sandbox_info(sandbox_id)
+                self._sandbox_created(pod, sandbox_id, info)
+            else:
+                status = await self.cri.pod_sandbox_status(sandbox_id)
             self._sandbox_statuses[sandbox_id] = status
             ips = _ips(status)
         else:
             sandbox_id, ips = current.id, current.ips
         return sandbox_id, (self.options.node_ips if _spec(pod).host_network else ips)
+
+    def _sandbox_created(self, pod: Pod, sandbox_id: str, info: Mapping[str, str]) -> None:
+        self._event(pod, "Normal", "SandboxCreated", f"Created pod sandbox {sandbox_id[:12]}")
+        added = network.added_interface_message(network.cni_interfaces(info))
+        if added is not None:
+            self._event(pod, "Normal", "AddedInterface", added)
 
     def _runtime_handler(self, pod: Pod) -> str:
         """The CRI handler of the pod's RuntimeClass ("" without a class, or without the

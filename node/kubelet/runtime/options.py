@@ -16,6 +16,8 @@ class NodeRuntimeOptions:
     ``<namespace>_<name>_<uid>/<container>/<restart>.log``.  ``cgroup_root`` is the cgroup
     path every pod cgroup is created under (QoS classes below it, as upstream's
     ``kubepods``); ``resolv_conf`` is the node's, which ``dnsPolicy: Default`` pods inherit.
+    ``sandbox_events``: record ``SandboxCreated`` and ``AddedInterface`` Events for each new
+    sandbox (steps of ``kubelab story``; bench/story.py turns them off to measure their cost).
     """
 
     node_name: str
@@ -26,6 +28,7 @@ class NodeRuntimeOptions:
     cluster_domain: str = "cluster.local"
     resolv_conf: Path = Path("/etc/resolv.conf")
     cgroup_root: str = "/kubepods"
+    sandbox_events: bool = True
 
     def pod_dir(self, pod_uid: str) -> Path:
         return self.root_dir / "pods" / pod_uid

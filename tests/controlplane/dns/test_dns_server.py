@@ -16,6 +16,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
+from controlplane.dns.firstanswers import FirstAnswers
 from controlplane.dns.forward import Upstream, UpstreamForwarder
 from controlplane.dns.health import DNSMetrics
 from controlplane.dns.server import DNSServer, Responder
@@ -39,6 +40,17 @@ from tests.controlplane.dns.dnsharness import (
 TTL = 7
 
 
+class Told:
+    """The first answers the server told, as (service, reason, note)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def event(self, obj: Service, type: str, reason: str, message: str) -> None:
+        assert type == "Normal"
+        self.seen.append((obj.metadata.name or "", reason, message))
+
+
 @dataclass
 class Cluster:
     port: int
@@ -46,6 +58,7 @@ class Cluster:
     client: Client
     upstream: FakeUpstream
     metrics: DNSMetrics
+    told: Told
 
     def name(self, *labels: str) -> str:
         return ".".join(labels) + f".{self.namespace}.svc.cluster.local."
@@ -60,13 +73,15 @@ async def cluster(client: Client, namespace: str) -> AsyncIterator[Cluster]:
     metrics = DNSMetrics()
     zone = ClusterZone(state, "cluster.local", TTL)
     forwarder = UpstreamForwarder([Upstream(LOOPBACK, upstream.port)], timeout=2)
-    server = DNSServer(Responder(zone, forwarder, metrics), idle_timeout=1)
+    told = Told()
+    first_answers = FirstAnswers(state, zone.origin, told)
+    server = DNSServer(Responder(zone, forwarder, metrics, first_answers), idle_timeout=1)
     port = await server.start(LOOPBACK, 0)
     factory.start()
     try:
         assert await factory.wait_for_cache_sync(timeout=30)
         assert state.synced
-        yield Cluster(port, namespace, client, upstream, metrics)
+        yield Cluster(port, namespace, client, upstream, metrics, told)
     finally:
         await factory.shutdown()
         await server.close()
@@ -94,6 +109,11 @@ async def test_cluster_ip_service_has_a_and_srv_records(cluster: Cluster) -> Non
 
     srv = await ask(cluster.port, cluster.name("_http", "_tcp", "web"), "SRV")
     assert texts(srv, "SRV") == {f"0 100 80 {name}"}
+    # The first answer for the name, told once however often it is asked; SRV names are not
+    # the Service's own.
+    assert cluster.told.seen == [
+        ("web", "Answered", f"Answered {name} A {vip} (first answer since this server started)")
+    ]
     assert texts(srv, "A", "additional") == {vip}
     udp_srv = await ask(cluster.port, cluster.name("_dns", "_udp", "web"), "SRV")
     assert texts(udp_srv, "SRV") == {f"0 100 53 {name}"}

@@ -92,6 +92,7 @@ def test_service_and_role() -> None:
         ("", "namespaces"),
     ):
         assert {(group, resource, "list"), (group, resource, "watch")} <= granted
+    assert ("", "events", "create") in granted
     binding = objects["ClusterRoleBinding"]
     assert isinstance(binding, ClusterRoleBinding) and binding.role_ref is not None
     assert binding.role_ref.name == role.metadata.name

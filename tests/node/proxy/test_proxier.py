@@ -316,3 +316,37 @@ async def test_health_check_node_ports_follow_local_endpoints(env: Env) -> None:
     env.proxier.on_service(service)
     await env.proxier.sync()
     assert health.updates[-1] == {32000: ServiceHealth("ns", "lb", 0)}
+
+
+class Told:
+    """The proxier's event sink: what it told, as (service, reason, message)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def event(self, obj: Service, type: str, reason: str, message: str) -> None:
+        assert type == "Normal"
+        self.seen.append((obj.metadata.name or "", reason, message))
+
+
+async def test_syncs_that_change_a_service_are_told_once_each(env: Env) -> None:
+    told = Told()
+    env.proxier.events = told
+    env.change("a", "10.244.1.1")
+    await env.proxier.sync()
+    assert told.seen == []  # the first sync programs what there is: nothing to tell
+    env.change("a", "10.244.1.1", "10.244.1.2")
+    env.change("b")
+    await env.proxier.sync()
+    assert told.seen == [
+        ("a", "EndpointsSynced", "port p (TCP) → 10.244.1.1:8080, 10.244.1.2:8080"),
+        ("b", "EndpointsSynced", "port p (TCP) → no endpoints"),
+    ]
+    told.seen.clear()
+    env.change("a", "10.244.1.1", "10.244.1.2")
+    await env.proxier.sync()
+    assert told.seen == []  # no change, nothing told
+    env.change("a", *(f"10.244.2.{i}" for i in range(1, 13)))
+    await env.proxier.sync()
+    ((_, _, message),) = told.seen
+    assert message.endswith("10.244.2.10:8080 (+2)") and message.count(":8080") == 10

@@ -231,9 +231,16 @@ async def test_a_server_writes_events_per_stage(tmp_path: Path) -> None:
     assert complete["userAgent"] == "audit-test/1"
     assert complete["sourceIPs"] == ["127.0.0.1"]
     assert "system:masters" in complete["user"]["groups"]
+    # As upstream's, a create's objectRef is completed from its request object.
+    assert received["objectRef"] == {
+        "resource": "configmaps",
+        "namespace": "audited",
+        "apiVersion": "v1",
+    }
     assert complete["objectRef"] == {
         "resource": "configmaps",
         "namespace": "audited",
+        "name": "settings",
         "apiVersion": "v1",
     }
     assert complete["responseStatus"]["code"] == 201
@@ -248,6 +255,7 @@ async def test_a_server_writes_events_per_stage(tmp_path: Path) -> None:
     assert {e["level"] for e in secret_events} == {"Metadata"}
     assert not any("requestObject" in e or "responseObject" in e for e in secret_events)
     assert all("hunter2" not in json.dumps(e) for e in secret_events)
+    assert secret_events[-1]["objectRef"]["name"] == "s"  # at Metadata level too
 
     assert headers["health"] not in by_id, "level None writes nothing"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -211,8 +212,18 @@ async def test_plain_pod_starts_with_sandbox_container_and_events(node: Node) ->
     assert sandbox.config.metadata.attempt == 0 and sandbox.runtime_handler == ""
     assert sandbox.config.annotations[CGROUP_PARENT_ANNOTATION] == "/kubepods/besteffort/poduid-web"
     assert node.running("app").sandbox_id == sandbox.id
-    assert node.events.reasons() == ["Pulled", "Created", "Started"]
-    assert node.events.seen[0][2] == f'Container image "{BUSYBOX}" already present on machine'
+    assert node.events.reasons() == [
+        "SandboxCreated",
+        "AddedInterface",
+        "Pulled",
+        "Created",
+        "Started",
+    ]
+    assert node.events.seen[0][2] == f"Created pod sandbox {sandbox.id[:12]}"
+    assert node.events.seen[1][2] == (
+        f"Add eth0 [{sandbox.ip}] from CNI; on the host veth{sandbox.id[:11]}"
+    )
+    assert node.events.seen[2][2] == f'Container image "{BUSYBOX}" already present on machine'
     assert (node.options.pod_dir(UID) / "etc-hosts").exists()
     state = await node.state()
     assert state.running() and state.pod_ips == (sandbox.ip,)
@@ -277,6 +288,7 @@ async def test_host_network_pod_uses_the_node_ips(node: Node) -> None:
     assert sandbox.config.linux.security_context.namespace_options.network == pb.NODE
     env = {kv.key: kv.value for kv in node.running("app").config.envs}
     assert env["IP"] == "192.168.50.2"
+    assert "AddedInterface" not in node.events.reasons()
     node.runtime.calls.clear()
     await node.sync(pod)
     assert "RunPodSandbox" not in node.runtime.calls
@@ -421,7 +433,13 @@ async def test_missing_image_is_a_start_failure(node: Node) -> None:
     assert failure.reason == "ErrImagePull"
     assert "not found" in failure.message
     assert result.retry_after == 10
-    assert node.events.reasons() == ["Pulling", "Failed", "Failed"]
+    assert node.events.reasons() == [
+        "SandboxCreated",
+        "AddedInterface",
+        "Pulling",
+        "Failed",
+        "Failed",
+    ]
     assert node.events.seen[-1][2] == "Error: ErrImagePull"
     result = await node.sync(pod)
     assert result.start_failures["app"] == StartFailure(
@@ -476,7 +494,7 @@ async def test_dead_sandbox_gets_a_new_attempt(node: Node) -> None:
     new = next(s for s in node.runtime.sandboxes.values() if s.id != old.id)
     assert new.config.metadata.attempt == 1
     assert node.running("app").sandbox_id == new.id
-    assert node.events.reasons()[0] == "SandboxChanged"
+    assert node.events.reasons()[:3] == ["SandboxChanged", "SandboxCreated", "AddedInterface"]
     state = await node.state()
     assert [s.attempt for s in state.sandboxes] == [1, 0]
     assert state.pod_ips == (new.ip,)
@@ -717,3 +735,11 @@ async def test_ephemeral_container_without_its_target_is_a_start_failure(node: N
     failure = StartFailure("CreateContainerConfigError", "unable to find target container app")
     assert result.start_failures["debugger"] == failure
     assert ("Warning", "Failed", "Error: unable to find target container app") in node.events.seen
+
+
+async def test_sandbox_events_can_be_turned_off(node: Node) -> None:
+    node.options = dataclasses.replace(node.options, sandbox_events=False)
+    node.manager = node.new_manager()
+    await node.sync(make_pod())
+    assert node.events.reasons() == ["Pulled", "Created", "Started"]
+    assert node.runtime.calls["PodSandboxStatus"] == 1
