@@ -24,6 +24,8 @@ A thin command (kind's shape): it parses flags, builds the inventory
   it crosses (``kubelab.lab.trace``);
 - ``doctor [NODE] [--fix] [-o json]``: ``kubelab doctor`` (``node.doctor``) inside the node,
   or each Kubernetes node in turn, with the paths its components were started with;
+- ``ui [--port N] [--allow-trace]``: a live web page of the lab on the host's loopback
+  (``kubelab.lab.ui``), its URL with a token printed;
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
 - ``vagrant render|bundles|address``: what the Vagrant VMs' provisioning runs
   (``kubelab.lab.vagrant``);
@@ -136,6 +138,20 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     )
     trace.add_argument("--udp", action="store_true", help="a UDP datagram instead of a TCP SYN")
     trace.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    ui = commands.add_parser(
+        "ui", help="a live web page of the lab: topology, Services, stories, traces"
+    )
+    _add_name(ui)
+    ui.add_argument("--address", default="127.0.0.1", help="where to listen (default: loopback)")
+    ui.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    ui.add_argument(
+        "--allow-trace",
+        action="store_true",
+        help="let the page run traces (a probe, and marking tables for its duration)",
+    )
+    ui.add_argument(
+        "--kubeconfig", type=Path, help="read the API with this (default: the lab's host one)"
+    )
     logs = commands.add_parser("logs", help="a component's log: logs NODE COMPONENT [-f]")
     _add_name(logs)
     logs.add_argument("node")
@@ -190,6 +206,7 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
             "exec": _exec,
             "doctor": _doctor,
             "trace": _trace,
+            "ui": _ui,
             "kill": _fault,
             "stop": _fault,
             "start": _fault,
@@ -604,6 +621,61 @@ def _fault(args: argparse.Namespace) -> int:
         print(f"kubelab lab {args.lab_command}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from kube import component
+    from kube.client.kubeconfig import KubeconfigError
+    from kube.client.rest import Client
+    from kubelab.lab.ui import server
+    from kubelab.lab.ui.facts import LabFacts
+
+    lab = _lab(args)
+    kubeconfig = args.kubeconfig or lab.host_kubeconfig
+    if args.kubeconfig is None and not lab.process_file.exists():
+        print(f"kubelab lab ui: lab {lab.name} is not up", file=sys.stderr)
+        return 1
+
+    async def serve(stop: asyncio.Event) -> int:
+        try:
+            client = Client.from_kubeconfig(kubeconfig, user_agent="kubelab-ui")
+            prober = Client.from_kubeconfig(kubeconfig, user_agent="kubelab-ui", max_retries=0)
+        except (KubeconfigError, OSError) as error:
+            print(f"kubelab lab ui: cannot load the kubeconfig {kubeconfig}: {error}")
+            return 2
+
+        async def probe() -> None:
+            await prober.request("GET", "/readyz")
+
+        def ready(url: str) -> None:
+            print(f"kubelab lab ui: serving lab {lab.name} on {url}", flush=True)
+
+        ui = server.Ui(
+            lab,
+            client,
+            LabFacts(lab),
+            probe,
+            story=server.lab_story(client),
+            trace=server.lab_trace(lab) if args.allow_trace else None,
+        )
+        try:
+            serving = asyncio.create_task(
+                server.serve(ui, server.new_token(), args.address, args.port, ready)
+            )
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+        except OSError as error:
+            print(f"kubelab lab ui: cannot listen on {args.address}:{args.port}: {error}")
+            return 1
+        finally:
+            await client.close()
+            await prober.close()
+        return 0
+
+    return component.run(serve)
 
 
 def _forward(args: argparse.Namespace) -> int:

@@ -175,11 +175,11 @@ def _pod_place(lab: Lab, pod: Pod, port: str, protocol: str) -> Place:
     node = lab.node(node_name)
     if pod.spec is not None and pod.spec.host_network:
         return Place(label, ip, number, protocol, node.netns_path, node.name)
-    netns, sandbox = _pod_netns(node.cgroup_root, pod)
+    netns, sandbox = pod_netns(node.cgroup_root, pod)
     return Place(label, ip, number, protocol, netns, node.name, host_veth_name(sandbox, "eth0"))
 
 
-def _pod_netns(cgroup_root: str, pod: Pod) -> tuple[Path, str]:
+def pod_netns(cgroup_root: str, pod: Pod) -> tuple[Path, str]:
     """The network namespace of a pod's processes (``/proc/PID/ns/net``) and its sandbox's
     ID: the one container of the pod's cgroup that is none of its containers."""
     statuses = (pod.status.container_statuses if pod.status else None) or []
