@@ -12,11 +12,11 @@ function boxOf(fontPx) {
     height: (node) => lines(node).length * fontPx * 1.25 + 6,
   };
 }
-const BOX = boxOf(9);
+const BOX = boxOf(11);
 const CHAIN_BOX = boxOf(7);
 
 const STYLE = [
-  { selector: "node", style: { label: "data(label)", "text-wrap": "wrap", "font-size": 9,
+  { selector: "node", style: { label: "data(label)", "text-wrap": "wrap", "font-size": 11,
     "text-valign": "center", "background-color": "#dfe7ef", shape: "round-rectangle",
     width: BOX.width, height: BOX.height, padding: 6, "border-width": 1, "border-color": "#9aa8b6" } },
   { selector: ":parent", style: { "text-valign": "top", "background-opacity": 0.25,
@@ -33,7 +33,7 @@ const STYLE = [
   { selector: ".Pending", style: { "border-color": "#c98a00", "border-style": "dashed" } },
   { selector: ".Terminating, .Failed", style: { "border-color": "#c33", "border-style": "dotted" } },
   { selector: "edge", style: { width: 1.2, "curve-style": "bezier", label: "data(label)",
-    "font-size": 7, "text-rotation": "autorotate", "line-color": "#8a96a3" } },
+    "font-size": 8, "text-rotation": "autorotate", "line-color": "#8a96a3" } },
   { selector: ".route", style: { "line-style": "dashed", "line-color": "#6b8fbf",
     "target-arrow-shape": "triangle", "target-arrow-color": "#6b8fbf" } },
   { selector: ".backend", style: { "line-color": "#d98a3a", "target-arrow-shape": "triangle",
@@ -187,6 +187,10 @@ async function showChains(service) {
   try {
     const graph = await getJson(`api/chains?service=${encodeURIComponent(service)}&node=${encodeURIComponent(node)}`);
     message.textContent = graph.chains.length ? "" : "no rules name this Service on this node";
+    message.className = "";
+    const shape = JSON.stringify(graph);
+    if (shape === ui.chainShape) return;
+    ui.chainShape = shape;
     ui.chains.elements().remove();
     ui.chains.add(graph.chains.map((c) => ({ group: "nodes", data: { id: c.name,
       label: [c.name, ...c.rules.slice(0, 6).map((r) => r.length > 70 ? r.slice(0, 67) + "…" : r),
@@ -270,4 +274,6 @@ ui.chains = cytoscape({ container: document.getElementById("chains-graph"), styl
 ui.cy.on("tap", "node.pod", (event) => showStory(event.target.id()));
 document.getElementById("trace-form").addEventListener("submit", runTrace);
 document.getElementById("chain-node").addEventListener("change", () => ui.chainService && showChains(ui.chainService));
+// The chains follow the proxy's syncs: read again while a Service is chosen.
+setInterval(() => ui.chainService && showChains(ui.chainService), 2000);
 connect();

@@ -66,7 +66,7 @@ def test_the_page_says_the_api_is_gone_and_picks_up_again_after_a_restart(
             stop_server(server)
             down = page.wait(
                 "the API unreachable",
-                lambda: (s := api_status(page)).startswith("API unreachable") and s,
+                lambda: s if (s := api_status(page)).startswith("API unreachable") else None,
             )
             assert "reconnecting" in down
             assert "pod/default/before" in shown_pods(page)  # the last state seen
