@@ -74,6 +74,12 @@ def _add_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default="lab", help="the lab's name (default: lab)")
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {text!r}")
+    return int(text)
+
+
 def _address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
@@ -143,7 +149,7 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     )
     _add_name(ui)
     ui.add_argument("--address", default="127.0.0.1", help="where to listen (default: loopback)")
-    ui.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    ui.add_argument("--port", type=_port, default=0, help="the port (default: a free one)")
     ui.add_argument(
         "--allow-trace",
         action="store_true",
@@ -641,7 +647,9 @@ def _ui(args: argparse.Namespace) -> int:
             client = Client.from_kubeconfig(kubeconfig, user_agent="kubelab-ui")
             prober = Client.from_kubeconfig(kubeconfig, user_agent="kubelab-ui", max_retries=0)
         except (KubeconfigError, OSError) as error:
-            print(f"kubelab lab ui: cannot load the kubeconfig {kubeconfig}: {error}")
+            print(
+                f"kubelab lab ui: cannot load the kubeconfig {kubeconfig}: {error}", file=sys.stderr
+            )
             return 2
 
         async def probe() -> None:
@@ -668,7 +676,10 @@ def _ui(args: argparse.Namespace) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await serving
         except OSError as error:
-            print(f"kubelab lab ui: cannot listen on {args.address}:{args.port}: {error}")
+            print(
+                f"kubelab lab ui: cannot listen on {args.address}:{args.port}: {error}",
+                file=sys.stderr,
+            )
             return 1
         finally:
             await client.close()

@@ -103,7 +103,8 @@ class Ui:
         self.services = self.factory.informer_for(Service)
         self.slices = self.factory.informer_for(EndpointSlice)
         self.networks: dict[str, NodeNetwork] = {}
-        self.pod_veths: dict[str, str] = {}
+        self._veths: dict[str, str] = {}
+        """The host end of each pod's veth, by pod UID (a pod made again has a new one)."""
         self.api: dict[str, Any] = {"reachable": False, "message": "not probed yet", "since": ""}
         self.document: dict[str, Any] = {}
         self.version = 0
@@ -131,7 +132,12 @@ class Ui:
             services=self.services.lister.list(),
             slices=self.slices.lister.list(),
         )
-        document = topology(self.lab, cluster, self.networks, self.pod_veths)
+        veths = {
+            pod_id(p.metadata.namespace or "", p.metadata.name or ""): self._veths[uid]
+            for p in cluster.pods
+            if (uid := p.metadata.uid or "") in self._veths
+        }
+        document = topology(self.lab, cluster, self.networks, veths)
         document["api"] = dict(self.api)
         document["traceAllowed"] = self.trace is not None
         return document
@@ -171,14 +177,11 @@ class Ui:
         while True:
             networks = await asyncio.gather(*(self.facts.network(n) for n in self.lab.nodes))
             self.networks = {n.name: net for n, net in zip(self.lab.nodes, networks, strict=True)}
-            pods = {
-                pod_id(p.metadata.namespace or "", p.metadata.name or ""): p
-                for p in self.pods.lister.list()
-            }
-            unknown = [key for key in pods if not self.pod_veths.get(key)]
-            found = await asyncio.gather(*(self.facts.pod_veth(pods[key]) for key in unknown))
-            self.pod_veths = {k: v for k, v in self.pod_veths.items() if k in pods}
-            self.pod_veths.update(zip(unknown, found, strict=True))
+            pods = {p.metadata.uid or "": p for p in self.pods.lister.list()}
+            unknown = [uid for uid in pods if not self._veths.get(uid)]
+            found = await asyncio.gather(*(self.facts.pod_veth(pods[uid]) for uid in unknown))
+            self._veths = {uid: v for uid, v in self._veths.items() if uid in pods}
+            self._veths.update(zip(unknown, found, strict=True))
             self._stale.set()
             await asyncio.sleep(FACTS_INTERVAL)
 
