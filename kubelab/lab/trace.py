@@ -187,7 +187,8 @@ def _pod_netns(cgroup_root: str, pod: Pod) -> tuple[Path, str]:
     ID: the one container of the pod's cgroup that is none of its containers."""
     statuses = (pod.status.container_statuses if pod.status else None) or []
     containers = {(status.container_id or "").partition("://")[2] for status in statuses}
-    found = sorted((CGROUP_PIDS / cgroup_root.lstrip("/")).glob(f"**/pod{pod.metadata.uid}/*"))
+    pod_dirs = (CGROUP_PIDS / cgroup_root.lstrip("/")).glob(f"**/pod{pod.metadata.uid}/*")
+    found = sorted(d for d in pod_dirs if d.is_dir())
     sandbox = next((d.name for d in found if d.name not in containers), "")
     for directory in found:
         pids = (directory / "cgroup.procs").read_text().split()
