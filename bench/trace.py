@@ -20,39 +20,27 @@ import json
 import statistics
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from kubelab.lab import cluster, trace
 from kubelab.lab.network import existing_namespaces
 from kubelab.lab.topology import Lab, LabSpec, running_spec
+from tests.node.nodelabs import web_server_pod
 from tests.servers import Kubectl
 
 TARGET = 2.0
 NAMESPACE = "bench-trace"
 OWN_LAB = LabSpec(name="benchtrace", host_api_port=16499)
-SERVE = "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www"
 
 
 def workload() -> str:
-    def pod(name: str, node: str) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "labels": {"app": name}},
-            "spec": {
-                "nodeName": node,
-                "terminationGracePeriodSeconds": 0,
-                "containers": [{"name": "web", "image": "busybox", "command": ["sh", "-c", SERVE]}],
-            },
-        }
-
     web = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "web"},
         "spec": {"selector": {"app": "there"}, "ports": [{"port": 80, "targetPort": 8080}]},
     }
-    return "\n---\n".join(json.dumps(m) for m in (pod("here", "node1"), pod("there", "node2"), web))
+    pods = (web_server_pod("here", "node1", 8080), web_server_pod("there", "node2", 8080))
+    return "\n---\n".join(json.dumps(m) for m in (*pods, web))
 
 
 def measure(lab: Lab, kubectl: Kubectl, rounds: int) -> None:

@@ -593,6 +593,9 @@ def _trace(args: argparse.Namespace) -> int:
     except trace.TraceError as error:
         print(f"kubelab lab trace: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("kubelab lab trace: interrupted (the marking tables are removed)", file=sys.stderr)
+        return 130
     render = trace.render_json if args.output == "json" else trace.render_table
     print(render(found))
     return 1 if found.verdict == "dropped" else 0

@@ -62,6 +62,9 @@ SETTLE: Final = 0.25
 PROBE_TIMEOUT: Final = 1.0
 CGROUP_PIDS: Final = Path("/sys/fs/cgroup/pids")
 MAX_ENDPOINT_PODS: Final = 8
+LINE_BUFFERED: Final = ("stdbuf", "-oL")
+"""nft's output into a pipe is block-buffered, and a monitor ended by a signal never
+flushes it: line by line, every event printed is in the pipe when it ends."""
 _POLICY: Final = re.compile(r"^NetworkPolicy [^/ ]+/[^/ ]+ ")
 
 
@@ -184,7 +187,8 @@ def pod_netns(cgroup_root: str, pod: Pod) -> tuple[Path, str]:
     ID: the one container of the pod's cgroup that is none of its containers."""
     statuses = (pod.status.container_statuses if pod.status else None) or []
     containers = {(status.container_id or "").partition("://")[2] for status in statuses}
-    found = sorted((CGROUP_PIDS / cgroup_root.lstrip("/")).glob(f"**/pod{pod.metadata.uid}/*"))
+    pod_dirs = (CGROUP_PIDS / cgroup_root.lstrip("/")).glob(f"**/pod{pod.metadata.uid}/*")
+    found = sorted(d for d in pod_dirs if d.is_dir())
     sandbox = next((d.name for d in found if d.name not in containers), "")
     for directory in found:
         pids = (directory / "cgroup.procs").read_text().split()
@@ -295,8 +299,9 @@ class Trace:
 
 def probe(source: Place, destination: Place, port: int, dscp: int = kernel.DSCP) -> str:
     """Send the probe from inside ``source``; what came of it: ``answered``, ``refused``,
-    ``unreachable: WHY`` (the source's own routing said no), ``sent`` (a datagram without
-    an answer) or ``timeout``.  Blocking: run it in a worker thread."""
+    ``reset`` (accepted, then reset), ``unreachable: WHY`` (the source's own routing said
+    no), ``failed: WHY``, ``sent`` (a datagram without an answer) or ``timeout``.  Blocking:
+    run it in a worker thread."""
     assert source.netns is not None
     kind = socket.SOCK_DGRAM if destination.protocol == "udp" else socket.SOCK_STREAM
     sock = call_in_netns(source.netns, lambda: socket.socket(socket.AF_INET, kind))
@@ -316,10 +321,13 @@ def probe(source: Place, destination: Place, port: int, dscp: int = kernel.DSCP)
             return "sent" if kind == socket.SOCK_DGRAM else "timeout"
         except ConnectionRefusedError:
             return "refused"
+        except ConnectionResetError:
+            return "reset"
         except OSError as error:
+            why = os.strerror(error.errno) if error.errno else str(error)
             if error.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-                return f"unreachable: {os.strerror(error.errno or 0)}"
-            raise
+                return f"unreachable: {why}"
+            return f"failed: {why}"
 
 
 def namespaces(lab: Lab, *places: Place) -> dict[str, Path]:
@@ -435,6 +443,7 @@ async def _probe_traced(
         for name, path in spaces.items():
             monitors[name] = await asyncio.create_subprocess_exec(
                 *nsenter(path),
+                *LINE_BUFFERED,
                 "nft",
                 "monitor",
                 "trace",
@@ -589,9 +598,17 @@ def judge(outcome: str, hops: list[Hop], destination: Place) -> tuple[str, str, 
             last.namespace,
             f"refused: nothing listens on {destination.port}/{destination.protocol} there",
         )
+    if outcome == "reset":
+        if redirected is not None:
+            return (
+                "dropped",
+                redirected.namespace,
+                "reset by the userspace proxy: no endpoint it could relay to",
+            )
+        return "answered", last.namespace, "reset by the destination"
     if outcome == "sent" and destination.veth and last.namespace == destination.label:
         return "delivered", last.namespace, "no answer to the datagram"
-    if outcome.startswith("unreachable"):
+    if outcome.startswith(("unreachable", "failed")):
         return "dropped", hops[0].namespace if hops else "", outcome
     why = f"the probe was last seen here (route: {last.route or 'none'})"
     if "cross-device" in last.route:

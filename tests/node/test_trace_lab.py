@@ -25,7 +25,7 @@ import pytest
 from kubelab.cli import main
 from kubelab.lab.processes import run
 from node.proxy import names
-from tests.node.nodelabs import IPTABLES, LIBIPTC, NFTABLES, USERSPACE, NodeLab
+from tests.node.nodelabs import IPTABLES, LIBIPTC, NFTABLES, USERSPACE, NodeLab, web_server_pod
 from tests.servers import Kubectl
 
 pytestmark = [
@@ -45,30 +45,10 @@ NAMESPACE = "trace"
 PORT = 8080
 NODE_PORT = 30290
 LB_IP = "192.0.2.30"
-SERVE = f"mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p {PORT} -h /www"
 PODS = {"a": "node1", "b": "node1", "c": "node2", "guarded": "node2"}
 
 
 def manifests() -> list[dict[str, Any]]:
-    def pod(name: str, node: str) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "labels": {"app": name}},
-            "spec": {
-                "nodeName": node,
-                "terminationGracePeriodSeconds": 0,
-                "containers": [
-                    {
-                        "name": "web",
-                        "image": "busybox",
-                        "command": ["sh", "-c", SERVE],
-                        "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 1},
-                    }
-                ],
-            },
-        }
-
     def service(name: str, app: str, **spec: Any) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
@@ -79,7 +59,7 @@ def manifests() -> list[dict[str, Any]]:
 
     web_port = {"port": 80, "targetPort": PORT, "nodePort": NODE_PORT}
     return [
-        *(pod(name, node) for name, node in PODS.items()),
+        *(web_server_pod(name, node, PORT) for name, node in PODS.items()),
         service(
             "web",
             "c",
@@ -205,8 +185,10 @@ def test_pod_to_a_cluster_ip(traced: NodeLab, capsys: pytest.CaptureFixture[str]
         svc = names.service_chain(f"{NAMESPACE}/web", "TCP")
         assert any(svc in line for line in found["counters"]), found["counters"]
         return
-    assert f"Service {NAMESPACE}/web" in origins(found)
-    assert f"endpoint {web_endpoint(traced)} of Service {NAMESPACE}/web" in origins(found)
+    made = origins(found)
+    assert f"Service {NAMESPACE}/web" in made, json.dumps(found, indent=1)
+    endpoint = f"endpoint {web_endpoint(traced)} of Service {NAMESPACE}/web"
+    assert endpoint in made, json.dumps(found, indent=1)
     if mode.proxy_mode == "iptables":
         assert f"ip nat {names.service_chain(f'{NAMESPACE}/web', 'TCP')}" in chains(found, "node1")
     else:
@@ -230,7 +212,7 @@ def test_client_to_a_node_port_and_to_a_load_balancer(
     ]
     assert "router" in hops(found)[2:4]
     assert "ip nat KUBE-NODEPORTS" in chains(found, "node1")
-    node1 = found["hops"][1]
+    node1 = next(h for h in found["hops"] if h["namespace"] == "node1")
     assert node1["nat"][0] == f"DNAT to {endpoint}" and node1["nat"][1].startswith("masquerade")
     found = trace(traced, capsys, "client", f"lb/{NAMESPACE}/web:80")
     assert found["verdict"] == "answered" and found["endpoint"] == endpoint

@@ -168,6 +168,23 @@ def test_the_verdicts() -> None:
     refused = trace.judge("refused", hops_of("iptables-pod-to-pod"), to_pod)
     assert refused == ("answered", "pod default/b2", "refused: nothing listens on 8080/tcp there")
     assert trace.judge("sent", [trace.Hop("pod default/b2")], to_pod)[0] == "delivered"
+    assert trace.judge("reset", hops_of("iptables-pod-to-pod"), to_pod)[2] == (
+        "reset by the destination"
+    )
+    relayed = [trace.Hop("node1", nat=["REDIRECT to the proxy's port 40000"])]
+    assert trace.judge("reset", relayed, to_pod) == (
+        "dropped",
+        "node1",
+        "reset by the userspace proxy: no endpoint it could relay to",
+    )
+    assert trace.judge("refused", relayed, to_pod)[2] == (
+        "refused at the userspace proxy's port: is kube-proxy running there?"
+    )
+    assert trace.judge("failed: Permission denied", hops_of("iptables-pod-to-pod"), to_pod) == (
+        "dropped",
+        "pod default/a1",
+        "failed: Permission denied",
+    )
 
 
 def finished(verdict: str = "answered") -> trace.Trace:
