@@ -14,6 +14,7 @@ from bench import (
     proxy,
     pulls,
     scheduler,
+    story,
     trace,
     users,
 )
@@ -25,6 +26,7 @@ users.main([])
 controllers.main()
 cni.main([])
 kubelet.main([])
+story.main([])
 # nft (Debian's default) cannot restore 10,000 Services in reasonable time: see bench/README.md.
 proxy.main(["--backend", "legacy"])
 nftproxy.main([])

@@ -110,24 +110,26 @@ async def namespace_ready(client: Client, namespace: str) -> None:
     raise RuntimeError(f"namespace {namespace} got no default service account")
 
 
+async def record_running(
+    client: Client, namespace: str, pods: int, running: dict[str, float]
+) -> None:
+    """Note in ``running`` when each pod of ``namespace`` is first reported Running, until
+    ``pods`` are; run it as a task started before the first create."""
+    async for event in client.watch(Pod, namespace, resource_version="0"):
+        pod = event.object
+        name = pod.metadata.name or ""
+        if pod.status is not None and pod.status.phase == "Running" and name not in running:
+            running[name] = time.perf_counter()
+            if len(running) == pods:
+                return
+
+
 async def startup_latencies(client: Client, pods: int, rate: float) -> list[float]:
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
     await namespace_ready(client, namespace)
     sent: dict[str, float] = {}
     running: dict[str, float] = {}
-    everyone_running = asyncio.Event()
-
-    async def watch() -> None:
-        async for event in client.watch(Pod, namespace, resource_version="0"):
-            pod = event.object
-            name = pod.metadata.name or ""
-            if pod.status is not None and pod.status.phase == "Running" and name not in running:
-                running[name] = time.perf_counter()
-                if len(running) == pods:
-                    everyone_running.set()
-                    return
-
-    watcher = asyncio.create_task(watch())
+    watcher = asyncio.create_task(record_running(client, namespace, pods, running))
     await asyncio.sleep(0.5)
     try:
         for index in range(pods):
@@ -144,7 +146,7 @@ async def startup_latencies(client: Client, pods: int, rate: float) -> list[floa
             sent[name] = time.perf_counter()
             await client.create(pod)
             await asyncio.sleep(max(0.0, sent[name] + 1 / rate - time.perf_counter()))
-        await asyncio.wait_for(everyone_running.wait(), READY_TIMEOUT)
+        await asyncio.wait_for(watcher, READY_TIMEOUT)
     finally:
         watcher.cancel()
         await client.delete(Namespace, namespace)

@@ -101,6 +101,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="the longest lifetime of a certificate the CSR signer issues (default: 8760h)",
     )
     controller_manager_command.add_approve_kubelet_serving_flag(parser)
+    controller_manager_command.add_autoscaler_flags(parser)
     parser.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -231,6 +232,7 @@ async def run_component(args: argparse.Namespace, name: str, stop: asyncio.Event
             cluster_signing_key_file=data_dir / "pki" / "ca.key",
             cluster_signing_duration=args.cluster_signing_duration,
             approve_kubelet_serving=args.approve_kubelet_serving_certificates,
+            autoscaler=controller_manager_command.autoscaler_options(args),
             leader_elect=args.leader_elect,
         )
         return await controller_manager_command.run_controller_manager(controllers, stop)

@@ -2,14 +2,21 @@
 
 Each component keeps a ``Registry`` of counters, gauges and histograms with label names fixed
 at creation, and serves ``registry.render()`` at ``/metrics``.  Only what the components use
-is here: monotonic counters, settable gauges, and histograms with cumulative buckets.
+is here: monotonic counters, settable gauges, and histograms with cumulative buckets.  A value
+measured elsewhere (the kubelet's resource metrics, read from cgroups at scrape time) is
+``collected`` with the moment it was measured, which the sample line carries as its timestamp,
+as upstream's const metrics do.  ``parse`` reads the format back (the metrics-server scraping
+kubelets), samples only.
 """
 
 from __future__ import annotations
 
 import bisect
+import datetime
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 LabelValues = tuple[str, ...]
@@ -55,13 +62,21 @@ class Counter(_Metric):
     def __init__(self, name: str, help: str, labels: Sequence[str] = ()) -> None:
         super().__init__(name, help, labels)
         self.values: dict[LabelValues, float] = {}
+        self.stamps: dict[LabelValues, int] = {}
+        """Milliseconds since the epoch of the collected values that carry a timestamp."""
 
     def inc(self, *labels: str, amount: float = 1.0) -> None:
         self.values[labels] = self.values.get(labels, 0.0) + amount
 
+    def collected(self, *labels: str, value: float, at: datetime.datetime) -> None:
+        """A value measured elsewhere at ``at`` (a cumulative CPU time read from a cgroup)."""
+        self.values[labels] = value
+        self.stamps[labels] = math.floor(at.timestamp() * 1000)
+
     def lines(self) -> list[str]:
         return [
             f"{self.name}{_labels(self.label_names, k)} {_number(v)}"
+            + (f" {self.stamps[k]}" if k in self.stamps else "")
             for k, v in sorted(self.values.items())
         ]
 
@@ -145,3 +160,59 @@ class Registry:
 
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample line: its metric name, labels, value and timestamp (ms; None when absent)."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+    timestamp: int | None
+
+
+class ParseError(ValueError):
+    """A line that is not a sample of the text format."""
+
+
+_SAMPLE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?"
+    r"\s+(?P<value>\S+)(?:\s+(?P<timestamp>-?\d+))?\s*$"
+)
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_UNESCAPE = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+
+
+def _label_pairs(text: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    at = 0
+    while at < len(text.rstrip()):
+        match = _LABEL.match(text, at)
+        if match is None:
+            raise ParseError(f"malformed labels {{{text}}}")
+        labels[match[1]] = re.sub(r"\\[\\n\"]", lambda m: _UNESCAPE[m[0]], match[2])
+        at = match.end()
+    return labels
+
+
+def parse(text: str) -> Iterator[Sample]:
+    """The samples of a text exposition, in order; comments and blank lines skipped.  Raises
+    ParseError at the first line that is not a sample."""
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if match is None:
+            raise ParseError(f"not a sample: {line!r}")
+        try:
+            value = float(match["value"])
+        except ValueError:
+            raise ParseError(f"not a number: {line!r}") from None
+        stamp = match["timestamp"]
+        yield Sample(
+            match["name"],
+            _label_pairs(match["labels"] or ""),
+            value,
+            int(stamp) if stamp is not None else None,
+        )

@@ -21,6 +21,7 @@ from controlplane.cloud import command as cloud_controller_manager_command
 from controlplane.controllers import command as controller_manager_command
 from controlplane.dns import command as dns_command
 from controlplane.ingress import command as ingress_command
+from controlplane.metricsserver import command as metrics_server_command
 from controlplane.scheduler import command as scheduler_command
 from kube import KUBERNETES_VERSION, __version__
 from kubelab.lab import command as lab_command
@@ -91,6 +92,10 @@ COMPONENTS: dict[str, Component] = {
     "dns": Component(
         "the cluster DNS add-on: Services and EndpointSlices per the Kubernetes DNS spec",
         configure=dns_command.configure,
+    ),
+    "metrics-server": Component(
+        "the resource metrics add-on: kubelets scraped, metrics.k8s.io served for kubectl top",
+        configure=metrics_server_command.configure,
     ),
     "ingress": Component(
         "the lab's Ingress controller: an HTTP/HTTPS reverse proxy for networking.k8s.io/v1",

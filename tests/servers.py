@@ -96,6 +96,20 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+def host_address() -> str:
+    """An IPv4 address of this machine other than loopback, which EndpointSlices refuse."""
+    shown = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    addresses = [shown[i + 1].partition("/")[0] for i, word in enumerate(shown) if word == "inet"]
+    if not addresses:
+        pytest.skip("no IPv4 address off loopback to serve the extension server on")
+    return addresses[0]
+
+
 def start_server(
     data_dir: Path, *extra: str, command: str = "apiserver", prefix: Sequence[str] = ()
 ) -> ServerProcess:

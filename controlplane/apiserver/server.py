@@ -24,7 +24,6 @@ once authorized (``aggregator``).  This module wires the pieces; the subpackages
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import ipaddress
 import logging
@@ -62,7 +61,7 @@ from controlplane.apiserver.endpoints.handlers import (
     Request,
     ResourceHandler,
     json_response,
-    protobuf_response,
+    status_response,
 )
 from controlplane.apiserver.endpoints.openapi import OpenAPIDocuments
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo, parse
@@ -70,8 +69,11 @@ from controlplane.apiserver.flowcontrol.controller import (
     Classification,
     FlowControl,
     Seat,
+    WatchTracker,
+    Width,
     list_seats,
     long_running,
+    mutating_width,
 )
 from controlplane.apiserver.registry.componentstatus import HTTPProbe, StoreProbe
 from controlplane.apiserver.registry.proxy import KubeletConnector
@@ -308,6 +310,7 @@ class APIServer:
         self._watchers = self.metrics.gauge(
             "apiserver_longrunning_requests", "Number of watch requests in flight.", ["resource"]
         )
+        self._watch_tracker = WatchTracker()
         self.flowcontrol = FlowControl(
             self._cache((FLOWCONTROL_GROUP, "v1", "flowschemas")),
             self._cache((FLOWCONTROL_GROUP, "v1", "prioritylevelconfigurations")),
@@ -527,22 +530,22 @@ class APIServer:
             return response
         except errors.ApiError as error:
             code = error.code
-            return _status_response(request, error)
+            return status_response(request, error)
         except web.HTTPException as error:
             code = error.status
-            return _status_response(
+            return status_response(
                 request, errors.ApiError(error.status, error.reason, error.text or error.reason)
             )
         except Unavailable as error:
             # etcd lost quorum or cannot be reached: retryable, so 503 with Retry-After.
             code = 503
             log.warning("storage unavailable: %s %s: %s", request.method, request.path, error)
-            return _status_response(
+            return status_response(
                 request, errors.unavailable(f"the storage is unavailable: {error}")
             )
         except Exception:
             log.exception("internal error serving %s %s", request.method, request.path)
-            return _status_response(
+            return status_response(
                 request, errors.internal("the server could not handle the request")
             )
         finally:
@@ -566,8 +569,8 @@ class APIServer:
             request[audit.IMPERSONATED] = user = impersonated
         # Priority and fairness between impersonation and authorization, as upstream's chain.
         request[FLOW] = flow = self.flowcontrol.classify(user, info)
-        seats = self._seats(info, request.query)
-        async with self.flowcontrol.seat(flow, seats, _request_details(user, info)) as seat:
+        width = self._width(info, request.query)
+        async with self.flowcontrol.seat(flow, width, _request_details(user, info)) as seat:
             request[audit.DECISION] = allowed = self.authorizer(user, info)
             self.auditor.authorized(request)
             if not allowed:
@@ -577,6 +580,7 @@ class APIServer:
                 return await handler(request)
             request[RELEASE_SEAT] = seat  # a watch is set up once its response starts
             self._watchers.inc(info.resource)
+            self._watch_tracker.watching(info, 1)
             task = asyncio.current_task()
             assert task is not None
             self._watches.add(task)
@@ -585,17 +589,18 @@ class APIServer:
             finally:
                 self._watches.discard(task)
                 self._watchers.inc(info.resource, amount=-1)
+                self._watch_tracker.watching(info, -1)
 
-    def _seats(self, info: RequestInfo, query: Mapping[str, str]) -> int:
+    def _width(self, info: RequestInfo, query: Mapping[str, str]) -> Width:
         """The seats a request takes: none for a long-running one other than a watch, by its
         size for a list (the objects counted in the resource's watch cache, none if it has
-        none yet), one otherwise."""
+        none yet), by the watches it notifies for a change, one otherwise."""
         if long_running(info) and info.verb != "watch":
-            return 0
-        if info.verb != "list":
-            return 1
-        cache = self.caches.get((info.group, info.version, info.resource))
-        return list_seats(len(cache.objects()) if cache is not None else 0, query)
+            return Width(0)
+        if info.verb == "list":
+            cache = self.caches.get((info.group, info.version, info.resource))
+            return Width(list_seats(len(cache.objects()) if cache is not None else 0, query))
+        return mutating_width(self._watch_tracker.interested(info))
 
     async def _authenticate(self, request: web.Request) -> auth.User:
         for authenticate in self.authenticators:
@@ -856,25 +861,6 @@ def _request_details(user: auth.User, info: RequestInfo) -> dict[str, str]:
         "Resource": info.resource,
         "SubResource": info.subresource,
     }
-
-
-def _status_response(request: web.Request, error: errors.ApiError) -> web.Response:
-    """The Status of a failed request, in protobuf if the client prefers it (as upstream's
-    ErrorNegotiated), else in JSON: also when nothing it accepts is served, and always for a
-    406, which upstream writes as raw JSON."""
-    output = negotiation.Output(negotiation.JSON)
-    if error.code != 406:
-        with contextlib.suppress(errors.ApiError):
-            output = negotiation.choose(
-                request.headers.get("Accept"), protobuf=lambda: True, transforms=False
-            )
-    if output.media_type == negotiation.PROTOBUF:
-        response = protobuf_response(error.status(), error.code)
-    else:
-        response = json_response(error.status(), error.code)
-    if error.retry_after is not None:
-        response.headers["Retry-After"] = str(error.retry_after)
-    return response
 
 
 def _discovery_response(document: Any) -> web.Response:

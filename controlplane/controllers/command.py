@@ -18,9 +18,10 @@ import argparse
 import asyncio
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from controlplane.controllers.context import AutoscalerOptions
 from kube import component
 
 DEFAULT_PORT = 10257
@@ -67,6 +68,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="the longest lifetime of a certificate csrsigning issues (default: 8760h)",
     )
     add_approve_kubelet_serving_flag(parser)
+    add_autoscaler_flags(parser)
     parser.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -96,6 +98,7 @@ class ControllerManagerOptions:
     cluster_signing_key_file: Path | None = None
     cluster_signing_duration: float = 365 * 24 * 3600.0
     approve_kubelet_serving: bool = False
+    autoscaler: AutoscalerOptions = field(default_factory=AutoscalerOptions)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ControllerManagerOptions:
@@ -116,7 +119,48 @@ class ControllerManagerOptions:
             cluster_signing_key_file=args.cluster_signing_key_file,
             cluster_signing_duration=args.cluster_signing_duration,
             approve_kubelet_serving=args.approve_kubelet_serving_certificates,
+            autoscaler=autoscaler_options(args),
         )
+
+
+def add_autoscaler_flags(parser: argparse.ArgumentParser) -> None:
+    """The horizontal pod autoscaler's flags, upstream's names and defaults."""
+    for name, default, what in (
+        ("sync-period", "15s", "how often each HPA is synced"),
+        (
+            "downscale-stabilization",
+            "5m",
+            "how far back a scale-down looks for a higher recommendation",
+        ),
+        ("cpu-initialization-period", "5m", "how long after a start CPU samples may be skipped"),
+        (
+            "initial-readiness-delay",
+            "30s",
+            "how long after a start readiness changes count as initial",
+        ),
+    ):
+        parser.add_argument(
+            f"--horizontal-pod-autoscaler-{name}",
+            type=component.duration,
+            default=component.duration(default),
+            help=f"{what} (default: {default})",
+        )
+    parser.add_argument(
+        "--horizontal-pod-autoscaler-tolerance",
+        type=float,
+        default=0.1,
+        help="how far from 1 a metric's ratio to its target must be to scale (default: 0.1)",
+    )
+
+
+def autoscaler_options(args: argparse.Namespace) -> AutoscalerOptions:
+    return AutoscalerOptions(
+        sync_period=args.horizontal_pod_autoscaler_sync_period,
+        downscale_stabilization=args.horizontal_pod_autoscaler_downscale_stabilization,
+        tolerance=args.horizontal_pod_autoscaler_tolerance,
+        cpu_initialization_period=args.horizontal_pod_autoscaler_cpu_initialization_period,
+        initial_readiness_delay=args.horizontal_pod_autoscaler_initial_readiness_delay,
+    )
 
 
 def add_approve_kubelet_serving_flag(parser: argparse.ArgumentParser) -> None:
@@ -194,6 +238,7 @@ async def run_controller_manager(options: ControllerManagerOptions, stop: asynci
                     cluster_signing_key_file=options.cluster_signing_key_file,
                     cluster_signing_duration=options.cluster_signing_duration,
                     approve_kubelet_serving=options.approve_kubelet_serving,
+                    autoscaler=options.autoscaler,
                 ),
                 controllers,
                 lambda port: (

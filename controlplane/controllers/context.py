@@ -12,6 +12,23 @@ from kube.clock import Clock
 
 
 @dataclass(frozen=True)
+class AutoscalerOptions:
+    """The horizontal pod autoscaler's flags (upstream's --horizontal-pod-autoscaler-*)."""
+
+    sync_period: float = 15.0
+    """Seconds between two syncs of an HPA."""
+    downscale_stabilization: float = 300.0
+    """Seconds of recommendations a scale-down takes the highest of (an HPA's own
+    behavior.scaleDown.stabilizationWindowSeconds wins)."""
+    tolerance: float = 0.1
+    """How far from 1 a metric's ratio to its target must be for the HPA to act."""
+    cpu_initialization_period: float = 300.0
+    """Seconds after a pod starts during which its CPU samples may be skipped."""
+    initial_readiness_delay: float = 30.0
+    """Seconds after a pod starts during which its readiness changes count as initial."""
+
+
+@dataclass(frozen=True)
 class ControllerOptions:
     """The controller-manager's flags that controllers read."""
 
@@ -30,6 +47,7 @@ class ControllerOptions:
     """The longest lifetime csrsigning gives a certificate, in seconds."""
     approve_kubelet_serving: bool = False
     """csrapproving approves kubelets' serving certificate requests (see there)."""
+    autoscaler: AutoscalerOptions = field(default_factory=AutoscalerOptions)
     concurrent_syncs: dict[str, int] = field(default_factory=dict)
     """Workers per controller name; 5 when absent."""
 

@@ -89,3 +89,31 @@ async def discover(client: ApiClient) -> Discovered:
         except (ApiError, ClientError) as error:
             found.failed[group_version] = str(error)
     return found
+
+
+class NoKindMatchError(LookupError):
+    """No resource of a group version has the kind asked for."""
+
+
+class RESTMapper:
+    """Kinds to the resources that serve them, from discovery (upstream's deferred discovery
+    REST mapper, as the autoscaler uses it to find a target's ``scale`` subresource).
+
+    Each group version's resources are read once and kept; a kind not found in them reads
+    the group version again (a custom resource defined since), and only then fails."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self._client = client
+        self._known: dict[str, list[APIResource]] = {}
+
+    async def resource_for(self, api_version: str, kind: str) -> APIResource:
+        """The resource of ``kind`` in ``api_version`` (``apps/v1``, ``v1``); raises
+        ``NoKindMatchError``, or ``ApiError``/``ClientError`` when discovery fails."""
+        resources = self._known.get(api_version)
+        if resources is None or all(resource.kind != kind for resource in resources):
+            resources = self._known[api_version] = await resource_list(self._client, api_version)
+        for resource in resources:
+            if resource.kind == kind:
+                return resource
+        group = api_version.rpartition("/")[0]
+        raise NoKindMatchError(f'no matches for kind "{kind}" in group "{group}"')

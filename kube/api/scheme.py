@@ -79,6 +79,10 @@ class KindInfo:
     returns_deleted: bool = False
     """A delete answers with the deleted object rather than a Status (upstream's
     ``ReturnDeletedObject``; its OpenAPI, and so the clients generated from it, expect it)."""
+    aggregated: bool = False
+    """Served by an extension API server behind an APIService (metrics.k8s.io, by the
+    metrics-server), never by the API server itself: declared here so that servers and clients
+    share one type, left out of ``Scheme.served`` and ``Scheme.group_versions``."""
 
     @property
     def api_version(self) -> str:
@@ -212,14 +216,17 @@ class Scheme:
         return iter(self._by_kind.values())
 
     def served(self) -> Iterator[KindInfo]:
-        """Kinds reachable at a resource path of their own, in registration order."""
-        return iter(self._by_resource.values())
+        """Kinds the API server serves at a resource path of their own, in registration order
+        (not the aggregated ones)."""
+        return (info for info in self._by_resource.values() if not info.aggregated)
 
     def group_versions(self) -> list[tuple[str, str]]:
-        """Every (group, version) with a kind, core first, in registration order."""
+        """Every (group, version) with a kind the API server serves, core first, in
+        registration order."""
         seen: dict[tuple[str, str], None] = {}
         for info in self._by_kind.values():
-            seen.setdefault(info.group_version, None)
+            if not info.aggregated:
+                seen.setdefault(info.group_version, None)
         return sorted(seen, key=lambda gv: gv[0] != "")
 
 
@@ -246,6 +253,7 @@ def kind(
     storage_group: str | None = None,
     deprecated_since: str = "",
     returns_deleted: bool = False,
+    aggregated: bool = False,
 ) -> Callable[[R], R]:
     """Register the decorated class as a kind served at ``group/version/plural``."""
 
@@ -269,6 +277,7 @@ def kind(
             storage_group=storage_group,
             deprecated_since=deprecated_since,
             returns_deleted=returns_deleted,
+            aggregated=aggregated,
         )
         cls.API_VERSION = info.api_version
         cls.KIND = info.kind

@@ -1,5 +1,5 @@
 """The cluster add-ons the lab installs, as typed objects: the cluster DNS, the Ingress
-controller, and the RBAC of the NetworkPolicy agents.
+controller, the metrics-server, and the RBAC of the NetworkPolicy agents.
 
 ``cluster_dns()`` returns what a kubeadm cluster's CoreDNS manifests hold, for ``kubelab dns``:
 the ``kube-dns`` ServiceAccount in kube-system, a ClusterRole (list and watch Services,
@@ -31,6 +31,19 @@ them), EndpointSlices, Ingresses and IngressClasses and patching ``ingresses/sta
 every Ingress's status), and the ``kubelab`` IngressClass (controller ``kubelab.io/ingress``),
 annotated as the default class, so an Ingress written without a class is the lab's.
 
+``metrics_server()`` is upstream metrics-server's components.yaml for ``kubelab
+metrics-server``: its ServiceAccount; ``system:metrics-server`` (nodes/metrics, pods and nodes)
+and ``system:aggregated-metrics-reader`` (aggregated into view, edit and admin) with their
+bindings, the auth-delegator and extension-apiserver-authentication-reader bindings a
+delegating extension server needs; the Deployment (probed on ``/livez`` and ``/readyz`` over
+HTTPS), the ``metrics-server`` Service and the APIService ``v1beta1.metrics.k8s.io`` (group
+priority 100, version priority 100, its self-signed certificate not verified, as upstream's).
+It reaches the kubelets at their InternalIP with its service-account token, verifying their
+serving certificates with the cluster CA (the lab's kubelets have theirs signed through the API
+server).  Unlike upstream's pod, it runs in the control plane node's network (hostNetwork, on
+port 4443: the node's kubelet holds 10250), where the API server reaches it and it reaches the
+kubelets by the routes the control plane already has, without relying on the pod network.
+
 ``network_policy_rbac()`` is what kube-network-policies' manifest grants its agent: a
 ClusterRole reading Pods, Namespaces and NetworkPolicies, bound to the user the lab's agents
 are (``system:kubelab-network-policy``, a client certificate of the cluster CA, since they
@@ -43,6 +56,7 @@ the components never do.
 from __future__ import annotations
 
 from controlplane.ingress.controller import CONTROLLER as INGRESS_CONTROLLER
+from kube.api.kinds.apiregistration_v1 import APIService, APIServiceSpec, ServiceReference
 from kube.api.kinds.apps_v1 import Deployment, DeploymentSpec
 from kube.api.kinds.core_v1.cluster import ServiceAccount
 from kube.api.kinds.core_v1.pod import (
@@ -61,7 +75,14 @@ from kube.api.kinds.networking_v1 import (
     IngressClass,
     IngressClassSpec,
 )
-from kube.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject
+from kube.api.kinds.rbac_v1 import (
+    ClusterRole,
+    ClusterRoleBinding,
+    PolicyRule,
+    RoleBinding,
+    RoleRef,
+    Subject,
+)
 from kube.api.meta_v1 import LabelSelector, ObjectMeta, Resource
 from kubelab.lab.images import KUBELAB_IMAGE
 
@@ -79,9 +100,13 @@ INGRESS_CLASS = "kubelab"
 HTTP_PORT = 80
 HTTPS_PORT = 443
 INGRESS_HEALTH_PORT = 10254
+METRICS_NAME = "metrics-server"
+METRICS_ROLE = "system:metrics-server"
+METRICS_PORT_SECURE = 4443
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 NETWORK_POLICY_USER = "system:kubelab-network-policy"
 READ = ["get", "list", "watch"]
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 def _service_account_rbac(
@@ -130,10 +155,15 @@ def _kubelab_container(
 
 
 def _control_plane_deployment(
-    name: str, labels: dict[str, str], container: Container, dns_policy: str
+    name: str,
+    labels: dict[str, str],
+    container: Container,
+    dns_policy: str,
+    *,
+    host_network: bool = False,
 ) -> Deployment:
     """One replica of an add-on's pod, run as its ServiceAccount on the control plane (see
-    the module docstring)."""
+    the module docstring), in the node's network if ``host_network``."""
     return Deployment(
         metadata=ObjectMeta(name=name, namespace=ADDON_NAMESPACE, labels=labels),
         spec=DeploymentSpec(
@@ -145,6 +175,7 @@ def _control_plane_deployment(
                     containers=[container],
                     service_account_name=name,
                     dns_policy=dns_policy,
+                    host_network=host_network or None,
                     priority_class_name="system-cluster-critical",
                     node_selector={CONTROL_PLANE_TAINT: ""},
                     tolerations=[
@@ -257,6 +288,93 @@ def ingress_controller(image: str = KUBELAB_IMAGE) -> list[Resource]:
         _control_plane_deployment(INGRESS_NAME, labels, container, "ClusterFirst"),
         service,
         ingress_class,
+    ]
+
+
+def metrics_server(image: str = KUBELAB_IMAGE) -> list[Resource]:
+    """The metrics-server add-on's objects, in creation order; see the module docstring."""
+    labels = {"k8s-app": METRICS_NAME}
+    rules = [
+        PolicyRule(api_groups=[""], resources=["nodes/metrics"], verbs=["get"]),
+        PolicyRule(api_groups=[""], resources=["pods", "nodes"], verbs=READ),
+    ]
+    account, role, binding = _service_account_rbac(METRICS_NAME, METRICS_ROLE, rules, labels)
+    subject = Subject(kind="ServiceAccount", name=METRICS_NAME, namespace=ADDON_NAMESPACE)
+    aggregated = {f"{RBAC_GROUP}/aggregate-to-{r}": "true" for r in ("view", "edit", "admin")}
+    reader = ClusterRole(
+        metadata=ObjectMeta(
+            name="system:aggregated-metrics-reader", labels={**labels, **aggregated}
+        ),
+        rules=[PolicyRule(api_groups=["metrics.k8s.io"], resources=["pods", "nodes"], verbs=READ)],
+    )
+    command = [
+        "kubelab",
+        "metrics-server",
+        f"--secure-port={METRICS_PORT_SECURE}",
+        "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+        "--metric-resolution=15s",
+    ]
+    container = Container(
+        name=METRICS_NAME,
+        image=image,
+        image_pull_policy="IfNotPresent",
+        command=command,
+        ports=[ContainerPort(name="https", container_port=METRICS_PORT_SECURE, protocol="TCP")],
+        liveness_probe=Probe(
+            http_get=HTTPGetAction(path="/livez", port="https", scheme="HTTPS"),
+            initial_delay_seconds=20,
+            timeout_seconds=5,
+            failure_threshold=5,
+        ),
+        readiness_probe=Probe(
+            http_get=HTTPGetAction(path="/readyz", port="https", scheme="HTTPS"),
+            period_seconds=2,
+        ),
+    )
+    service = Service(
+        metadata=ObjectMeta(name=METRICS_NAME, namespace=ADDON_NAMESPACE, labels=labels),
+        spec=ServiceSpec(
+            selector=labels,
+            ports=[ServicePort(name="https", port=443, target_port="https", protocol="TCP")],
+        ),
+    )
+    apiservice = APIService(
+        metadata=ObjectMeta(name="v1beta1.metrics.k8s.io", labels=labels),
+        spec=APIServiceSpec(
+            group="metrics.k8s.io",
+            version="v1beta1",
+            group_priority_minimum=100,
+            version_priority=100,
+            insecure_skip_tls_verify=True,
+            service=ServiceReference(name=METRICS_NAME, namespace=ADDON_NAMESPACE),
+        ),
+    )
+    return [
+        account,
+        reader,
+        role,
+        RoleBinding(
+            metadata=ObjectMeta(
+                name="metrics-server-auth-reader", namespace=ADDON_NAMESPACE, labels=labels
+            ),
+            role_ref=RoleRef(
+                api_group=RBAC_GROUP, kind="Role", name="extension-apiserver-authentication-reader"
+            ),
+            subjects=[subject],
+        ),
+        ClusterRoleBinding(
+            metadata=ObjectMeta(name="metrics-server:system:auth-delegator", labels=labels),
+            role_ref=RoleRef(
+                api_group=RBAC_GROUP, kind="ClusterRole", name="system:auth-delegator"
+            ),
+            subjects=[subject],
+        ),
+        binding,
+        service,
+        _control_plane_deployment(
+            METRICS_NAME, labels, container, "ClusterFirst", host_network=True
+        ),
+        apiservice,
     ]
 
 

@@ -27,15 +27,17 @@
 7. per Kubernetes node its kubelet (``--cloud-provider external``), proxy and NetworkPolicy
    agent (the control plane's kubelet registers its Node tainted
    ``node-role.kubernetes.io/control-plane:NoSchedule``);
-8. ``ApplyAddons``: the cluster DNS's and the Ingress controller's objects created (or
-   updated);
+8. ``ApplyAddons``: the cluster DNS's, the Ingress controller's and the metrics-server's
+   objects created (or updated);
 9. ``WaitNodesReady``: every Node Ready with a podCIDR, initialized by the cloud node
    controller (providerID, no uninitialized taint) and its pod CIDR routed in the router by
    the route controller (NetworkUnavailable False); ``MarkControlPlane`` labels the control
    plane's Node ``node-role.kubernetes.io/control-plane`` through the API (as kubeadm does:
    a kubelet may not set ``node-role`` labels on itself), which lets kube-dns schedule;
 10. ``StartSupervisor``: from now on crashed components are restarted
-    (``kubelab.lab.supervisor``); ``WaitAddons``: kube-dns and kubelab-ingress available.
+    (``kubelab.lab.supervisor``); ``WaitAddons``: kube-dns and kubelab-ingress available (not
+    the metrics-server, which is ready only after two scrapes, as upstream's: ``kubectl top``
+    answers "metrics not available yet" for that long after ``up``).
 
 With several control planes (the HA lab) step 3 becomes: ``SeedPKI`` (the cluster CA and
 service-account key made once, copied into every server's data directory, and the etcd
@@ -530,18 +532,23 @@ class ApplyNetworkPolicyRbac:
 
 @dataclass
 class ApplyAddons:
-    """The cluster add-ons (``addons.cluster_dns()``, ``addons.ingress_controller()``):
-    created, or replaced with the lab's version when they exist (an ``up`` of a newer
-    kubelab)."""
+    """The cluster add-ons (``addons.cluster_dns()``, ``addons.ingress_controller()``,
+    ``addons.metrics_server()``): created, or replaced with the lab's version when they exist
+    (an ``up`` of a newer kubelab)."""
 
     name: str = (
         "add-ons: cluster DNS (kube-dns in kube-system, 10.96.0.10), "
-        "Ingress controller (kubelab-ingress, IngressClass kubelab)"
+        "Ingress controller (kubelab-ingress, IngressClass kubelab), metrics-server"
     )
 
     async def execute(self, ctx: Context) -> None:
         async with _admin(ctx.lab) as client:
-            for obj in [*addons.cluster_dns(), *addons.ingress_controller()]:
+            addon_objects = [
+                *addons.cluster_dns(),
+                *addons.ingress_controller(),
+                *addons.metrics_server(),
+            ]
+            for obj in addon_objects:
                 await create_or_update(client, obj)
 
 

@@ -100,7 +100,7 @@ def tell(evidence: Evidence) -> list[Step]:
     by_uid = {o.metadata.uid: o for o in evidence.objects if o.metadata.uid}
     steps: list[Step] = []
     for obj in evidence.objects:
-        steps.append(_created(obj, by_uid, evidence.audit))
+        steps.append(_created(obj, evidence.audit))
         if isinstance(obj, Pod):
             steps.extend(_ready(obj))
         if isinstance(obj, EndpointSlice):
@@ -139,7 +139,7 @@ def _owner_cause(obj: Resource) -> str:
     return ", ".join(f"{o.kind}/{o.name} (ownerReference)" for o in owners)
 
 
-def _created(obj: Resource, by_uid: Mapping[str, Resource], audit: list[dict[str, Any]]) -> Step:
+def _created(obj: Resource, audit: list[dict[str, Any]]) -> Step:
     entry = _audit_create(obj, audit)
     if isinstance(obj, EndpointSlice):
         cause = _slice_cause(obj)
@@ -155,6 +155,8 @@ def _created(obj: Resource, by_uid: Mapping[str, Resource], audit: list[dict[str
         return Step(time, user, f"Created {kind_of(obj)}", name_of(obj), detail, cause)
     manager = _first_manager(obj.metadata)
     detail = f"field manager {manager}" if manager else ""
+    if isinstance(obj, EndpointSlice) and not _slice_written(obj):
+        detail = _endpoints(obj)  # never written since: it holds what it was made with
     return Step(
         _meta_time(obj.metadata),
         manager or "?",
@@ -330,6 +332,8 @@ def explain_summary(doc: Mapping[str, Any] | None) -> str:
     node = doc.get("node")
     if node and node in totals:
         line += f", {node} scored {totals[node]}"
+    elif node:
+        line += f", {node} the only one (not scored)"
     pre = doc.get("preFilter")
     if pre:
         line += f", PreFilter {pre.get('plugin')}: {pre.get('reason')}"

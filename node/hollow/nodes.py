@@ -43,6 +43,7 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 HOLLOW_LABEL = "kubelab.io/hollow-node"
 NODE_ADDRESSES = ipaddress.ip_network("10.64.0.0/10")
 KUBELET_VERSION = "v1.36.0-hollow"
+KUBELET_PORT = 10250
 
 
 @dataclass(frozen=True)
@@ -89,12 +90,20 @@ class FleetSpec:
     labels: dict[str, str] = field(default_factory=dict)
     images: dict[str, int] = field(default_factory=dict)
     """Images every node reports as present, by name, with their sizes in bytes."""
+    kubelet_address: str = ""
+    """Where the nodes' kubelet servers listen (node.hollow.kubelets); "" when they serve none
+    and each node reports an address of its own from NODE_ADDRESSES."""
+    kubelet_ports: tuple[int, ...] = ()
+    """Each node's kubelet port, by index, when they serve (else upstream's 10250)."""
 
     def name(self, index: int) -> str:
         return f"{self.name_prefix}{index}"
 
     def address(self, index: int) -> str:
-        return str(NODE_ADDRESSES[index + 1])
+        return self.kubelet_address or str(NODE_ADDRESSES[index + 1])
+
+    def kubelet_port(self, index: int) -> int:
+        return self.kubelet_ports[index] if self.kubelet_ports else KUBELET_PORT
 
     def node(self, index: int) -> Node:
         name = self.name(index)
@@ -144,7 +153,9 @@ class FleetSpec:
                     NodeAddress(type="InternalIP", address=self.address(index)),
                     NodeAddress(type="Hostname", address=name),
                 ],
-                daemon_endpoints=NodeDaemonEndpoints(kubelet_endpoint=DaemonEndpoint(port=10250)),
+                daemon_endpoints=NodeDaemonEndpoints(
+                    kubelet_endpoint=DaemonEndpoint(port=self.kubelet_port(index))
+                ),
                 node_info=NodeSystemInfo(
                     machine_id=f"hollow-{index}",
                     system_uuid=f"hollow-{index}",

@@ -59,6 +59,7 @@ from node.kubelet import certificate, mirror
 from node.kubelet.apiobjects import ApiObjects
 from node.kubelet.auth import AuthOptions, KubeletAuth
 from node.kubelet.backoff import CrashLoopBackOff
+from node.kubelet.cgroupstats import CgroupStatsProvider, RunningPod, SysCgroupReader
 from node.kubelet.csinode import CHECK_PERIOD, CSINodeManager
 from node.kubelet.logs import LogRotator
 from node.kubelet.nodestatus import NodeOptions, NodeStatusManager
@@ -236,6 +237,9 @@ class Kubelet:
             auth=KubeletAuth(options.auth, self.client, self.node_name, self.clock),
             system_log_dir=options.system_log_dir,
             clock=self.clock,
+            stats_provider=CgroupStatsProvider(
+                self.node_name, SysCgroupReader(), self._running_pods, self.clock
+            ),
         )
         if served is None:
             self.serving_certificate = certificate.serving_manager(
@@ -375,6 +379,15 @@ class Kubelet:
         state = await self.runtime.observe(pod_uid)
         running = [c for c in state.containers if c.name == container and c.state == "running"]
         return max(running, key=age).id if running else None
+
+    def _running_pods(self) -> list[RunningPod]:
+        """The pods the kubelet runs, with the runtime's last view of each (stats)."""
+        states = self.pleg.pods
+        return [
+            (pod, states[pod.metadata.uid or ""])
+            for pod in self.desired_pods()
+            if (pod.metadata.uid or "") in states
+        ]
 
     def sandbox_id(self, pod_uid: str) -> str | None:
         state = self.pleg.pods.get(pod_uid)

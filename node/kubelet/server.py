@@ -18,7 +18,11 @@ controlplane/apiserver/registry/proxy.py):
   be attached to or exec'd in: otherwise the answer is upstream's 500, before any upgrade,
   whatever the protocol asked for (kubectl's ``run -i`` then falls back to the logs);
 - ``/portForward/{ns}/{pod}`` → WebSocket ``v4.channel.k8s.io`` with ``?ports=`` (or
-  ``?port=``), or ``SPDY/3.1+portforward.k8s.io`` carrying kubectl's SPDY session.
+  ``?port=``), or ``SPDY/3.1+portforward.k8s.io`` carrying kubectl's SPDY session;
+- ``GET /stats/summary`` and ``GET /metrics/resource`` → the resource usage the
+  ``stats.StatsProvider`` measures, in upstream's JSON and Prometheus text (``stats``); a
+  measurement that fails is upstream's 500 for the summary and ``resource_scrape_error 1``
+  for the metrics.
 
 Every path but ``/healthz`` goes through ``auth.KubeletAuth``: a client certificate verified
 against ``client_ca`` (the TLS layer rejects one that does not verify), a bearer token
@@ -37,6 +41,7 @@ reached through the few ``RuntimeClient`` calls in ``StreamRuntime``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import ssl
@@ -52,10 +57,11 @@ from kube.api.codec import to_builtins
 from kube.api.kinds.core_v1.pod import Pod, PodStatus
 from kube.client.errors import ApiError, ClientError
 from kube.clock import Clock, RealClock
+from kube.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from kube.pki import KeyPair, load_certificate
 from node.cri.client import CRIError
 from node.cri.pb import api_pb2 as pb
-from node.kubelet import logs, streams
+from node.kubelet import logs, stats, streams
 from node.kubelet.auth import Forbidden, KubeletAuth, Unauthorized
 from node.kubelet.spdy import SpdyError, SpdySession
 
@@ -157,8 +163,10 @@ class KubeletServer:
         system_log_dir: Path | None = None,
         clock: Clock | None = None,
         log_poll_interval: float = 0.2,
+        stats_provider: stats.StatsProvider | None = None,
     ) -> None:
         self._lookup = lookup
+        self._stats = stats_provider
         self._cri = cri
         self._address = address
         self._port = port
@@ -188,6 +196,11 @@ class KubeletServer:
         app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec)
         app.router.add_route("*", "/attach/{namespace}/{pod}/{container}", self._attach)
         app.router.add_route("*", "/portForward/{namespace}/{pod}", self._port_forward)
+        if self._stats is not None:
+            app.router.add_get("/stats/summary", functools.partial(_summary, self._stats))
+            app.router.add_get(
+                "/metrics/resource", functools.partial(_resource_metrics, self._stats)
+            )
         if self._system_log_dir is not None:
             app.router.add_static("/logs/", self._system_log_dir, show_index=True)
         return app
@@ -440,6 +453,24 @@ class KubeletServer:
             await client.prepare(request)
             await streams.relay_channels(client, upstream)
             return client
+
+
+async def _summary(provider: stats.StatsProvider, request: web.Request) -> web.Response:
+    try:
+        summary = await provider.summary()
+    except OSError as error:
+        raise _HTTPError(500, f"failed to get node info: {error}") from None
+    return web.json_response(stats.summary_json(summary))
+
+
+async def _resource_metrics(provider: stats.StatsProvider, request: web.Request) -> web.Response:
+    summary: stats.Summary | None = None
+    try:
+        summary = await provider.summary()
+    except OSError as error:
+        log.warning("measuring resource usage failed: %s", error)
+    text = stats.resource_metrics(summary)
+    return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 def _ports(request: web.Request) -> list[int]:

@@ -269,8 +269,9 @@ class Proxier(ABC):
         addresses = [e.address for e in usable(self.tracker.endpoints.get(name, ()))]
         shown = ", ".join(addresses[:MAX_TOLD_ENDPOINTS]) or "no endpoints"
         more = len(addresses) - MAX_TOLD_ENDPOINTS
-        port = f"{name.port} ({name.protocol})" if name.port else name.protocol
-        return f"port {port} → {shown}" + (f" (+{more})" if more > 0 else "")
+        port = f"{self.tracker.ports[name].port}/{name.protocol}"
+        named = f" ({name.port})" if name.port else ""
+        return f"port {port}{named} → {shown}" + (f" (+{more})" if more > 0 else "")
 
     # For the modes.
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from kube.metrics import Registry
+import datetime
+
+import pytest
+
+from kube.metrics import ParseError, Registry, Sample, parse
 
 
 def test_render() -> None:
@@ -34,3 +38,26 @@ def test_render() -> None:
         "# TYPE apiserver_registered_watchers gauge",
         "apiserver_registered_watchers 3",
     ]
+
+
+def test_collected_values_carry_their_timestamp_and_parse_back() -> None:
+    registry = Registry()
+    cpu = registry.counter("cpu_seconds_total", "CPU.", ["pod"])
+    at = datetime.datetime(2026, 1, 1, 0, 0, 1, 500000, tzinfo=datetime.UTC)
+    cpu.collected('we"ird\\pod\n', value=2.25, at=at)
+    text = registry.render()
+    assert text.splitlines()[-1] == 'cpu_seconds_total{pod="we\\"ird\\\\pod\\n"} 2.25 1767225601500'
+    assert list(parse(text + "up 1\n\n")) == [
+        Sample("cpu_seconds_total", {"pod": 'we"ird\\pod\n'}, 2.25, 1767225601500),
+        Sample("up", {}, 1.0, None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["up one", 'up{pod="x} 1', '{pod="x"} 1', 'up{pod="x",,} 1'],
+    ids=["value", "unclosed-label", "no-name", "empty-label"],
+)
+def test_parse_refuses_what_is_not_a_sample(line: str) -> None:
+    with pytest.raises(ParseError):
+        list(parse(line))

@@ -611,6 +611,15 @@ def _controller_rules() -> dict[str, list[PolicyRule]]:
         "generic-garbage-collector": [
             rule(("get", "list", "watch", "patch", "update", "delete"), ("*",), ("*",)),
         ],
+        "horizontal-pod-autoscaler": [
+            rule(READ, ("autoscaling",), ("horizontalpodautoscalers",)),
+            rule(("update",), ("autoscaling",), ("horizontalpodautoscalers/status",)),
+            rule(("get", "update"), ("*",), ("*/scale",)),
+            rule(("list",), ("",), ("pods",)),
+            rule(("list",), ("metrics.k8s.io",), ("pods",)),
+            rule(("get", "list"), ("custom.metrics.k8s.io",), ("*",)),
+            rule(("get", "list"), ("external.metrics.k8s.io",), ("*",)),
+        ],
         "job-controller": [
             rule(("get", "list", "watch", "update", "patch"), ("batch",), ("jobs",)),
             rule(("update",), ("batch",), ("jobs/status", "jobs/finalizers")),

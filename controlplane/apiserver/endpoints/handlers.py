@@ -102,6 +102,36 @@ def protobuf_response(
     return response
 
 
+def respond(value: Any, status: int, output: negotiation.Output) -> web.Response:
+    """``value`` in the negotiated media type: YAML, protobuf or JSON."""
+    if output.media_type == negotiation.YAML:
+        response = web.Response(text=codec.dump_yaml(value), status=status)
+        response.content_type = negotiation.YAML
+        return response
+    if output.media_type == negotiation.PROTOBUF:
+        return protobuf_response(value, status, output.content_type)
+    return json_response(value, status, output.content_type)
+
+
+def status_response(request: web.Request, error: errors.ApiError) -> web.Response:
+    """The Status of a failed request, in protobuf if the client prefers it (as upstream's
+    ErrorNegotiated), else in JSON: also when nothing it accepts is served, and always for a
+    406, which upstream writes as raw JSON."""
+    output = negotiation.Output(negotiation.JSON)
+    if error.code != 406:
+        with contextlib.suppress(errors.ApiError):
+            output = negotiation.choose(
+                request.headers.get("Accept"), protobuf=lambda: True, transforms=False
+            )
+    if output.media_type == negotiation.PROTOBUF:
+        response = protobuf_response(error.status(), error.code)
+    else:
+        response = json_response(error.status(), error.code)
+    if error.retry_after is not None:
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
+
+
 def event_frame(event_type: str, obj: Any, framed: bool) -> bytes:
     """One watch event: a JSON line, or a length-prefixed protobuf WatchEvent."""
     if framed:
@@ -351,13 +381,7 @@ class ResourceHandler:
     def _respond(
         self, req: Request, value: Any, status: int, output: negotiation.Output
     ) -> web.Response:
-        if output.media_type == negotiation.YAML:
-            response = web.Response(text=codec.dump_yaml(value), status=status)
-            response.content_type = negotiation.YAML
-        elif output.media_type == negotiation.PROTOBUF:
-            response = protobuf_response(value, status, output.content_type)
-        else:
-            response = json_response(value, status, output.content_type)
+        response = respond(value, status, output)
         for warning in req.ctx.warnings:
             response.headers.add("Warning", f'299 - "{_escape(warning)}"')
         return response

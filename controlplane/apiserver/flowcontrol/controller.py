@@ -8,14 +8,16 @@ upstream's nominal limits: ``ceil(limit * shares / sum of every level's shares)`
 seconds the limited levels then lend and borrow seats by their recent demand, within
 ``lendablePercent`` and ``borrowingLimitPercent`` (``borrowing``).
 
-A list takes seats by upstream's width estimate (``list_seats``: one per 100 objects it will
-go through, 1 to 10); every other request takes one (upstream also charges mutating requests
-for the watches they notify; not here).  A watch holds its seat only until its response
-starts, that is while it is set up, as upstream's watches hold theirs during
-initialization; other long-running requests (``long_running``: exec, attach, logs,
-port-forward, proxy) take none, as upstream.  The exempt level never
-waits.  A request that cannot be queued, or waits longer than ``wait_limit`` (upstream: a
-quarter of the request timeout), is refused with upstream's 429.
+A list takes seats by upstream's width estimate (``list_seats``: one per 100 objects it will go
+through, 1 to 10); a mutating request by the watches its change will notify (``WatchTracker``,
+``mutating_width``: one seat per 10 of them, 1 to 10, held after it answered for 5 ms of each
+seat's share of the events, as upstream's mutating work estimator); every other request takes
+one. A watch holds its seat only until its response starts, that is while it is set up, as
+upstream's watches hold theirs during initialization; other long-running requests
+(``long_running``: exec, attach, logs, port-forward, proxy) take none, as upstream. The exempt
+level never waits. A request that cannot be queued, or waits longer than ``wait_limit``
+(upstream: a quarter of the request timeout), is refused with upstream's 429, its Retry-After
+growing while the level keeps refusing (``DroppedRequests``).
 
 Beside the request path: the ``Dangling`` condition of every FlowSchema (whether its level
 exists) and the bootstrap configuration (``bootstrap.ensure``), kept by ``run``; the
@@ -26,6 +28,7 @@ metrics.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -33,6 +36,7 @@ import datetime
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import NoReturn
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.auth import User
@@ -41,6 +45,7 @@ from controlplane.apiserver.flowcontrol import bootstrap, borrowing, classify
 from controlplane.apiserver.flowcontrol.fairqueuing import EXECUTE, QUEUED, QueueSet, Request
 from controlplane.apiserver.registry.store import ResourceStore
 from controlplane.apiserver.storage.watchcache import WatchCache, serves_list
+from kube.api.fieldselector import FieldSelectorError, parse_field_selector
 from kube.api.kinds.flowcontrol_v1 import (
     CATCH_ALL,
     DANGLING,
@@ -61,6 +66,10 @@ WAIT_LIMIT = 15.0
 ENSURE_EVERY = 60.0
 OBJECTS_PER_SEAT = 100
 MAX_SEATS = 10
+WATCHES_PER_SEAT = 10
+EVENT_SECONDS = 0.005
+"""Upstream's estimate of one watch event's cost, in seconds of a seat."""
+READ_ONLY_VERBS = frozenset({"get", "list", "watch", "proxy"})
 
 
 @dataclasses.dataclass(eq=False)
@@ -101,6 +110,40 @@ class Seat:
         give_back, self._give_back = self._give_back, None
         if give_back is not None:
             give_back()
+
+
+MAX_RETRY_AFTER = 32
+
+
+class DroppedRequests:
+    """One level's refusals by the second, and the Retry-After they call for (upstream's
+    dropped-requests tracker, which mimics TCP): it doubles, at most every Retry-After seconds
+    and up to 32, while at least three times as many requests were refused in the last
+    Retry-After seconds, and falls by one when fewer than Retry-After were."""
+
+    def __init__(self) -> None:
+        self.retry_after = 1
+        self._history: list[tuple[int, int]] = []
+        """(second, refusals) of the seconds before the current one."""
+        self._second = 0
+        self._count = 0
+        self._raised_at = 0
+
+    def record(self, second: int) -> None:
+        """A request refused at ``second`` (Unix time)."""
+        if second == self._second:
+            self._count += 1
+            return
+        self._history.append((self._second, self._count))
+        horizon = min(2 * self.retry_after, MAX_RETRY_AFTER)
+        self._history = [(t, n) for t, n in self._history if second - t <= horizon]
+        self._second, self._count = second, 1
+        recent = sum(n for t, n in self._history if 0 < second - t <= self.retry_after)
+        if second - self._raised_at >= self.retry_after and recent >= 3 * self.retry_after:
+            self.retry_after = min(2 * self.retry_after, MAX_RETRY_AFTER)
+            self._raised_at = second
+        elif recent < self.retry_after and self.retry_after > 1:
+            self.retry_after -= 1
 
 
 class FlowControl:
@@ -149,6 +192,15 @@ class FlowControl:
             "Number of requests rejected by API Priority and Fairness subsystem",
             [*labels, "reason"],
         )
+        self._estimated_seats = metrics.histogram(
+            "apiserver_flowcontrol_work_estimated_seats",
+            "Number of estimated seats (maximum of initial and final seats) associated with "
+            "requests in API Priority and Fairness",
+            labels,
+            buckets=(1, 2, 4, 10),
+        )
+        self._dropped: dict[str, DroppedRequests] = {}
+        """Each limited level's recent refusals, for its Retry-After."""
         self._nominal = metrics.gauge(
             "apiserver_flowcontrol_nominal_limit_seats",
             "Nominal number of execution seats configured for each priority level",
@@ -219,20 +271,21 @@ class FlowControl:
 
     @contextlib.asynccontextmanager
     async def seat(
-        self, c: Classification, seats: int, details: dict[str, str]
+        self, c: Classification, width: Width, details: dict[str, str]
     ) -> AsyncIterator[Seat]:
-        """Hold ``seats`` seats of the request's level while the body runs (the body may give
-        them back earlier: a watch, once it is set up); none: the level is not asked.  429 if
-        the level cannot take the request in time."""
+        """Hold the request's seats at its level while the body runs and ``width.linger``
+        seconds longer (the body may give them back earlier: a watch, once it is set up);
+        no seats: the level is not asked.  429 if the level cannot take the request in time."""
+        seats = width.seats
         labels = (c.level.config.metadata.name or "", c.schema.metadata.name or "")
         queues = c.level.queues if seats else None
         request = Request(labels[1], c.distinguisher, seats, self.clock.monotonic(), details)
         if queues is not None:
+            self._estimated_seats.observe(seats, *labels)
             outcome = queues.offer(request, request.arrived)
             self._note_demand(c.level)
             if outcome not in (EXECUTE, QUEUED):
-                self._rejected.inc(*labels, outcome)
-                raise errors.too_many_requests()
+                self._reject(labels, outcome)
             if outcome == QUEUED:
                 await self._wait(c.level, request, labels)
         self._executing.inc(*labels)
@@ -248,7 +301,10 @@ class FlowControl:
         try:
             yield seat
         finally:
-            seat.release()
+            if width.linger:
+                asyncio.get_running_loop().call_later(width.linger, seat.release)
+            else:
+                seat.release()
 
     async def _wait(self, level: Level, request: Request, labels: tuple[str, str]) -> None:
         queues = level.queues
@@ -261,8 +317,7 @@ class FlowControl:
                 await future
         except TimeoutError:
             if queues.withdraw(request, timed_out=True):
-                self._rejected.inc(*labels, "time-out")
-                raise errors.too_many_requests() from None
+                self._reject(labels, "time-out")
         except asyncio.CancelledError:
             if not queues.withdraw(request, timed_out=False):  # started meanwhile: give back
                 self._wake(queues.finish(request, self.clock.monotonic()))
@@ -273,6 +328,13 @@ class FlowControl:
             self._waiters.pop(request, None)
             self._inqueue.inc(*labels, amount=-1)
             self._note_demand(level)
+
+    def _reject(self, labels: tuple[str, str], reason: str) -> NoReturn:
+        """Refuse with 429 and a Retry-After that grows while the level keeps refusing."""
+        self._rejected.inc(*labels, reason)
+        dropped = self._dropped.setdefault(labels[0], DroppedRequests())
+        dropped.record(int(self.clock.now().timestamp()))
+        raise errors.too_many_requests(dropped.retry_after)
 
     def _note_demand(self, level: Level) -> None:
         if level.queues is not None:
@@ -498,6 +560,59 @@ class FlowControl:
                         row += [request.details.get(c, "") for c in detail_columns]
                     rows.append(row)
         return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class Width:
+    """What a request takes from its level: ``seats``, for as long as it runs plus
+    ``linger`` seconds (the work its watch events make after it answered)."""
+
+    seats: int
+    linger: float = 0.0
+
+
+class WatchTracker:
+    """The open watches by what they watch (group, resource, namespace, name), so that a
+    change can be charged for the watches it will notify (upstream's watch tracker)."""
+
+    def __init__(self) -> None:
+        self._count: collections.Counter[tuple[str, str, str, str]] = collections.Counter()
+
+    def watching(self, info: RequestInfo, delta: int) -> None:
+        """A watch described by ``info`` opened (1) or closed (-1)."""
+        key = _watch_key(info)
+        self._count[key] += delta
+        if self._count[key] <= 0:
+            del self._count[key]
+
+    def interested(self, info: RequestInfo) -> int:
+        """The watches a change by ``info`` notifies: those of the whole resource, of its
+        namespace, and of the object itself (none for a read)."""
+        if info.verb in READ_ONLY_VERBS:
+            return 0
+        group, resource = info.group, info.resource
+        keys = {(group, resource, "", ""), (group, resource, info.namespace, "")}
+        keys.add((group, resource, info.namespace, info.name))
+        return sum(self._count[key] for key in keys)
+
+
+def _watch_key(info: RequestInfo) -> tuple[str, str, str, str]:
+    """A watch of one object names it in its path or with ``fieldSelector=metadata.name=``."""
+    name = info.name
+    if not name and info.field_selector:
+        with contextlib.suppress(FieldSelectorError):
+            name = parse_field_selector(info.field_selector).value_for("metadata.name") or ""
+    return (info.group, info.resource, info.namespace, name)
+
+
+def mutating_width(watches: int) -> Width:
+    """Upstream's mutating work estimate: one seat, or, from 10 interested watches on, one
+    seat per 10 of them (at most 10), held for the events' cost spread over those seats."""
+    if watches < WATCHES_PER_SEAT:
+        return Width(1)
+    seats = math.ceil(watches / WATCHES_PER_SEAT)
+    narrowed = min(MAX_SEATS, seats)
+    return Width(narrowed, seats * EVENT_SECONDS / narrowed)
 
 
 def list_seats(stored: int, query: Mapping[str, str]) -> int:

@@ -2,7 +2,8 @@
 
 An HPA names a scalable object (``scaleTargetRef``), the bounds of its replica count and the
 metrics to scale on; ``behavior`` limits how fast it may scale each way.  The controller that
-acts on it is issue 24's; the API is complete here: upstream's validation
+acts on it is ``controlplane.controllers.horizontal``; the API is complete here: upstream's
+validation
 (``pkg/apis/autoscaling/validation``: one metric source matching ``type``, target rules, scaling
 policies and windows), upstream's defaults (``minReplicas`` 1, the 80% CPU metric when none is
 given, every unset part of a given ``behavior`` filled from the default rules) and the server-side

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import ssl
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,16 @@ def flunder(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
+def remote_user(
+    authenticator: delegation.RequestHeaderAuthenticator, request: web.Request
+) -> delegation.RemoteUser | None:
+    """Who the aggregator says sent ``request``, if the aggregator's client certificate
+    vouches for it."""
+    ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+    cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    return authenticator.authenticate(cert, list(request.headers.items()))
+
+
 class Wardle:
     def __init__(
         self, client: Client, authenticator: delegation.RequestHeaderAuthenticator, record: Path
@@ -73,9 +84,7 @@ class Wardle:
         self.record = record
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
-        cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        user = self.authenticator.authenticate(cert, list(request.headers.items()))
+        user = remote_user(self.authenticator, request)
         with self.record.open("a") as out:
             out.write(
                 json.dumps(
@@ -160,7 +169,16 @@ def _status(code: int, reason: str, message: str) -> web.Response:
     return web.json_response(body, status=code)
 
 
-async def main(args: argparse.Namespace) -> None:
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def serve(
+    args: argparse.Namespace,
+    handler: Callable[[Client, delegation.RequestHeaderAuthenticator], Handler],
+) -> None:
+    """Serve ``handler`` (made from a client of the API server and an authenticator of the
+    aggregator's requests) over HTTPS on ``--address:--port`` with ``--cert``/``--key``,
+    until cancelled; prints ``serving on port N`` once it listens."""
     client = Client.from_kubeconfig(args.kubeconfig)
     published = await client.get(ConfigMap, delegation.CONFIGMAP, delegation.NAMESPACE)
     config = delegation.from_configmap(published.data or {})
@@ -169,9 +187,10 @@ async def main(args: argparse.Namespace) -> None:
     context.load_cert_chain(args.cert, args.key)
     context.load_verify_locations(cadata=config.ca_pem.decode())
     context.verify_mode = ssl.CERT_OPTIONAL
-    wardle = Wardle(client, delegation.RequestHeaderAuthenticator(config), args.record)
     app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", wardle.handle)
+    app.router.add_route(
+        "*", "/{tail:.*}", handler(client, delegation.RequestHeaderAuthenticator(config))
+    )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, args.address, args.port, ssl_context=context)
@@ -184,12 +203,21 @@ async def main(args: argparse.Namespace) -> None:
         await client.close()
 
 
-if __name__ == "__main__":
+def flags() -> argparse.ArgumentParser:
+    """The flags every extension server here takes."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--cert", type=Path, required=True)
     parser.add_argument("--key", type=Path, required=True)
-    parser.add_argument("--record", type=Path, required=True)
     parser.add_argument("--address", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    asyncio.run(main(parser.parse_args()))
+    return parser
+
+
+if __name__ == "__main__":
+    parser = flags()
+    parser.add_argument("--record", type=Path, required=True)
+    arguments = parser.parse_args()
+    asyncio.run(
+        serve(arguments, lambda client, auth: Wardle(client, auth, arguments.record).handle)
+    )

@@ -10,17 +10,10 @@ start it again (on the same port) before they end.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
-import re
-import signal
 import ssl
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,49 +26,27 @@ from kubernetes import utils as k8s_utils
 
 from kube.pki import CertificateAuthority
 from tests.controlplane.apiserver.corpus import CORPUS, columns, create, refused_document
-from tests.servers import BARE_APISERVER, REPO, Kubectl, ServerProcess, start_server, stop_server
+from tests.controlplane.apiserver.extensions import (
+    Extension,
+    apiservice,
+    available,
+    endpoint_slice,
+    expose,
+    register,
+    until,
+)
+from tests.servers import (
+    BARE_APISERVER,
+    Kubectl,
+    ServerProcess,
+    host_address,
+    start_server,
+    stop_server,
+)
 
 GROUP, VERSION = "wardle.example.com", "v1alpha1"
 NAME = f"{VERSION}.{GROUP}"
 NAMESPACE = "wardle"
-WAIT = 40.0
-"""Seconds an availability change may take (the controller rechecks every 10 s)."""
-
-
-@dataclass
-class Extension:
-    """The extension server process: stopped and started again on the same port."""
-
-    argv: list[str]
-    record: Path
-    address: str
-    port: int = 0
-    process: subprocess.Popen[str] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [*self.argv, "--address", self.address, "--port", str(self.port)],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        match = re.search(r"serving on port (\d+)", line)
-        assert match, f"the extension server did not start: {line!r}"
-        self.port = int(match.group(1))
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=10)
-        if self.process is not None and self.process.stdout is not None:
-            self.process.stdout.close()
-        self.process = None
-
-    def requests(self) -> list[dict[str, Any]]:
-        lines = self.record.read_text().splitlines() if self.record.exists() else []
-        return [json.loads(line) for line in lines]
 
 
 @pytest.fixture(scope="module")
@@ -94,51 +65,8 @@ def admin(apiserver: ServerProcess, tmp_path_factory: pytest.TempPathFactory) ->
     return Kubectl(apiserver.kubeconfig, tmp_path_factory.mktemp("kube-cache"), NAMESPACE)
 
 
-def _until(predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
-
-
 def _available(kubectl: Kubectl) -> dict[str, Any]:
-    conditions = kubectl.json("get", "apiservice", NAME).get("status", {}).get("conditions", [])
-    return next((c for c in conditions if c["type"] == "Available"), {})
-
-
-def _host_address() -> str:
-    """An IPv4 address of this machine other than loopback, which EndpointSlices refuse."""
-    shown = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    addresses = [shown[i + 1].partition("/")[0] for i, word in enumerate(shown) if word == "inet"]
-    if not addresses:
-        pytest.skip("no IPv4 address off loopback to serve the extension server on")
-    return addresses[0]
-
-
-def _apiservice(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """An APIService document (fields given as None left out)."""
-    return {
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": name},
-        "spec": {k: v for k, v in spec.items() if v is not None},
-    }
-
-
-def _slice(address: str, port: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {"name": "api-1", "labels": {"kubernetes.io/service-name": "api"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
-        "ports": [{"port": port, "protocol": "TCP"}],
-    }
+    return available(kubectl, NAME)
 
 
 @pytest.fixture(scope="module")
@@ -165,32 +93,13 @@ def wardle(
             str(work / "requests.jsonl"),
         ],
         work / "requests.jsonl",
-        _host_address(),
+        host_address(),
     )
     extension.start()
     try:
         admin.run("create", "namespace", NAMESPACE, namespaced=False)
-        service = {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "api"},
-            "spec": {"ports": [{"port": 443, "targetPort": extension.port}]},
-        }
-        create(admin, service, _slice(extension.address, extension.port))
-        apiservice = _apiservice(
-            NAME,
-            {
-                "group": GROUP,
-                "version": VERSION,
-                "groupPriorityMinimum": 1000,
-                "versionPriority": 15,
-                "service": {"namespace": NAMESPACE, "name": "api"},
-                "caBundle": base64.b64encode(ca.cert_pem).decode(),
-            },
-        )
-        created = admin.run("create", "-f", "-", input=json.dumps(apiservice), namespaced=False)
-        assert created.stdout.strip() == f"apiservice.apiregistration.k8s.io/{NAME} created"
-        _until(lambda: _available(admin).get("status") == "True", "the APIService to be available")
+        expose(admin, extension)
+        register(admin, NAME, GROUP, VERSION, ca.cert_pem)
         yield extension
     finally:
         extension.stop()
@@ -303,7 +212,7 @@ def test_availability_follows_the_extension_server(admin: Kubectl, wardle: Exten
     Passed."""
     wardle.stop()
     try:
-        _until(
+        until(
             lambda: _available(admin).get("reason") == "FailedDiscoveryCheck",
             "FailedDiscoveryCheck",
         )
@@ -314,7 +223,7 @@ def test_availability_follows_the_extension_server(admin: Kubectl, wardle: Exten
         assert refused.returncode == 1
         assert "ServiceUnavailable" in refused.stderr or "unable to handle" in refused.stderr
         admin.run("delete", "endpointslice", "api-1")
-        _until(lambda: _available(admin).get("reason") == "MissingEndpoints", "MissingEndpoints")
+        until(lambda: _available(admin).get("reason") == "MissingEndpoints", "MissingEndpoints")
         assert _available(admin)["message"] == (
             'endpoints for service/api in "wardle" have no addresses with port name ""'
         )
@@ -324,8 +233,8 @@ def test_availability_follows_the_extension_server(admin: Kubectl, wardle: Exten
         wardle.start()
         existing = admin.run("get", "endpointslice", "api-1", check=False)
         if existing.returncode != 0:
-            create(admin, _slice(wardle.address, wardle.port))
-    _until(lambda: _available(admin).get("status") == "True", "the APIService to be back")
+            create(admin, endpoint_slice(wardle.address, wardle.port))
+    until(lambda: _available(admin).get("status") == "True", "the APIService to be back")
     assert _available(admin)["reason"] == "Passed"
     assert _available(admin)["message"] == "all checks passed"
     assert [r[0] for r in columns(admin.run("get", "flunders").stdout)] == [
@@ -351,7 +260,7 @@ def test_missing_service_and_wrong_port(admin: Kubectl, wardle: Extension) -> No
         ),
     ):
         group = name.removeprefix("v1.")
-        document = _apiservice(
+        document = apiservice(
             name,
             {
                 "group": group,
@@ -369,7 +278,7 @@ def test_missing_service_and_wrong_port(admin: Kubectl, wardle: Extension) -> No
                 got = admin.json("get", "apiservice", name).get("status", {}).get("conditions")
                 return bool(got) and got[0].get("reason") == reason
 
-            _until(reached, reason)
+            until(reached, reason)
             got = admin.json("get", "apiservice", name)
             assert _condition(got) == ("False", reason, message)
             unavailable = admin.run("get", "--raw", f"/apis/{group}/v1", check=False)
@@ -431,7 +340,7 @@ def test_invalid_apiservices_are_refused(
         "versionPriority": 10,
         "service": {"namespace": NAMESPACE, "name": "api"},
     }
-    document = _apiservice(name, {**base, **spec})
+    document = apiservice(name, {**base, **spec})
     assert message in refused_document(admin, document)
 
 
@@ -517,7 +426,7 @@ def test_custom_resource_groups_get_local_apiservices(admin: Kubectl) -> None:
         shown = admin.run("get", "apiservice", "v1.stable.example.com", check=False)
         return shown.returncode == 0
 
-    _until(registered, "the custom resource's APIService")
+    until(registered, "the custom resource's APIService")
     service = admin.json("get", "apiservice", "v1.stable.example.com")
     assert service["metadata"]["labels"] == {"kube-aggregator.kubernetes.io/automanaged": "true"}
     assert (service["spec"]["groupPriorityMinimum"], service["spec"]["versionPriority"]) == (
@@ -525,7 +434,7 @@ def test_custom_resource_groups_get_local_apiservices(admin: Kubectl) -> None:
         100,
     )
     admin.run("delete", "crd", "crontabs.stable.example.com", namespaced=False)
-    _until(lambda: not registered(), "the custom resource's APIService to go")
+    until(lambda: not registered(), "the custom resource's APIService to go")
 
 
 def test_the_api_server_believes_its_front_proxy(apiserver: ServerProcess) -> None:

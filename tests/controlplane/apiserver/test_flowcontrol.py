@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -316,6 +317,49 @@ def test_watches_hold_a_seat_only_while_set_up(apiserver: ServerProcess, kubectl
             for w in watches:
                 await w.read()
                 w.release()
+
+    asyncio.run(scenario())
+
+
+def test_a_change_many_watches_see_takes_more_seats(
+    apiserver: ServerProcess, kubectl: Kubectl
+) -> None:
+    """With 25 watches on configmaps in a namespace (bystander's, at another level), a
+    configmap created there is estimated at 3 seats (one per 10 watches), as upstream's
+    mutating work estimator; the estimate is in apiserver_flowcontrol_work_estimated_seats
+    (slowpoke may not create configmaps: the seats are taken before authorization)."""
+    apply_slow_lane(kubectl)
+    bucket = (
+        'apiserver_flowcontrol_work_estimated_seats_bucket{priority_level="slow-lane",'
+        'flow_schema="slow-lane",le="%s"} (\\d+)'
+    )
+
+    def wide(metrics: str) -> int:
+        """Requests estimated at 3 or 4 seats."""
+        two, four = (re.search(bucket % le, metrics) for le in ("2", "4"))
+        return int(four.group(1)) - int(two.group(1)) if two and four else 0
+
+    async def scenario() -> None:
+        async with _session(apiserver) as session:
+            _, _, before = await _get(session, "/metrics")
+            watch = "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=3"
+            headers = {"Impersonate-User": "bystander"}
+            watches = await asyncio.gather(
+                *(session.get(watch, headers=headers) for _ in range(25))
+            )
+            assert [w.status for w in watches] == [200] * 25
+            created = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "seen"}}
+            async with session.post(
+                "/api/v1/namespaces/default/configmaps",
+                json=created,
+                headers={"Impersonate-User": "slowpoke"},
+            ) as response:
+                assert response.status == 403
+            _, _, after = await _get(session, "/metrics")
+            for w in watches:
+                await w.read()
+                w.release()
+        assert wide(after) - wide(before) == 1
 
     asyncio.run(scenario())
 

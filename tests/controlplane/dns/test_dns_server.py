@@ -36,19 +36,9 @@ from tests.controlplane.dns.dnsharness import (
     service,
     texts,
 )
+from tests.eventsinks import Told
 
 TTL = 7
-
-
-class Told:
-    """The first answers the server told, as (service, reason, note)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str]] = []
-
-    def event(self, obj: Service, type: str, reason: str, message: str) -> None:
-        assert type == "Normal"
-        self.seen.append((obj.metadata.name or "", reason, message))
 
 
 @dataclass

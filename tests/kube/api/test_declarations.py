@@ -96,5 +96,7 @@ def test_kind_matches_published_api(info: KindInfo) -> None:
 
 
 def test_every_kind_has_a_published_model() -> None:
-    missing = [f"{i.api_version}/{i.kind}" for i in SCHEME if i not in KINDS]
+    """Every kind the API server serves: the official client is generated from its OpenAPI,
+    which the aggregated kinds (metrics.k8s.io) are not part of."""
+    missing = [f"{i.api_version}/{i.kind}" for i in SCHEME.served() if i not in KINDS]
     assert missing == []

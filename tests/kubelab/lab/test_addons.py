@@ -1,18 +1,26 @@
-"""The cluster DNS and Ingress add-ons' objects: valid, accepted by a real API server, and
-consistent with ``kubelab dns``'s and ``kubelab ingress``'s own flags."""
+"""The cluster DNS, Ingress and metrics-server add-ons' objects: valid, accepted by a real API
+server, and consistent with ``kubelab dns``'s, ``kubelab ingress``'s and ``kubelab
+metrics-server``'s own flags."""
 
 from __future__ import annotations
 
 from kube.api import walk
+from kube.api.kinds.apiregistration_v1 import APIService
 from kube.api.kinds.apps_v1 import Deployment
 from kube.api.kinds.core_v1.cluster import ServiceAccount
 from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.networking_v1 import IngressClass, is_default_class
-from kube.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding
+from kube.api.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, RoleBinding
 from kube.api.meta_v1 import Resource
 from kube.client.rest import Client
 from kubelab.cli import build_parser
-from kubelab.lab.addons import DNS_SERVICE_IP, cluster_dns, ingress_controller
+from kubelab.lab.addons import (
+    DNS_SERVICE_IP,
+    METRICS_PORT_SECURE,
+    cluster_dns,
+    ingress_controller,
+    metrics_server,
+)
 
 
 def _by_kind(objects: list[Resource]) -> dict[str, Resource]:
@@ -166,3 +174,50 @@ async def test_a_real_api_server_accepts_the_ingress_add_on(client: Client) -> N
     service = await client.get(Service, "kubelab-ingress", "kube-system")
     assert service.spec is not None and service.spec.type == "LoadBalancer"
     assert is_default_class(await client.get(IngressClass, "kubelab"))
+
+
+def test_the_metrics_server_add_on() -> None:
+    objects = metrics_server()
+    kinds: list[type[Resource]] = [ServiceAccount, ClusterRole, ClusterRole, RoleBinding]
+    assert_valid(
+        objects, [*kinds, ClusterRoleBinding, ClusterRoleBinding, Service, Deployment, APIService]
+    )
+    assert [obj.metadata.name for obj in objects] == [
+        "metrics-server",
+        "system:aggregated-metrics-reader",
+        "system:metrics-server",
+        "metrics-server-auth-reader",
+        "metrics-server:system:auth-delegator",
+        "system:metrics-server",
+        "metrics-server",
+        "metrics-server",
+        "v1beta1.metrics.k8s.io",
+    ]
+    apiservice = objects[-1]
+    assert isinstance(apiservice, APIService) and apiservice.spec is not None
+    spec = apiservice.spec
+    assert (spec.group_priority_minimum, spec.version_priority) == (100, 100)
+    assert spec.service is not None and (spec.service.namespace, spec.service.name) == (
+        "kube-system",
+        "metrics-server",
+    )
+    deployment = objects[-2]
+    assert isinstance(deployment, Deployment)
+    assert deployment.spec is not None and deployment.spec.template is not None
+    pod = deployment.spec.template.spec
+    assert pod is not None and pod.host_network
+    (container,) = pod.containers or []
+    assert container.command is not None
+    args = build_parser().parse_args(container.command[1:])
+    assert args.kubeconfig is None  # in-cluster: its token authenticates it to the kubelets
+    assert args.secure_port == METRICS_PORT_SECURE
+    assert args.kubelet_preferred_address_types == ["InternalIP", "ExternalIP", "Hostname"]
+    assert ("", "nodes/metrics", "get") in _granted(objects[2])
+    assert ("metrics.k8s.io", "pods", "list") in _granted(objects[1])
+
+
+async def test_a_real_api_server_accepts_the_metrics_server_add_on(client: Client) -> None:
+    for obj in metrics_server():
+        await client.create(obj)
+    apiservice = await client.get(APIService, "v1beta1.metrics.k8s.io")
+    assert apiservice.spec is not None and apiservice.spec.insecure_skip_tls_verify

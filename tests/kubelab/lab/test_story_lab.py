@@ -9,15 +9,10 @@ from the scheduler's event; tests/kubelab/story/test_story_server.py covers both
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
-from typing import Any
-
 import pytest
 
 from tests.kubelab.lab.labs import UP_TIMEOUT
+from tests.kubelab.story.stories import Steps, story, until
 from tests.servers import Kubectl
 
 pytestmark = [
@@ -59,25 +54,8 @@ POD_STEPS = [
 ]
 
 
-def story(kubectl: Kubectl, target: str) -> list[dict[str, str]]:
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "kubelab", "story", target, "-n", kubectl.namespace,
-            "--kubeconfig", str(kubectl.kubeconfig), "-o", "json",
-        ],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    steps: list[dict[str, str]] = json.loads(result.stdout)
-    return steps
-
-
-def until(check: Any, what: str, within: float = 60.0) -> Any:
-    deadline = time.monotonic() + within
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"no {what} in {within} s"
-        time.sleep(1)
-    return found
+def told(kubectl: Kubectl, target: str) -> Steps:
+    return story(kubectl.kubeconfig, kubectl.namespace, target)
 
 
 def test_a_deployment_behind_a_service_on_two_nodes(lab_kubectl: Kubectl) -> None:
@@ -88,13 +66,13 @@ def test_a_deployment_behind_a_service_on_two_nodes(lab_kubectl: Kubectl) -> Non
     name = f"web.{kubectl.namespace}.svc.cluster.local"
     kubectl.run("run", "ask", "--image=busybox", "--restart=Never", "--", "nslookup", name)
 
-    def told() -> list[dict[str, str]]:
-        steps = story(kubectl, "deployment/web")
+    def settled() -> Steps:
+        steps = told(kubectl, "deployment/web")
         syncs = {s["actor"] for s in steps if s["step"] == "EndpointsSynced"}
         answered = any(s["step"] == "Answered" for s in steps)
         return steps if len(syncs) >= 2 and answered else []
 
-    steps = until(told, "proxy syncs on two nodes and a DNS answer")
+    steps = until(settled, "proxy syncs on two nodes and a DNS answer")
     pods = sorted({s["object"] for s in steps if s["object"].startswith("Pod/")})
     assert len(pods) == 2
     nodes = set()
@@ -120,7 +98,8 @@ def test_a_deployment_behind_a_service_on_two_nodes(lab_kubectl: Kubectl) -> Non
     assert {s["actor"] for s in syncs} >= {f"kube-proxy {n}" for n in nodes}
     assert all(s["cause"].startswith("EndpointSlice/web-") for s in syncs)
     (answer,) = [s for s in steps if s["step"] == "Answered"]
-    assert answer["detail"].startswith(f"Answered {name}. A 10.96.")
+    vip = kubectl.run("get", "service", "web", "-o", "jsonpath={.spec.clusterIP}").stdout
+    assert answer["detail"] == f"Answered {name}. A {vip} (first answer since this server started)"
     assert answer["actor"].startswith("kubelab-dns")
     assert order.index("Answered") > max(i for i, s in enumerate(order) if s == "Ready")
 
@@ -129,8 +108,8 @@ def test_a_pod_whose_image_is_missing(lab_kubectl: Kubectl) -> None:
     kubectl = lab_kubectl
     kubectl.run("run", "nope", "--image=nginx:0.0.1")
 
-    def failed() -> list[dict[str, str]]:
-        steps = story(kubectl, "pod/nope")
+    def failed() -> Steps:
+        steps = told(kubectl, "pod/nope")
         return steps if any(s["step"] == "BackOff" for s in steps) else []
 
     steps = until(failed, "image pull back-off")

@@ -154,7 +154,7 @@ def rollout() -> Evidence:
             event(
                 service,
                 "EndpointsSynced",
-                "port 80 (TCP) → 10.244.1.5:80, 10.244.2.5:80",
+                "port 80/TCP → 10.244.1.5:80, 10.244.2.5:80",
                 5,
                 "kube-proxy",
                 node,
@@ -312,3 +312,7 @@ def test_explain_summary_names_the_winner_and_a_prefilter() -> None:
     pre = {"nodesTotal": 5, "filter": {}, "preFilter": {"plugin": "NodePorts", "reason": "busy"}}
     assert explain_summary(pre) == "0 of 5 nodes examined, 0 feasible, PreFilter NodePorts: busy"
     assert explain_summary(None) == ""
+    alone = {"node": "w1", "nodesTotal": 2, "filter": {"w1": None, "w2": {"plugin": "Taint"}}}
+    assert (
+        explain_summary(alone) == "2 of 2 nodes examined, 1 feasible, w1 the only one (not scored)"
+    )

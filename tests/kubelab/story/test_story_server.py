@@ -9,16 +9,16 @@ test's (tests/kubelab/lab/test_story_lab.py); here the control plane's are check
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.kubelab.story.stories import Steps, story, until
 from tests.servers import Kubectl, ServerProcess, free_port, start_all_in_one, stop_server
 
 KUBELAB = [sys.executable, "-m", "kubelab"]
@@ -44,19 +44,9 @@ class Cluster:
         kubectl.run("create", "namespace", kubectl.namespace, namespaced=False)
         return kubectl
 
-    def story(self, target: str, namespace: str) -> list[dict[str, str]]:
-        result = subprocess.run(
-            [
-                *KUBELAB, "story", target, "-n", namespace, "-o", "json",
-                "--kubeconfig", str(self.server.kubeconfig),
-                "--audit-log", str(self.audit_log),
-                "--scheduler", self.scheduler,
-            ],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        steps: list[dict[str, str]] = json.loads(result.stdout)
-        return steps
+    def story(self, target: str, namespace: str) -> Steps:
+        flags = ("--audit-log", str(self.audit_log), "--scheduler", self.scheduler)
+        return story(self.server.kubeconfig, namespace, target, *flags)
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +68,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     )  # fmt: skip
     try:
         assert hollow.stdout is not None and "nodes ready" in hollow.stdout.readline()
+        until(lambda: untainted(server), "hollow nodes without the not-ready taint")
         yield Cluster(server, root / "audit.log", f"http://127.0.0.1:{scheduler_port}", root)
     finally:
         hollow.terminate()
@@ -87,12 +78,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         stop_server(server)
 
 
-def until(check: Any, what: str, within: float = 60.0) -> Any:
-    deadline = time.monotonic() + within
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"no {what} in {within} s"
-        time.sleep(0.5)
-    return found
+def untainted(server: ServerProcess) -> bool:
+    """Both nodes in, and the node lifecycle controller has lifted their not-ready taints
+    (so every pod is scheduled at its first attempt)."""
+    kubectl = Kubectl(server.kubeconfig, server.kubeconfig.parent / "cache", "default")
+    nodes = json.loads(kubectl.run("get", "nodes", "-o", "json", namespaced=False).stdout)
+    items = nodes["items"]
+    return len(items) == 2 and not any(n["spec"].get("taints") for n in items)
 
 
 def test_a_deployment_rollout_is_told_from_the_create_to_the_endpoints(cluster: Cluster) -> None:
@@ -101,9 +93,9 @@ def test_a_deployment_rollout_is_told_from_the_create_to_the_endpoints(cluster: 
     kubectl.run("expose", "deployment", "web", "--port", "80")
     kubectl.run("rollout", "status", "deployment/web", "--timeout=90s")
 
-    def settled() -> list[dict[str, str]]:
+    def settled() -> Steps:
         steps = cluster.story("deployment/web", kubectl.namespace)
-        slices = [s for s in steps if s["step"] == "Updated EndpointSlice"]
+        slices = [s for s in steps if s["object"].startswith("EndpointSlice/")]
         return steps if slices and slices[-1]["detail"].count("(ready)") == 2 else []
 
     steps = until(settled, "EndpointSlice with both pods ready")
@@ -128,16 +120,16 @@ def test_a_deployment_rollout_is_told_from_the_create_to_the_endpoints(cluster: 
         chain = [s["step"] for s in steps if s["object"] == pod]
         assert chain == ["Created Pod", "Scheduled", "Ready"], pod
         scheduled = next(s for s in steps if s["object"] == pod and s["step"] == "Scheduled")
-        assert "explain: 2 of 2 nodes examined, 2 feasible" in scheduled["detail"]
+        explained = r"; explain: 2 of 2 nodes examined, 2 feasible, story-\d scored \d+$"
+        assert re.search(explained, scheduled["detail"]), scheduled["detail"]
         assert scheduled["actor"].startswith("default-scheduler")
         made = [s for s in steps if s["step"] == "SuccessfulCreate" and pod[4:] in s["detail"]]
         assert made and made[0]["cause"].startswith("ReplicaSet/web-")
     order = [s["step"] for s in steps]
     assert order.index("Created Deployment") < order.index("Created ReplicaSet")
     assert order.index("Created ReplicaSet") < order.index("Created Pod")
-    assert max(i for i, s in enumerate(order) if s == "Ready") < order.index(
-        "Updated EndpointSlice"
-    )
+    last_slice = max(i for i, s in enumerate(steps) if s["object"].startswith("EndpointSlice/"))
+    assert max(i for i, s in enumerate(order) if s == "Ready") < last_slice
     times = [s["time"] for s in steps]
     assert [t[:19] for t in times] == sorted(t[:19] for t in times), "in time order, by second"
 
@@ -148,7 +140,7 @@ def test_an_unschedulable_pod_is_told_with_the_schedulers_reasons(cluster: Clust
         "run", "stuck", "--image=nginx", '--overrides={"spec":{"nodeSelector":{"disk":"ssd"}}}'
     )
 
-    def failed() -> list[dict[str, str]]:
+    def failed() -> Steps:
         steps = cluster.story("pod/stuck", kubectl.namespace)
         return steps if any(s["step"] == "FailedScheduling" for s in steps) else []
 

@@ -55,7 +55,9 @@ from node.kubelet.spdy import (
     encode_control,
     encode_data,
 )
+from node.kubelet.stats import StatsProvider, Summary, resource_metrics, summary_json
 from node.kubelet.streams import Options
+from tests.node.kubelet.test_stats import SUMMARY
 from tests.node.kubelet.test_streams import FakeStreamingServer
 
 V4 = "v4.channel.k8s.io"
@@ -260,7 +262,9 @@ async def spdy() -> AsyncIterator[FakeStreamingServer]:
 
 
 @contextlib.asynccontextmanager
-async def serve(lookup: PodLookup, cri: StreamRuntime, pki: Pki) -> AsyncIterator[str]:
+async def serve(
+    lookup: PodLookup, cri: StreamRuntime, pki: Pki, stats: StatsProvider | None = None
+) -> AsyncIterator[str]:
     """A KubeletServer on a free port; yields its URL."""
     unused = Client(ClientConfig(server="https://127.0.0.1:1"))  # x509 only: never asked
     server = KubeletServer(
@@ -272,12 +276,14 @@ async def serve(lookup: PodLookup, cri: StreamRuntime, pki: Pki) -> AsyncIterato
         client_ca=pki.ca_file,
         auth=KubeletAuth(AuthOptions(anonymous=False), unused, "node-a", RealClock()),
         log_poll_interval=0.01,
+        stats_provider=stats,
     )
     port = await server.start()
     try:
         yield f"https://127.0.0.1:{port}"
     finally:
         await server.stop()
+        await unused.close()
 
 
 @dataclass
@@ -325,6 +331,37 @@ async def test_authentication(node: Node) -> None:
     pods = json.loads(body)
     assert pods["kind"] == "PodList"
     assert [p["metadata"]["name"] for p in pods["items"]] == ["web"]
+
+
+class Stats:
+    """Measures ``SUMMARY``, or fails as a vanished cgroup hierarchy would."""
+
+    def __init__(self) -> None:
+        self.fail = False
+
+    async def summary(self) -> Summary:
+        if self.fail:
+            raise FileNotFoundError("/sys/fs/cgroup/memory is gone")
+        return SUMMARY
+
+
+async def test_resource_usage_endpoints(node: Node, pki: Pki) -> None:
+    stats = Stats()
+    async with serve(node.lookup, node.runtime, pki, stats) as url:
+        served = Node(url, node.runtime, node.streaming, node.spdy, pki, node.log_path, node.lookup)
+        for path in ("/stats/summary", "/metrics/resource"):
+            assert await get(served, path, pki.anonymous_tls) == (401, "Unauthorized\n")
+        status, body = await get(served, "/stats/summary")
+        assert (status, json.loads(body)) == (200, summary_json(SUMMARY))
+        assert await get(served, "/metrics/resource") == (200, resource_metrics(SUMMARY))
+        stats.fail = True
+        status, body = await get(served, "/stats/summary")
+        assert (status, body) == (
+            500,
+            "failed to get node info: /sys/fs/cgroup/memory is gone\n",
+        )
+        assert await get(served, "/metrics/resource") == (200, resource_metrics(None))
+    assert (await get(node, "/stats/summary"))[0] == 404, "a server without a provider"
 
 
 def write_log(path: Path, *lines: str) -> None:

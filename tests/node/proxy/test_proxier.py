@@ -22,6 +22,7 @@ from node.proxy.health import ServiceHealth, ServiceHealthServer
 from node.proxy.model import SERVICE_NAME_LABEL
 from node.proxy.proxier import IptablesProxier
 from node.proxy.ruleset import JUMPS
+from tests.eventsinks import Told
 
 NODE = "node-a"
 
@@ -318,17 +319,6 @@ async def test_health_check_node_ports_follow_local_endpoints(env: Env) -> None:
     assert health.updates[-1] == {32000: ServiceHealth("ns", "lb", 0)}
 
 
-class Told:
-    """The proxier's event sink: what it told, as (service, reason, message)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str]] = []
-
-    def event(self, obj: Service, type: str, reason: str, message: str) -> None:
-        assert type == "Normal"
-        self.seen.append((obj.metadata.name or "", reason, message))
-
-
 async def test_syncs_that_change_a_service_are_told_once_each(env: Env) -> None:
     told = Told()
     env.proxier.events = told
@@ -339,8 +329,8 @@ async def test_syncs_that_change_a_service_are_told_once_each(env: Env) -> None:
     env.change("b")
     await env.proxier.sync()
     assert told.seen == [
-        ("a", "EndpointsSynced", "port p (TCP) → 10.244.1.1:8080, 10.244.1.2:8080"),
-        ("b", "EndpointsSynced", "port p (TCP) → no endpoints"),
+        ("a", "EndpointsSynced", "port 80/TCP (p) → 10.244.1.1:8080, 10.244.1.2:8080"),
+        ("b", "EndpointsSynced", "port 80/TCP (p) → no endpoints"),
     ]
     told.seen.clear()
     env.change("a", "10.244.1.1", "10.244.1.2")

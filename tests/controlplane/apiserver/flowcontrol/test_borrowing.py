@@ -21,7 +21,7 @@ from controlplane.apiserver.flowcontrol.borrowing import (
     bounds,
     smooth,
 )
-from controlplane.apiserver.flowcontrol.controller import Classification, FlowControl
+from controlplane.apiserver.flowcontrol.controller import Classification, FlowControl, Width
 from kube.clock import FakeClock
 
 
@@ -77,9 +77,9 @@ async def test_a_busy_level_borrows_an_idle_levels_seats(
     flow = Classification(bootstrap.MANDATORY_SCHEMAS[1], busy, "")
     async with contextlib.AsyncExitStack() as stack:
         for _ in range(2):
-            await stack.enter_async_context(control.seat(flow, 1, {}))
+            await stack.enter_async_context(control.seat(flow, Width(1), {}))
         waiting: list[asyncio.Task[Any]] = [
-            asyncio.create_task(stack.enter_async_context(control.seat(flow, 1, {})))
+            asyncio.create_task(stack.enter_async_context(control.seat(flow, Width(1), {})))
             for _ in range(3)
         ]
         await asyncio.sleep(0.01)
@@ -103,9 +103,9 @@ async def test_a_request_waiting_too_long_gets_429(
     control.wait_limit = 0.05
     control._refresh()
     flow = Classification(bootstrap.MANDATORY_SCHEMAS[1], control._levels["idle"], "")
-    async with control.seat(flow, 2, {}):  # the level's two seats
+    async with control.seat(flow, Width(2), {}):  # the level's two seats
         with pytest.raises(ApiError) as refused:
-            async with control.seat(flow, 1, {}):
+            async with control.seat(flow, Width(1), {}):
                 pass
     assert (refused.value.code, refused.value.retry_after) == (429, 1)
     rows = [line.split() for line in control.dump("dump_priority_levels").splitlines()]
