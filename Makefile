@@ -18,7 +18,7 @@ STAMP := $(VENV)/.kubelab-installed
 APT_PACKAGES := python3 python3-venv python3-dev gcc libc6-dev make git \
 	containerd runc iptables nftables conntrack iproute2 busybox-static umoci skopeo \
 	containernetworking-plugins etcd-server etcd-client iputils-ping curl mmdebstrap \
-	shellcheck ruby docker-registry npm chromium chromium-driver
+	shellcheck ruby docker-registry chromium chromium-driver
 
 # What a host needs to run the lab's VMs on libvirt (with `kubelab vagrant`, libvirtd in a
 # network namespace) and to build their box (mmdebstrap, sfdisk from fdisk, qemu-img).
@@ -77,10 +77,12 @@ proto:
 	fi
 
 # kubelab lab ui's drawing libraries, from npm at the versions package-lock.json pins, copied
-# into the package (the page loads nothing from elsewhere at run time).
+# into the package (the page loads nothing from elsewhere at run time).  The machine's npm, or
+# Debian's where there is none.
 UI := kubelab/lab/ui
 UI_VENDOR := $(UI)/static/vendor
 ui-vendor:
+	@command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
 	@if [ -f $(UI_VENDOR)/cytoscape-dagre.min.js ] && [ $(UI_VENDOR)/cytoscape-dagre.min.js -nt $(UI)/package-lock.json ]; then \
 		echo "setup: Cytoscape.js already vendored into $(UI_VENDOR)"; \
 	else \

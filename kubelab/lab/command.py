@@ -639,6 +639,9 @@ def _ui(args: argparse.Namespace) -> int:
     from kubelab.lab.ui import server
     from kubelab.lab.ui.facts import LabFacts
 
+    if missing := server.missing_vendored():
+        print(f"kubelab lab ui: {', '.join(missing)} missing: run make setup", file=sys.stderr)
+        return 1
     lab = _lab(args)
     kubeconfig = args.kubeconfig or lab.host_kubeconfig
     if args.kubeconfig is None and not lab.process_file.exists():

@@ -62,11 +62,18 @@ DEBOUNCE = 0.1
 PROBE_INTERVAL = 1.0
 FACTS_INTERVAL = 2.0
 KEEPALIVE = 15.0
+VENDORED = ("cytoscape.min.js", "cytoscape-dagre.min.js")
+"""What ``make setup`` copies from npm into ``static/vendor`` (``make ui-vendor``)."""
 
 Prober = Callable[[], Awaitable[None]]
 """Raises (``ClientError``, ``ApiError``, ``OSError``) when the API does not answer."""
 Tracer = Callable[[str, str], Awaitable[dict[str, Any]]]
 Storyteller = Callable[[str, str], Awaitable[list[dict[str, Any]]]]
+
+
+def missing_vendored(static: Path = STATIC) -> list[str]:
+    """The vendored files the page needs that are not there (``make setup`` not run)."""
+    return [name for name in VENDORED if not (static / "vendor" / name).is_file()]
 
 
 def new_token() -> str:

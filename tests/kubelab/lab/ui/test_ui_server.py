@@ -225,3 +225,10 @@ async def test_traces_are_off_unless_allowed() -> None:
         assert "no such pod" in (await missing.json())["error"]
         garbage = await client.post(f"/api/trace?token={TOKEN}", data=b"not json")
         assert garbage.status == 400
+
+
+def test_the_vendored_drawing_libraries_are_checked_for(tmp_path: Path) -> None:
+    assert server.missing_vendored() == []  # make setup put them in the package
+    (tmp_path / "vendor").mkdir()
+    (tmp_path / "vendor" / "cytoscape.min.js").write_text("")
+    assert server.missing_vendored(tmp_path) == ["cytoscape-dagre.min.js"]
