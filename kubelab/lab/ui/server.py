@@ -230,14 +230,16 @@ def app(ui: Ui, token: str) -> web.Application:
         await response.prepare(request)
         seen = -1
         version, document = ui.version, ui.document or ui.build()
-        while True:
-            if version != seen:
-                await response.write(f"data: {json.dumps(document)}\n\n".encode())
-                seen = version
-            try:
-                version, document = await asyncio.wait_for(ui.next_document(seen), KEEPALIVE)
-            except TimeoutError:
-                await response.write(b": keepalive\n\n")
+        with contextlib.suppress(ConnectionResetError):  # the page went away
+            while True:
+                if version != seen:
+                    await response.write(f"data: {json.dumps(document)}\n\n".encode())
+                    seen = version
+                try:
+                    version, document = await asyncio.wait_for(ui.next_document(seen), KEEPALIVE)
+                except TimeoutError:
+                    await response.write(b": keepalive\n\n")
+        return response
 
     async def told(request: web.Request) -> web.Response:
         namespace, _, name = request.query.get("pod", "").partition("/")
