@@ -9,8 +9,9 @@ tests hand the server a fake.  The parsers are pure functions of the commands' o
 
 A Service's rules as a picture (``chain_graph``): the proxy's shared chains (``KUBE-SERVICES``,
 the ``service-ips`` map...) contribute only the rules and elements that name the Service
-(``NS/NAME`` in a comment or a chain name), each per-service chain they jump or go to
-contributes all its rules, and every jump is an edge; iptables-save and nft listings are
+(``NS/NAME`` in a comment or a chain name), each chain reached from those by jumps and gotos
+(the Service's own, its endpoints', the masquerade mark) contributes all its rules, and every
+jump is an edge; iptables-save and nft listings are
 both read as named blocks of lines, so one graph serves both modes.
 """
 

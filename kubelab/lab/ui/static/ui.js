@@ -214,6 +214,7 @@ async function showStory(podId) {
     box.replaceChildren(el("ol", {}, steps.map((s) => el("li", {},
       `${(s.time || "").slice(11, 23)} ${s.actor}: ${s.step} ${s.object} `,
       el("span", { class: "rule" }, [s.detail, s.cause && `(because ${s.cause})`].filter(Boolean).join(" "))))));
+    box.scrollIntoView({ block: "nearest" });
   } catch (error) {
     box.replaceChildren(el("p", { class: "error" }, error.message));
   }
