@@ -12,8 +12,8 @@ is part of the document, so the page says when the API is unreachable; the infor
 reflectors re-list and watch again on their own once it is back (a control-plane restart).
 
 Access: the URL carries a random token, as Jupyter's does; a page loaded with it gets it as
-an HttpOnly, SameSite=Strict cookie, which the page's own requests then carry.  Any request
-without either is a 401.  Read-only by default: the page never writes to the API, and a trace
+an HttpOnly, SameSite=Strict cookie (named after the token), which the page's own requests
+then carry.  Any request without either is a 401.  Read-only by default: the page never writes to the API, and a trace
 (which sends a probe and adds marking tables to the lab's namespaces for its duration) is
 refused unless the server was started with ``allow_trace``.
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import hashlib
 import hmac
 import json
 import logging
@@ -57,7 +58,6 @@ from kubelab.story import gather as story
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
-COOKIE = "kubelab-ui-token"
 DEBOUNCE = 0.1
 PROBE_INTERVAL = 1.0
 FACTS_INTERVAL = 2.0
@@ -80,9 +80,15 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+def cookie_name(token: str) -> str:
+    """The token's cookie, named after it: cookies do not tell ports apart, so two pages of two
+    servers on one host must not overwrite each other's."""
+    return "kubelab-ui-" + hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
 def token_ok(expected: str, request: web.Request) -> bool:
     """The request carries the token, in its query or its cookie (compared in constant time)."""
-    given = request.query.get("token") or request.cookies.get(COOKIE) or ""
+    given = request.query.get("token") or request.cookies.get(cookie_name(expected)) or ""
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
@@ -217,7 +223,7 @@ def app(ui: Ui, token: str) -> web.Application:
 
     async def index(request: web.Request) -> web.StreamResponse:
         response = web.FileResponse(STATIC / "index.html")
-        response.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
+        response.set_cookie(cookie_name(token), token, httponly=True, samesite="Strict")
         return response
 
     async def state(request: web.Request) -> web.Response:

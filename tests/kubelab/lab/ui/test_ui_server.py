@@ -128,7 +128,7 @@ async def test_the_token_in_the_url_opens_the_page_and_leaves_a_cookie_for_the_r
         page = await client.get(f"/?token={TOKEN}")
         assert page.status == 200
         assert "static/vendor/cytoscape.min.js" in await page.text()
-        cookie = page.cookies[server.COOKIE]
+        cookie = page.cookies[server.cookie_name(TOKEN)]
         assert cookie.value == TOKEN
         assert cookie["httponly"] and cookie["samesite"] == "Strict"
         script = await client.get("/static/ui.js")  # the cookie jar sends it
