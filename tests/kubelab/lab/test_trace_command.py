@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kube.api.kinds.core_v1.pod import Pod, PodSpec, PodStatus
+from kube.api.kinds.core_v1.pod import ContainerStatus, Pod, PodSpec, PodStatus
 from kube.api.kinds.core_v1.service import (
     LoadBalancerIngress,
     LoadBalancerStatus,
@@ -24,6 +24,7 @@ from kubelab.cli import main
 from kubelab.lab import trace
 from kubelab.lab.topology import Lab, LabSpec
 from node import trace as kernel
+from node.cni.network import host_veth_name
 
 TRACES = Path(__file__).parents[2] / "node" / "traces"
 LAB = Lab(LabSpec(name="kltr9"))
@@ -231,3 +232,27 @@ def test_the_command_refuses_a_lab_that_is_not_up(
     monkeypatch.setattr("os.geteuid", lambda: 0)
     assert main(["lab", "trace", "--name", "kltr9", "client", "nodeport/node1:30080"]) == 2
     assert "kubelab lab trace: lab kltr9 is not up" in capsys.readouterr().err
+
+
+def test_a_pod_is_found_in_its_cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its network namespace is its processes', its veth named from its sandbox: the one
+    container directory of the pod's cgroup that is none of its containers."""
+    pod_dir = tmp_path / "kubelab" / "kltr9" / "node1" / "besteffort" / "poduid-1"
+    (pod_dir / "c0ffee").mkdir(parents=True)
+    (pod_dir / "5a4db0c5").mkdir()
+    (pod_dir / "cgroup.procs").write_text("")
+    (pod_dir / "c0ffee" / "cgroup.procs").write_text("4242\n")
+    (pod_dir / "5a4db0c5" / "cgroup.procs").write_text("4241\n")
+    monkeypatch.setattr(trace, "CGROUP_PIDS", tmp_path)
+    web = Pod(
+        metadata=ObjectMeta(namespace="default", name="web", uid="uid-1"),
+        spec=PodSpec(node_name="node1"),
+        status=PodStatus(
+            pod_ip="10.244.1.5",
+            container_statuses=[ContainerStatus(name="web", container_id="containerd://c0ffee")],
+        ),
+    )
+    found = trace.resolve(LAB, trace.Snapshot(pods=[web]), "pod/default/web:80", source=False)
+    assert found.netns == Path("/proc/4241/ns/net")
+    assert (found.ip, found.port, found.node) == ("10.244.1.5", 80, "node1")
+    assert found.veth == host_veth_name("5a4db0c5", "eth0")
