@@ -13,9 +13,9 @@ reflectors re-list and watch again on their own once it is back (a control-plane
 
 Access: the URL carries a random token, as Jupyter's does; a page loaded with it gets it as
 an HttpOnly, SameSite=Strict cookie (named after the token), which the page's own requests
-then carry.  Any request without either is a 401.  Read-only by default: the page never writes to the API, and a trace
-(which sends a probe and adds marking tables to the lab's namespaces for its duration) is
-refused unless the server was started with ``allow_trace``.
+then carry.  Any request without either is a 401.  Read-only by default: the page never
+writes to the API, and a trace (which sends a probe and adds marking tables to the lab's
+namespaces for its duration) is refused unless the server was started with ``allow_trace``.
 
 Routes: ``/`` the page, ``/static/...`` its script, style and the vendored Cytoscape.js,
 ``/api/state``, ``/api/events``, ``/api/story?pod=NS/NAME``, ``/api/chains?service=NS/NAME
