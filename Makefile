@@ -18,7 +18,7 @@ STAMP := $(VENV)/.kubelab-installed
 APT_PACKAGES := python3 python3-venv python3-dev gcc libc6-dev make git \
 	containerd runc iptables nftables conntrack iproute2 busybox-static umoci skopeo \
 	containernetworking-plugins etcd-server etcd-client iputils-ping curl mmdebstrap \
-	shellcheck ruby docker-registry
+	shellcheck ruby docker-registry chromium chromium-driver
 
 # What a host needs to run the lab's VMs on libvirt (with `kubelab vagrant`, libvirtd in a
 # network namespace) and to build their box (mmdebstrap, sfdisk from fdisk, qemu-img).
@@ -30,10 +30,10 @@ BOX_ADDED := vagrant/.box/$(VAGRANT_BOX).added
 WHEELS := vagrant/.wheels
 CLIENT_E2E := .client-e2e
 
-.PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench client-e2e \
+.PHONY: setup system-packages venv proto test lint typecheck contracts unit lab bench client-e2e ui-vendor \
 	vagrant-setup vagrant-packages vagrant-wheels vagrant-box vagrant-lab
 
-setup: system-packages venv proto
+setup: system-packages venv proto ui-vendor
 
 # $(call apt_install,PACKAGES,WHAT): installs whichever of PACKAGES is missing.
 define apt_install
@@ -74,6 +74,25 @@ proto:
 	else \
 		echo "setup: generating CRI stubs from proto/"; \
 		$(PY) proto/generate.py; \
+	fi
+
+# kubelab lab ui's drawing libraries, from npm at the versions package-lock.json pins, copied
+# into the package (the page loads nothing from elsewhere at run time).  The machine's npm, or
+# Debian's where there is none.
+UI := kubelab/lab/ui
+UI_VENDOR := $(UI)/static/vendor
+ui-vendor:
+	@command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
+	@if [ -f $(UI_VENDOR)/cytoscape-dagre.min.js ] && [ $(UI_VENDOR)/cytoscape-dagre.min.js -nt $(UI)/package-lock.json ]; then \
+		echo "setup: Cytoscape.js already vendored into $(UI_VENDOR)"; \
+	else \
+		echo "setup: vendoring Cytoscape.js and cytoscape-dagre from npm into $(UI_VENDOR)"; \
+		npm ci --prefix $(UI) --no-audit --no-fund --silent && \
+		mkdir -p $(UI_VENDOR) && \
+		cp $(UI)/node_modules/cytoscape/dist/cytoscape.min.js $(UI_VENDOR)/ && \
+		cp $(UI)/node_modules/cytoscape/LICENSE $(UI_VENDOR)/cytoscape.LICENSE && \
+		cp $(UI)/node_modules/cytoscape-dagre/LICENSE $(UI_VENDOR)/cytoscape-dagre.LICENSE && \
+		cp $(UI)/node_modules/cytoscape-dagre/dist/cytoscape-dagre.min.js $(UI_VENDOR)/; \
 	fi
 
 lint:

@@ -15,6 +15,7 @@ from bench import (
     pulls,
     scheduler,
     story,
+    trace,
     users,
 )
 
@@ -32,3 +33,4 @@ nftproxy.main([])
 datapath.main([])
 netpol.main([])
 pulls.main([])
+trace.main([])  # brings up a lab of its own

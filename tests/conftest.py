@@ -3,9 +3,10 @@ server (one per module) with a client connected to it and a namespace of its own
 Packages may override the server fixtures (the API server's own tests run each module on both
 storage backends).
 
-A test marked ``privileged``, ``containerd`` or ``etcd`` is skipped, with the reason, where its
-requirement is missing (not root; no containerd on PATH; no etcd binary), so that the suite
-runs anywhere and a marker is the only thing a test says about what it needs."""
+A test marked ``privileged``, ``containerd``, ``etcd`` or ``browser`` is skipped, with the
+reason, where its requirement is missing (not root; no containerd on PATH; no etcd binary; no
+Chromium), so that the suite runs anywhere and a marker is the only thing a test says about
+what it needs."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "containerd": lambda: None if shutil.which("containerd") else "needs containerd on PATH",
     "etcd": lambda: (
         None if etcd_available() else f"needs etcd at {ETCD_BINARY} (`make setup` installs it)"
+    ),
+    "browser": lambda: (
+        None
+        if shutil.which("chromium") and shutil.which("chromedriver")
+        else "needs chromium and chromedriver (`make setup` installs chromium-driver)"
     ),
 }
 """Marker → why a test so marked cannot run here (None: it can)."""

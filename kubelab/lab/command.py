@@ -20,8 +20,12 @@ A thin command (kind's shape): it parses flags, builds the inventory
 - ``kubeconfig``: the path of the host's kubeconfig (server https://127.0.0.1:6443, or
   ``--host-api-port``);
 - ``exec NODE -- CMD...``: run a command in a node's network namespace (``nsenter --net``);
+- ``trace SOURCE DESTINATION [--udp] [-o json]``: one probe followed through every namespace
+  it crosses (``kubelab.lab.trace``);
 - ``doctor [NODE] [--fix] [-o json]``: ``kubelab doctor`` (``node.doctor``) inside the node,
   or each Kubernetes node in turn, with the paths its components were started with;
+- ``ui [--port N] [--allow-trace]``: a live web page of the lab on the host's loopback
+  (``kubelab.lab.ui``), its URL with a token printed;
 - ``demo``: what ``make lab`` shows (``kubelab.lab.demo``);
 - ``vagrant render|bundles|address``: what the Vagrant VMs' provisioning runs
   (``kubelab.lab.vagrant``);
@@ -68,6 +72,12 @@ if TYPE_CHECKING:
 
 def _add_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default="lab", help="the lab's name (default: lab)")
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {text!r}")
+    return int(text)
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -122,6 +132,32 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     doctor.add_argument("node", nargs="?")
     doctor.add_argument("--fix", action="store_true", help="apply the fixes that are safe")
     doctor.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    trace = commands.add_parser(
+        "trace", help="follow one real probe through the kernel: trace SOURCE DESTINATION"
+    )
+    _add_name(trace)
+    trace.add_argument("source", help="pod/NS/NAME, node/NAME, client or an IP")
+    trace.add_argument(
+        "destination",
+        help="pod/NS/NAME:PORT, svc/NS/NAME:PORT, lb/NS/NAME:PORT, node/NAME:PORT, "
+        "nodeport/NODE:PORT, client:PORT or IP:PORT",
+    )
+    trace.add_argument("--udp", action="store_true", help="a UDP datagram instead of a TCP SYN")
+    trace.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    ui = commands.add_parser(
+        "ui", help="a live web page of the lab: topology, Services, stories, traces"
+    )
+    _add_name(ui)
+    ui.add_argument("--address", default="127.0.0.1", help="where to listen (default: loopback)")
+    ui.add_argument("--port", type=_port, default=0, help="the port (default: a free one)")
+    ui.add_argument(
+        "--allow-trace",
+        action="store_true",
+        help="let the page run traces (a probe, and marking tables for its duration)",
+    )
+    ui.add_argument(
+        "--kubeconfig", type=Path, help="read the API with this (default: the lab's host one)"
+    )
     logs = commands.add_parser("logs", help="a component's log: logs NODE COMPONENT [-f]")
     _add_name(logs)
     logs.add_argument("node")
@@ -175,6 +211,8 @@ def configure(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
             "kubeconfig": _kubeconfig,
             "exec": _exec,
             "doctor": _doctor,
+            "trace": _trace,
+            "ui": _ui,
             "kill": _fault,
             "stop": _fault,
             "start": _fault,
@@ -542,6 +580,27 @@ def _doctor(args: argparse.Namespace) -> int:
     return worst
 
 
+def _trace(args: argparse.Namespace) -> int:
+    """``kubelab.lab.trace``: exit 0 when the probe was answered or delivered, 1 when it was
+    dropped, 2 for a SOURCE or DESTINATION the lab does not have."""
+    from kubelab.lab import trace
+
+    _root()
+    try:
+        found = asyncio.run(
+            trace.run_trace(_lab(args), args.source, args.destination, udp=args.udp)
+        )
+    except trace.TraceError as error:
+        print(f"kubelab lab trace: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kubelab lab trace: interrupted (the marking tables are removed)", file=sys.stderr)
+        return 130
+    render = trace.render_json if args.output == "json" else trace.render_table
+    print(render(found))
+    return 1 if found.verdict == "dropped" else 0
+
+
 def _fault(args: argparse.Namespace) -> int:
     from kubelab.lab import faults
     from kubelab.lab.cluster import LabError
@@ -571,6 +630,69 @@ def _fault(args: argparse.Namespace) -> int:
         print(f"kubelab lab {args.lab_command}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from kube import component
+    from kube.client.kubeconfig import KubeconfigError
+    from kube.client.rest import Client
+    from kubelab.lab.ui import server
+    from kubelab.lab.ui.facts import LabFacts
+
+    if missing := server.missing_vendored():
+        print(f"kubelab lab ui: {', '.join(missing)} missing: run make setup", file=sys.stderr)
+        return 1
+    lab = _lab(args)
+    kubeconfig = args.kubeconfig or lab.host_kubeconfig
+    if args.kubeconfig is None and not lab.process_file.exists():
+        print(f"kubelab lab ui: lab {lab.name} is not up", file=sys.stderr)
+        return 1
+
+    async def serve(stop: asyncio.Event) -> int:
+        try:
+            client = Client.from_kubeconfig(kubeconfig, user_agent="kubelab-ui")
+            prober = Client.from_kubeconfig(kubeconfig, user_agent="kubelab-ui", max_retries=0)
+        except (KubeconfigError, OSError) as error:
+            print(
+                f"kubelab lab ui: cannot load the kubeconfig {kubeconfig}: {error}", file=sys.stderr
+            )
+            return 2
+
+        async def probe() -> None:
+            await prober.request("GET", "/readyz")
+
+        def ready(url: str) -> None:
+            print(f"kubelab lab ui: serving lab {lab.name} on {url}", flush=True)
+
+        ui = server.Ui(
+            lab,
+            client,
+            LabFacts(lab),
+            probe,
+            story=server.lab_story(client),
+            trace=server.lab_trace(lab) if args.allow_trace else None,
+        )
+        try:
+            serving = asyncio.create_task(
+                server.serve(ui, server.new_token(), args.address, args.port, ready)
+            )
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+        except OSError as error:
+            print(
+                f"kubelab lab ui: cannot listen on {args.address}:{args.port}: {error}",
+                file=sys.stderr,
+            )
+            return 1
+        finally:
+            await client.close()
+            await prober.close()
+        return 0
+
+    return component.run(serve)
 
 
 def _forward(args: argparse.Namespace) -> int:

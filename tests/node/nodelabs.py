@@ -13,6 +13,7 @@ goes down before the next mode's.  Each module adds its own workload (the proxy 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -41,3 +42,26 @@ class NodeLab:
     mode: Mode
     lab: Lab
     kubectl: Kubectl
+
+
+def web_server_pod(name: str, node: str, port: int) -> dict[str, Any]:
+    """A busybox ``httpd`` answering ``ok`` on ``port``, pinned to ``node``, labelled
+    ``app=NAME`` and Ready once it listens (the trace tests' and ``bench.trace``'s pods)."""
+    serve = f"mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p {port} -h /www"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "busybox",
+                    "command": ["sh", "-c", serve],
+                    "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1},
+                }
+            ],
+        },
+    }
