@@ -199,11 +199,6 @@ class Conntrack:
         """Where the connection really goes: the reply's source, ``IP:PORT``."""
         return f"{self.reply[0]}:{self.reply[2]}"
 
-    @property
-    def source_seen(self) -> str:
-        """The source the destination sees: the reply's destination, ``IP:PORT``."""
-        return f"{self.reply[1]}:{self.reply[3]}"
-
     def text(self) -> str:
         o, r = self.original, self.reply
         return f"{self.protocol} {o[0]}:{o[2]} → {o[1]}:{o[3]}, reply {r[0]}:{r[2]} → {r[1]}:{r[3]}"

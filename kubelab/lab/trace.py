@@ -3,8 +3,9 @@
 What Antrea's Traceflow does for its own datapath, done here with what the kernel already
 offers any namespace: a probe (a TCP SYN, or a UDP datagram with ``--udp``) is sent from
 inside SOURCE with an unassigned DSCP, and every namespace it may cross (each node's,
-the router's, the client's, the source and destination pods') gets ``node.trace``'s marking
-table and an ``nft monitor trace`` for the duration.  Afterwards each namespace's events
+the router's, the client's, the source and destination pods', the pods behind a destination
+Service's address or NodePort) gets ``node.trace``'s marking table and an ``nft monitor
+trace`` for the duration.  Afterwards each namespace's events
 say which chains and rules the probe met with which verdict, and the packet as each hook
 saw it; that is enough to put the namespaces in order (a routed hop lowers the TTL; the
 source comes first) and to say, per hop, the interfaces in and out, the route taken (``ip
@@ -16,20 +17,24 @@ libiptc``, invisible to nftrace), the rules whose counters grew.
 The verdict: ``answered`` (the SYN was answered, or the datagram), ``delivered`` (a datagram
 reached the destination without an answer) or ``dropped``, with where and why: the rule that
 dropped or rejected it and what made that rule, a refusal, or the last namespace that saw
-the probe and its route check (no route, rp_filter).  In userspace proxy mode the probe ends
+the probe and its route check (no route, rp_filter); a kube-proxy that is not running on a
+node the probe crossed is noted (its rules outlive it).  In userspace proxy mode the probe ends
 at the proxy process (a REDIRECT), which opens a connection of its own to the endpoint: the
 trace says so rather than pretend to follow it.
 
-The marking tables are removed in a ``finally`` (also on Ctrl-C) and the monitors ended by
-PID; one trace at a time per lab, since the tables share a name.  Forms of SOURCE and
-DESTINATION: ``pod/NS/NAME``, ``svc/NS/NAME:PORT`` (a port number or name), ``lb/NS/NAME:PORT``
-(its load-balancer address), ``node/NAME``, ``nodeport/NODE:PORT``, ``client`` and an IP; a
-destination other than a Service needs ``:PORT``.
+The monitors are waited for, not slept on (``Monitor``: a sentinel packet each prints before
+the probe and one after it); the marking tables are removed in a ``finally`` (also on
+Ctrl-C) and the monitors ended by PID; one trace at a time per lab, since the tables share a
+name.  Forms of SOURCE and DESTINATION: ``pod/NS/NAME``, ``svc/NS/NAME:PORT`` (a port number
+or name), ``lb/NS/NAME:PORT`` (its load-balancer address), ``node/NAME``,
+``nodeport/NODE:PORT``, ``client`` and an IP; a destination other than a Service needs
+``:PORT``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import ipaddress
 import json
@@ -57,8 +62,10 @@ from node.proxy import model
 
 PROBE_PORTS: Final = range(20000, 30000)
 """Source ports of probes: below the NodePort range, outside the kernel's ephemeral one."""
-SETTLE: Final = 0.25
-"""How long a monitor is given to subscribe, and late events to arrive."""
+SENTINEL_WAIT: Final = 3.0
+"""How long a monitor may take to show it listens, or that it printed the probe's events."""
+SENTINEL_EVERY: Final = 0.1
+LOOPBACK: Final = "127.0.0.1"
 PROBE_TIMEOUT: Final = 1.0
 CGROUP_PIDS: Final = Path("/sys/fs/cgroup/pids")
 MAX_ENDPOINT_PODS: Final = 8
@@ -356,7 +363,13 @@ def endpoint_pods(lab: Lab, cluster: Snapshot, destination: Place) -> list[Place
                 ]
                 ips |= {e.ip for e in model.endpoints_for(port, mine, "")}
     pods = [p for p in cluster.pods if p.status is not None and p.status.pod_ip in ips]
-    return [_pod_place(lab, pod, "", "tcp") for pod in pods[:MAX_ENDPOINT_PODS]]
+    places = []
+    for pod in pods[:MAX_ENDPOINT_PODS]:
+        try:
+            places.append(_pod_place(lab, pod, "", "tcp"))
+        except TraceError:
+            continue  # going away: the probe cannot be followed into it
+    return places
 
 
 async def run_trace(
@@ -398,7 +411,8 @@ async def run_trace(
                     f"{node} {grown.table} {grown.rule} (+{grown.packets}) {origin}".rstrip()
                 )
     verdict, where, why = judge(outcome, hops, destination)
-    endpoint = next((n.split(" to ", 1)[1] for h in hops for n in h.nat if " to " in n), "")
+    dnat = (n.removeprefix("DNAT to ") for h in hops for n in h.nat if n.startswith("DNAT to "))
+    endpoint = next(dnat, "")
     if not endpoint and entries:
         endpoint = entries[0][1].destination
     notes = _notes(lab, hops, outcome)
@@ -419,6 +433,70 @@ async def run_trace(
     )
 
 
+class Monitor:
+    """``nft monitor trace`` in one namespace, its lines read as they come, and the
+    sentinels it has printed: datagrams from the namespace to its own 127.0.0.1 at the
+    probe's source port, which the marking table traces (as a reply, so no hop counts them).
+    The kernel hands a monitor its events in order, so once it prints a sentinel sent after
+    the probe it has printed every event of the probe; once it prints one at all, it is
+    listening.  This replaces guessing how long a monitor takes on a busy machine."""
+
+    def __init__(self, netns: Path, port: int) -> None:
+        self.netns = netns
+        self.port = port
+        self.lines: list[str] = []
+        self.sentinels = 0
+        self._seen = asyncio.Event()
+        self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            *nsenter(self.netns), *LINE_BUFFERED, "nft", "monitor", "trace",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        async for raw in self._process.stdout:
+            line = raw.decode(errors="replace")
+            self.lines.append(line)
+            if " packet: " in line:
+                packet = kernel.Packet.parse(line)
+                # Counted once, as it leaves (output hook): it comes back in on lo too.
+                if packet.daddr == LOOPBACK and packet.dport == self.port and not packet.iif:
+                    self.sentinels += 1
+                    self._seen.set()
+
+    async def sentinel_seen(self, after: int) -> bool:
+        """Send sentinels until the monitor has printed more than ``after`` of them
+        (False if it has not within ``SENTINEL_WAIT``)."""
+        deadline = time.monotonic() + SENTINEL_WAIT
+        while self.sentinels <= after and time.monotonic() < deadline:
+            self._seen.clear()
+            await asyncio.to_thread(_send_sentinel, self.netns, self.port)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._seen.wait(), SENTINEL_EVERY)
+        return self.sentinels > after
+
+    async def stop(self) -> str:
+        """End the monitor (by its PID) and return what it printed."""
+        if self._process is not None and self._process.returncode is None:
+            self._process.terminate()
+        if self._process is not None:
+            await self._process.wait()
+        if self._reader is not None:
+            await self._reader
+        return "".join(self.lines)
+
+
+def _send_sentinel(netns: Path, port: int) -> None:
+    sock = call_in_netns(netns, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    with sock, contextlib.suppress(OSError):
+        sock.sendto(b"", (LOOPBACK, port))
+
+
 async def _probe_traced(
     spaces: dict[str, Path],
     source: Place,
@@ -429,7 +507,7 @@ async def _probe_traced(
 ) -> tuple[dict[str, str], str, dict[str, str]]:
     """Mark, monitor, probe, and unmark whatever happens: each namespace's trace output,
     the probe's outcome and (legacy tables) the saves from before it."""
-    monitors: dict[str, asyncio.subprocess.Process] = {}
+    monitors = {name: Monitor(path, port) for name, path in spaces.items()}
     marking = "\n".join(kernel.marking_table(port)) + "\n"
     unmarking = "\n".join(kernel.unmarking_table()) + "\n"
     try:
@@ -440,27 +518,12 @@ async def _probe_traced(
             )
         )
         before = await _saves(kube_nodes) if legacy else {}
-        for name, path in spaces.items():
-            monitors[name] = await asyncio.create_subprocess_exec(
-                *nsenter(path),
-                *LINE_BUFFERED,
-                "nft",
-                "monitor",
-                "trace",
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
-        await asyncio.sleep(SETTLE)
+        await asyncio.gather(*(m.start() for m in monitors.values()))
+        await asyncio.gather(*(m.sentinel_seen(0) for m in monitors.values()))
         outcome = await asyncio.to_thread(probe, source, destination, port)
-        await asyncio.sleep(SETTLE)
+        await asyncio.gather(*(m.sentinel_seen(m.sentinels) for m in monitors.values()))
     finally:
-        for monitor in monitors.values():
-            if monitor.returncode is None:
-                monitor.terminate()
-        outputs = {
-            name: (await monitor.communicate())[0].decode(errors="replace")
-            for name, monitor in monitors.items()
-        }
+        outputs = {name: await monitor.stop() for name, monitor in monitors.items()}
         await asyncio.gather(
             *(
                 asyncio.to_thread(run, "nft", "-f", "-", netns=p, input=unmarking, check=False)
@@ -621,12 +684,12 @@ def judge(outcome: str, hops: list[Hop], destination: Place) -> tuple[str, str, 
 def _notes(lab: Lab, hops: list[Hop], outcome: str) -> list[str]:
     notes = []
     table = ProcessTable(lab.process_file)
+    kube_nodes = {n.name for n in lab.kubernetes_nodes}
+    for name in dict.fromkeys(h.namespace for h in hops if h.namespace in kube_nodes):
+        record = table.get(f"{name}/proxy")
+        if record is None or not record.alive():
+            notes.append(f"kube-proxy on {name} is not running: its rules are as it left them")
     for hop in hops:
-        record = table.get(f"{hop.namespace}/proxy")
-        if record is not None and not record.alive():
-            notes.append(
-                f"kube-proxy on {hop.namespace} is not running: its rules are as it left them"
-            )
         if any(n.startswith("REDIRECT") for n in hop.nat) and outcome == "answered":
             notes.append(
                 f"relayed by kube-proxy (userspace) on {hop.namespace}: it opens its own "
