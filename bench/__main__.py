@@ -4,6 +4,7 @@ from bench import (
     api_codec,
     apiserver,
     apiservers,
+    autoscaling,
     cni,
     controllers,
     datapath,
@@ -22,6 +23,7 @@ for benchmark in (api_codec, apiserver, ha, apiservers):
 scheduler.main([])
 users.main([])
 controllers.main()
+autoscaling.main()
 cni.main([])
 kubelet.main([])
 # nft (Debian's default) cannot restore 10,000 Services in reasonable time: see bench/README.md.
