@@ -162,7 +162,9 @@ def test_the_hpa_walkthrough(lab_kubectl: Kubectl) -> None:
     until(scaled_up, "the HPA to scale php-apache up under load")
     row = loaded[-1]
     assert row[:2] == ["php-apache", "Deployment/php-apache"] and row[3:5] == ["1", "10"], row
-    assert (utilization(row) or 0) > 55, row  # above the target by more than the tolerance
+    # Above the target by more than the tolerance, as read by the sync that scaled (the row
+    # after it reads the load spread over more pods).
+    assert max(utilization(seen) or 0 for seen in loaded) > 55, loaded
     described = kubectl.run("describe", "hpa", "php-apache").stdout
     assert re.search(r"AbleToScale\s+True\s+\w+", described), described
     assert re.search(r"ScalingActive\s+True\s+ValidMetricFound", described), described
