@@ -4,6 +4,7 @@ from bench import (
     api_codec,
     apiserver,
     apiservers,
+    autoscaling,
     cni,
     controllers,
     datapath,
@@ -24,6 +25,7 @@ for benchmark in (api_codec, apiserver, ha, apiservers):
 scheduler.main([])
 users.main([])
 controllers.main()
+autoscaling.main()
 cni.main([])
 kubelet.main([])
 story.main([])

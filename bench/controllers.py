@@ -196,6 +196,16 @@ async def seed_pods(server: ServerProcess) -> None:
         await time_to_bind(client, "idle", pods, bind_to=names)
 
 
+def cpu_share(process: psutil.Process, seconds: float) -> float:
+    """The process's CPU time over the next ``seconds``, as a fraction of one core."""
+    before = process.cpu_times()
+    begin = time.perf_counter()
+    time.sleep(seconds)
+    after = process.cpu_times()
+    used = (after.user - before.user) + (after.system - before.system)
+    return used / (time.perf_counter() - begin)
+
+
 def idle_cpu(tmp: Path) -> float:
     """The controller-manager's CPU use (fraction of one core) while nothing changes."""
     data = tmp / "idle"
@@ -220,12 +230,7 @@ def idle_cpu(tmp: Path) -> float:
         try:
             process = psutil.Process(manager.pid)
             time.sleep(10.0)  # start, list and sync every cache, settle
-            before = process.cpu_times()
-            begin = time.perf_counter()
-            time.sleep(IDLE_SECONDS)
-            after = process.cpu_times()
-            used = (after.user - before.user) + (after.system - before.system)
-            return used / (time.perf_counter() - begin)
+            return cpu_share(process, IDLE_SECONDS)
         finally:
             stop(manager)
     finally:

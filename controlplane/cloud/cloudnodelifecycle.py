@@ -40,6 +40,7 @@ def _ready_status(node: Node) -> str | None:
 
 class CloudNodeLifecycleController(CloudController):
     NAME = NAME
+    EVENT_SOURCE = "cloud-node-lifecycle-controller"
 
     def __init__(self, ctx: ControllerContext, cloud: CloudContext) -> None:
         super().__init__(ctx, cloud)

@@ -65,6 +65,7 @@ def _network_unavailable(node: Node) -> tuple[str | None, str | None]:
 
 class RouteController(CloudController):
     NAME = NAME
+    EVENT_SOURCE = "route_controller"
 
     def __init__(self, ctx: ControllerContext, cloud: CloudContext) -> None:
         super().__init__(ctx, cloud)

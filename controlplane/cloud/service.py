@@ -99,6 +99,7 @@ def _ingress_ips(status: LoadBalancerStatus | None) -> str:
 
 class ServiceController(CloudController):
     NAME = NAME
+    EVENT_SOURCE = "service-controller"
 
     def __init__(self, ctx: ControllerContext, cloud: CloudContext) -> None:
         super().__init__(ctx, cloud)

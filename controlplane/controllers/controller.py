@@ -15,6 +15,7 @@ retried.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
@@ -45,8 +46,13 @@ class Controller:
     """A named, level-triggered controller: handlers enqueue, workers ``sync`` keys."""
 
     NAME: ClassVar[str]
+    EVENT_SOURCE: ClassVar[str | None] = None
+    """The component its events name (``kubectl describe``'s ``From``), upstream's
+    ``EventSource`` for this controller; None for one that records none."""
 
     def __init__(self, ctx: ControllerContext) -> None:
+        if self.EVENT_SOURCE is not None:
+            ctx = dataclasses.replace(ctx, recorder=ctx.recorder.for_component(self.EVENT_SOURCE))
         self.ctx = ctx
         self.queue: RateLimitingQueue[str] = RateLimitingQueue(clock=ctx.clock)
         self.sync: Callable[[str], Awaitable[None]] = self.sync_key

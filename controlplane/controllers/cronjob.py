@@ -207,6 +207,7 @@ class _Sync:
 
 class CronJobController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "cronjob-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

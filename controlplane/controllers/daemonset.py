@@ -236,6 +236,7 @@ def _is_updated(pod: Pod, hash_: str) -> bool:
 
 class DaemonSetsController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "daemonset-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

@@ -113,6 +113,7 @@ class _Sync:
 
 class DeploymentController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "deployment-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

@@ -94,6 +94,7 @@ def _group_of(ref: OwnerReference) -> str:
 
 class DisruptionController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "controllermanager"  # upstream's disruption controller's, as it is
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

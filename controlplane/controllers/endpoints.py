@@ -179,6 +179,7 @@ def truncate(subsets: list[EndpointSubset]) -> bool:
 
 class EndpointsController(ServicePodController):
     NAME = NAME
+    EVENT_SOURCE = "endpoint-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

@@ -351,6 +351,7 @@ def _service_key(endpoint_slice: EndpointSlice) -> str | None:
 
 class EndpointSliceController(ServicePodController):
     NAME = NAME
+    EVENT_SOURCE = "endpoint-slice-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

@@ -117,6 +117,7 @@ class UnknownOwnerKindError(ClientError):
 
 class GarbageCollector(Controller):
     NAME = NAME
+    EVENT_SOURCE = "garbage-collector-controller"
 
     def __init__(self, ctx: ControllerContext, kinds: Sequence[type[Resource]] = KINDS) -> None:
         super().__init__(ctx)

@@ -378,6 +378,7 @@ def store_scale_event(
 
 class HorizontalController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "horizontal-pod-autoscaler"
 
     def __init__(self, ctx: ControllerContext, metrics: MetricsClient | None = None) -> None:
         super().__init__(ctx)

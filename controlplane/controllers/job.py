@@ -276,6 +276,7 @@ class _SyncState:
 
 class JobController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "job-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

@@ -102,7 +102,8 @@ class Manager:
     name: str
     """``controller-manager``: in messages and the banner."""
     event_component: str
-    """The component its events name (``kube-controller-manager``)."""
+    """The component its shared event recorder names (``kube-controller-manager``); each
+    controller that records events names its own (``Controller.EVENT_SOURCE``) over it."""
     lease: str
     """Its Lease in ``kube-system``."""
     leader_elect: bool

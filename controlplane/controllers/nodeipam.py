@@ -91,6 +91,7 @@ def _networks(value: str) -> list[Network]:
 
 class NodeIPAMController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "cidrAllocator"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

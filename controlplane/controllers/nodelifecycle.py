@@ -126,6 +126,7 @@ def _conditions_unknown(node: Node, now: datetime.datetime) -> Node | None:
 
 class NodeLifecycleController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "node-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

@@ -141,6 +141,7 @@ def _phase(obj: PersistentVolume | PersistentVolumeClaim) -> str:
 
 class PersistentVolumeController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "persistentvolume-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

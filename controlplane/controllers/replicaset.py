@@ -68,6 +68,7 @@ def selector_for(owner: Owner) -> Selector:
 
 class ReplicaSetController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "replicaset-controller"
     KIND: ClassVar[type[Owner]] = ReplicaSet
 
     def __init__(self, ctx: ControllerContext) -> None:

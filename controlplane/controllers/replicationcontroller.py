@@ -18,6 +18,7 @@ NAME = "replicationcontroller"
 
 class ReplicationManager(ReplicaSetController):
     NAME = NAME
+    EVENT_SOURCE = "replication-controller"
     KIND = ReplicationController
 
 

@@ -273,6 +273,7 @@ class _Pass:
 
 class StatefulSetController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "statefulset-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

@@ -73,6 +73,7 @@ def min_toleration_seconds(tolerations: list[Toleration]) -> float | None:
 
 class TaintEvictionController(Controller):
     NAME = NAME
+    EVENT_SOURCE = "taint-eviction-controller"
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)

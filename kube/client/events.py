@@ -21,6 +21,11 @@ already.  One background task (``start``) takes events off the queue in order an
    ``retry_interval`` apart (the first pause jittered); any other refusal is final.  Failures
    are logged at warning level and never raised.
 
+``for_component(name)`` gives another component a recorder of its own over the same queue,
+correlator, spam filter and sending task, as upstream's controllers each name their own
+``EventSource`` (``deployment-controller``, ``horizontal-pod-autoscaler``...) while the
+kube-controller-manager runs them in one process: one sender, many sources.
+
 ``flush()`` waits until the queue is empty.  ``close()`` stops accepting events and flushes;
 once closing, a retry pause is cut short for one last attempt and an event that fails then is
 not retried again, so shutdown never waits long on an unreachable server.
@@ -41,12 +46,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import datetime
 import logging
 import random
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import msgspec
 
@@ -248,6 +254,15 @@ class _Seen:
 
 
 @dataclass
+class _Sending:
+    """What every recorder made by ``for_component`` from one recorder shares besides its
+    queue and caches: the sending task and the last name's nanoseconds."""
+
+    task: asyncio.Task[None] | None = None
+    last_nanos: int = 0
+
+
+@dataclass
 class _Bucket:
     tokens: float
     updated: float  # monotonic
@@ -307,9 +322,16 @@ class EventRecorder:
         self._spam = _SpamFilter(spam_burst, spam_qps, self.clock)
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
         self._queue: asyncio.Queue[Event] = asyncio.Queue(MAX_QUEUED_EVENTS)
-        self._task: asyncio.Task[None] | None = None
+        self._sending = _Sending()
         self._closing = asyncio.Event()
-        self._last_nanos = 0
+
+    def for_component(self, component: str) -> Self:
+        """A recorder whose events name ``component`` and that shares everything else with
+        this one (queue, correlator, spam filter, sending task): starting, flushing or
+        closing either acts on both."""
+        other = copy.copy(self)
+        other.component = component
+        return other
 
     async def __aenter__(self) -> EventRecorder:
         await self.start()
@@ -340,8 +362,9 @@ class EventRecorder:
         now = self.clock.now()
         # Names come from the time in nanoseconds; two events in one nanosecond (or on a
         # clock that stands still) must still get different names.
-        self._last_nanos = max(_unix_nanos(now), self._last_nanos + 1)
-        name = f"{obj.metadata.name}.{self._last_nanos:x}"
+        sending = self._sending
+        sending.last_nanos = max(_unix_nanos(now), sending.last_nanos + 1)
+        name = f"{obj.metadata.name}.{sending.last_nanos:x}"
         try:
             self._queue.put_nowait(
                 self._build(_Occurrence(obj, type, reason, message, action, related), now, name)
@@ -365,27 +388,28 @@ class EventRecorder:
 
     async def start(self) -> None:
         """Begin sending queued events (idempotent)."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"events:{self.component}")
+        if self._sending.task is None:
+            self._sending.task = asyncio.create_task(self._run(), name=f"events:{self.component}")
 
     async def flush(self) -> None:
         """Wait until every event queued so far has been sent (or given up on)."""
-        if self._task is None:
+        if self._sending.task is None:
             raise RuntimeError("flush() needs a started recorder")
         await self._queue.join()
 
     async def close(self) -> None:
         """Stop accepting events, send those queued (no more retries), stop the sender."""
         self._closing.set()
-        if self._task is None:
+        task = self._sending.task
+        if task is None:
             while not self._queue.empty():
                 await self._record(self._queue.get_nowait())
                 self._queue.task_done()
             return
         await self._queue.join()
-        self._task.cancel()
+        task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+            await task
 
     async def _run(self) -> None:
         while True:

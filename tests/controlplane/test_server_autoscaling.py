@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -212,12 +213,20 @@ def test_autoscale_a_deployment_up_and_down(
     )
     assert "ScalingLimited  True    TooManyReplicas" in described
     assert "the desired replica count is more than the maximum replica count" in described
-    assert "SuccessfulRescale  " in described
+    # Each controller's events name it, as upstream's: describe's From column.
+    rescales = [
+        re.split(r"\s{2,}", line.strip())
+        for line in described.splitlines()
+        if "SuccessfulRescale" in line
+    ]
     for size in (4, 8, 10):
-        assert (
+        message = (
             f"New size: {size}; reason: cpu resource utilization (percentage of request) above "
-            "target" in described
+            "target"
         )
+        assert ["horizontal-pod-autoscaler", message] in [fields[3:] for fields in rescales]
+    scaled = kubectl.run("describe", "deployment", "web").stdout
+    assert "deployment-controller  Scaled up replica set web-" in scaled
     hpa = kubectl.json("get", "hpa", "web")
     assert hpa["status"]["currentMetrics"] == [
         {

@@ -22,9 +22,14 @@ from tests.fakeapi import Action, FakeApi, stamp
 
 @dataclass
 class FakeRecorder:
-    """Keeps events as (reason, message, object name) for assertions."""
+    """Keeps events as (type, reason, message, object name) for assertions; the recorders
+    ``for_component`` makes keep theirs in the same list."""
 
     events: list[tuple[str, str, str, str]] = field(default_factory=list)
+    component: str = ""
+
+    def for_component(self, component: str) -> FakeRecorder:
+        return FakeRecorder(self.events, component)
 
     def event(self, obj: Resource, type: str, reason: str, message: str) -> None:
         self.events.append((type, reason, message, obj.metadata.name or ""))

@@ -8,23 +8,22 @@ node proxy; the metrics API itself through the official Python client."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import kubernetes
 import pytest
 import requests
 
-from kube.pki import CertificateAuthority
-from tests.servers import REPO, Kubectl, ServerProcess, host_address, serve_all_in_one
+from tests.controlplane.metricsserver.processes import (
+    hollow_kubelets,
+    metrics_server,
+    registration,
+)
+from tests.servers import Kubectl, ServerProcess, serve_all_in_one
 
 WAIT = 60.0
 NAMESPACE = "default"
@@ -37,33 +36,6 @@ class Cluster:
 
     kubectl: Kubectl
     metrics_url: str
-
-
-class Process:
-    """A kubelab command run until the test module ends, started once it prints ``ready``."""
-
-    def __init__(self, argv: list[str], ready: str, log: Path) -> None:
-        self.log: IO[str] = log.open("w")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kubelab", *argv],
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            cwd=REPO,
-        )
-        assert self.process.stdout is not None
-        self.line = self.process.stdout.readline()
-        if not re.search(ready, self.line):
-            self.stop()
-            raise AssertionError(f"kubelab {argv[0]} did not start: {log.read_text()}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=20)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self.log.close()
 
 
 def _until(found: Callable[[], Any], what: str) -> Any:
@@ -97,106 +69,28 @@ def _pod(name: str, node: str, usage: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _registration(address: str, port: int) -> list[dict[str, Any]]:
-    """Upstream's metrics-server Service and APIService, with the endpoint slice a selectorless
-    Service needs (the server runs as a process of the test, not as a pod)."""
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "metrics-server", "namespace": "kube-system"},
-            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]},
-        },
-        {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": "metrics-server-1",
-                "namespace": "kube-system",
-                "labels": {"kubernetes.io/service-name": "metrics-server"},
-            },
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
-            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
-        },
-        {
-            "apiVersion": "apiregistration.k8s.io/v1",
-            "kind": "APIService",
-            "metadata": {"name": "v1beta1.metrics.k8s.io"},
-            "spec": {
-                "group": "metrics.k8s.io",
-                "version": "v1beta1",
-                "groupPriorityMinimum": 100,
-                "versionPriority": 100,
-                "insecureSkipTLSVerify": True,
-                "service": {"name": "metrics-server", "namespace": "kube-system"},
-            },
-        },
-    ]
-
-
 @pytest.fixture(scope="module")
 def cluster(
     server: ServerProcess, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     """Two hollow nodes, two pods on the first, the metrics-server registered and serving."""
     work = tmp_path_factory.mktemp("top")
-    ca = CertificateAuthority.create("hollow-kubelet-ca")
-    cert, key = ca.issue("hollow-kubelet", server=True, ip_addresses=["127.0.0.1"]).write(
-        work, "kubelet"
+    hollow = hollow_kubelets(
+        server,
+        work,
+        2,
+        "--node-usage",
+        "cpu=100m,memory=512Mi",
+        "--container-usage",
+        "cpu=10m,memory=16Mi",
     )
-    (work / "kubelet-ca.crt").write_bytes(ca.cert_pem)
-    kubeconfig = str(server.kubeconfig)
-    hollow = Process(
-        [
-            "hollow-nodes",
-            "--kubeconfig",
-            kubeconfig,
-            "--count",
-            "2",
-            "--kubelet-address",
-            "127.0.0.1",
-            "--tls-cert-file",
-            str(cert),
-            "--tls-private-key-file",
-            str(key),
-            "--client-ca-file",
-            str(server.data_dir / "pki" / "ca.crt"),
-            "--node-usage",
-            "cpu=100m,memory=512Mi",
-            "--container-usage",
-            "cpu=10m,memory=16Mi",
-        ],
-        "2 nodes ready",
-        work / "hollow.log",
-    )
-    address = host_address()
     metrics = None
     try:
-        metrics = Process(
-            [
-                "metrics-server",
-                "--kubeconfig",
-                kubeconfig,
-                "--bind-address",
-                address,
-                "--secure-port",
-                "0",
-                "--metric-resolution",
-                "1s",
-                "--kubelet-preferred-address-types",
-                "InternalIP",
-                "--kubelet-certificate-authority",
-                str(work / "kubelet-ca.crt"),
-            ],
-            r"serving on port \d+",
-            work / "metrics-server.log",
-        )
-        port = int(metrics.line.rsplit(" ", 1)[1])
+        metrics, address, port = metrics_server(server, work, "1s")
         documents = [
             _pod("web", "hollow-node-0", {"app": {"cpu": "250m", "memory": "64Mi"}}),
             _pod("worker", "hollow-node-0", None),
-            *_registration(address, port),
+            *registration(address, port),
         ]
         listed = {"apiVersion": "v1", "kind": "List", "items": documents}
         kubectl.run("create", "-f", "-", input=json.dumps(listed), namespaced=False)

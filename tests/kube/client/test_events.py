@@ -285,6 +285,29 @@ async def test_names_are_unique_when_the_clock_stands_still(
     assert len({e.metadata.name for e in sink.stored()}) == 5
 
 
+async def test_recorders_for_components_share_one_sender(
+    recorder: EventRecorder, sink: FakeEvents
+) -> None:
+    """As the controller-manager's controllers: each names its own source, one task sends,
+    names stay unique across them, and closing the first closes them all."""
+    deployments = recorder.for_component("deployment-controller")
+    autoscaler = recorder.for_component("horizontal-pod-autoscaler")
+    for which in (recorder, deployments, autoscaler, deployments):
+        which.event(pod(), "Normal", "ScalingReplicaSet", "Scaled up")
+    await autoscaler.flush()
+    sources = [e.source.component or "" for e in sink.stored() if e.source]
+    assert sorted(sources) == [
+        "default-scheduler",
+        "deployment-controller",
+        "horizontal-pod-autoscaler",
+    ]
+    counts = {e.source.component: e.count for e in sink.stored() if e.source}
+    assert counts["deployment-controller"] == 2
+    await recorder.close()
+    autoscaler.event(pod(), "Normal", "Late", "after close")
+    assert sink.calls == ["create", "create", "create", "patch"]
+
+
 # The spam filter.
 
 
