@@ -101,11 +101,14 @@ def test_a_broken_worker_is_diagnosed_and_fix_repairs_the_safe_ones(
                 f"ip route replace default via {gateway} dev eth0",
             )
         )
+        # Written back rather than renamed back: containerd 1.6 reloads its CNI configuration
+        # when a file in the directory is written, and stays "cni plugin not initialized"
+        # after the file is only renamed back in (found when the node stayed NotReady).
         stack.enter_context(
             broken(
                 lab,
                 f"mkdir -p {conf_dir}.away && mv {conf_dir}/* {conf_dir}.away/",
-                f"mv {conf_dir}.away/* {conf_dir}/ && rmdir {conf_dir}.away",
+                f"cp {conf_dir}.away/* {conf_dir}/ && rm -r {conf_dir}.away",
             )
         )
         stack.enter_context(
@@ -154,5 +157,8 @@ def test_a_broken_worker_is_diagnosed_and_fix_repairs_the_safe_ones(
         assert node_sh(lab, "sysctl -n net.ipv4.ip_forward") == "1"
         assert node_sh(lab, "sysctl -n net.ipv4.conf.all.rp_filter") == "2"
         assert STALE_CHAIN not in node_sh(lab, "iptables-legacy-save -t nat")
+    lab.kubectl.run(
+        "wait", "--for=condition=Ready", f"node/{WORKER}", "--timeout=60s", namespaced=False
+    )
     code, checks, _ = doctor(lab)
     assert code == 0, {n: c["evidence"] for n, c in checks.items() if c["status"] == "fail"}

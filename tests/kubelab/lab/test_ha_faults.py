@@ -64,6 +64,7 @@ plus up to 120 % jitter, so it sees the holder's last renewal up to one such per
 counts the lease duration from then, and takes the lease at its next try."""
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.long,
     pytest.mark.privileged,
     pytest.mark.containerd,
     pytest.mark.etcd,

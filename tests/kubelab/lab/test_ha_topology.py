@@ -24,6 +24,7 @@ BUSYBOX = "busybox"
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.long,
     pytest.mark.privileged,
     pytest.mark.etcd,
     pytest.mark.containerd,

@@ -26,6 +26,7 @@ from tests.servers import Kubectl
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.long,
     pytest.mark.privileged,
     pytest.mark.containerd,
     pytest.mark.timeout(UP_TIMEOUT + 300),

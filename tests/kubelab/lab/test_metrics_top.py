@@ -27,9 +27,10 @@ MI = 1024 * 1024
 WAIT = 60.0
 MEMORY_DRIFT = 8 * MI
 """How far an idle container's working set may move in a scrape window (15 s)."""
-MACHINE_DRIFT = 0.05
+MACHINE_DRIFT = 0.2
 """How far, as a fraction, a node's may: a lab node's usage is the whole machine's (the root
-cgroup, as upstream's), and the machine runs more than the lab."""
+cgroup, as upstream's), and the machine runs more than the lab: in CI it fell by 1 GiB (15%)
+within a scrape window while the lab before this one was taken down."""
 
 
 def _top(kubectl: Kubectl, *args: str, namespaced: bool = True) -> list[list[str]]:
