@@ -36,9 +36,10 @@ async def test_a_silent_component_times_out() -> None:
     async def silent(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(writer)
 
-    server = await asyncio.start_server(silent, "127.0.0.1", 47312)
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
     async with server:
-        url = "http://127.0.0.1:47312/healthz"
+        url = f"http://127.0.0.1:{port}/healthz"
         status, message, error = await HTTPProbe(url, timeout=0.1).check()
         for writer in connections:
             writer.close()
