@@ -181,6 +181,10 @@ def test_pod_to_a_cluster_ip(traced: NodeLab, capsys: pytest.CaptureFixture[str]
     traced_rules = mode.proxy_mode != "userspace" and mode.iptables_backend != "libiptc"
 
     def names_the_endpoint(found: dict[str, Any]) -> bool:
+        """The chosen endpoint is known (from conntrack) and, where rules are traced, the
+        endpoint's rule was seen: right after the pods come up either may come late."""
+        if mode.proxy_mode != "userspace" and not found["endpoint"]:
+            return False
         return not traced_rules or any(o.startswith("endpoint ") for o in origins(found))
 
     found = trace(
@@ -218,8 +222,10 @@ def test_client_to_a_node_port_and_to_a_load_balancer(
     found = trace(traced, capsys, "client", f"nodeport/node1:{NODE_PORT}")
     assert found["verdict"] == "answered" and found["endpoint"] == endpoint
     # The router bridges the client's packet to node1 (seen there if its bridge passes it
-    # through netfilter), then routes node1's to node2.
-    assert [h for h in hops(found) if h != "router"] == [
+    # through netfilter), then routes node1's to node2.  Hops after the pod are the answer's
+    # way back (node2 again, when its monitor caught the SYN-ACK).
+    to_pod = hops(found)[: hops(found).index(f"pod {NAMESPACE}/c") + 1]
+    assert [h for h in to_pod if h != "router"] == [
         "client",
         "node1",
         "node2",

@@ -27,10 +27,11 @@ MI = 1024 * 1024
 WAIT = 60.0
 MEMORY_DRIFT = 8 * MI
 """How far an idle container's working set may move in a scrape window (15 s)."""
-MACHINE_DRIFT = 0.2
+MACHINE_DRIFT = 0.05
 """How far, as a fraction, a node's may: a lab node's usage is the whole machine's (the root
-cgroup, as upstream's), and the machine runs more than the lab: in CI it fell by 1 GiB (15%)
-within a scrape window while the lab before this one was taken down."""
+cgroup, as upstream's), and the machine runs more than the lab.  While the lab before this
+one is still being taken down it falls by a gigabyte (20%) between two scrapes, so the nodes
+are compared again until the machine settles (``WAIT``)."""
 
 
 def _top(kubectl: Kubectl, *args: str, namespaced: bool = True) -> list[list[str]]:
@@ -71,19 +72,33 @@ def test_top_nodes_and_pods_agree_with_the_kubelets(lab_kubectl: Kubectl) -> Non
     node = kubectl.json("get", "pod", "idle")["spec"]["nodeName"]
     names = kubectl.run("get", "nodes", "-o", "name", namespaced=False).stdout.split()
 
-    before = {
-        name.removeprefix("node/"): _summary(kubectl, name.removeprefix("node/")) for name in names
-    }
-    rows = {row[0]: row for row in _top(kubectl, "nodes", namespaced=False)}
-    pods = _top(kubectl, "pod", "idle", "--containers")
-    after = {name: _summary(kubectl, name) for name in before}
-
-    assert sorted(rows) == sorted(before)
-    for name, row in rows.items():
+    deadline = time.monotonic() + WAIT
+    while True:
+        before = {
+            n.removeprefix("node/"): _summary(kubectl, n.removeprefix("node/")) for n in names
+        }
+        rows = {row[0]: row for row in _top(kubectl, "nodes", namespaced=False)}
+        pods = _top(kubectl, "pod", "idle", "--containers")
+        after = {name: _summary(kubectl, name) for name in before}
+        assert sorted(rows) == sorted(before)
+        apart = {
+            name: (row, working_sets)
+            for name, row in rows.items()
+            if not _within(
+                row[3],
+                working_sets := [
+                    s[name]["node"]["memory"]["workingSetBytes"] for s in (before, after)
+                ],
+                MACHINE_DRIFT,
+            )
+        }
+        if not apart:
+            break
+        assert time.monotonic() < deadline, apart
+        time.sleep(5)
+    for row in rows.values():
         assert re.fullmatch(r"\d+m", row[1]) and re.fullmatch(r"\d+%", row[2]), row
         assert re.fullmatch(r"\d+%", row[4]), row
-        working_sets = [s[name]["node"]["memory"]["workingSetBytes"] for s in (before, after)]
-        assert _within(row[3], working_sets, MACHINE_DRIFT), (row, working_sets)
 
     (pod_row,) = pods
     assert pod_row[:2] == ["idle", "idle"] and re.fullmatch(r"\d+m", pod_row[2]), pod_row
