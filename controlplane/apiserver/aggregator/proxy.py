@@ -92,6 +92,9 @@ class Aggregator:
         self.discovered: dict[tuple[str, str], dict[str, Any]] = {}
         """The last APIResourceList each available extension group/version answered."""
         self._session: aiohttp.ClientSession | None = None
+        self._contexts: dict[tuple[bytes | None, bool], ssl.SSLContext] = {}
+        """TLS contexts by (caBundle, verify): made once, since making one reads the system
+        CAs and writes the key to a file, and aiohttp pools connections by context."""
 
     def remote(self, group: str, version: str) -> APIService | None:
         """The APIService of ``group/version`` if an extension server answers it."""
@@ -158,15 +161,20 @@ class Aggregator:
     def _context(self, service: APIService) -> ssl.SSLContext:
         spec = service.spec
         assert spec is not None
-        try:
-            return pki.client_ssl_context(
-                spec.ca_bundle or None,
-                self.identity.cert_pem if self.identity else None,
-                self.identity.key_pem if self.identity else None,
-                verify=not spec.insecure_skip_tls_verify,
-            )
-        except (ssl.SSLError, ValueError) as error:
-            raise Unreachable(f"invalid caBundle: {error}") from None
+        key = (spec.ca_bundle or None, not spec.insecure_skip_tls_verify)
+        context = self._contexts.get(key)
+        if context is None:
+            try:
+                context = pki.client_ssl_context(
+                    key[0],
+                    self.identity.cert_pem if self.identity else None,
+                    self.identity.key_pem if self.identity else None,
+                    verify=key[1],
+                )
+            except (ssl.SSLError, ValueError) as error:
+                raise Unreachable(f"invalid caBundle: {error}") from None
+            self._contexts[key] = context
+        return context
 
     async def _target(self, service: APIService, path_qs: str) -> tuple[str, str, ssl.SSLContext]:
         """The URL to ask, the TLS server name, and the TLS context."""
