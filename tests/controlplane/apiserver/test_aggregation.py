@@ -485,11 +485,17 @@ def test_websocket_upgrades_are_relayed(apiserver: ServerProcess, wardle: Extens
             session.ws_connect(url, protocols=["v5.channel.k8s.io"], ssl=context) as socket,
         ):
             assert socket.protocol == "v5.channel.k8s.io"
+            connection = socket.get_extra_info("socket")
             got: list[str | bytes] = [(await socket.receive()).data]
             for frame in (b"\x01out", b"\x02err"):
                 await socket.send_bytes(frame)
                 got.append((await socket.receive()).data)
-            return got
+        # A TLS connection closes after the server answers its close_notify; the loop must
+        # not end before that, or the socket is left open (a ResourceWarning in a later test).
+        async with asyncio.timeout(10):
+            while connection.fileno() != -1:  # noqa: ASYNC110 (the loop signals nothing)
+                await asyncio.sleep(0.01)
+        return got
 
     assert asyncio.run(converse()) == ["hello kubernetes-admin", b"\x01out", b"\x02err"]
 
