@@ -16,6 +16,15 @@ one declaration of a field carries everything the rest of the system derives fro
   message in ``PROTO_EMBEDDED``.  The codec in ``controlplane.apiserver.protobuf`` derives each
   field's wire type from its Python type.
 
+JSON carries fields in declaration order, as upstream's Go encoder does.  A Go struct inlined
+into another (``json:",inline"``) is a base class here, and msgspec lays a class's fields out
+after its bases' — except that keyword-only fields (a class declared ``kw_only=True``; the
+option is not inherited) come after every positional one.  So a struct that upstream inlines
+after fields of the embedding struct (``Volume{Name; VolumeSource}``) is declared keyword-only,
+and the embedder's own fields lead; fields that upstream declares after the inlined ones are
+declared keyword-only too, in a subclass of the class that declares the leading ones
+(``PersistentVolumeSpec{Capacity; PersistentVolumeSource; AccessModes...}``).
+
 Every field defaults to ``None`` so that decoding never stops at a missing field: the generic
 walker in ``kube.api.walk`` reports all missing and invalid fields at once, with paths, as the
 API server must.  Rules a field annotation cannot express live in two optional hook methods of
