@@ -48,14 +48,16 @@ the macros ``all``, ``exists``, ``exists_one``, ``map``, ``filter``; celpy's sta
 timestamp accessors (``getFullYear``, ``getHours``, ...); ``dyn()``; and the cheap Kubernetes
 extensions added here: on strings ``lowerAscii``, ``upperAscii``, ``trim``, ``replace``,
 ``split``, ``substring``, ``charAt``, ``indexOf``, ``lastIndexOf``; on lists ``join``,
-``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``.
+``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``; the quantity library
+(``quantity``, ``isQuantity`` and a quantity's methods) and the semver library
+(``controlplane.apiserver.crd.celsemver``: ``semver``, ``isSemver``, a version's methods).
 
 Static type checking (ValidatingAdmissionPolicy ``status.typeChecking``) is
 ``controlplane.apiserver.crd.celcheck``'s, over the syntax trees ``parse`` makes.
 
 Not done: static typing of CRD rules (a rule comparing an int with a string fails when
 evaluated, not when the CRD is written), heterogeneous numeric equality
-(``1 == 1.0`` is an error in celpy), the other Kubernetes libraries (``semver``, ``url``, ``ip``,
+(``1 == 1.0`` is an error in celpy), the other Kubernetes libraries (``url``, ``ip``,
 ``cidr``, ``format``, regex ``find``, optionals and ``optionalOldSelf``), cost estimation, the
 ``apiVersion``/``kind``/``metadata`` of a root ``self``, and validation ratcheting.
 """
@@ -77,6 +79,7 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError, base_functions
 
 from controlplane.apiserver.auth import Authorizer, User
+from controlplane.apiserver.crd import celsemver
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from kube.api import expressions
 from kube.api.errors import ErrorList, ErrorType, Path
@@ -769,13 +772,23 @@ QUANTITY_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "asApproximateFloat": lambda q: celtypes.DoubleType(float(_quantity_arg(q).as_fraction())),
     "add": lambda q, other: QuantityValue(_quantity_arg(q) + _operand(other)),
     "sub": lambda q, other: QuantityValue(_quantity_arg(q) - _operand(other)),
-    "isLessThan": lambda a, b: celtypes.BoolType(_compare_quantities(a, b) < 0),
-    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare_quantities(a, b) > 0),
-    "compareTo": lambda a, b: celtypes.IntType(_compare_quantities(a, b)),
 }
 """``quantity(string)``, ``isQuantity(string)``, and on a quantity ``sign``, ``isInteger``,
-``asInteger``, ``asApproximateFloat``, ``add`` and ``sub`` (a quantity or an int),
-``isLessThan``, ``isGreaterThan``, ``compareTo``."""
+``asInteger``, ``asApproximateFloat``, ``add`` and ``sub`` (a quantity or an int)."""
+
+
+def _compare(a: Any, b: Any) -> int:
+    """Two quantities or two versions (``celsemver``) compared, by the kind of the first."""
+    return celsemver.compare(a, b) if isinstance(a, celsemver.Semver) else _compare_quantities(a, b)
+
+
+COMPARISONS: dict[str, Callable[..., Any]] = {
+    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b) < 0),
+    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b) > 0),
+    "compareTo": lambda a, b: celtypes.IntType(_compare(a, b)),
+}
+"""The methods the quantity and semver libraries share: ``isLessThan``, ``isGreaterThan``,
+``compareTo``."""
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -800,8 +813,11 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": _extreme(lambda a, b: a < b, "min"),
     "max": _extreme(lambda a, b: a > b, "max"),
     **QUANTITY_FUNCTIONS,
+    **celsemver.FUNCTIONS,
+    **COMPARISONS,
 }
-"""The functions rules may call: celpy's standard library and the extensions above."""
+"""The functions every expression may call: celpy's standard library, the extensions above
+and Kubernetes' semver library (upstream's base environment has it since 1.33)."""
 
 RULES = Declarations(frozenset({SELF, OLD_SELF}), FUNCTIONS)
 """CRD validation rules: ``self`` and ``oldSelf``."""

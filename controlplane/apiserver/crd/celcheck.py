@@ -145,6 +145,7 @@ _TIME_PARTS = (
 )  # fmt: skip
 _DURATION_PARTS = ("getHours", "getMinutes", "getSeconds", "getMilliseconds")
 _QUANTITY = "kubernetes.Quantity"
+_SEMVER = "kubernetes.Semver"
 _AUTHZ = "kubernetes.authorization"
 
 SIGNATURES: dict[str, tuple[Signature, ...]] = {
@@ -230,9 +231,17 @@ SIGNATURES: dict[str, tuple[Signature, ...]] = {
     "sub": _signatures(
         f"{_QUANTITY}.({_QUANTITY}) -> {_QUANTITY}", f"{_QUANTITY}.(int) -> {_QUANTITY}"
     ),
-    "isLessThan": _signatures(f"{_QUANTITY}.({_QUANTITY}) -> bool"),
-    "isGreaterThan": _signatures(f"{_QUANTITY}.({_QUANTITY}) -> bool"),
-    "compareTo": _signatures(f"{_QUANTITY}.({_QUANTITY}) -> int"),
+    **{
+        name: _signatures(*(f"{t}.({t}) -> {result}" for t in (_QUANTITY, _SEMVER)))
+        for name, result in (
+            ("isLessThan", "bool"),
+            ("isGreaterThan", "bool"),
+            ("compareTo", "int"),
+        )
+    },
+    "semver": _signatures(f"(string) -> {_SEMVER}", f"(string, bool) -> {_SEMVER}"),
+    "isSemver": _signatures("(string) -> bool", "(string, bool) -> bool"),
+    **{part: _signatures(f"{_SEMVER}.() -> int") for part in ("major", "minor", "patch")},
     "path": _signatures(f"{_AUTHZ}.Authorizer.(string) -> {_AUTHZ}.PathCheck"),
     "group": _signatures(f"{_AUTHZ}.Authorizer.(string) -> {_AUTHZ}.GroupCheck"),
     "serviceAccount": _signatures(f"{_AUTHZ}.Authorizer.(string, string) -> {_AUTHZ}.Authorizer"),
