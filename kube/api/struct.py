@@ -119,6 +119,9 @@ class ProtoField(msgspec.Struct, frozen=True, kw_only=True):
     omitempty: bool = False
     # The Go field is []byte, which JSON carries as base64 text; the declaration keeps the text.
     base64: bool = False
+    # The Go field is a named []string that upstream's protobuf makes a message of its own,
+    # its items at 1 (meta/v1 ``Verbs``); JSON carries the plain list.
+    wrapped: bool = False
 
 
 class Embedded(msgspec.Struct, frozen=True):
@@ -161,6 +164,7 @@ def meta(
     int64: bool = False,
     omitempty: bool = False,
     base64: bool = False,
+    wrapped: bool = False,
     doc: str | None = None,
 ) -> msgspec.Meta:
     """Annotate a field: ``name: Annotated[str | None, meta(required=True)] = None``.
@@ -191,7 +195,7 @@ def meta(
     extra: dict[str, Any] = {} if info == NO_META else {_META_KEY: info}
     if proto is not None:
         extra[_PROTO_KEY] = ProtoField(
-            number=proto, int64=int64, omitempty=omitempty, base64=base64
+            number=proto, int64=int64, omitempty=omitempty, base64=base64, wrapped=wrapped
         )
     return msgspec.Meta(description=doc, extra=extra)
 
