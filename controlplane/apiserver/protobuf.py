@@ -27,27 +27,29 @@ knows which encoding arrived.
 always, map entries sorted by key): kubectl's bodies come back byte for byte, which is how the
 tests hold the declarations to upstream's numbers.  It also writes the server's answers when a
 client prefers protobuf (client-go's typed clients: the controller-manager, the kubelet,
-kubectl's generator commands and describe): objects, their lists, meta/v1 Status and
-PartialObjectMetadata, and, each framed by ``watch_frame``, watch events.
+kubectl's generator commands and describe): objects, their lists, meta/v1 Status,
+PartialObjectMetadata and the legacy discovery documents (``/api``, ``/apis``, ``/apis/G``,
+``/apis/G/V``), and, each framed by ``watch_frame``, watch events.
 
 The tables.  Every field number is declared once, on the field, beside its type
 (``meta(proto=N)``, see ``kube.api.struct``); ``tables()`` derives the messages and kinds from
 those declarations on first use (the first protobuf request, not the server's start: reading
 every kind's type hints takes a good part of a second).  A kind has a message when all of its
-own fields carry a number (``metadata`` alone does not count); then every struct it reaches
-must number all of its fields, or building the tables fails naming the field.  Its list
-(``PodList``) is ``ResourceList``'s numbered fields with items of the kind's message; Status
-and PartialObjectMetadata(List) are numbered in ``kube.api.meta_v1``.  The wire type of
-a field comes from its Python type: ``str``/``int``/``bool``/``float`` are string/int32 (int64
-when declared so)/bool/double; ``datetime`` is ``Time``; a field declared with the quantity
-format is ``Quantity``; ``int | str`` is ``IntOrString``; ``int | float`` is a double (a JSON
-number: a whole one decodes as an int, as Go writes it); free-form JSON is ``FieldsV1`` (the
-JSON bytes in field 1, as apiextensions' ``JSON`` too); a ``str`` declared ``base64`` is
-``bytes``; ``dict[str, T]`` is a map, and ``dict[str, list[str]]`` a map of ``ExtraValue``; a
-struct is the message of the same name.  A ``str`` declared with the micro-time format is
+own fields carry a number (``metadata`` alone does not count); then every struct it reaches must
+number all of its fields, or building the tables fails naming the field.  Its list (``PodList``)
+is ``ResourceList``'s numbered fields with items of the kind's message; Status,
+PartialObjectMetadata(List) and the discovery documents are numbered in ``kube.api.meta_v1``.
+The wire type of a field comes from its Python type: ``str``/``int``/``bool``/``float`` are
+string/int32 (int64 when declared so)/bool/double; ``datetime`` is ``Time``; a field declared
+with the quantity format is ``Quantity``; ``int | str`` is ``IntOrString``; ``int | float`` is a
+double (a JSON number: a whole one decodes as an int, as Go writes it); free-form JSON is
+``FieldsV1`` (the JSON bytes in field 1, as apiextensions' ``JSON`` too); a ``str`` declared
+``base64`` is ``bytes``; ``dict[str, T]`` is a map, and ``dict[str, list[str]]`` a map of
+``ExtraValue`` (a message of the strings at 1, which a list of strings declared ``wrapped`` also
+is); a struct is the message of the same name.  A ``str`` declared with the micro-time format is
 ``MicroTime``: ``Time``'s message, its nanos written and read to the microsecond
-(``2024-01-01T00:00:00.123456Z``).  Any other union of two types (a bool or a list among
-them) is a message of its two alternatives, at 1 and 2 in the order declared, as upstream's
+(``2024-01-01T00:00:00.123456Z``).  Any other union of two types (a bool or a list among them)
+is a message of its two alternatives, at 1 and 2 in the order declared, as upstream's
 ``JSONSchemaPropsOrBool``, ``JSONSchemaPropsOrArray`` and ``JSONSchemaPropsOrStringArray``: its
 JSON is the alternative set (a non-empty list, else a message, else the bool), and the bool, a
 Go value field, is always written (true beside a schema, which allows).
@@ -95,6 +97,10 @@ import msgspec
 from msgspec import inspect as mi
 
 from kube.api.meta_v1 import (
+    APIGroup,
+    APIGroupList,
+    APIResourceList,
+    APIVersions,
     PartialObjectMetadata,
     PartialObjectMetadataList,
     Resource,
@@ -691,6 +697,8 @@ class _Tables:
 
     def field(self, f: mi.Field, number: ProtoField, where: str) -> Field:
         t, _ = _strip(f.type)
+        if number.wrapped:  # a message {1: items}, as upstream's ExtraValue
+            return (f.encode_name, "ExtraValue", "keep")
         if isinstance(t, mi.ListType):
             return (f.encode_name, self.type(t.item_type, number, where), "list")
         kind = self.type(f.type, number, where)
@@ -777,9 +785,17 @@ def _protobuf_kinds() -> Iterator[type[Resource]]:
             yield info.cls
 
 
-_META_KINDS: Final = (Status, PartialObjectMetadata, PartialObjectMetadataList)
-"""meta.k8s.io's kinds the server answers with: numbered in ``kube.api.meta_v1`` as upstream's
-meta/v1 generated.proto."""
+META_KINDS: Final = (
+    Status,
+    PartialObjectMetadata,
+    PartialObjectMetadataList,
+    APIVersions,
+    APIGroupList,
+    APIGroup,
+    APIResourceList,
+)
+"""meta/v1's kinds the server answers with (Status, PartialObjectMetadata, the legacy
+discovery documents): numbered in ``kube.api.meta_v1`` as upstream's meta/v1 generated.proto."""
 
 
 def _list_table(item: str) -> dict[int, Field]:
@@ -816,7 +832,7 @@ def tables() -> Tables:
         if "list" in cls.kind_info.verbs:  # reviews and requests have no lists upstream
             lists[f"{name}List"] = _list_table(name)
             kinds[(cls.API_VERSION, cls.kind_info.list_kind)] = f"{name}List"
-    for meta_kind in _META_KINDS:
+    for meta_kind in META_KINDS:
         tree = type_tree(meta_kind)
         assert isinstance(tree, mi.StructType)
         kinds[(meta_kind.API_VERSION, meta_kind.KIND)] = building.message(tree)
@@ -828,7 +844,8 @@ def tables() -> Tables:
 
 def has_message(api_version: str, kind: str) -> bool:
     """Whether objects of this kind travel as protobuf here (built-in kinds, their lists,
-    Status and PartialObjectMetadata; not custom resources, Table or discovery documents)."""
+    Status, PartialObjectMetadata and the legacy discovery documents; not custom resources,
+    Table or aggregated discovery)."""
     return (api_version, kind) in tables().kinds
 
 

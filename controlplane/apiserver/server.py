@@ -61,6 +61,7 @@ from controlplane.apiserver.endpoints.handlers import (
     Request,
     ResourceHandler,
     json_response,
+    respond,
     status_response,
 )
 from controlplane.apiserver.endpoints.openapi import OpenAPIDocuments
@@ -661,34 +662,32 @@ class APIServer:
         if path == "/metrics":
             return web.Response(text=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
         if path == "/api":
-            output = negotiation.choose(accept, discovery=True)
+            output = negotiation.choose(accept, protobuf=_always, discovery=True)
             if output.as_ == negotiation.DISCOVERY:
                 return _discovery_response(
                     discovery.aggregated(self.kinds(), True, self.aggregation())
                 )
-            return json_response(
-                discovery.api_versions(f"{_host(self.config.advertise)}:{self.port}")
-            )
+            address = f"{_host(self.config.advertise)}:{self.port}"
+            return respond(discovery.api_versions(address), 200, output)
         if path == "/apis":
-            output = negotiation.choose(accept, discovery=True)
+            output = negotiation.choose(accept, protobuf=_always, discovery=True)
             if output.as_ == negotiation.DISCOVERY:
                 return _discovery_response(
                     discovery.aggregated(self.kinds(), False, self.aggregation())
                 )
-            return json_response(discovery.api_group_list(self.kinds(), self.aggregation()))
+            groups = discovery.api_group_list(self.kinds(), self.aggregation())
+            return respond(groups, 200, output)
         if path.startswith("/openapi/"):
             return self.openapi.respond(request, path)
         if info.api_prefix == "apis" and not info.version:
             group = path.split("/")[2] if path.count("/") == 2 else ""
             found = discovery.api_group(self.kinds(), group, self.aggregation())
             if found is not None:
-                negotiation.choose(accept)  # discovery is JSON here: 406 if not acceptable
-                return json_response(found)
+                return respond(found, 200, _legacy_discovery(accept))
         if info.api_prefix and info.version:
             resources = discovery.api_resource_list(self.kinds(), info.group, info.version)
             if resources.resources:
-                negotiation.choose(accept)
-                return json_response(resources)
+                return respond(resources, 200, _legacy_discovery(accept))
         if path == "/":
             return json_response(
                 {
@@ -861,6 +860,17 @@ def _request_details(user: auth.User, info: RequestInfo) -> dict[str, str]:
         "Resource": info.resource,
         "SubResource": info.subresource,
     }
+
+
+def _always() -> bool:
+    """The legacy discovery documents have protobuf messages (meta/v1's)."""
+    return True
+
+
+def _legacy_discovery(accept: str | None) -> negotiation.Output:
+    """How to answer for a group or a group/version: JSON, YAML or protobuf, no
+    transformation (upstream's default endpoint restrictions)."""
+    return negotiation.choose(accept, protobuf=_always, transforms=False)
 
 
 def _discovery_response(document: Any) -> web.Response:

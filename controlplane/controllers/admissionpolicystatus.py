@@ -11,24 +11,24 @@ the expression and whose ``warning`` is upstream's text, one ``<group>/<version>
 <cel-go issues>`` line group per kind. As upstream's ``TypeChecker.CheckContext``, only
 validations are reported: auditAnnotations, matchConditions and variables get no warnings.
 
-What is checked is what ``cel.type_issues`` checks: every field selection and index down from
-``object``, ``oldObject`` and ``params`` against the schemas (cel-go's ``undefined field``),
-and operators applied to primitive types they have no overload for (cel-go's ``found no
-matching overload``).  The CEL library in use (celpy) has no type checker: that inference is
-ours and covers literals, typed fields and operators over them; what it cannot type is
-dynamic, so the rest of cel-go's checks (macro variables, function arguments, a validation
-that is not a bool) are not made here.
+What is checked is what ``celcheck.type_issues`` checks, as cel-go's checker: field selections
+down from ``object``, ``oldObject`` and ``params`` against the schemas and from ``variables``
+against the policy's variables (``undefined field``), and the types of operators', functions'
+and methods' arguments, macros' variables included (``found no matching overload``).  As
+upstream's checker (which takes any result type: it is when a policy is written that upstream
+requires a validation to be a bool), a validation of another type is no warning.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import msgspec
 
-from controlplane.apiserver.crd import cel
+from controlplane.apiserver.crd import celcheck
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller
 from controlplane.controllers.discovery import resource_list
@@ -71,15 +71,17 @@ def expressions(spec: ValidatingAdmissionPolicySpec) -> list[tuple[str, str]]:
 
 def warnings(
     spec: ValidatingAdmissionPolicySpec,
-    kinds: Mapping[Kind, cel.TypedRoots],
+    kinds: Mapping[Kind, celcheck.TypedRoots],
 ) -> list[ExpressionWarning]:
     """The expression warnings of ``spec`` against each matched kind's typed roots."""
+    variables = [(v.name or "", v.expression or "") for v in spec.variables or ()]
     found: list[ExpressionWarning] = []
     for field_ref, text in expressions(spec):
         per_kind = [
             f"{gvk_string(kind)}: {issues}"
             for kind, typed in kinds.items()
-            if (issues := cel.type_issues(text, typed)) is not None
+            if (issues := celcheck.type_issues(text, replace(typed, variables=variables)))
+            is not None
         ]
         if per_kind:
             found.append(ExpressionWarning(field_ref=field_ref, warning="\n".join(per_kind)))
@@ -111,7 +113,7 @@ class SchemaResolver:
             return None
         return loaded
 
-    async def typed(self, kind: Kind, params: Kind | None) -> cel.TypedRoots | None:
+    async def typed(self, kind: Kind, params: Kind | None) -> celcheck.TypedRoots | None:
         """``object``/``oldObject`` typed as ``kind`` and ``params`` as ``params``' kind."""
         components: dict[str, Schema] = {}
         roots: dict[str, Schema | None] = {}
@@ -127,7 +129,7 @@ class SchemaResolver:
         if roots.get("object") is None:
             return None
         roots["oldObject"] = roots["object"]
-        return cel.TypedRoots(roots, components)
+        return celcheck.TypedRoots(roots, components)
 
 
 def _kind_schema(schemas: Mapping[str, Schema], kind: Kind) -> Schema | None:
@@ -166,13 +168,13 @@ class AdmissionPolicyStatusController(Controller):
         )
         await self.ctx.client.update_status(updated)
 
-    async def _kinds(self, spec: ValidatingAdmissionPolicySpec) -> dict[Kind, cel.TypedRoots]:
+    async def _kinds(self, spec: ValidatingAdmissionPolicySpec) -> dict[Kind, celcheck.TypedRoots]:
         """The typed roots of each kind the policy's rules name exactly."""
         params: Kind | None = None
         if spec.param_kind is not None and spec.param_kind.api_version and spec.param_kind.kind:
             group, _, version = spec.param_kind.api_version.rpartition("/")
             params = (group, version, spec.param_kind.kind)
-        kinds: dict[Kind, cel.TypedRoots] = {}
+        kinds: dict[Kind, celcheck.TypedRoots] = {}
         constraints = spec.match_constraints
         for rule in (constraints.resource_rules if constraints else None) or ():
             for group in rule.api_groups or ():

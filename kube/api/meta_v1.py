@@ -368,60 +368,69 @@ class Table(ServerKind, kw_only=True):
 
 
 class GroupVersionForDiscovery(Struct):
-    group_version: str
-    version: str
+    group_version: Annotated[str, meta(proto=1)]
+    version: Annotated[str, meta(proto=2)]
 
 
 class ServerAddressByClientCIDR(Struct):
-    client_cidr: str = msgspec.field(name="clientCIDR")
-    server_address: str
+    client_cidr: Annotated[str, meta(proto=1)] = msgspec.field(name="clientCIDR")
+    server_address: Annotated[str, meta(proto=2)]
 
 
 class APIVersions(ServerKind, kw_only=True):
     API_VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "APIVersions"
 
-    versions: list[str]
-    server_address_by_client_cidrs: list[ServerAddressByClientCIDR] = msgspec.field(
-        name="serverAddressByClientCIDRs"
+    versions: Annotated[list[str], meta(proto=1)]
+    server_address_by_client_cidrs: Annotated[list[ServerAddressByClientCIDR], meta(proto=2)] = (
+        msgspec.field(name="serverAddressByClientCIDRs")
     )
 
 
-class APIGroup(ServerKind, kw_only=True):
+class APIGroup(TypeMeta, kw_only=True):
+    """A group and its versions: typed (``typed()``) when it is the document (``/apis/G``),
+    not as an item of an APIGroupList, as upstream writes them."""
+
     API_VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "APIGroup"
 
-    name: str
-    versions: list[GroupVersionForDiscovery]
-    preferred_version: GroupVersionForDiscovery | None = None
+    name: Annotated[str, meta(proto=1)]
+    versions: Annotated[list[GroupVersionForDiscovery], meta(proto=2)]
+    preferred_version: Annotated[GroupVersionForDiscovery | None, meta(proto=3)] = None
+    server_address_by_client_cidrs: Annotated[
+        list[ServerAddressByClientCIDR] | None, meta(proto=4)
+    ] = msgspec.field(default=None, name="serverAddressByClientCIDRs")
 
 
 class APIGroupList(ServerKind, kw_only=True):
     API_VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "APIGroupList"
 
-    groups: list[APIGroup]
+    groups: Annotated[list[APIGroup], meta(proto=1)]
 
 
-class APIResource(Struct):
-    name: str
-    singular_name: str
-    namespaced: bool
-    kind: str
-    verbs: list[str]
-    group: str | None = None
-    version: str | None = None
-    short_names: list[str] | None = None
-    categories: list[str] | None = None
-    storage_version_hash: str | None = None
+class APIResource(Struct, kw_only=True):
+    """A resource of a group/version, its fields in upstream's order (a subresource answering
+    with another group's kind names that group and version)."""
+
+    name: Annotated[str, meta(proto=1)]
+    singular_name: Annotated[str, meta(proto=6)]
+    namespaced: Annotated[bool, meta(proto=2)]
+    group: Annotated[str | None, meta(proto=8, omitempty=True)] = None
+    version: Annotated[str | None, meta(proto=9, omitempty=True)] = None
+    kind: Annotated[str, meta(proto=3)]
+    verbs: Annotated[list[str], meta(proto=4, wrapped=True)]
+    short_names: Annotated[list[str] | None, meta(proto=5)] = None
+    categories: Annotated[list[str] | None, meta(proto=7)] = None
+    storage_version_hash: Annotated[str | None, meta(proto=10, omitempty=True)] = None
 
 
 class APIResourceList(ServerKind, kw_only=True):
     API_VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "APIResourceList"
 
-    group_version: str
-    resources: list[APIResource]
+    group_version: Annotated[str, meta(proto=1)]
+    resources: Annotated[list[APIResource], meta(proto=2)]
 
 
 # Discovery, aggregated form (apidiscovery.k8s.io/v2), which kubectl prefers.

@@ -16,6 +16,15 @@ one declaration of a field carries everything the rest of the system derives fro
   message in ``PROTO_EMBEDDED``.  The codec in ``controlplane.apiserver.protobuf`` derives each
   field's wire type from its Python type.
 
+JSON carries fields in declaration order, as upstream's Go encoder does.  A Go struct inlined
+into another (``json:",inline"``) is a base class here, and msgspec lays a class's fields out
+after its bases' — except that keyword-only fields (a class declared ``kw_only=True``; the
+option is not inherited) come after every positional one.  So a struct that upstream inlines
+after fields of the embedding struct (``Volume{Name; VolumeSource}``) is declared keyword-only,
+and the embedder's own fields lead; fields that upstream declares after the inlined ones are
+declared keyword-only too, in a subclass of the class that declares the leading ones
+(``PersistentVolumeSpec{Capacity; PersistentVolumeSource; AccessModes...}``).
+
 Every field defaults to ``None`` so that decoding never stops at a missing field: the generic
 walker in ``kube.api.walk`` reports all missing and invalid fields at once, with paths, as the
 API server must.  Rules a field annotation cannot express live in two optional hook methods of
@@ -110,6 +119,9 @@ class ProtoField(msgspec.Struct, frozen=True, kw_only=True):
     omitempty: bool = False
     # The Go field is []byte, which JSON carries as base64 text; the declaration keeps the text.
     base64: bool = False
+    # The Go field is a named []string that upstream's protobuf makes a message of its own,
+    # its items at 1 (meta/v1 ``Verbs``); JSON carries the plain list.
+    wrapped: bool = False
 
 
 class Embedded(msgspec.Struct, frozen=True):
@@ -152,6 +164,7 @@ def meta(
     int64: bool = False,
     omitempty: bool = False,
     base64: bool = False,
+    wrapped: bool = False,
     doc: str | None = None,
 ) -> msgspec.Meta:
     """Annotate a field: ``name: Annotated[str | None, meta(required=True)] = None``.
@@ -182,7 +195,7 @@ def meta(
     extra: dict[str, Any] = {} if info == NO_META else {_META_KEY: info}
     if proto is not None:
         extra[_PROTO_KEY] = ProtoField(
-            number=proto, int64=int64, omitempty=omitempty, base64=base64
+            number=proto, int64=int64, omitempty=omitempty, base64=base64, wrapped=wrapped
         )
     return msgspec.Meta(description=doc, extra=extra)
 

@@ -48,19 +48,16 @@ the macros ``all``, ``exists``, ``exists_one``, ``map``, ``filter``; celpy's sta
 timestamp accessors (``getFullYear``, ``getHours``, ...); ``dyn()``; and the cheap Kubernetes
 extensions added here: on strings ``lowerAscii``, ``upperAscii``, ``trim``, ``replace``,
 ``split``, ``substring``, ``charAt``, ``indexOf``, ``lastIndexOf``; on lists ``join``,
-``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``.
+``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``; the quantity library
+(``quantity``, ``isQuantity`` and a quantity's methods) and the semver library
+(``controlplane.apiserver.crd.celsemver``: ``semver``, ``isSemver``, a version's methods).
 
-Static checks (ValidatingAdmissionPolicy type checking,
-``controlplane.controllers.admissionpolicystatus``): ``type_issues`` follows field selections
-and indexing down from variables typed by OpenAPI schemas and reports cel-go's ``undefined
-field``, and infers the primitive types of literals, typed fields and operators over them to
-report cel-go's ``found no matching overload`` for an operator given types it has none for.
+Static type checking (ValidatingAdmissionPolicy ``status.typeChecking``) is
+``controlplane.apiserver.crd.celcheck``'s, over the syntax trees ``parse`` makes.
 
-Not done: the rest of static typing (types of macros' variables, functions' argument types,
-object and list types in overloads, a rule that is not boolean; CRD rules are not type-checked
-at all: a rule comparing an int with a string fails when evaluated, not when the CRD is
-written), heterogeneous numeric equality
-(``1 == 1.0`` is an error in celpy), the other Kubernetes libraries (``semver``, ``url``, ``ip``,
+Not done: static typing of CRD rules (a rule comparing an int with a string fails when
+evaluated, not when the CRD is written), heterogeneous numeric equality
+(``1 == 1.0`` is an error in celpy), the other Kubernetes libraries (``url``, ``ip``,
 ``cidr``, ``format``, regex ``find``, optionals and ``optionalOldSelf``), cost estimation, the
 ``apiVersion``/``kind``/``metadata`` of a root ``self``, and validation ratcheting.
 """
@@ -82,6 +79,7 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError, base_functions
 
 from controlplane.apiserver.auth import Authorizer, User
+from controlplane.apiserver.crd import celsemver
 from controlplane.apiserver.endpoints.requestinfo import RequestInfo
 from kube.api import expressions
 from kube.api.errors import ErrorList, ErrorType, Path
@@ -187,20 +185,26 @@ def compile_problem(text: str, declarations: Declarations | None = None) -> str 
     return None
 
 
+def parse(text: str) -> lark.Tree[Any]:
+    """The syntax tree of ``text``; raise ``CELParseError`` (or lark's errors on odd input)."""
+    return _ENVIRONMENT.compile(text)
+
+
 def _compile(text: str, declarations: Declarations) -> Program:
-    env = _ENVIRONMENT
     try:
-        tree = env.compile(text)
+        tree = parse(text)
     except CELParseError as error:
         line, column = error.line or 1, error.column or 1
-        raise CompileError(_issue(text, line, column, "Syntax error: unexpected input")) from error
+        raise CompileError(issue(text, line, column, "Syntax error: unexpected input")) from error
     except Exception as error:  # lark's other failures on odd input: still a syntax error
-        raise CompileError(_issue(text, 1, 1, f"Syntax error: {error}")) from error
+        raise CompileError(issue(text, 1, 1, f"Syntax error: {error}")) from error
     uses_old_self = _check_names(text, tree, declarations)
-    return Program(text, uses_old_self, env.program(tree, functions=dict(declarations.functions)))
+    return Program(
+        text, uses_old_self, _ENVIRONMENT.program(tree, functions=dict(declarations.functions))
+    )
 
 
-def _issue(text: str, line: int, column: int, message: str) -> str:
+def issue(text: str, line: int, column: int, message: str) -> str:
     """cel-go's issue format: the position, the message, the source line and a caret."""
     lines = text.split("\n")
     source = lines[line - 1] if 0 < line <= len(lines) else ""
@@ -244,7 +248,7 @@ def _undeclared(text: str, name: Any) -> None:
     line = getattr(name, "line", None) or 1
     column = getattr(name, "column", None) or 1
     message = f"undeclared reference to '{name}' (in container '')"
-    raise CompileError(_issue(text, line, column, message))
+    raise CompileError(issue(text, line, column, message))
 
 
 def _bound_variables(tree: lark.Tree[Any]) -> set[str]:
@@ -262,244 +266,6 @@ def _bound_variables(tree: lark.Tree[Any]) -> set[str]:
                 if sub.data == "ident":
                     bound.add(str(sub.children[0]))
     return bound
-
-
-# Static field checks.
-
-
-@dataclass(frozen=True)
-class TypedRoots:
-    r"""The OpenAPI schemas the checked variables have (``object`` and ``oldObject`` the matched
-    kind's, ``params`` the paramKind's; None where unknown), and the document's component
-    schemas their ``$ref``\ s point into."""
-
-    roots: Mapping[str, Schema | None]
-    components: Mapping[str, Schema]
-
-    def resolve(self, schema: Schema) -> Schema:
-        r"""The schema behind ``$ref``\ s and single-member ``allOf`` wrappers."""
-        for _ in range(64):
-            if "$ref" in schema:
-                schema = self.components.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
-            elif len(schema.get("allOf") or ()) == 1:
-                schema = schema["allOf"][0]
-            else:
-                break
-        return schema
-
-
-def type_issues(text: str, typed: TypedRoots) -> str | None:
-    """cel-go's type-checking errors of ``text`` against ``typed`` (one issue per line group,
-    leftmost first), or None.  Two kinds of errors are found, as upstream's checker words
-    them: ``undefined field`` where a field selection (``a.b``, or indexing) down from a typed
-    root names no property of an object with declared properties, and ``found no matching
-    overload`` where an operator is given operands of primitive types it has no overload for
-    (``object.spec.replicas > 'a'``).  Whatever is not a literal, a typed field or an operator
-    over those is dynamic here, and dynamic operands are never an error."""
-    try:
-        tree = _ENVIRONMENT.compile(text)
-    except Exception:  # a syntax error is the policy validation's to report
-        return None
-    found: list[tuple[int, int, str]] = []
-    for node in _top_down(tree):
-        if node.data == "member_dot":
-            _select(text, node, typed, found)
-    _Checker(text, typed, found).infer(tree)
-    issues = dict.fromkeys(_issue(text, line, column, what) for line, column, what in sorted(found))
-    return "\n".join(issues) or None
-
-
-def _select(
-    text: str, node: lark.Tree[Any], typed: TypedRoots, issues: list[tuple[int, int, str]]
-) -> Schema | None:
-    """The schema of ``node`` (a member expression), appending an issue where a selection
-    names no property of an object with declared properties."""
-    data, children = node.data, node.children
-    if data in ("member", "primary") and len(children) == 1 and isinstance(children[0], lark.Tree):
-        return _select(text, children[0], typed, issues)
-    if data == "ident":
-        root = typed.roots.get(str(children[0]))
-        return typed.resolve(root) if root is not None else None
-    if data == "member_index" and isinstance(children[0], lark.Tree):
-        base = _select(text, children[0], typed, [])
-        inner = (base or {}).get("items") or (base or {}).get("additionalProperties")
-        return typed.resolve(inner) if isinstance(inner, dict) else None
-    if data != "member_dot" or not isinstance(children[0], lark.Tree):
-        return None
-    base = _select(text, children[0], typed, [])
-    if base is None or base.get("x-kubernetes-preserve-unknown-fields"):
-        return None
-    name = children[1]
-    properties: Mapping[str, Schema] = base.get("properties") or {}
-    if properties:
-        visible = {escape(p) or p: schema for p, schema in properties.items()}
-        found = visible.get(str(name))
-        if found is None:
-            line = getattr(name, "line", None) or 1
-            column = max((getattr(name, "column", None) or 2) - 1, 1)
-            issues.append((line, column, f"undefined field '{name}'"))
-            return None
-        return typed.resolve(found)
-    values = base.get("additionalProperties")
-    return typed.resolve(values) if isinstance(values, dict) else None
-
-
-NUMERIC = frozenset({"int", "uint", "double"})
-PRIMITIVE = NUMERIC | {"string", "bool", "bytes"}
-_OPERATORS = {
-    "relation_lt": ("_<_", "<"),
-    "relation_le": ("_<=_", "<="),
-    "relation_gt": ("_>_", ">"),
-    "relation_ge": ("_>=_", ">="),
-    "relation_eq": ("_==_", "=="),
-    "relation_ne": ("_!=_", "!="),
-    "relation_in": ("@in", "in"),
-    "addition_add": ("_+_", "+"),
-    "addition_sub": ("_-_", "-"),
-    "multiplication_mul": ("_*_", "*"),
-    "multiplication_div": ("_/_", "/"),
-    "multiplication_mod": ("_%_", "%"),
-}
-_RESULTS = {
-    "size": "int",
-    "int": "int",
-    "uint": "uint",
-    "double": "double",
-    "string": "string",
-    "bytes": "bytes",
-    "bool": "bool",
-    "contains": "bool",
-    "startsWith": "bool",
-    "endsWith": "bool",
-    "matches": "bool",
-}
-"""What calls of these functions give, whatever their arguments."""
-
-
-def _overloaded(function: str, left: str, right: str) -> bool:
-    """Whether cel-go's standard library has ``function`` for these two primitive types."""
-    if function in ("_==_", "_!=_"):
-        return left == right
-    if function in ("_<_", "_<=_", "_>_", "_>=_"):  # numbers compare across their types
-        return (left == right and left != "bool") or {left, right} <= NUMERIC
-    if function == "_+_":
-        return left == right and left != "bool"
-    if function in ("_-_", "_*_", "_/_"):
-        return left == right and left in NUMERIC
-    if function == "_%_":
-        return left == right and left in ("int", "uint")
-    return False  # @in: the right side is never a primitive
-
-
-class _Checker:
-    """Infers the primitive type of each subexpression (None: dynamic or not primitive) and
-    notes the operators applied to primitives they have no overload for."""
-
-    def __init__(self, text: str, typed: TypedRoots, found: list[tuple[int, int, str]]) -> None:
-        self.text, self.typed, self.found = text, typed, found
-
-    def infer(self, node: lark.Tree[Any]) -> str | None:
-        data, children = node.data, node.children
-        trees = [c for c in children if isinstance(c, lark.Tree)]
-        if data == "expr" and len(trees) == 3:
-            condition, *branches = (self.infer(t) for t in trees)
-            if condition not in (None, "bool"):
-                self._note(trees[0], trees[1], "?", "_?_:_", condition, *branches)
-            return branches[0] if branches[0] == branches[1] else None
-        if data in ("conditionalor", "conditionaland") and len(trees) == 2:
-            left, right = self.infer(trees[0]), self.infer(trees[1])
-            function, symbol = ("_||_", "||") if data == "conditionalor" else ("_&&_", "&&")
-            if {left, right} - {None, "bool"}:
-                self._note(trees[0], trees[1], symbol, function, left, right)
-            return "bool"
-        if data in ("relation", "addition", "multiplication") and len(trees) == 2:
-            return self._binary(trees[0], trees[1])
-        if data == "unary" and len(children) == 2 and isinstance(children[0], lark.Tree):
-            operand = self.infer(trees[1])
-            negate = children[0].data == "unary_neg"
-            function, wanted = ("-_", NUMERIC - {"uint"}) if negate else ("!_", {"bool"})
-            if operand in PRIMITIVE and operand not in wanted:
-                self._unary(node, function, operand)
-            return operand if negate else "bool"
-        if data == "literal":
-            return _LITERALS.get(str(getattr(children[0], "type", "")))
-        if data in ("member_dot", "member_index", "ident"):
-            for inner in trees:
-                self.infer(inner)
-            return _primitive(_select(self.text, node, self.typed, []), self.typed)
-        results = [self.infer(t) for t in trees]
-        if data in ("member_dot_arg", "ident_arg"):
-            name = next((str(c) for c in children if not isinstance(c, lark.Tree)), "")
-            return _RESULTS.get(name)
-        wrapper = len(children) == 1 and data in _WRAPPERS
-        return results[0] if wrapper and results else None
-
-    def _binary(self, operator: lark.Tree[Any], right_node: lark.Tree[Any]) -> str | None:
-        function, symbol = _OPERATORS[operator.data]
-        left_node = next(c for c in operator.children if isinstance(c, lark.Tree))
-        left, right = self.infer(left_node), self.infer(right_node)
-        if function == "@in":
-            if right in PRIMITIVE:
-                self._note(left_node, right_node, symbol, function, left, right)
-            return "bool"
-        if left in PRIMITIVE and right in PRIMITIVE and not _overloaded(function, left, right):
-            self._note(left_node, right_node, symbol, function, left, right)
-        if operator.data.startswith("relation"):
-            return "bool"
-        return left if left == right else None
-
-    def _note(
-        self,
-        left: lark.Tree[Any],
-        right: lark.Tree[Any],
-        symbol: str,
-        function: str,
-        *operands: str | None,
-    ) -> None:
-        """An overload error at ``symbol``, the first between ``left`` and ``right``."""
-        start = getattr(left.meta, "end_pos", 0)
-        at = self.text.find(symbol, start, getattr(right.meta, "start_pos", len(self.text)))
-        at = at if at >= 0 else start
-        line = self.text.count("\n", 0, at) + 1
-        column = at - (self.text.rfind("\n", 0, at) + 1) + 1
-        types = ", ".join(t or "dyn" for t in operands)
-        message = f"found no matching overload for '{function}' applied to '({types})'"
-        self.found.append((line, column, message))
-
-    def _unary(self, node: lark.Tree[Any], function: str, operand: str) -> None:
-        line, column = getattr(node.meta, "line", 1), getattr(node.meta, "column", 1)
-        message = f"found no matching overload for '{function}' applied to '({operand})'"
-        self.found.append((line, column, message))
-
-
-_WRAPPERS = frozenset(
-    {
-        "expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication",
-        "unary", "member", "primary", "paren_expr",
-    }
-)  # fmt: skip
-"""Grammar rules that, with one child, are that child."""
-_LITERALS = {
-    "INT_LIT": "int",
-    "UINT_LIT": "uint",
-    "FLOAT_LIT": "double",
-    "STRING_LIT": "string",
-    "MLSTRING_LIT": "string",
-    "BYTES_LIT": "bytes",
-    "BOOL_LIT": "bool",
-}
-
-
-def _primitive(schema: Schema | None, typed: TypedRoots) -> str | None:
-    """The CEL type of a value of ``schema`` if it is primitive (as Kubernetes' OpenAPI to
-    CEL mapping: integer, number, string, boolean; byte strings), else None."""
-    if schema is None or schema.get("x-kubernetes-int-or-string"):
-        return None
-    kind = schema.get("type")
-    if kind == "string":
-        formats = {"byte": "bytes", "date-time": None, "duration": None}
-        return formats.get(str(schema.get("format")), "string")
-    return {"integer": "int", "number": "double", "boolean": "bool"}.get(str(kind))
 
 
 def _eval_message(error: CELEvalError) -> str:
@@ -1006,13 +772,23 @@ QUANTITY_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "asApproximateFloat": lambda q: celtypes.DoubleType(float(_quantity_arg(q).as_fraction())),
     "add": lambda q, other: QuantityValue(_quantity_arg(q) + _operand(other)),
     "sub": lambda q, other: QuantityValue(_quantity_arg(q) - _operand(other)),
-    "isLessThan": lambda a, b: celtypes.BoolType(_compare_quantities(a, b) < 0),
-    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare_quantities(a, b) > 0),
-    "compareTo": lambda a, b: celtypes.IntType(_compare_quantities(a, b)),
 }
 """``quantity(string)``, ``isQuantity(string)``, and on a quantity ``sign``, ``isInteger``,
-``asInteger``, ``asApproximateFloat``, ``add`` and ``sub`` (a quantity or an int),
-``isLessThan``, ``isGreaterThan``, ``compareTo``."""
+``asInteger``, ``asApproximateFloat``, ``add`` and ``sub`` (a quantity or an int)."""
+
+
+def _compare(a: Any, b: Any) -> int:
+    """Two quantities or two versions (``celsemver``) compared, by the kind of the first."""
+    return celsemver.compare(a, b) if isinstance(a, celsemver.Semver) else _compare_quantities(a, b)
+
+
+COMPARISONS: dict[str, Callable[..., Any]] = {
+    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b) < 0),
+    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b) > 0),
+    "compareTo": lambda a, b: celtypes.IntType(_compare(a, b)),
+}
+"""The methods the quantity and semver libraries share: ``isLessThan``, ``isGreaterThan``,
+``compareTo``."""
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -1037,8 +813,11 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": _extreme(lambda a, b: a < b, "min"),
     "max": _extreme(lambda a, b: a > b, "max"),
     **QUANTITY_FUNCTIONS,
+    **celsemver.FUNCTIONS,
+    **COMPARISONS,
 }
-"""The functions rules may call: celpy's standard library and the extensions above."""
+"""The functions every expression may call: celpy's standard library, the extensions above
+and Kubernetes' semver library (upstream's base environment has it since 1.33)."""
 
 RULES = Declarations(frozenset({SELF, OLD_SELF}), FUNCTIONS)
 """CRD validation rules: ``self`` and ``oldSelf``."""

@@ -138,7 +138,7 @@ def api_group(
     """``/apis/G``: one group."""
     for listed in api_group_list(kinds, remote).groups:
         if listed.name == group:
-            return listed
+            return listed.typed()
     return None
 
 

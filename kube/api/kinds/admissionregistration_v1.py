@@ -92,10 +92,12 @@ def _validate_resources(resources: list[str] | None, path: Path, errors: ErrorLi
         )
 
 
-class RuleWithOperations(Struct):
+class RuleWithOperations(Struct, kw_only=True):
     """Operations on resources of API groups and versions that a webhook or policy matches.
 
-    Upstream keeps the groups, versions, resources and scope in a ``Rule`` inlined here."""
+    Upstream keeps the groups, versions, resources and scope in a ``Rule`` inlined here, and
+    inlines this after the resource names of a ``NamedRuleWithOperations`` (keyword-only, so
+    that it follows them on the wire: see kube.api.struct)."""
 
     PROTO_EMBEDDED: ClassVar[tuple[Embedded, ...]] = (
         Embedded(2, "Rule", ("api_groups", "api_versions", "resources", "scope")),

@@ -38,10 +38,7 @@ from controlplane.apiserver.protobuf import (
 from kube.api import codec
 from kube.api import struct as declare
 from kube.api.meta_v1 import (
-    PartialObjectMetadata,
-    PartialObjectMetadataList,
     ResourceList,
-    Status,
 )
 from kube.api.scheme import SCHEME
 from kube.api.struct import Struct
@@ -1943,7 +1940,7 @@ def _declared(api_version: str, kind: str) -> type[Any]:
     info = SCHEME.by_kind(api_version, kind)
     if info is not None:
         return info.cls
-    answers = {cls.KIND: cls for cls in (Status, PartialObjectMetadata, PartialObjectMetadataList)}
+    answers = {cls.KIND: cls for cls in protobuf.META_KINDS}
     if kind in answers:
         return answers[kind]
     item = SCHEME.by_kind(api_version, kind.removesuffix("List"))

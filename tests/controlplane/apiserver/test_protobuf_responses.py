@@ -4,8 +4,9 @@ client-go sends ``Accept: application/vnd.kubernetes.protobuf, */*`` for built-i
 controller-manager, the kubelet, kube-proxy and the scheduler all do).  Each built-in object,
 list, error Status and watch event must then come back as upstream's protobuf, decoding
 (``decode_body``) to exactly what the same request answers in JSON; a custom resource has no
-protobuf message, so the same header gets JSON, and protobuf alone a 406.  The objects are the
-kubernetes.io docs' examples (the corpus in tests/kube/api/manifests).
+protobuf message, so the same header gets JSON, and protobuf alone a 406.  The legacy
+discovery documents (``/api``, ``/apis``, ``/apis/G``, ``/apis/G/V``) are meta/v1 messages
+too.  The objects are the kubernetes.io docs' examples (the corpus in tests/kube/api/manifests).
 """
 
 from __future__ import annotations
@@ -288,12 +289,23 @@ def test_delete_answers_a_protobuf_status(api_client: k8s.ApiClient, namespace: 
     }
 
 
-def test_discovery_answers_json(api_client: k8s.ApiClient) -> None:
-    status, content_type, data = _raw(api_client, "GET", "/api/v1", CLIENT_GO)
+@pytest.mark.parametrize("path", ["/api", "/apis", "/apis/apps", "/api/v1", "/apis/apps/v1"])
+def test_legacy_discovery_answers_protobuf(api_client: k8s.ApiClient, path: str) -> None:
+    """APIVersions, APIGroupList, APIGroup and APIResourceList in meta/v1's messages, as
+    client-go's discovery gets them with protobuf preferred, decoding to the JSON documents."""
+    assert _protobuf(api_client, path) == _json(api_client, "GET", path)
+
+
+def test_aggregated_discovery_stays_json(api_client: k8s.ApiClient) -> None:
+    """kubectl's Accept (aggregated discovery, then the legacy document) is answered as
+    before; protobuf listed after JSON does not win."""
+    accept = f"{JSON};g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,{JSON}"
+    status, content_type, data = _raw(api_client, "GET", "/apis", accept)
+    assert status == 200 and content_type.startswith(JSON)
+    assert json.loads(data)["kind"] == "APIGroupDiscoveryList"
+    status, content_type, data = _raw(api_client, "GET", "/api/v1", f"{JSON}, {PROTOBUF}")
     assert (status, content_type) == (200, JSON)
     assert json.loads(data)["kind"] == "APIResourceList"
-    status, content_type, _ = _raw(api_client, "GET", "/api/v1", PROTOBUF)
-    assert (status, content_type) == (406, JSON)
 
 
 def test_no_table_in_protobuf(api_client: k8s.ApiClient, namespace: str) -> None:

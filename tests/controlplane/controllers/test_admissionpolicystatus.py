@@ -17,6 +17,7 @@ from kube.api.kinds.admissionregistration_v1 import (
     ValidatingAdmissionPolicySpec,
     ValidatingAdmissionPolicyStatus,
     Validation,
+    Variable,
 )
 from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.controllers.fakes import harness, stamp
@@ -57,12 +58,14 @@ def policy(
     )
 
 
-async def type_checking(resources: list[str]) -> TypeChecking:
-    """The typeChecking written for a policy with a typo matching ``resources``, once its
-    generation is observed."""
+async def type_checking(
+    resources: list[str], written: ValidatingAdmissionPolicy | None = None
+) -> TypeChecking:
+    """The typeChecking written for a policy (by default, one with a typo) matching
+    ``resources``, once its generation is observed."""
     h = harness()
     h.client.react("request", "GET", _serve_discovery_and_openapi)
-    h.store(policy("object.spec.replicaz > 1", resources))
+    h.store(written or policy("object.spec.replicaz > 1", resources))
     await admissionpolicystatus.new(h.ctx).sync("p")
     stored = h.client.objects[(ValidatingAdmissionPolicy, None, "p")]
     assert isinstance(stored, ValidatingAdmissionPolicy) and stored.status is not None
@@ -91,3 +94,21 @@ async def test_an_observed_generation_is_not_checked_again() -> None:
     await admissionpolicystatus.new(h.ctx).sync("p")
     assert h.client.actions == []
     assert h.client.reads == []
+
+
+async def test_validations_see_the_policy_variables_typed() -> None:
+    written = policy("variables.image.startsWith(1) || variables.imagez == ''", ["deployments"])
+    assert written.spec is not None
+    written.spec.variables = [
+        Variable(name="image", expression="object.spec.template.spec.containers[0].image")
+    ]
+    (warning,) = (await type_checking(["deployments"], written)).expression_warnings or []
+    assert warning.warning == (
+        "apps/v1, Kind=Deployment: ERROR: <input>:1:27: found no matching overload for "
+        "'startsWith' applied to 'string.(int)'\n"
+        " | variables.image.startsWith(1) || variables.imagez == ''\n"
+        " | ..........................^\n"
+        "ERROR: <input>:1:43: undefined field 'imagez'\n"
+        " | variables.image.startsWith(1) || variables.imagez == ''\n"
+        " | ..........................................^"
+    )

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from typing import Any
+
 import msgspec
+import msgspec.inspect as mi
 import pytest
 
 import kube.api.kinds  # noqa: F401  (registers every kind)
 from kube.api import codec
+from kube.api.kinds.admissionregistration_v1 import ValidatingAdmissionPolicy
 from kube.api.kinds.coordination_v1 import Lease
 from kube.api.kinds.core_v1.pod import Pod
+from kube.api.kinds.core_v1.volume import PersistentVolume
+from kube.api.meta_v1 import Resource
 from kube.api.scheme import SCHEME, KindInfo
+from kube.api.struct import Struct, proto_field
 
 
 def test_known_fields_take_the_fast_path() -> None:
@@ -110,3 +119,85 @@ def test_objects_encode_in_kubernetes_field_order(info: KindInfo) -> None:
     order: TypeMeta, then ObjectMeta)."""
     names = [f.encode_name for f in msgspec.structs.fields(info.cls)]
     assert names[:3] == ["kind", "apiVersion", "metadata"]
+
+
+# Structs upstream inlines into another (Go's ``json:",inline"``), as upstream's Go encoder writes
+# them: the embedding struct's fields declared before the inlined one come first
+# (k8s.io/api admissionregistration/v1 and core/v1 types.go).
+INLINED_IN_UPSTREAM_ORDER = [
+    pytest.param(
+        ValidatingAdmissionPolicy,
+        b'{"kind":"ValidatingAdmissionPolicy","apiVersion":"admissionregistration.k8s.io/v1",'
+        b'"metadata":{"name":"p"},"spec":{"matchConstraints":{"resourceRules":[{'
+        b'"resourceNames":["web"],"operations":["CREATE"],"apiGroups":["apps"],'
+        b'"apiVersions":["v1"],"resources":["deployments"],"scope":"*"}],'
+        b'"excludeResourceRules":[{"resourceNames":["db"],"operations":["UPDATE"],'
+        b'"apiGroups":[""],"apiVersions":["v1"],"resources":["pods"]}]}}}',
+        id="NamedRuleWithOperations",
+    ),
+    pytest.param(
+        Pod,
+        b'{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"spec":{"volumes":['
+        b'{"name":"data","emptyDir":{}},{"name":"conf","configMap":{"name":"c"}}],'
+        b'"containers":[{"name":"a","image":"x"}]}}',
+        id="Volume",
+    ),
+    pytest.param(
+        PersistentVolume,
+        b'{"kind":"PersistentVolume","apiVersion":"v1","metadata":{"name":"v"},"spec":{'
+        b'"capacity":{"storage":"1Gi"},"hostPath":{"path":"/data"},'
+        b'"accessModes":["ReadWriteOnce"],"persistentVolumeReclaimPolicy":"Retain"}}',
+        id="PersistentVolumeSpec",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cls", "upstream"), INLINED_IN_UPSTREAM_ORDER)
+def test_inlined_structs_encode_in_upstream_field_order(
+    cls: type[Resource], upstream: bytes
+) -> None:
+    reordered = json.dumps(_reversed_keys(json.loads(upstream))).encode()
+    assert reordered != upstream
+    assert codec.encode_json(codec.decode_json(reordered, cls).obj) == upstream
+
+
+def _reversed_keys(value: Any) -> Any:
+    """The same JSON with every object's keys in reverse order."""
+    if isinstance(value, dict):
+        return {key: _reversed_keys(value[key]) for key in reversed(value)}
+    if isinstance(value, list):
+        return [_reversed_keys(item) for item in value]
+    return value
+
+
+def _structs(cls: type[Struct]) -> Iterator[type[Struct]]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _structs(sub)
+
+
+def _wire_position(cls: type[Struct], attr: str, number: int) -> int:
+    """Where a field sits in upstream's message: its own number, or the number at which the
+    message it is inlined in sits in this one."""
+    for embedded in cls.PROTO_EMBEDDED:
+        if attr in embedded.fields:
+            outer = [e for e in cls.PROTO_EMBEDDED if e.message == embedded.within]
+            return outer[0].number if outer else embedded.number
+    return number
+
+
+EMBEDDERS = sorted({c for c in _structs(Struct) if c.PROTO_EMBEDDED}, key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("cls", EMBEDDERS, ids=[c.__name__ for c in EMBEDDERS])
+def test_inlined_fields_sit_where_upstream_embeds_them(cls: type[Struct]) -> None:
+    """Upstream declares each struct that inlines another in field-number order, the inlined
+    message at its number: so the JSON order of the fields follows those numbers."""
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    positions = []
+    for f in info.fields:
+        declared = proto_field(f.type.extra) if isinstance(f.type, mi.Metadata) else None
+        if declared is not None:
+            positions.append(_wire_position(cls, f.name, declared.number))
+    assert positions and positions == sorted(positions)

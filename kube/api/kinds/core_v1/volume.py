@@ -1030,8 +1030,9 @@ class ImageVolumeSource(Struct):
             self.pull_policy = image_pull_policy(self.reference)
 
 
-class VolumeSource(Struct):
-    """Exactly one source of a pod volume (upstream inlines it into ``Volume``)."""
+class VolumeSource(Struct, kw_only=True):
+    """Exactly one source of a pod volume (upstream inlines it into ``Volume`` after the name;
+    keyword-only, so that it follows on the wire: see kube.api.struct)."""
 
     empty_dir: Annotated[EmptyDirVolumeSource | None, meta(proto=2)] = None
     host_path: Annotated[HostPathVolumeSource | None, meta(proto=1)] = None
@@ -1526,8 +1527,9 @@ def _validate_pv_secret(ref: SecretReference, path: Path, errors: ErrorList) -> 
             errors.extend_checked(path.child(name), value, check(value))
 
 
-class PersistentVolumeSource(Struct):
-    """Exactly one source of a PersistentVolume (upstream inlines it into the spec)."""
+class PersistentVolumeSource(Struct, kw_only=True):
+    """Exactly one source of a PersistentVolume (upstream inlines it into the spec after the
+    capacity; keyword-only, so that it follows on the wire: see kube.api.struct)."""
 
     host_path: Annotated[HostPathVolumeSource | None, meta(proto=3)] = None
     gce_persistent_disk: Annotated[GCEPersistentDiskVolumeSource | None, meta(proto=1)] = None
@@ -1572,14 +1574,19 @@ class VolumeNodeAffinity(Struct):
             errors.required(path.child("required"), "must specify required node constraints")
 
 
-class PersistentVolumeSpec(PersistentVolumeSource):
+class _PersistentVolumeCapacity(PersistentVolumeSource):
+    """The field upstream's PersistentVolumeSpec declares before its inlined source."""
+
+    capacity: Annotated[dict[str, QuantityValue] | None, meta(proto=1)] = None
+
+
+class PersistentVolumeSpec(_PersistentVolumeCapacity, kw_only=True):
     """A piece of storage: its source, size, access modes and who may claim it."""
 
     PROTO_EMBEDDED = (
         Embedded(2, "PersistentVolumeSource", PersistentVolumeSource.__struct_fields__),
     )
 
-    capacity: Annotated[dict[str, QuantityValue] | None, meta(proto=1)] = None
     access_modes: Annotated[list[AccessMode] | None, atomic(proto=3)] = None
     claim_ref: Annotated[ObjectReference | None, meta(proto=4)] = None
     persistent_volume_reclaim_policy: Annotated[
