@@ -80,6 +80,7 @@ LOG = logging.getLogger("kubelab.scheduler")
 T = TypeVar("T")
 
 NO_NODE_AVAILABLE = "0/{} nodes are available"
+NO_NODES = "no nodes available to schedule pods"
 PLUGIN_READ_KINDS: tuple[type[Any], ...] = (
     Namespace,
     PersistentVolumeClaim,
@@ -477,7 +478,7 @@ class Scheduler:
         pod = qpi.info
         all_nodes = self._snapshot.list()
         if not all_nodes:
-            return None, Status.unschedulable(NO_NODE_AVAILABLE.format(0) + "."), None
+            return None, Status.unresolvable(NO_NODES), None
         result, status, narrowing = framework.run_pre_filter_plugins(state, pod, all_nodes, record)
         statuses: dict[str, Status] = {}
         pre_filter_message = ""

@@ -209,6 +209,19 @@ async def test_required_anti_affinity_puts_replicas_on_different_nodes(cluster: 
     assert "3 node(s) didn't match pod anti-affinity rules" in message
 
 
+async def test_a_cluster_without_nodes_says_so(cluster: Cluster) -> None:
+    """Upstream's words when there is no node at all, not a histogram of zero nodes."""
+    await cluster.create(pod("early"))
+    message = (await cluster.events("early", "FailedScheduling"))[0]
+    assert message == "no nodes available to schedule pods"
+    got = await cluster.client.get(Pod, "early", cluster.namespace)
+    conditions = {c.type: c for c in (got.status.conditions or [])} if got.status else {}
+    assert conditions["PodScheduled"].reason == "Unschedulable"
+    assert conditions["PodScheduled"].message == message
+    await cluster.add_nodes(nodes(cluster, 1))
+    assert (await cluster.placement(["early"]))["early"] == f"{cluster.prefix}0"
+
+
 async def test_unschedulable_pod_waits_for_a_fitting_node(cluster: Cluster) -> None:
     await cluster.add_nodes(nodes(cluster, 3, cpu="2"))
     await cluster.create(pod("big", cpu="3"))
