@@ -225,8 +225,9 @@ def render_service(
         if has_external:
             out.rule(ext, f"goto {external_policy_chain}")
     reachable = {e.address: e for e in (*cluster_eps, *local_eps)}
+    bases = {a: names.nft_endpoint_base(port.name, e.ip, e.port) for a, e in reachable.items()}
     for endpoint in reachable.values():
-        epbase = names.nft_endpoint_base(port.name, endpoint.ip, endpoint.port)
+        epbase = bases[endpoint.address]
         chain = names.NFT_ENDPOINT_PREFIX + epbase
         out.rule(chain, f"ip saddr {endpoint.ip} jump {MARK_MASQ}")
         if port.affinity_seconds:
@@ -235,15 +236,13 @@ def render_service(
             out.rule(chain, f"update @{affinity} {{ ip saddr }}")
         out.rule(chain, f"meta l4proto {protocol} dnat to {endpoint.address}")
     if cluster_eps:
-        _spread(out, port, svc, cluster_eps)
+        _spread(out, port, svc, [bases[e.address] for e in cluster_eps])
     if local_eps:
-        _spread(out, port, svl, local_eps)
+        _spread(out, port, svl, [bases[e.address] for e in local_eps])
     return out.freeze()
 
 
-def _spread(
-    out: _Builder, port: ServicePortInfo, chain: str, endpoints: Sequence[EndpointInfo]
-) -> None:
+def _spread(out: _Builder, port: ServicePortInfo, chain: str, bases: Sequence[str]) -> None:
     """The service chain's affinity lookups and its random choice of an endpoint chain.
 
     Upstream writes the choice as one ``numgen random mod N vmap { 0 : goto ..., ... }``
@@ -253,8 +252,8 @@ def _spread(
     ``goto`` (kubernetes#140723).  Here every count is written without a set, as the
     iptables mode's probabilities: the rule for the i-th of N endpoints matches with
     probability 1/(N-i) (``numgen random`` draws anew in each rule), so each endpoint is
-    chosen with probability 1/N, and the last one is a plain ``goto``."""
-    bases = [names.nft_endpoint_base(port.name, e.ip, e.port) for e in endpoints]
+    chosen with probability 1/N, and the last one is a plain ``goto``.  ``bases``: the
+    endpoints' name bases."""
     if port.affinity_seconds:
         for base in bases:
             affinity, target = names.NFT_AFFINITY_PREFIX + base, names.NFT_ENDPOINT_PREFIX + base
