@@ -23,9 +23,9 @@ import statistics
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Sequence
 
+from bench.netns import path, temporary_netns
 from kube.api.codec import from_builtins
 from kube.api.kinds.core_v1.cluster import Namespace
 from kube.api.kinds.core_v1.pod import (
@@ -141,9 +141,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cluster, labels = pods(args.pods), namespaces()
     policies = [policy(i) for i in range(args.policies)]
-    netns = f"/run/netns/klnp-bench-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", netns.rsplit("/", 1)[1]], check=True)
-    try:
+    with temporary_netns("klnp-bench") as (name,):
+        netns = path(name)
         nft = SubprocessNftables(FAMILY, TABLE, netns=netns)
         ruleset = compile_ruleset(NODE, cluster, labels, policies)
         commands = ruleset.commands()
@@ -166,8 +165,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         enforced = median(
             lambda: nft.run(compile_ruleset(NODE, cluster, labels, more).commands()), args.rounds
         )
-    finally:
-        subprocess.run(["ip", "netns", "del", netns.rsplit("/", 1)[1]], check=False)
     lines = len(commands)
     print(
         f"netpol: {args.pods} pods ({args.pods // 2} local), {args.policies} policies, "

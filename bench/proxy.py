@@ -19,7 +19,7 @@ tables only) :class:`~node.proxy.libiptc.LibiptcIptables`, and measures:
   ``iptables-restore --noflush`` pays before it changes anything).
 
 Targets (issue 7): full sync at most 1.5x the floor at 10,000 Services, and the partial sync
-under 10% of the full one.  ``python -m bench.proxy [--sizes 1000,5000,10000] [--backend
+under 10% of the full one.  ``python -m bench.proxy [--sizes 1000 5000 10000] [--backend
 legacy] [--writers restore,libiptc]`` needs root; everything it creates lives in namespaces it
 deletes.
 """
@@ -33,11 +33,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from bench.netns import run_in, temporary_netns
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
 from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
@@ -92,6 +92,28 @@ def workload(services: int) -> tuple[dict[str, Service], dict[str, list[Endpoint
     return objects, slices
 
 
+async def timed_sync(proxier: Proxier) -> float:
+    """Seconds of one sync, which must succeed."""
+    start = time.perf_counter()
+    assert await proxier.sync(), "sync failed"
+    return time.perf_counter() - start
+
+
+def gain_endpoint(proxier: Proxier, slices: dict[str, list[EndpointSlice]], i: int) -> None:
+    """Service ``i`` gains an endpoint: the next sync is a partial one, of that Service."""
+    slices[f"bench/svc-{i}"] = [endpoint_slice(i, ENDPOINTS + 1)]
+    proxier.tracker.service_changed(f"bench/svc-{i}")
+
+
+def start(
+    proxier: Proxier, objects: dict[str, Service], slices: dict[str, list[EndpointSlice]]
+) -> None:
+    """Feed ``proxier`` the workload: its next sync writes every Service."""
+    proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
+    for key in objects:
+        proxier.tracker.service_changed(key)
+
+
 async def timed_syncs(
     proxier: Proxier,
     objects: dict[str, Service],
@@ -100,24 +122,15 @@ async def timed_syncs(
 ) -> tuple[dict[str, float], list[T]]:
     """A cold full sync of the workload, a warm one, then a partial sync after one Service
     gains an endpoint: their seconds, and what ``capture`` returned after each."""
-    proxier.set_lookups(objects.get, lambda key: slices.get(key, []))
-    captured: list[T] = []
-
-    async def sync() -> float:
-        start = time.perf_counter()
-        assert await proxier.sync(), "sync failed"
-        elapsed = time.perf_counter() - start
-        captured.append(capture())
-        return elapsed
-
-    for key in objects:
-        proxier.tracker.service_changed(key)
-    cold = await sync()
+    start(proxier, objects, slices)
+    cold = await timed_sync(proxier)
+    captured = [capture()]
     proxier.needs_full = True
-    warm = await sync()
-    slices["bench/svc-7"] = [endpoint_slice(7, ENDPOINTS + 1)]
-    proxier.tracker.service_changed("bench/svc-7")
-    partial = await sync()
+    warm = await timed_sync(proxier)
+    captured.append(capture())
+    gain_endpoint(proxier, slices, 7)
+    partial = await timed_sync(proxier)
+    captured.append(capture())
     return {"full_cold": cold, "full_warm": warm, "partial": partial}, captured
 
 
@@ -189,34 +202,14 @@ def restore_time(backend: str, text: str, netns: str | None) -> float:
 def in_namespaces(module: str, *args: str) -> dict[str, float]:
     """Run ``python -m module --worker args... FLOOR`` in a fresh "node" netns, FLOOR being
     a second fresh netns for the floor's cold run; its last line's JSON.  Both namespaces are
-    deleted afterwards."""
-    node, floor = f"kl-bpx-{uuid.uuid4().hex[:6]}", f"kl-bpf-{uuid.uuid4().hex[:6]}"
-    try:
-        for name in (node, floor):
-            subprocess.run(["ip", "netns", "add", name], check=True)
-        done = subprocess.run(
-            [
-                "nsenter",
-                f"--net=/run/netns/{node}",
-                sys.executable,
-                "-m",
-                module,
-                "--worker",
-                *args,
-                floor,
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"bench worker failed:\n{done.stderr}")
-        result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-        return result
-    finally:
-        for name in (node, floor):
-            subprocess.run(["ip", "netns", "del", name], check=False)
+    deleted afterwards, also when the run is interrupted (:mod:`bench.netns`)."""
+    with temporary_netns("kl-bpx", "kl-bpf") as (node, floor):
+        argv = [sys.executable, "-m", module, "--worker", *args, floor]
+        done = run_in(node, argv, cwd=REPO)
+    if done.returncode != 0:
+        raise SystemExit(f"bench worker failed:\n{done.stderr}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def measure(services: int, backend: str, writer: str) -> dict[str, float]:
@@ -249,9 +242,10 @@ def verdicts(results: dict[int, dict[str, float]]) -> None:
 def add_sizes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sizes",
-        type=lambda text: [int(n) for n in text.split(",")],
+        type=int,
+        nargs="+",
         default=list(SIZES),
-        help="Service counts (default: 1000,5000,10000)",
+        help="Service counts (default: 1000 5000 10000)",
     )
 
 

@@ -19,7 +19,6 @@ be deleted, an element to delete must exist, an element may not silently change 
 from __future__ import annotations
 
 import copy
-import json
 import re
 import subprocess
 from collections.abc import Sequence
@@ -32,6 +31,8 @@ KINDS = ("chains", "sets", "maps")
 _FAILING_LINE = re.compile(r"^/dev/stdin:(\d+):", re.MULTILINE)
 _CHAIN_REFERENCE = re.compile(r"\b(?:jump|goto) ([^\s,}]+)")
 _SET_REFERENCE = re.compile(r"@([^\s,}]+)")
+_LISTED_TABLE = re.compile(r'^table \S+ "?([^\s"]+)"? \{$')
+_LISTED_OBJECT = re.compile(r'^\t(chain|set|map) "?([^\s"]+)"? \{$')
 
 
 class NftablesError(RulesError):
@@ -64,6 +65,19 @@ def failing_line(stderr: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def listed_names(listing: str, table: str, kind: str) -> list[str]:
+    """The names of the ``kind`` objects (chain, set, map) of ``table`` in ``nft list``
+    output: a ``table FAMILY NAME {`` block per table, a ``\tKIND NAME {`` line per object."""
+    found: list[str] = []
+    current = ""
+    for line in listing.splitlines():
+        if opened := _LISTED_TABLE.match(line):
+            current = opened[1]
+        elif (listed := _LISTED_OBJECT.match(line)) and (current, listed[1]) == (table, kind):
+            found.append(listed[2])
+    return found
+
+
 class SubprocessNftables:
     """:class:`Nftables` through the ``nft`` command; see the module docstring."""
 
@@ -86,18 +100,14 @@ class SubprocessNftables:
             raise NftablesError(argv, done.stderr, lines, failing_line(done.stderr))
 
     def list_names(self, kind: str) -> list[str]:
+        # The text listing: for 110,000 chains, ``--json`` takes three times as long.
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}")
-        argv = ["nft", "--json", "--terse", "list", kind, self.family]
+        argv = ["nft", "--terse", "list", kind, self.family]
         done = self._checked(argv, "")
         if done.returncode != 0:
             raise NftablesError(argv, done.stderr)
-        singular = kind[:-1]
-        return [
-            item[singular]["name"]
-            for item in json.loads(done.stdout or "{}").get("nftables", [])
-            if singular in item and item[singular].get("table") == self.table
-        ]
+        return listed_names(done.stdout, self.table, kind[:-1])
 
     def _checked(self, argv: list[str], stdin: str) -> subprocess.CompletedProcess[str]:
         return run_on_node(self._run, argv, stdin, self._netns, NftablesError)

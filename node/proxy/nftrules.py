@@ -21,9 +21,10 @@ no endpoints
     policy without local endpoints); ``cluster-ips-check`` rejects other ports of the
     ``cluster-ips`` set.
 per service port
-    ``service-HASH-ns/name/proto/port`` spreads new connections with ``numgen random mod N``
-    over ``endpoint-HASH-...__ip/port`` chains (after ``affinity-*`` set lookups under
-    ClientIP affinity: sets with a timeout that each endpoint chain updates);
+    ``service-HASH-ns/name/proto/port`` spreads new connections (after ``affinity-*`` set
+    lookups under ClientIP affinity: sets with a timeout that each endpoint chain updates)
+    with ``numgen random`` over ``endpoint-HASH-...__ip/port`` chains, one rule per endpoint
+    where upstream has one anonymous verdict map (:func:`_spread` says why);
     ``local-*`` does the same over the node's own endpoints; ``external-*`` receives
     NodePort, external-IP and load-balancer traffic (masquerades under the Cluster policy;
     under Local keeps the source and short-circuits pod and node traffic to ``service-*``);
@@ -224,8 +225,9 @@ def render_service(
         if has_external:
             out.rule(ext, f"goto {external_policy_chain}")
     reachable = {e.address: e for e in (*cluster_eps, *local_eps)}
+    bases = {a: names.nft_endpoint_base(port.name, e.ip, e.port) for a, e in reachable.items()}
     for endpoint in reachable.values():
-        epbase = names.nft_endpoint_base(port.name, endpoint.ip, endpoint.port)
+        epbase = bases[endpoint.address]
         chain = names.NFT_ENDPOINT_PREFIX + epbase
         out.rule(chain, f"ip saddr {endpoint.ip} jump {MARK_MASQ}")
         if port.affinity_seconds:
@@ -234,25 +236,32 @@ def render_service(
             out.rule(chain, f"update @{affinity} {{ ip saddr }}")
         out.rule(chain, f"meta l4proto {protocol} dnat to {endpoint.address}")
     if cluster_eps:
-        _spread(out, port, svc, cluster_eps)
+        _spread(out, port, svc, [bases[e.address] for e in cluster_eps])
     if local_eps:
-        _spread(out, port, svl, local_eps)
+        _spread(out, port, svl, [bases[e.address] for e in local_eps])
     return out.freeze()
 
 
-def _spread(
-    out: _Builder, port: ServicePortInfo, chain: str, endpoints: Sequence[EndpointInfo]
-) -> None:
-    """The service chain's affinity lookups and its random choice of an endpoint chain."""
-    bases = [names.nft_endpoint_base(port.name, e.ip, e.port) for e in endpoints]
+def _spread(out: _Builder, port: ServicePortInfo, chain: str, bases: Sequence[str]) -> None:
+    """The service chain's affinity lookups and its random choice of an endpoint chain.
+
+    Upstream writes the choice as one ``numgen random mod N vmap { 0 : goto ..., ... }``
+    rule, an anonymous verdict map per chain; the kernel's cost of adding a set grows with
+    the sets already in the table and the transaction (bench/README.md, nftproxy), which
+    upstream met too (kubernetes#139513) and answered for one endpoint with a plain
+    ``goto`` (kubernetes#140723).  Here every count is written without a set, as the
+    iptables mode's probabilities: the rule for the i-th of N endpoints matches with
+    probability 1/(N-i) (``numgen random`` draws anew in each rule), so each endpoint is
+    chosen with probability 1/N, and the last one is a plain ``goto``.  ``bases``: the
+    endpoints' name bases."""
     if port.affinity_seconds:
         for base in bases:
             affinity, target = names.NFT_AFFINITY_PREFIX + base, names.NFT_ENDPOINT_PREFIX + base
             out.rule(chain, f"ip saddr @{affinity} goto {target}")
-    choices = ", ".join(
-        f"{i} : goto {names.NFT_ENDPOINT_PREFIX}{base}" for i, base in enumerate(bases)
-    )
-    out.rule(chain, f"numgen random mod {len(bases)} vmap {{ {choices} }}")
+    for i, base in enumerate(bases):
+        left = len(bases) - i
+        choice = f"numgen random mod {left} 0 " if left > 1 else ""
+        out.rule(chain, f"{choice}goto {names.NFT_ENDPOINT_PREFIX}{base}")
 
 
 def setup(config: ProxyConfig, *, recreate_base_chains: bool) -> list[str]:

@@ -3,13 +3,18 @@ over a fake runner, and the real ``nft`` in a namespace of the test's own."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
 
 from node.iptables import may_change_current_netns
-from node.nftables import FakeNftables, NftablesError, SubprocessNftables, failing_line
+from node.nftables import (
+    FakeNftables,
+    NftablesError,
+    SubprocessNftables,
+    failing_line,
+    listed_names,
+)
 from tests.netns import NetnsFactory
 
 T = "ip kube-proxy"
@@ -122,18 +127,40 @@ def test_run_feeds_one_script_and_names_the_failing_line() -> None:
 
 @pytest.mark.usefixtures("named_netns")
 def test_list_names_keeps_the_tables_own() -> None:
-    listing = {
-        "nftables": [
-            {"metainfo": {"version": "1.0.6"}},
-            {"chain": {"family": "ip", "table": "kube-proxy", "name": "services"}},
-            {"chain": {"family": "ip", "table": "nat", "name": "POSTROUTING"}},
+    listing = "\n".join(
+        [
+            "table ip kube-proxy {",
+            "\tchain nat-output {",
+            "\t\ttype nat hook output priority -100; policy accept;",
+            "\t}",
+            "\tchain service-ULMVA6XW-ns1/svc1/tcp/p80 {",
+            "\t}",
+            '\tchain "quoted-by-a-later-nft" {',
+            "\t}",
+            "}",
+            "table ip nat {",
+            "\tchain POSTROUTING {",
+            "\t}",
+            "}",
         ]
-    }
-    runner = Runner(stdout=json.dumps(listing))
-    assert SubprocessNftables(runner=runner).list_names("chains") == ["services"]
-    assert runner.calls[0][0] == ["nft", "--json", "--terse", "list", "chains", "ip"]
+    )
+    runner = Runner(stdout=listing)
+    assert SubprocessNftables(runner=runner).list_names("chains") == [
+        "nat-output",
+        "service-ULMVA6XW-ns1/svc1/tcp/p80",
+        "quoted-by-a-later-nft",
+    ]
+    assert runner.calls[0][0] == ["nft", "--terse", "list", "chains", "ip"]
+    assert SubprocessNftables(runner=runner).list_names("sets") == []
     with pytest.raises(ValueError, match="kind must be one of"):
         SubprocessNftables(runner=runner).list_names("rules")
+
+
+def test_listed_names_tell_sets_from_maps() -> None:
+    listing = "table ip kube-proxy {\n\tset cluster-ips {\n\t}\n\tmap service-ips {\n\t}\n}\n"
+    assert listed_names(listing, "kube-proxy", "set") == ["cluster-ips"]
+    assert listed_names(listing, "kube-proxy", "map") == ["service-ips"]
+    assert listed_names(listing, "other", "set") == []
 
 
 def test_refuses_outside_a_named_netns() -> None:

@@ -98,7 +98,7 @@ async def test_partial_sync_touches_only_the_changed_service(env: Env) -> None:
     assert f"flush chain ip kube-proxy {svc('b')}" in script
     assert not [line for line in script if "element" in line]  # same verdicts as before
     assert not [line for line in script if " services" in line or "add table" in line]
-    assert env.chains[svc("b")][-1].startswith("numgen random mod 2 vmap")
+    assert env.chains[svc("b")][-2].startswith("numgen random mod 2 0 goto endpoint-")
     assert env.chains[svc("a")]  # untouched, still there
 
 

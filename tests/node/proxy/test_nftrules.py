@@ -3,6 +3,8 @@ traffic policy, affinity, source ranges, and the element differences a partial s
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from node.proxy import names, nftrules
@@ -44,13 +46,34 @@ def test_a_cluster_ip_spreads_over_its_endpoints_with_numgen() -> None:
     ep2 = "endpoint-" + names.nft_endpoint_base(NAME, "10.180.0.2", 80)
     assert bodies(rules, SVC) == [
         "ip daddr 172.30.0.41 tcp dport 80 ip saddr != 10.244.0.0/16 jump mark-for-masquerade",
-        f"numgen random mod 2 vmap {{ 0 : goto {EP1}, 1 : goto {ep2} }}",
+        f"numgen random mod 2 0 goto {EP1}",
+        f"goto {ep2}",
     ]
     assert bodies(rules, EP1) == [
         "ip saddr 10.180.0.1 jump mark-for-masquerade",
         "meta l4proto tcp dnat to 10.180.0.1:80",
     ]
     assert "no-endpoint-services" not in rules.elements
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 10, 64])
+def test_each_endpoint_is_chosen_with_the_same_probability(count: int) -> None:
+    endpoints = [endpoint(f"10.180.0.{i + 1}") for i in range(count)]
+    rules = bodies(render_service(port(), endpoints, CONFIG), SVC)[1:]
+    chosen: dict[str, Fraction] = {}
+    reached = Fraction(1)  # the chance that no rule before this one matched
+    for rule in rules:
+        *condition, _, target = rule.split()
+        # "numgen random mod K 0": a fresh draw in every rule, 0 with probability 1/K
+        matches = Fraction(1, int(condition[3])) if condition else Fraction(1)
+        chosen[target] = chosen.get(target, Fraction(0)) + reached * matches
+        reached *= 1 - matches
+    assert reached == 0
+    assert chosen == {
+        "endpoint-" + names.nft_endpoint_base(NAME, e.ip, 80): Fraction(1, count) for e in endpoints
+    }
+    assert not rules[-1].startswith("numgen")
+    assert not [rule for rule in rules if "vmap" in rule]  # no set per Service
 
 
 def test_masquerade_all_marks_every_cluster_ip_connection() -> None:
@@ -101,7 +124,7 @@ def test_external_policy_local_keeps_the_source_and_drops_without_local_endpoint
         CONFIG,
     )
     assert bodies(with_local, EXT)[-1] == f"goto {local}"
-    assert bodies(with_local, local)[-1] == f"numgen random mod 1 vmap {{ 0 : goto {EP1} }}"
+    assert bodies(with_local, local)[-1] == f"goto {EP1}"
     assert "no-endpoint-nodeports" not in with_local.elements
 
 
