@@ -10,21 +10,29 @@ MutatingAdmissionPolicyBinding applies one the same way; the two policy kinds sh
 parameters, matching, variables and match conditions.
 
 The webhook client configuration and its checks are shared with CRD conversion webhooks
-(``apiextensions_v1``).  Webhooks' match conditions are compiled when a configuration is
-written (by the compiler the control plane installs); the policies' CEL is stored as written,
-only its presence checked.
+(``apiextensions_v1``).  Every CEL expression is compiled when its object is written (by the
+compiler the control plane installs, see ``kube.api.expressions``), as upstream: webhooks' and
+policies' match conditions, and a ValidatingAdmissionPolicy's variables, validations, their
+messageExpressions and its auditAnnotations.  What does not compile, names what its field does
+not declare (``params`` without a paramKind, ``authorizer`` in a messageExpression,
+``variables`` in a policy without any) or does not evaluate to its field's type is refused at
+the expression.  On update, an expression the old object had is compiled as stored, and
+unchanged match conditions (and paramKind) are not compiled again, as upstream.  An update
+that leaves a policy's or configuration's expressions as they were (a status update, a label)
+compiles nothing: they were compiled when written.
 """
 
 from __future__ import annotations
 
 import datetime
 import urllib.parse
-from collections.abc import Sequence
-from typing import Annotated, ClassVar
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated, ClassVar, Self
 
 from kube.api import expressions, names
-from kube.api.errors import ErrorList, Path
-from kube.api.expressions import Environment
+from kube.api.errors import ROOT, ErrorList, Path
+from kube.api.expressions import Environment, Scope
 from kube.api.meta_v1 import Condition, LabelSelector, Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
 from kube.api.scheme import kind
@@ -352,18 +360,49 @@ class WebhookBase(Struct):
         )
 
 
-def _validate_webhook_conditions(
-    conditions: MatchConditions, path: Path, errors: ErrorList
+BOOL = ("bool",)
+
+
+@dataclass(frozen=True)
+class Written:
+    """The expressions of the object an update replaces, by field: those an update keeps are
+    compiled as stored.  (As upstream, a variable counts as stored if a validation had its
+    expression.)"""
+
+    match_conditions: frozenset[str] = frozenset()
+    validations: frozenset[str] = frozenset()
+    messages: frozenset[str] = frozenset()
+    audit_annotations: frozenset[str] = frozenset()
+
+
+def _compile(
+    environment: Environment,
+    text: str,
+    scope: Scope,
+    stored: frozenset[str],
+    path: Path,
+    errors: ErrorList,
+    value: str | None = None,
 ) -> None:
-    """A webhook's matchConditions: well-formed, and each expression compiles."""
-    _validate_match_conditions(conditions, path, errors)
-    for i, condition in enumerate(conditions or ()):
+    """Refuse ``text`` at ``path`` (showing ``value``, default ``text``) if it does not compile
+    in ``environment`` and ``scope``."""
+    problem = expressions.problem(environment, text, replace(scope, stored=text in stored))
+    if problem is not None:
+        errors.invalid(path, text if value is None else value, problem)
+
+
+def _compile_match_conditions(
+    conditions: Iterable[MatchCondition],
+    environment: Environment,
+    scope: Scope,
+    stored: frozenset[str],
+    path: Path,
+    errors: ErrorList,
+) -> None:
+    """Match conditions, which must be bools (trimmed, as upstream compiles them)."""
+    for i, condition in enumerate(conditions):
         expression = (condition.expression or "").strip()
-        problem = expressions.problem(Environment.MATCH_CONDITION, expression)
-        if problem is not None:
-            errors.invalid(
-                path.index(i).child("expression"), expression, f"compilation failed: {problem}"
-            )
+        _compile(environment, expression, scope, stored, path.index(i).child("expression"), errors)
 
 
 class ValidatingWebhook(WebhookBase):
@@ -374,7 +413,7 @@ class ValidatingWebhook(WebhookBase):
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         super().validate(path, errors)
-        _validate_webhook_conditions(self.match_conditions, path.child("matchConditions"), errors)
+        _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
 
 
 class MutatingWebhook(WebhookBase):
@@ -391,10 +430,29 @@ class MutatingWebhook(WebhookBase):
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         super().validate(path, errors)
-        _validate_webhook_conditions(self.match_conditions, path.child("matchConditions"), errors)
+        _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
 
 
 Webhook = ValidatingWebhook | MutatingWebhook
+
+
+def _compile_webhooks(
+    webhooks: Sequence[Webhook], old: Sequence[Webhook] | None, errors: ErrorList
+) -> None:
+    """Each webhook's match conditions, unless an update keeps every webhook's as they were."""
+    if old is not None and [w.match_conditions for w in webhooks] == [
+        w.match_conditions for w in old
+    ]:
+        return
+    stored = frozenset(c.expression or "" for w in old or () for c in w.match_conditions or ())
+    for i, webhook in enumerate(webhooks):
+        path = ROOT.child("webhooks").index(i).child("matchConditions")
+        conditions = webhook.match_conditions or ()
+        scope = Scope(results=BOOL)
+        _compile_match_conditions(
+            conditions, Environment.MATCH_CONDITION, scope, stored, path, errors
+        )
+
 
 WEBHOOK_COLUMNS = (
     NAME_COLUMN,
@@ -429,6 +487,12 @@ class ValidatingWebhookConfiguration(Resource):
             [w.name for w in self.webhooks or ()], path.child("webhooks"), errors
         )
 
+    def validate_create(self, errors: ErrorList) -> None:
+        _compile_webhooks(self.webhooks or (), None, errors)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        _compile_webhooks(self.webhooks or (), old.webhooks or [], errors)
+
 
 @kind(
     group=GROUP,
@@ -450,6 +514,12 @@ class MutatingWebhookConfiguration(Resource):
         _validate_unique_names(
             [w.name for w in self.webhooks or ()], path.child("webhooks"), errors
         )
+
+    def validate_create(self, errors: ErrorList) -> None:
+        _compile_webhooks(self.webhooks or (), None, errors)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        _compile_webhooks(self.webhooks or (), old.webhooks or [], errors)
 
 
 # ValidatingAdmissionPolicy and its binding.
@@ -516,12 +586,48 @@ class Validation(Struct):
     reason: Annotated[str | None, meta(enum=VALIDATION_REASONS, proto=3)] = None
     message_expression: Annotated[str | None, meta(proto=4, omitempty=True)] = None
 
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.message_expression and not self.message_expression.strip():
+            errors.invalid(
+                path.child("messageExpression"),
+                self.message_expression,
+                "must be non-empty if specified",
+            )
+        message = self.message or ""
+        if message and not message.strip():
+            errors.invalid(path.child("message"), message, "message must be non-empty if specified")
+        elif "\n" in message.strip() or "\r" in message.strip():
+            errors.invalid(path.child("message"), message, "message must not contain line breaks")
+
 
 class Variable(Struct):
     """A named CEL expression the other expressions can use as ``variables.<name>``."""
 
     name: Annotated[str | None, meta(required=True, proto=1)] = None
     expression: Annotated[str | None, meta(required=True, proto=2)] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.name and not _is_cel_identifier(self.name):
+            errors.invalid(path.child("name"), self.name, "name is not a valid CEL identifier")
+
+
+# fmt: off
+CEL_RESERVED = frozenset({
+    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+    "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void",
+    "while",
+})
+# fmt: on
+
+
+def _is_cel_identifier(name: str) -> bool:
+    """CEL's IDENT: a letter or ``_``, then letters, digits and ``_``; not a reserved word."""
+    return (
+        name.isascii()
+        and (name[0].isalpha() or name[0] == "_")
+        and name.replace("_", "a").isalnum()
+        and name not in CEL_RESERVED
+    )
 
 
 class AuditAnnotation(Struct):
@@ -542,6 +648,64 @@ def _validate_policy_matching(
     if constraints is not None and not constraints.resource_rules:
         errors.required(path.child("matchConstraints").child("resourceRules"))
     _validate_match_conditions(conditions, path.child("matchConditions"), errors)
+
+
+def _written(spec: ValidatingAdmissionPolicySpec) -> Written:
+    return Written(
+        match_conditions=frozenset(c.expression or "" for c in spec.match_conditions or ()),
+        validations=frozenset(v.expression or "" for v in spec.validations or ()),
+        messages=frozenset(
+            v.message_expression for v in spec.validations or () if v.message_expression
+        ),
+        audit_annotations=frozenset(a.value_expression or "" for a in spec.audit_annotations or ()),
+    )
+
+
+def _compile_policy(
+    spec: ValidatingAdmissionPolicySpec,
+    old: ValidatingAdmissionPolicySpec | None,
+    errors: ErrorList,
+) -> None:
+    """Every expression of a policy (``old``: the spec an update replaces), in the scope its
+    field gives it: each variable sees the variables before it; match conditions see none."""
+    path = ROOT.child("spec")
+    written = _written(old) if old is not None else Written()
+    params = spec.param_kind is not None
+    policy = Environment.POLICY
+    if old is None or (spec.param_kind, spec.match_conditions) != (
+        old.param_kind,
+        old.match_conditions,
+    ):
+        conditions = spec.match_conditions or ()
+        scope = Scope(params=params, results=BOOL)
+        _compile_match_conditions(
+            conditions,
+            policy,
+            scope,
+            written.match_conditions,
+            path.child("matchConditions"),
+            errors,
+        )
+    declared = tuple((v.name or "", v.expression or "") for v in spec.variables or ())
+    variables = declared or None
+    for i, (_, expression) in enumerate(declared):
+        scope = Scope(params=params, variables=declared[:i])
+        item = path.child("variables").index(i).child("expression")
+        _compile(policy, expression, scope, written.validations, item, errors)
+    for i, validation in enumerate(spec.validations or ()):
+        item = path.child("validations").index(i)
+        scope = Scope(params=params, variables=variables, results=BOOL)
+        expression = validation.expression or ""
+        _compile(policy, expression, scope, written.validations, item.child("expression"), errors)
+        message = validation.message_expression or ""
+        scope = Scope(params=params, authorizer=False, variables=variables, results=("string",))
+        _compile(policy, message, scope, written.messages, item.child("messageExpression"), errors)
+    for i, annotation in enumerate(spec.audit_annotations or ()):
+        item = path.child("auditAnnotations").index(i).child("valueExpression")
+        scope = Scope(params=params, variables=variables, results=("string", "null_type"))
+        value = annotation.value_expression or ""
+        stored = written.audit_annotations
+        _compile(policy, value.strip(), scope, stored, item, errors, value)
 
 
 MatchConstraints = Annotated[
@@ -642,6 +806,14 @@ class ValidatingAdmissionPolicy(Resource):
     status: Annotated[
         ValidatingAdmissionPolicyStatus | None, meta(doc="Type checking and conditions.", proto=3)
     ] = None
+
+    def validate_create(self, errors: ErrorList) -> None:
+        if self.spec is not None:
+            _compile_policy(self.spec, None, errors)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        if self.spec is not None and self.spec != old.spec:
+            _compile_policy(self.spec, old.spec or ValidatingAdmissionPolicySpec(), errors)
 
 
 class ParamRef(Struct):
