@@ -31,6 +31,9 @@ class Environment(Enum):
     POLICY = "policy"
     """``object``, ``oldObject``, ``request``, ``namespaceObject``, and as the ``Scope`` says
     ``params``, ``authorizer`` and ``variables``: an admission policy's expressions."""
+    MUTATION = "mutation"
+    """A policy's, and ``Object``, ``JSONPatch`` and ``jsonpatch``: a MutatingAdmissionPolicy's
+    apply configurations and JSON patches."""
     DEVICE_SELECTOR = "device-selector"
     """``device``: a DRA request's or DeviceClass's CEL selector."""
 

@@ -1176,3 +1176,6 @@ expressions.use_compiler(
 expressions.use_compiler(
     Environment.POLICY, lambda text, scope: celcheck.admission_problem(text, POLICY, scope)
 )
+expressions.use_compiler(
+    Environment.MUTATION, lambda text, scope: celcheck.admission_problem(text, MUTATION, scope)
+)

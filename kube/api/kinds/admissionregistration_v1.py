@@ -12,8 +12,9 @@ parameters, matching, variables and match conditions.
 The webhook client configuration and its checks are shared with CRD conversion webhooks
 (``apiextensions_v1``).  Every CEL expression is compiled when its object is written (by the
 compiler the control plane installs, see ``kube.api.expressions``), as upstream: webhooks' and
-policies' match conditions, and a ValidatingAdmissionPolicy's variables, validations, their
-messageExpressions and its auditAnnotations.  What does not compile, names what its field does
+policies' match conditions and variables, a ValidatingAdmissionPolicy's validations, their
+messageExpressions and its auditAnnotations, and a MutatingAdmissionPolicy's mutations (whose
+results are checked when applied, not yet when written).  What does not compile, names what its field does
 not declare (``params`` without a paramKind, ``authorizer`` in a messageExpression,
 ``variables`` in a policy without any) or does not evaluate to its field's type is refused at
 the expression.  On update, an expression the old object had is compiled as stored, and
@@ -367,7 +368,7 @@ BOOL = ("bool",)
 class Written:
     """The expressions of the object an update replaces, by field: those an update keeps are
     compiled as stored.  (As upstream, a variable counts as stored if a validation had its
-    expression.)"""
+    expression; in a MutatingAdmissionPolicy, a mutation.)"""
 
     match_conditions: frozenset[str] = frozenset()
     validations: frozenset[str] = frozenset()
@@ -662,14 +663,15 @@ def _written(spec: ValidatingAdmissionPolicySpec) -> Written:
 
 
 def _compile_policy(
-    spec: ValidatingAdmissionPolicySpec,
-    old: ValidatingAdmissionPolicySpec | None,
+    spec: ValidatingAdmissionPolicySpec | MutatingAdmissionPolicySpec,
+    old: ValidatingAdmissionPolicySpec | MutatingAdmissionPolicySpec | None,
+    written: Written,
     errors: ErrorList,
-) -> None:
-    """Every expression of a policy (``old``: the spec an update replaces), in the scope its
-    field gives it: each variable sees the variables before it; match conditions see none."""
+) -> tuple[tuple[str, str], ...] | None:
+    """What both policy kinds compile alike (``old``: the spec an update replaces): their
+    match conditions, which name no variables, and their variables, each seeing those before
+    it; the variables their other expressions may read."""
     path = ROOT.child("spec")
-    written = _written(old) if old is not None else Written()
     params = spec.param_kind is not None
     policy = Environment.POLICY
     if old is None or (spec.param_kind, spec.match_conditions) != (
@@ -678,20 +680,29 @@ def _compile_policy(
     ):
         conditions = spec.match_conditions or ()
         scope = Scope(params=params, results=BOOL)
+        stored = written.match_conditions
         _compile_match_conditions(
-            conditions,
-            policy,
-            scope,
-            written.match_conditions,
-            path.child("matchConditions"),
-            errors,
+            conditions, policy, scope, stored, path.child("matchConditions"), errors
         )
     declared = tuple((v.name or "", v.expression or "") for v in spec.variables or ())
-    variables = declared or None
     for i, (_, expression) in enumerate(declared):
         scope = Scope(params=params, variables=declared[:i])
         item = path.child("variables").index(i).child("expression")
         _compile(policy, expression, scope, written.validations, item, errors)
+    return declared or None
+
+
+def _compile_validating_policy(
+    spec: ValidatingAdmissionPolicySpec,
+    old: ValidatingAdmissionPolicySpec | None,
+    errors: ErrorList,
+) -> None:
+    """Every expression of a ValidatingAdmissionPolicy, in the scope its field gives it."""
+    path = ROOT.child("spec")
+    written = _written(old) if old is not None else Written()
+    variables = _compile_policy(spec, old, written, errors)
+    params = spec.param_kind is not None
+    policy = Environment.POLICY
     for i, validation in enumerate(spec.validations or ()):
         item = path.child("validations").index(i)
         scope = Scope(params=params, variables=variables, results=BOOL)
@@ -809,11 +820,12 @@ class ValidatingAdmissionPolicy(Resource):
 
     def validate_create(self, errors: ErrorList) -> None:
         if self.spec is not None:
-            _compile_policy(self.spec, None, errors)
+            _compile_validating_policy(self.spec, None, errors)
 
     def validate_update(self, old: Self, errors: ErrorList) -> None:
         if self.spec is not None and self.spec != old.spec:
-            _compile_policy(self.spec, old.spec or ValidatingAdmissionPolicySpec(), errors)
+            old_spec = old.spec or ValidatingAdmissionPolicySpec()
+            _compile_validating_policy(self.spec, old_spec, errors)
 
 
 class ParamRef(Struct):
@@ -1043,6 +1055,49 @@ class MutatingAdmissionPolicy(Resource):
     spec: Annotated[
         MutatingAdmissionPolicySpec | None, meta(required=True, doc="The policy.", proto=2)
     ] = None
+
+    def validate_create(self, errors: ErrorList) -> None:
+        if self.spec is not None:
+            _compile_mutating_policy(self.spec, None, errors)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        if self.spec is not None and self.spec != old.spec:
+            old_spec = old.spec or MutatingAdmissionPolicySpec()
+            _compile_mutating_policy(self.spec, old_spec, errors)
+
+
+def _mutation_expressions(mutation: Mutation) -> list[tuple[str, str]]:
+    """(field, expression) of the apply configuration and JSON patch a mutation has."""
+    bodies = (
+        ("applyConfiguration", mutation.apply_configuration),
+        ("jsonPatch", mutation.json_patch),
+    )
+    return [(name, body.expression or "") for name, body in bodies if body is not None]
+
+
+def _compile_mutating_policy(
+    spec: MutatingAdmissionPolicySpec,
+    old: MutatingAdmissionPolicySpec | None,
+    errors: ErrorList,
+) -> None:
+    """Every expression of a MutatingAdmissionPolicy: its mutations name, besides a policy's
+    variables, ``Object``, ``JSONPatch`` and ``jsonpatch``; their results are checked when
+    they are applied."""
+    written = Written()
+    if old is not None:
+        written = Written(
+            match_conditions=frozenset(c.expression or "" for c in old.match_conditions or ()),
+            validations=frozenset(
+                e for m in old.mutations or () for _, e in _mutation_expressions(m)
+            ),
+        )
+    variables = _compile_policy(spec, old, written, errors)
+    scope = Scope(params=spec.param_kind is not None, variables=variables)
+    for i, mutation in enumerate(spec.mutations or ()):
+        item = ROOT.child("spec").child("mutations").index(i)
+        for name, expression in _mutation_expressions(mutation):
+            path = item.child(name).child("expression")
+            _compile(Environment.MUTATION, expression, scope, written.validations, path, errors)
 
 
 class MutatingAdmissionPolicyBindingSpec(Struct):

@@ -16,6 +16,7 @@ from kube.api import openapi, walk
 from kube.api.codec import from_builtins
 from kube.api.errors import ErrorList
 from kube.api.kinds.admissionregistration_v1 import (
+    MutatingAdmissionPolicy,
     ValidatingAdmissionPolicy,
     ValidatingWebhookConfiguration,
 )
@@ -608,3 +609,36 @@ def test_webhook_match_conditions_must_be_bools() -> None:
     assert _refused(walk.validate_create(config)) == refused
     # Unchanged on update: not compiled again (it was when written).
     assert _refused(walk.validate_update(config, copy.deepcopy(config))) == []
+
+
+_APPLY = "Object{metadata: Object.metadata{labels: {'t': variables.t}}}"
+
+
+def test_mutating_policy_expressions_are_compiled_when_written() -> None:
+    raw = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": "labels"},
+        "spec": {
+            "matchConstraints": _POLICY["spec"]["matchConstraints"],
+            "reinvocationPolicy": "Never",
+            "variables": [{"name": "t", "expression": "object.metadata.labels['team']"}],
+            "matchConditions": [{"name": "m", "expression": "variables.t == 'a'"}],
+            "mutations": [
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": _APPLY},
+                },
+                {
+                    "patchType": "JSONPatch",
+                    "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: params.path}]"},
+                },
+            ],
+        },
+    }
+    policy: MutatingAdmissionPolicy = from_builtins(raw, MutatingAdmissionPolicy).obj
+    walk.set_defaults(policy)
+    assert [e.field for e in walk.validate_create(policy)] == [
+        "spec.matchConditions[0].expression",  # match conditions name no variables
+        "spec.mutations[1].jsonPatch.expression",  # params without a paramKind
+    ]
