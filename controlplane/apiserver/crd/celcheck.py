@@ -623,13 +623,12 @@ def _variable_types(typed: TypedRoots) -> dict[str, Type | None]:
     (dyn if the expression does not parse or has an error)."""
     types: dict[str, Type | None] = {}
     for name, text in typed.variables:
+        checker = _Checker(text, typed, dict(types))
         try:
-            tree = parse(text)
-        except Exception:  # a syntax error is the policy validation's to report
+            found = checker.infer(parse(text))
+        except Exception:  # a syntax error or too deep a nesting: the variable's to report
             types[name] = None
             continue
-        checker = _Checker(text, typed, dict(types))
-        found = checker.infer(tree)
         types[name] = None if checker.issues else found
     return types
 
@@ -651,7 +650,10 @@ def check(text: str, typed: TypedRoots) -> Checked | None:
     except Exception:
         return None
     checker = _Checker(text, typed, _variable_types(typed))
-    output = checker.infer(tree)
+    try:
+        output = checker.infer(tree)
+    except RecursionError:  # nesting deeper than this checker's recursion can follow
+        return Checked(issue(text, 1, 1, "expression recursion limit exceeded"), None)
     issues = []
     for offset, message in sorted(checker.issues):
         line = text.count("\n", 0, offset) + 1

@@ -642,3 +642,10 @@ def test_mutating_policy_expressions_are_compiled_when_written() -> None:
         "spec.matchConditions[0].expression",  # match conditions name no variables
         "spec.mutations[1].jsonPatch.expression",  # params without a paramKind
     ]
+
+
+def test_nesting_deeper_than_the_checker_follows_is_refused_not_a_crash() -> None:
+    deep = "(" * 1000 + "1" + ")" * 1000
+    found = walk.validate_create(_policy(validations=[{"expression": f"{deep} == 1"}]))
+    assert [e.field for e in found] == ["spec.validations[0].expression"]
+    assert "expression recursion limit exceeded" in found[0].detail
