@@ -1,5 +1,7 @@
 """CEL: the validation rules (``x-kubernetes-validations``) of CustomResourceDefinitions, and
-admission webhooks' ``matchConditions`` (``ADMISSION``, at the end).
+admission expressions (``ADMISSION``, ``POLICY``, ``MUTATION``, at the end): webhooks' match
+conditions and admission policies', compiled when written in the declarations their field
+gives them (``admission_declarations``) and type-checked by ``celcheck``.
 
 A CRD's schema may carry, at any node, rules written in CEL; upstream's API server evaluates
 them after pruning, defaulting and the OpenAPI checks, and so does ours, with the pure-Python
