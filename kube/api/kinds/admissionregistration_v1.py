@@ -14,13 +14,13 @@ The webhook client configuration and its checks are shared with CRD conversion w
 compiler the control plane installs, see ``kube.api.expressions``), as upstream: webhooks' and
 policies' match conditions and variables, a ValidatingAdmissionPolicy's validations, their
 messageExpressions and its auditAnnotations, and a MutatingAdmissionPolicy's mutations (whose
-results are checked when applied, not yet when written).  What does not compile, names what its field does
-not declare (``params`` without a paramKind, ``authorizer`` in a messageExpression,
-``variables`` in a policy without any) or does not evaluate to its field's type is refused at
-the expression.  On update, an expression the old object had is compiled as stored, and
-unchanged match conditions (and paramKind) are not compiled again, as upstream.  An update
-that leaves a policy's or configuration's expressions as they were (a status update, a label)
-compiles nothing: they were compiled when written.
+results are checked when applied, not yet when written).  What does not compile, names what
+its field does not declare (``params`` without a paramKind, ``authorizer`` in a
+messageExpression, ``variables`` in a policy without any) or does not evaluate to its field's
+type is refused at the expression.  On update, an expression the old object had is compiled
+as stored, and unchanged match conditions (and paramKind) are not compiled again, as upstream.
+An update that leaves a policy's spec as it was (a status update, a label) compiles nothing:
+its expressions were compiled when written.
 """
 
 from __future__ import annotations
