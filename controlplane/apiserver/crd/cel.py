@@ -1,5 +1,7 @@
 """CEL: the validation rules (``x-kubernetes-validations``) of CustomResourceDefinitions, and
-admission webhooks' ``matchConditions`` (``ADMISSION``, at the end).
+admission expressions (``ADMISSION``, ``POLICY``, ``MUTATION``, at the end): webhooks' match
+conditions and admission policies', compiled when written in the declarations their field
+gives them (``admission_declarations``) and type-checked by ``celcheck``.
 
 A CRD's schema may carry, at any node, rules written in CEL; upstream's API server evaluates
 them after pruning, defaulting and the OpenAPI checks, and so does ours, with the pure-Python
@@ -67,6 +69,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -969,6 +972,54 @@ parameter object, or null), ``namespaceObject`` (the request's Namespace, or nul
 ``variables`` (the policy's variables, each evaluated when first read)."""
 
 
+COMPATIBILITY_VERSION = (1, 35)
+"""The Kubernetes version whose CEL libraries an expression written anew may use: upstream
+1.36's minimum compatibility version (its ``DefaultCompatibilityVersion``)."""
+VERSIONED_LIBRARIES: dict[tuple[int, int], Mapping[str, Callable[..., Any]]] = {
+    (1, 28): QUANTITY_FUNCTIONS,
+    (1, 33): celsemver.FUNCTIONS,
+}
+"""The libraries this module has that upstream's base environment adds after 1.27, by the
+version that added them (the others are older than any compatibility version 1.36 has)."""
+
+
+@functools.cache
+def admission_declarations(
+    base: Declarations,
+    params: bool,
+    authorizer: bool,
+    composition: bool,
+    compatibility: tuple[int, int] | None,
+) -> Declarations:
+    """``base`` (``ADMISSION`` or ``POLICY``) without what the expression's field does not
+    declare: ``params`` without a paramKind, ``authorizer`` in a messageExpression,
+    ``variables`` in a policy without any; and without the libraries added after
+    ``compatibility`` (None: a stored expression, which may use all)."""
+    left_out = {
+        name
+        for name, declared in (
+            ("params", params),
+            ("authorizer", authorizer),
+            ("variables", composition),
+        )
+        if not declared
+    }
+    too_new = {
+        name
+        for version, library in VERSIONED_LIBRARIES.items()
+        if compatibility is not None and version > compatibility
+        for name in library
+    }
+    kept = {
+        name
+        for version, library in VERSIONED_LIBRARIES.items()
+        if compatibility is None or version <= compatibility
+        for name in library
+    }
+    functions = {k: f for k, f in base.functions.items() if k not in too_new - kept}
+    return Declarations(base.variables - left_out, functions)
+
+
 DEVICE_SELECTOR = Declarations(frozenset({"device"}), FUNCTIONS)
 """DRA device selectors (DeviceClass, ResourceClaim requests): ``device``, with its
 ``driver``, ``attributes`` and ``capacity`` (the last are quantities: ``compareTo``).  They are
@@ -1112,9 +1163,21 @@ def mutation_variables() -> dict[str, celtypes.Value]:
     }
 
 
-# CRD and webhook validation compile with this module (kube.api cannot import it).
-expressions.use_compiler(Environment.CRD_RULE, compile_problem)
-expressions.use_compiler(Environment.MATCH_CONDITION, lambda text: compile_problem(text, ADMISSION))
+# CRD, DRA and admission validation compile with this module (kube.api cannot import it);
+# admission expressions are type-checked too, by celcheck, which imports this module.
+from controlplane.apiserver.crd import celcheck  # noqa: E402
+
+expressions.use_compiler(Environment.CRD_RULE, lambda text, scope: compile_problem(text))
 expressions.use_compiler(
-    Environment.DEVICE_SELECTOR, lambda text: compile_problem(text, DEVICE_SELECTOR)
+    Environment.DEVICE_SELECTOR, lambda text, scope: compile_problem(text, DEVICE_SELECTOR)
+)
+expressions.use_compiler(
+    Environment.MATCH_CONDITION,
+    lambda text, scope: celcheck.admission_problem(text, ADMISSION, scope),
+)
+expressions.use_compiler(
+    Environment.POLICY, lambda text, scope: celcheck.admission_problem(text, POLICY, scope)
+)
+expressions.use_compiler(
+    Environment.MUTATION, lambda text, scope: celcheck.admission_problem(text, MUTATION, scope)
 )

@@ -40,7 +40,9 @@ from typing import Any
 
 import lark
 
+from controlplane.apiserver.crd import cel
 from controlplane.apiserver.crd.cel import Schema, escape, issue, parse
+from kube.api.expressions import Scope
 
 
 @dataclass(frozen=True)
@@ -621,29 +623,78 @@ def _variable_types(typed: TypedRoots) -> dict[str, Type | None]:
     (dyn if the expression does not parse or has an error)."""
     types: dict[str, Type | None] = {}
     for name, text in typed.variables:
+        checker = _Checker(text, typed, dict(types))
         try:
-            tree = parse(text)
-        except Exception:  # a syntax error is the policy validation's to report
+            found = checker.infer(parse(text))
+        except Exception:  # a syntax error or too deep a nesting: the variable's to report
             types[name] = None
             continue
-        checker = _Checker(text, typed, dict(types))
-        found = checker.infer(tree)
         types[name] = None if checker.issues else found
     return types
 
 
-def type_issues(text: str, typed: TypedRoots) -> str | None:
-    """cel-go's type-checking errors of ``text`` against ``typed`` (one issue per line group,
-    in the order of their positions), or None."""
+@dataclass(frozen=True)
+class Checked:
+    """What checking one expression found: cel-go's errors (None if none) and the type of
+    its result (None for dyn)."""
+
+    issues: str | None
+    output: Type | None
+
+
+def check(text: str, typed: TypedRoots) -> Checked | None:
+    """``text`` checked against ``typed``; None when it does not parse (a syntax error is the
+    compiler's to report)."""
     try:
         tree = parse(text)
-    except Exception:  # a syntax error is the policy validation's to report
+    except Exception:
         return None
     checker = _Checker(text, typed, _variable_types(typed))
-    checker.infer(tree)
+    try:
+        output = checker.infer(tree)
+    except RecursionError:  # nesting deeper than this checker's recursion can follow
+        return Checked(issue(text, 1, 1, "expression recursion limit exceeded"), None)
     issues = []
     for offset, message in sorted(checker.issues):
         line = text.count("\n", 0, offset) + 1
         column = offset - (text.rfind("\n", 0, offset) + 1) + 1
         issues.append(issue(text, line, column, message))
-    return "\n".join(dict.fromkeys(issues)) or None
+    return Checked("\n".join(dict.fromkeys(issues)) or None, output)
+
+
+def type_issues(text: str, typed: TypedRoots) -> str | None:
+    """cel-go's type-checking errors of ``text`` against ``typed`` (one issue per line group,
+    in the order of their positions), or None."""
+    checked = check(text, typed)
+    return checked.issues if checked is not None else None
+
+
+# Admission expressions, compiled when their object is written.
+
+
+def admission_problem(text: str, base: cel.Declarations, scope: Scope) -> str | None:
+    """Why an admission expression is refused, in upstream's words: ``compilation failed:
+    ERROR: ...`` when it does not parse, names what ``scope`` does not declare in ``base`` or
+    fails type checking (``object``, ``request``... are dyn: nothing types them when a policy
+    is written), else ``must evaluate to bool but got dyn`` when its result is not of a type
+    ``scope`` wants; None when it compiles."""
+    declarations = cel.admission_declarations(
+        base,
+        scope.params,
+        scope.authorizer,
+        scope.variables is not None,
+        None if scope.stored else cel.COMPATIBILITY_VERSION,
+    )
+    problem = cel.compile_problem(text, declarations)
+    checked = check(text, TypedRoots({}, {}, scope.variables or ()))
+    if problem is None and checked is not None and checked.issues is not None:
+        problem = checked.issues
+    if problem is not None:
+        return f"compilation failed: {problem}"
+    output = checked.output if checked is not None else None
+    shown = show(output) or (output.name if output is not None else "dyn")
+    if not scope.results or shown in scope.results:
+        return None
+    if len(scope.results) == 1:
+        return f"must evaluate to {scope.results[0]} but got {shown}"
+    return f"must evaluate to one of [{' '.join(scope.results)}] but got {shown}"

@@ -10,21 +10,30 @@ MutatingAdmissionPolicyBinding applies one the same way; the two policy kinds sh
 parameters, matching, variables and match conditions.
 
 The webhook client configuration and its checks are shared with CRD conversion webhooks
-(``apiextensions_v1``).  Webhooks' match conditions are compiled when a configuration is
-written (by the compiler the control plane installs); the policies' CEL is stored as written,
-only its presence checked.
+(``apiextensions_v1``).  Every CEL expression is compiled when its object is written (by the
+compiler the control plane installs, see ``kube.api.expressions``), as upstream: webhooks' and
+policies' match conditions and variables, a ValidatingAdmissionPolicy's validations, their
+messageExpressions and its auditAnnotations, and a MutatingAdmissionPolicy's mutations (whose
+results are checked when applied, not yet when written).  What does not compile, names what
+its field does not declare (``params`` without a paramKind, ``authorizer`` in a
+messageExpression, ``variables`` in a policy without any) or does not evaluate to its field's
+type is refused at the expression.  On update, an expression the old object had is compiled
+as stored, and unchanged match conditions (and paramKind) are not compiled again, as upstream.
+An update that leaves a policy's spec as it was (a status update, a label) compiles nothing:
+its expressions were compiled when written.
 """
 
 from __future__ import annotations
 
 import datetime
 import urllib.parse
-from collections.abc import Sequence
-from typing import Annotated, ClassVar
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated, ClassVar, Self
 
 from kube.api import expressions, names
-from kube.api.errors import ErrorList, Path
-from kube.api.expressions import Environment
+from kube.api.errors import ROOT, ErrorList, Path
+from kube.api.expressions import Environment, Scope
 from kube.api.meta_v1 import Condition, LabelSelector, Resource
 from kube.api.printing import AGE_COLUMN, NAME_COLUMN, Column
 from kube.api.scheme import kind
@@ -352,18 +361,49 @@ class WebhookBase(Struct):
         )
 
 
-def _validate_webhook_conditions(
-    conditions: MatchConditions, path: Path, errors: ErrorList
+BOOL = ("bool",)
+
+
+@dataclass(frozen=True)
+class Written:
+    """The expressions of the object an update replaces, by field: those an update keeps are
+    compiled as stored.  (As upstream, a variable counts as stored if a validation had its
+    expression; in a MutatingAdmissionPolicy, a mutation.)"""
+
+    match_conditions: frozenset[str] = frozenset()
+    validations: frozenset[str] = frozenset()
+    messages: frozenset[str] = frozenset()
+    audit_annotations: frozenset[str] = frozenset()
+
+
+def _compile(
+    environment: Environment,
+    text: str,
+    scope: Scope,
+    stored: frozenset[str],
+    path: Path,
+    errors: ErrorList,
+    value: str | None = None,
 ) -> None:
-    """A webhook's matchConditions: well-formed, and each expression compiles."""
-    _validate_match_conditions(conditions, path, errors)
-    for i, condition in enumerate(conditions or ()):
+    """Refuse ``text`` at ``path`` (showing ``value``, default ``text``) if it does not compile
+    in ``environment`` and ``scope``."""
+    problem = expressions.problem(environment, text, replace(scope, stored=text in stored))
+    if problem is not None:
+        errors.invalid(path, text if value is None else value, problem)
+
+
+def _compile_match_conditions(
+    conditions: Iterable[MatchCondition],
+    environment: Environment,
+    scope: Scope,
+    stored: frozenset[str],
+    path: Path,
+    errors: ErrorList,
+) -> None:
+    """Match conditions, which must be bools (trimmed, as upstream compiles them)."""
+    for i, condition in enumerate(conditions):
         expression = (condition.expression or "").strip()
-        problem = expressions.problem(Environment.MATCH_CONDITION, expression)
-        if problem is not None:
-            errors.invalid(
-                path.index(i).child("expression"), expression, f"compilation failed: {problem}"
-            )
+        _compile(environment, expression, scope, stored, path.index(i).child("expression"), errors)
 
 
 class ValidatingWebhook(WebhookBase):
@@ -374,7 +414,7 @@ class ValidatingWebhook(WebhookBase):
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         super().validate(path, errors)
-        _validate_webhook_conditions(self.match_conditions, path.child("matchConditions"), errors)
+        _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
 
 
 class MutatingWebhook(WebhookBase):
@@ -391,10 +431,29 @@ class MutatingWebhook(WebhookBase):
 
     def validate(self, path: Path, errors: ErrorList) -> None:
         super().validate(path, errors)
-        _validate_webhook_conditions(self.match_conditions, path.child("matchConditions"), errors)
+        _validate_match_conditions(self.match_conditions, path.child("matchConditions"), errors)
 
 
 Webhook = ValidatingWebhook | MutatingWebhook
+
+
+def _compile_webhooks(
+    webhooks: Sequence[Webhook], old: Sequence[Webhook] | None, errors: ErrorList
+) -> None:
+    """Each webhook's match conditions, unless an update keeps every webhook's as they were."""
+    if old is not None and [w.match_conditions for w in webhooks] == [
+        w.match_conditions for w in old
+    ]:
+        return
+    stored = frozenset(c.expression or "" for w in old or () for c in w.match_conditions or ())
+    for i, webhook in enumerate(webhooks):
+        path = ROOT.child("webhooks").index(i).child("matchConditions")
+        conditions = webhook.match_conditions or ()
+        scope = Scope(results=BOOL)
+        _compile_match_conditions(
+            conditions, Environment.MATCH_CONDITION, scope, stored, path, errors
+        )
+
 
 WEBHOOK_COLUMNS = (
     NAME_COLUMN,
@@ -429,6 +488,12 @@ class ValidatingWebhookConfiguration(Resource):
             [w.name for w in self.webhooks or ()], path.child("webhooks"), errors
         )
 
+    def validate_create(self, errors: ErrorList) -> None:
+        _compile_webhooks(self.webhooks or (), None, errors)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        _compile_webhooks(self.webhooks or (), old.webhooks or [], errors)
+
 
 @kind(
     group=GROUP,
@@ -450,6 +515,12 @@ class MutatingWebhookConfiguration(Resource):
         _validate_unique_names(
             [w.name for w in self.webhooks or ()], path.child("webhooks"), errors
         )
+
+    def validate_create(self, errors: ErrorList) -> None:
+        _compile_webhooks(self.webhooks or (), None, errors)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        _compile_webhooks(self.webhooks or (), old.webhooks or [], errors)
 
 
 # ValidatingAdmissionPolicy and its binding.
@@ -516,12 +587,48 @@ class Validation(Struct):
     reason: Annotated[str | None, meta(enum=VALIDATION_REASONS, proto=3)] = None
     message_expression: Annotated[str | None, meta(proto=4, omitempty=True)] = None
 
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.message_expression and not self.message_expression.strip():
+            errors.invalid(
+                path.child("messageExpression"),
+                self.message_expression,
+                "must be non-empty if specified",
+            )
+        message = self.message or ""
+        if message and not message.strip():
+            errors.invalid(path.child("message"), message, "message must be non-empty if specified")
+        elif "\n" in message.strip() or "\r" in message.strip():
+            errors.invalid(path.child("message"), message, "message must not contain line breaks")
+
 
 class Variable(Struct):
     """A named CEL expression the other expressions can use as ``variables.<name>``."""
 
     name: Annotated[str | None, meta(required=True, proto=1)] = None
     expression: Annotated[str | None, meta(required=True, proto=2)] = None
+
+    def validate(self, path: Path, errors: ErrorList) -> None:
+        if self.name and not _is_cel_identifier(self.name):
+            errors.invalid(path.child("name"), self.name, "name is not a valid CEL identifier")
+
+
+# fmt: off
+CEL_RESERVED = frozenset({
+    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+    "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void",
+    "while",
+})
+# fmt: on
+
+
+def _is_cel_identifier(name: str) -> bool:
+    """CEL's IDENT: a letter or ``_``, then letters, digits and ``_``; not a reserved word."""
+    return (
+        name.isascii()
+        and (name[0].isalpha() or name[0] == "_")
+        and name.replace("_", "a").isalnum()
+        and name not in CEL_RESERVED
+    )
 
 
 class AuditAnnotation(Struct):
@@ -542,6 +649,74 @@ def _validate_policy_matching(
     if constraints is not None and not constraints.resource_rules:
         errors.required(path.child("matchConstraints").child("resourceRules"))
     _validate_match_conditions(conditions, path.child("matchConditions"), errors)
+
+
+def _written(spec: ValidatingAdmissionPolicySpec) -> Written:
+    return Written(
+        match_conditions=frozenset(c.expression or "" for c in spec.match_conditions or ()),
+        validations=frozenset(v.expression or "" for v in spec.validations or ()),
+        messages=frozenset(
+            v.message_expression for v in spec.validations or () if v.message_expression
+        ),
+        audit_annotations=frozenset(a.value_expression or "" for a in spec.audit_annotations or ()),
+    )
+
+
+def _compile_policy(
+    spec: ValidatingAdmissionPolicySpec | MutatingAdmissionPolicySpec,
+    old: ValidatingAdmissionPolicySpec | MutatingAdmissionPolicySpec | None,
+    written: Written,
+    errors: ErrorList,
+) -> tuple[tuple[str, str], ...] | None:
+    """What both policy kinds compile alike (``old``: the spec an update replaces): their
+    match conditions, which name no variables, and their variables, each seeing those before
+    it; the variables their other expressions may read."""
+    path = ROOT.child("spec")
+    params = spec.param_kind is not None
+    policy = Environment.POLICY
+    if old is None or (spec.param_kind, spec.match_conditions) != (
+        old.param_kind,
+        old.match_conditions,
+    ):
+        conditions = spec.match_conditions or ()
+        scope = Scope(params=params, results=BOOL)
+        stored = written.match_conditions
+        _compile_match_conditions(
+            conditions, policy, scope, stored, path.child("matchConditions"), errors
+        )
+    declared = tuple((v.name or "", v.expression or "") for v in spec.variables or ())
+    for i, (_, expression) in enumerate(declared):
+        scope = Scope(params=params, variables=declared[:i])
+        item = path.child("variables").index(i).child("expression")
+        _compile(policy, expression, scope, written.validations, item, errors)
+    return declared or None
+
+
+def _compile_validating_policy(
+    spec: ValidatingAdmissionPolicySpec,
+    old: ValidatingAdmissionPolicySpec | None,
+    errors: ErrorList,
+) -> None:
+    """Every expression of a ValidatingAdmissionPolicy, in the scope its field gives it."""
+    path = ROOT.child("spec")
+    written = _written(old) if old is not None else Written()
+    variables = _compile_policy(spec, old, written, errors)
+    params = spec.param_kind is not None
+    policy = Environment.POLICY
+    for i, validation in enumerate(spec.validations or ()):
+        item = path.child("validations").index(i)
+        scope = Scope(params=params, variables=variables, results=BOOL)
+        expression = validation.expression or ""
+        _compile(policy, expression, scope, written.validations, item.child("expression"), errors)
+        message = validation.message_expression or ""
+        scope = Scope(params=params, authorizer=False, variables=variables, results=("string",))
+        _compile(policy, message, scope, written.messages, item.child("messageExpression"), errors)
+    for i, annotation in enumerate(spec.audit_annotations or ()):
+        item = path.child("auditAnnotations").index(i).child("valueExpression")
+        scope = Scope(params=params, variables=variables, results=("string", "null_type"))
+        value = annotation.value_expression or ""
+        stored = written.audit_annotations
+        _compile(policy, value.strip(), scope, stored, item, errors, value)
 
 
 MatchConstraints = Annotated[
@@ -642,6 +817,15 @@ class ValidatingAdmissionPolicy(Resource):
     status: Annotated[
         ValidatingAdmissionPolicyStatus | None, meta(doc="Type checking and conditions.", proto=3)
     ] = None
+
+    def validate_create(self, errors: ErrorList) -> None:
+        if self.spec is not None:
+            _compile_validating_policy(self.spec, None, errors)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        if self.spec is not None and self.spec != old.spec:
+            old_spec = old.spec or ValidatingAdmissionPolicySpec()
+            _compile_validating_policy(self.spec, old_spec, errors)
 
 
 class ParamRef(Struct):
@@ -871,6 +1055,49 @@ class MutatingAdmissionPolicy(Resource):
     spec: Annotated[
         MutatingAdmissionPolicySpec | None, meta(required=True, doc="The policy.", proto=2)
     ] = None
+
+    def validate_create(self, errors: ErrorList) -> None:
+        if self.spec is not None:
+            _compile_mutating_policy(self.spec, None, errors)
+
+    def validate_update(self, old: Self, errors: ErrorList) -> None:
+        if self.spec is not None and self.spec != old.spec:
+            old_spec = old.spec or MutatingAdmissionPolicySpec()
+            _compile_mutating_policy(self.spec, old_spec, errors)
+
+
+def _mutation_expressions(mutation: Mutation) -> list[tuple[str, str]]:
+    """(field, expression) of the apply configuration and JSON patch a mutation has."""
+    bodies = (
+        ("applyConfiguration", mutation.apply_configuration),
+        ("jsonPatch", mutation.json_patch),
+    )
+    return [(name, body.expression or "") for name, body in bodies if body is not None]
+
+
+def _compile_mutating_policy(
+    spec: MutatingAdmissionPolicySpec,
+    old: MutatingAdmissionPolicySpec | None,
+    errors: ErrorList,
+) -> None:
+    """Every expression of a MutatingAdmissionPolicy: its mutations name, besides a policy's
+    variables, ``Object``, ``JSONPatch`` and ``jsonpatch``; their results are checked when
+    they are applied."""
+    written = Written()
+    if old is not None:
+        written = Written(
+            match_conditions=frozenset(c.expression or "" for c in old.match_conditions or ()),
+            validations=frozenset(
+                e for m in old.mutations or () for _, e in _mutation_expressions(m)
+            ),
+        )
+    variables = _compile_policy(spec, old, written, errors)
+    scope = Scope(params=spec.param_kind is not None, variables=variables)
+    for i, mutation in enumerate(spec.mutations or ()):
+        item = ROOT.child("spec").child("mutations").index(i)
+        for name, expression in _mutation_expressions(mutation):
+            path = item.child(name).child("expression")
+            _compile(Environment.MUTATION, expression, scope, written.validations, path, errors)
 
 
 class MutatingAdmissionPolicyBindingSpec(Struct):

@@ -1,8 +1,9 @@
 """ValidatingAdmissionPolicy evaluated, through real kubectl against a real API server: the
 kubernetes.io example policy denies, warns and audits as its binding says; parameters by name
 and by selector, and a missing one; messageExpression, variables and matchConditions;
-failurePolicy; and the policy kinds themselves exempt.  Each test confines its policies to its
-own namespace with a namespaceSelector on ``kubernetes.io/metadata.name``."""
+failurePolicy; the policy kinds themselves exempt; and expressions compiled when a policy is
+written.  Each test confines its policies to its own namespace with a namespaceSelector on
+``kubernetes.io/metadata.name``."""
 
 from __future__ import annotations
 
@@ -294,3 +295,35 @@ def test_audit_records_each_failure_and_the_policys_annotations() -> None:
         for message, index in (("too many", 0), ("untagged", 2))
     ]
     assert ctx.audit_annotations == {"p/owner": "team-a"}
+
+
+def test_a_policy_whose_expressions_do_not_compile_is_refused(kubectl: Kubectl) -> None:
+    """As upstream, every expression is compiled when the policy is written: the 422 names
+    each one that does not compile or does not evaluate to its field's type."""
+    name = unique("uncompiled")
+    validations = [{"expression": "object.spec.replicas"}, {"expression": "params.max >= 1"}]
+    written = json.dumps(policy(name, validations=validations))
+    refused = kubectl.run("create", "-f", "-", input=written, namespaced=False, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f'The ValidatingAdmissionPolicy "{name}" is invalid: \n'
+        '* spec.validations[0].expression: Invalid value: "object.spec.replicas": must '
+        "evaluate to bool but got dyn\n"
+        '* spec.validations[1].expression: Invalid value: "params.max >= 1": compilation '
+        "failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')\n"
+        " | params.max >= 1\n"
+        " | ^"
+    )
+    valid = [{"expression": "object.spec.replicas <= 5"}]
+    apply(kubectl, policy(name, validations=valid))
+    message = [{**valid[0], "messageExpression": "object.spec.replicas"}]
+    changed = json.dumps(policy(name, validations=message))
+    refused = kubectl.run("apply", "-f", "-", input=changed, namespaced=False, check=False)
+    assert refused.returncode == 1
+    assert (
+        'spec.validations[0].messageExpression: Invalid value: "object.spec.replicas": must '
+        "evaluate to string but got dyn"
+    ) in refused.stderr
+    stored = kubectl.json("get", "validatingadmissionpolicy", name)
+    assert stored["spec"]["validations"] == valid
+    kubectl.run("delete", "validatingadmissionpolicy", name, namespaced=False)

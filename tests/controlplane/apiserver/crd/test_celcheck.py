@@ -1,15 +1,25 @@
 """Static type checking of CEL (``controlplane.apiserver.crd.celcheck``): cel-go's errors, in
 its words and at its positions, against a Deployment's schema (the scheme's own OpenAPI) and
-against the schemas of upstream's typechecking_test.go."""
+against the schemas of upstream's typechecking_test.go; and admission expressions compiled
+when a policy or webhook configuration is written, as upstream's validation_test.go."""
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 import pytest
 
-from controlplane.apiserver.crd import celcheck
-from kube.api import openapi
+from controlplane.apiserver.crd import cel, celcheck
+from kube.api import openapi, walk
+from kube.api.codec import from_builtins
+from kube.api.errors import ErrorList
+from kube.api.kinds.admissionregistration_v1 import (
+    MutatingAdmissionPolicy,
+    ValidatingAdmissionPolicy,
+    ValidatingWebhookConfiguration,
+)
 
 _APPS = openapi.document("apps", "v1")["components"]["schemas"]
 _DEPLOYMENT = {"$ref": "#/components/schemas/io.k8s.api.apps.v1.Deployment"}
@@ -369,3 +379,273 @@ def test_upstream_type_check_cases(
 )
 def test_signatures_read_as_cel_go_prints_them(text: str, expected: celcheck.Signature) -> None:
     assert celcheck.signature(text) == expected
+
+
+# Admission expressions compiled when their object is written (kube.api's validation of
+# admissionregistration.k8s.io, through the compilers cel and celcheck install): upstream's
+# validation_test.go cases.
+
+_POLICY: dict[str, Any] = {
+    "apiVersion": "admissionregistration.k8s.io/v1",
+    "kind": "ValidatingAdmissionPolicy",
+    "metadata": {"name": "config"},
+    "spec": {
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "operations": ["CREATE"],
+                    "apiGroups": ["apps"],
+                    "apiVersions": ["v1"],
+                    "resources": ["deployments"],
+                }
+            ]
+        },
+        "validations": [{"expression": "object.spec.replicas <= 5"}],
+    },
+}
+
+
+def _policy(**spec: Any) -> ValidatingAdmissionPolicy:
+    raw = copy.deepcopy(_POLICY)
+    raw["spec"].update(spec)
+    policy: ValidatingAdmissionPolicy = from_builtins(raw, ValidatingAdmissionPolicy).obj
+    walk.set_defaults(policy)
+    return policy
+
+
+def _refused(errors: ErrorList) -> list[str]:
+    """Each error as upstream's field.Error prints it (the value JSON-quoted)."""
+    return [f"{e.field}: Invalid value: {json.dumps(e.value)}: {e.detail}" for e in errors]
+
+
+_REASON = "authorizer.path('/x').check('get').reason()"
+_NO_OVERLOAD = "found no matching overload for '_<_' applied to '(int, string)'"
+
+
+def _undeclared(text: str, name: str) -> str:
+    problem = f"undeclared reference to '{name}' (in container '')"
+    return f"compilation failed: {_one(text, 1, problem)}"
+
+
+@pytest.mark.parametrize(
+    ("spec", "refused"),
+    [
+        pytest.param({}, [], id="valid"),
+        pytest.param(
+            {
+                "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                "variables": [{"name": "limit", "expression": "int(params.data.limit)"}],
+                "validations": [
+                    {
+                        "expression": "object.spec.replicas <= variables.limit",
+                        "messageExpression": "'at most ' + string(variables.limit)",
+                    }
+                ],
+                "matchConditions": [{"name": "p", "expression": "params != null"}],
+                "auditAnnotations": [{"key": "a", "valueExpression": "null"}],
+            },
+            [],
+            id="every-field-valid",
+        ),
+        pytest.param(
+            {"validations": None, "auditAnnotations": [{"key": "x", "valueExpression": "true"}]},
+            [
+                'spec.auditAnnotations[0].valueExpression: Invalid value: "true": '
+                "must evaluate to one of [string null_type] but got bool"
+            ],
+            id="audit-annotation-not-a-string",
+        ),
+        pytest.param(
+            {"validations": [{"expression": "object.spec.paused"}]},
+            [
+                'spec.validations[0].expression: Invalid value: "object.spec.paused": '
+                "must evaluate to bool but got dyn"
+            ],
+            id="validation-of-unknown-type",
+        ),
+        pytest.param(
+            {"validations": [{"expression": "1", "messageExpression": "1"}]},
+            [
+                'spec.validations[0].expression: Invalid value: "1": '
+                "must evaluate to bool but got int",
+                'spec.validations[0].messageExpression: Invalid value: "1": '
+                "must evaluate to string but got int",
+            ],
+            id="result-types",
+        ),
+        pytest.param(
+            {"validations": [{"expression": "params.x == 1"}]},
+            [
+                'spec.validations[0].expression: Invalid value: "params.x == 1": '
+                + _undeclared("params.x == 1", "params")
+            ],
+            id="params-without-param-kind",
+        ),
+        pytest.param(
+            {
+                "validations": [
+                    {"expression": "true", "messageExpression": _REASON}
+                ]
+            },
+            [
+                "spec.validations[0].messageExpression: Invalid value: "
+                "\"authorizer.path('/x').check('get').reason()\": "
+                + _undeclared("authorizer.path('/x').check('get').reason()", "authorizer")
+            ],
+            id="no-authorizer-in-message-expressions",
+        ),
+        pytest.param(
+            {"matchConditions": [{"name": "m", "expression": "'a'"}]},
+            [
+                "spec.matchConditions[0].expression: Invalid value: \"'a'\": "
+                "must evaluate to bool but got string"
+            ],
+            id="match-condition-not-a-bool",
+        ),
+        pytest.param(
+            {"validations": [{"expression": "variables.x"}]},
+            [
+                'spec.validations[0].expression: Invalid value: "variables.x": '
+                + _undeclared("variables.x", "variables")
+            ],
+            id="variables-without-any",
+        ),
+        pytest.param(
+            {
+                "variables": [
+                    {"name": "a", "expression": "variables.b"},
+                    {"name": "b", "expression": "1 < 'asdf'"},
+                ],
+                "validations": [{"expression": "variables.a == variables.c"}],
+            },
+            [
+                'spec.variables[0].expression: Invalid value: "variables.b": compilation failed: '
+                + _one("variables.b", 10, "undefined field 'b'"),
+                "spec.variables[1].expression: Invalid value: \"1 < 'asdf'\": compilation failed: "
+                + _one("1 < 'asdf'", 3, _NO_OVERLOAD),
+                'spec.validations[0].expression: Invalid value: "variables.a == variables.c": '
+                "compilation failed: "
+                + _one("variables.a == variables.c", 25, "undefined field 'c'"),
+            ],
+            id="variables-see-those-before-them",
+        ),
+        pytest.param(
+            {"matchConditions": [{"name": "m", "expression": "  object.x in [1, 2, "}]},
+            [
+                'spec.matchConditions[0].expression: Invalid value: "object.x in [1, 2,": '
+                "compilation failed: "
+                + _one("object.x in [1, 2,", 18, "Syntax error: unexpected input")
+            ],
+            id="syntax-error-trimmed",
+        ),
+    ],
+)  # fmt: skip
+def test_policy_expressions_are_compiled_when_written(
+    spec: dict[str, Any], refused: list[str]
+) -> None:
+    assert _refused(walk.validate_create(_policy(**spec))) == refused
+
+
+def test_policy_field_checks_of_upstream() -> None:
+    found = walk.validate_create(
+        _policy(
+            variables=[{"name": "foo-bar", "expression": "1"}],
+            validations=[{"expression": "true", "message": "a\nb", "messageExpression": " "}],
+        )
+    )
+    assert sorted((e.field, e.detail) for e in found) == [
+        ("spec.validations[0].message", "message must not contain line breaks"),
+        ("spec.validations[0].messageExpression", "must be non-empty if specified"),
+        ("spec.variables[0].name", "name is not a valid CEL identifier"),
+    ]
+
+
+def test_an_update_compiles_kept_expressions_as_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a compatibility version older than the semver library, a new expression may not
+    use it, and one an update keeps may; match conditions an update keeps (paramKind too) are
+    not compiled again."""
+    monkeypatch.setattr(cel, "COMPATIBILITY_VERSION", (1, 32))
+    semver = [{"expression": "isSemver('1.2.3')"}]
+    assert _refused(walk.validate_create(_policy(validations=semver))) == [
+        "spec.validations[0].expression: Invalid value: \"isSemver('1.2.3')\": "
+        + _undeclared("isSemver('1.2.3')", "isSemver")
+    ]
+    old = _policy(validations=semver, matchConditions=[{"name": "m", "expression": "params.x"}])
+    kept = _policy(
+        validations=[*semver, {"expression": "true"}],
+        matchConditions=[{"name": "m", "expression": "params.x"}],
+    )
+    assert _refused(walk.validate_update(kept, old)) == []
+    changed = _policy(
+        paramKind={"apiVersion": "v1", "kind": "ConfigMap"},
+        validations=semver,
+        matchConditions=[{"name": "m", "expression": "params.x"}],
+    )
+    assert _refused(walk.validate_update(changed, old)) == [
+        'spec.matchConditions[0].expression: Invalid value: "params.x": '
+        "must evaluate to bool but got dyn"
+    ]
+
+
+def test_webhook_match_conditions_must_be_bools() -> None:
+    hook = {
+        "name": "check.example.com",
+        "clientConfig": {"url": "https://example.com/check"},
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "matchConditions": [{"name": "user", "expression": "request.userInfo.username"}],
+    }
+    raw = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "checks"},
+        "webhooks": [hook],
+    }
+    config: ValidatingWebhookConfiguration = from_builtins(raw, ValidatingWebhookConfiguration).obj
+    refused = [
+        'webhooks[0].matchConditions[0].expression: Invalid value: "request.userInfo.username": '
+        "must evaluate to bool but got dyn"
+    ]
+    assert _refused(walk.validate_create(config)) == refused
+    # Unchanged on update: not compiled again (it was when written).
+    assert _refused(walk.validate_update(config, copy.deepcopy(config))) == []
+
+
+_APPLY = "Object{metadata: Object.metadata{labels: {'t': variables.t}}}"
+
+
+def test_mutating_policy_expressions_are_compiled_when_written() -> None:
+    raw = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": "labels"},
+        "spec": {
+            "matchConstraints": _POLICY["spec"]["matchConstraints"],
+            "reinvocationPolicy": "Never",
+            "variables": [{"name": "t", "expression": "object.metadata.labels['team']"}],
+            "matchConditions": [{"name": "m", "expression": "variables.t == 'a'"}],
+            "mutations": [
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": _APPLY},
+                },
+                {
+                    "patchType": "JSONPatch",
+                    "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: params.path}]"},
+                },
+            ],
+        },
+    }
+    policy: MutatingAdmissionPolicy = from_builtins(raw, MutatingAdmissionPolicy).obj
+    walk.set_defaults(policy)
+    assert [e.field for e in walk.validate_create(policy)] == [
+        "spec.matchConditions[0].expression",  # match conditions name no variables
+        "spec.mutations[1].jsonPatch.expression",  # params without a paramKind
+    ]
+
+
+def test_nesting_deeper_than_the_checker_follows_is_refused_not_a_crash() -> None:
+    deep = "(" * 1000 + "1" + ")" * 1000
+    found = walk.validate_create(_policy(validations=[{"expression": f"{deep} == 1"}]))
+    assert [e.field for e in found] == ["spec.validations[0].expression"]
+    assert "expression recursion limit exceeded" in found[0].detail
