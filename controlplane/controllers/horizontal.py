@@ -36,10 +36,13 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.controller import Controller, key_of
@@ -59,6 +62,7 @@ from controlplane.controllers.replicacalculator import (
     go_label_selector,
     metric_selector,
 )
+from controlplane.controllers.selectors import SelectorIndex
 from kube.api import codec, quantity
 from kube.api.kinds import autoscaling_v2 as v2
 from kube.api.kinds.autoscaling_v1 import Scale, ScaleSpec
@@ -74,9 +78,10 @@ from kube.api.kinds.autoscaling_v2 import (
 )
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.labels import Selector, SelectorError, parse_selector
-from kube.api.struct import QuantityValue
+from kube.api.struct import QuantityValue, deep_copy
 from kube.client.errors import ApiError, ClientError
 from kube.client.events import NORMAL, WARNING
+from kube.client.informers import LABELS_INDEX, index_by_labels
 
 log = logging.getLogger("kubelab.controllers")
 
@@ -127,6 +132,10 @@ def set_condition(
     if existing.status != condition_status:
         existing.last_transition_time = now
     existing.status, existing.reason, existing.message = condition_status, reason, message
+
+
+_parse_selector = functools.lru_cache(maxsize=4096)(parse_selector)
+"""The selector of a scale's text: the same text every sync, and a selector is immutable."""
 
 
 def _fraction(value: QuantityValue) -> float:
@@ -396,8 +405,9 @@ class HorizontalController(Controller):
             options.cpu_initialization_period,
             options.initial_readiness_delay,
         )
+        self.pods.add_indexers({LABELS_INDEX: index_by_labels})
         self.histories: dict[str, History] = {}
-        self.selectors: dict[str, Selector] = {}
+        self.selectors = SelectorIndex()
         """The selector of each HPA's pods as last read, to find pods two HPAs scale."""
         self.hpas.add_event_handler(self.enqueue, self._updated, self._deleted)
 
@@ -412,14 +422,10 @@ class HorizontalController(Controller):
 
     def _forget(self, key: str) -> None:
         self.histories.pop(key, None)
-        self.selectors.pop(key, None)
+        self.selectors.remove(key)
 
     def _pods_matching(self, namespace: str, selector: Selector) -> list[Pod]:
-        return [
-            pod
-            for pod in self.pods.lister.list(namespace)
-            if selector.matches(pod.metadata.labels or {})
-        ]
+        return self.pods.lister.select(namespace, selector)
 
     async def sync_key(self, key: str) -> None:
         hpa = self.hpas.lister.get(key)
@@ -435,8 +441,10 @@ class HorizontalController(Controller):
     # Reconciling one HPA (upstream's reconcileAutoscaler).
 
     async def reconcile(self, shared: HorizontalPodAutoscaler, key: str) -> None:
-        hpa = copy.deepcopy(shared)
-        original = copy.deepcopy(hpa.status)
+        # Only the status is written: the rest stays shared with the cache.
+        original = shared.status
+        copied = deep_copy(original) if original is not None else None
+        hpa = msgspec.structs.replace(shared, status=copied)
         status = hpa.status = hpa.status or HorizontalPodAutoscalerStatus(desired_replicas=0)
         spec = hpa.spec or v2.HorizontalPodAutoscalerSpec()
         ref = spec.scale_target_ref or v2.CrossVersionObjectReference()
@@ -704,20 +712,21 @@ class HorizontalController(Controller):
                 "the HPA target's scale is missing a selector",
             )
         try:
-            selector = parse_selector(text)
+            selector = _parse_selector(text)
         except SelectorError as error:
             message = (
                 f"couldn't convert selector into a corresponding internal selector object: {error}"
             )
             raise refuse("InvalidSelector", "InvalidSelector", message) from None
-        key, namespace = key_of(hpa), hpa.metadata.namespace or ""
-        self.selectors[key] = selector
-        pods = self._pods_matching(namespace, selector)
+        namespace = hpa.metadata.namespace or ""
+        self.selectors.put(key_of(hpa), namespace, selector)
         controlling = sorted(
-            other
-            for other, theirs in self.selectors.items()
-            if other.partition("/")[0] == namespace
-            and any(theirs.matches(pod.metadata.labels) for pod in pods)
+            set().union(
+                *(
+                    self.selectors.matching(namespace, pod.metadata.labels or {})
+                    for pod in self._pods_matching(namespace, selector)
+                )
+            )
         )
         if len(controlling) > 1:
             message = (

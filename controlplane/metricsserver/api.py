@@ -37,6 +37,7 @@ from kube.api.kinds.metrics_v1beta1 import (
     NodeMetrics,
     PodMetrics,
 )
+from kube.api.labels import Selector
 from kube.api.meta_v1 import ListMeta, ObjectMeta, Resource, ResourceList
 from kube.api.quantity import Format, Quantity
 from kube.api.scheme import KindInfo
@@ -110,7 +111,7 @@ class MetricsAPI:
         self.storage = storage
         self.nodes = nodes
         self.pods = pods
-        self.client = client
+        self.authorizer = delegation.Authorizer(client, clock)
         self.requestheader = requestheader
         self.clock = clock
 
@@ -152,8 +153,7 @@ class MetricsAPI:
             raise errors.method_not_allowed(
                 f'{info.verb} is not supported on resources of kind "{kind.group_resource}"'
             )
-        allowed, reason = await delegation.authorize(
-            self.client,
+        allowed, reason = await self.authorizer.authorize(
             delegation.RemoteUser(user.name, user.groups, user.uid, user.extra),
             verb=info.verb,
             group=GROUP,
@@ -190,9 +190,12 @@ class MetricsAPI:
                 if usage is not None and (not name or node.metadata.name == name):
                     found.append(node_metrics(node, usage, now))
         else:
-            for pod in sorted(self.pods.list(), key=_name):
+            # A pod's metrics carry its labels: the pods they do not select are left out
+            # before any metrics are made.
+            labels = selection.labels or Selector.everything()
+            for pod in sorted(self.pods.select(namespace or None, labels), key=_name):
                 meta = pod.metadata
-                if (namespace and meta.namespace != namespace) or (name and meta.name != name):
+                if name and meta.name != name:
                     continue
                 usages = self.storage.pod(meta.namespace or "", meta.name or "")
                 if usages is not None:

@@ -126,7 +126,7 @@ async def run_metrics_server(args: argparse.Namespace, stop: asyncio.Event) -> i
     from kube.api.kinds.core_v1.pod import Pod
     from kube.client import delegation, incluster
     from kube.client.errors import ApiError, ClientError
-    from kube.client.informers import SharedInformerFactory
+    from kube.client.informers import LABELS_INDEX, SharedInformerFactory, index_by_labels
     from kube.client.kubeconfig import KubeconfigError
     from kube.client.rest import Client
     from kube.clock import RealClock
@@ -171,6 +171,7 @@ async def run_metrics_server(args: argparse.Namespace, stop: asyncio.Event) -> i
                     return 0
         informers = SharedInformerFactory(client, clock=clock)
         nodes, pods = informers.informer_for(Node), informers.informer_for(Pod)
+        pods.add_indexers({LABELS_INDEX: index_by_labels})
         storage = Storage()
         scraper = Scraper(
             nodes.lister.list,

@@ -65,6 +65,8 @@ _SYMBOL = {
     Operator.LESS_THAN: "<",
 }
 
+_RESTRICTING = frozenset({Operator.IN, Operator.EQUALS, Operator.DOUBLE_EQUALS})
+
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -171,6 +173,12 @@ class Selector:
     def empty(self) -> bool:
         """Whether the selector restricts nothing (``nothing()`` is not empty)."""
         return not self.requirements and not self.matches_nothing
+
+    def restricting(self) -> Requirement | None:
+        """A requirement only labels giving its key one of its values satisfy (``=``, ``==``,
+        ``in``), so that the label sets this selector matches can be looked up by one of those
+        pairs instead of all being tried; None if it has none."""
+        return next((r for r in self.requirements if r.operator in _RESTRICTING), None)
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         """Whether every requirement holds for ``labels`` (``None``: no labels)."""

@@ -10,7 +10,9 @@ names is given, whose common name is in it; anyone else could write the same hea
 
 Authorization is delegated back: the extension server asks the API server whether the user may
 do what it asks with a ``SubjectAccessReview`` (``authorize``), as upstream's delegating
-authorizer.  The API server publishes where the requestheader settings are in
+authorizer, which keeps each answer 10 seconds (``Authorizer``: its ``AllowCacheTTL`` and
+``DenyCacheTTL`` defaults), so a client asking the same thing many times a second costs one
+review per 10 seconds.  The API server publishes where the requestheader settings are in
 ``kube-system/extension-apiserver-authentication`` (``REQUESTHEADER_*`` keys); an extension
 server reads them with ``from_configmap``.
 
@@ -24,6 +26,7 @@ import datetime
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 from urllib.parse import quote, unquote
 
 from cryptography import x509
@@ -37,7 +40,8 @@ from kube.api.kinds.authorization_v1 import (
     SubjectAccessReviewSpec,
 )
 from kube.api.meta_v1 import ObjectMeta
-from kube.client.rest import Client
+from kube.client.interface import ApiClient
+from kube.clock import Clock
 
 NAMESPACE = "kube-system"
 CONFIGMAP = "extension-apiserver-authentication"
@@ -48,6 +52,8 @@ REQUESTHEADER_USERNAME_KEY = "requestheader-username-headers"
 REQUESTHEADER_UID_KEY = "requestheader-uid-headers"
 REQUESTHEADER_GROUP_KEY = "requestheader-group-headers"
 REQUESTHEADER_EXTRA_KEY = "requestheader-extra-headers-prefix"
+AUTHORIZED_TTL = 10.0
+UNAUTHORIZED_TTL = 10.0
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,7 @@ def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
 
 
 async def authorize(
-    client: Client,
+    client: ApiClient,
     user: RemoteUser,
     *,
     verb: str,
@@ -220,3 +226,58 @@ async def authorize(
     if status is None:
         return False, ""
     return bool(status.allowed) and not status.denied, status.reason or ""
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass
+class TTLCache(Generic[K, V]):
+    """Values kept for a time given with each; expired ones are dropped as they are met, and
+    the whole cache when it grows past ``limit`` (a flood of distinct tokens cannot grow it
+    without bound)."""
+
+    clock: Clock
+    limit: int = 4096
+    _entries: dict[K, tuple[float, V]] = field(default_factory=dict)
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if self.clock.monotonic() >= entry[0]:
+            del self._entries[key]
+            return None
+        return entry[1]
+
+    def put(self, key: K, value: V, ttl: float) -> None:
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        self._entries[key] = (self.clock.monotonic() + ttl, value)
+
+
+class Authorizer:
+    """``authorize`` with its answers kept: allowed ones ``AUTHORIZED_TTL`` seconds, denied
+    ones ``UNAUTHORIZED_TTL``."""
+
+    def __init__(self, client: ApiClient, clock: Clock) -> None:
+        self.client = client
+        self.decisions: TTLCache[tuple[object, ...], tuple[bool, str]] = TTLCache(clock)
+
+    async def authorize(self, user: RemoteUser, **attributes: str) -> tuple[bool, str]:
+        """``authorize(client, user, **attributes)``, asked again only once the answer to
+        the same question by the same user has expired."""
+        key = (
+            user.name,
+            user.groups,
+            user.uid,
+            tuple(sorted(user.extra.items())),
+            tuple(sorted(attributes.items())),
+        )
+        decision = self.decisions.get(key)
+        if decision is None:
+            decision = await authorize(self.client, user, **attributes)
+            ttl = AUTHORIZED_TTL if decision[0] else UNAUTHORIZED_TTL
+            self.decisions.put(key, decision, ttl)
+        return decision

@@ -11,7 +11,9 @@ The pieces:
   named secondary indexes.  Every indexer has ``NAMESPACE_INDEX``, ``NODE_NAME_INDEX`` (a
   pod's ``spec.nodeName``; objects without one are not in it) and ``OWNER_UID_INDEX`` (each
   ownerReference's uid); more are added by name with an ``IndexFunc``.  Its read side,
-  ``get(key)`` and ``list(namespace)``, is the shape of the scheduler framework's ``Lister``.
+  ``get(key)`` and ``list(namespace)``, is the shape of the scheduler framework's ``Lister``;
+  ``select(namespace, selector)`` is a lister's ``List(selector)``, which an indexer given
+  ``LABELS_INDEX`` answers without trying every object of the namespace.
   Objects in it are shared with every reader: **never mutate one**, copy it first.
 * ``SharedInformer``: one reflector, one indexer, any number of handlers.  ``on_add(obj)``,
   ``on_update(old, new)`` and ``on_delete(obj)`` are plain callables that must not block (a
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from kube.api.keys import object_key
+from kube.api.labels import Selector
 from kube.api.meta_v1 import Resource
 from kube.client.interface import ApiClient
 from kube.client.reflector import (
@@ -56,6 +59,7 @@ from kube.clock import Clock, RealClock
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "LABELS_INDEX",
     "NAMESPACE_INDEX",
     "NODE_NAME_INDEX",
     "OWNER_UID_INDEX",
@@ -70,6 +74,7 @@ __all__ = [
     "SharedInformerFactory",
     "Store",
     "client_lister_watcher",
+    "index_by_labels",
     "index_by_namespace",
     "index_by_node_name",
     "index_by_owner_uid",
@@ -81,6 +86,7 @@ R = TypeVar("R", bound=Resource)
 NAMESPACE_INDEX = "namespace"
 NODE_NAME_INDEX = "spec.nodeName"
 OWNER_UID_INDEX = "ownerUID"
+LABELS_INDEX = "labels"
 
 IndexFunc = Callable[[R], list[str]]
 """The values an object is indexed under (none, one or several)."""
@@ -89,6 +95,12 @@ IndexFunc = Callable[[R], list[str]]
 def index_by_namespace(obj: Resource) -> list[str]:
     namespace = obj.metadata.namespace
     return [namespace] if namespace else []
+
+
+def index_by_labels(obj: Resource) -> list[str]:
+    """Each label as ``namespace/key=value`` (a namespace has no ``/``, a key no ``=``)."""
+    namespace = obj.metadata.namespace or ""
+    return [f"{namespace}/{key}={value}" for key, value in (obj.metadata.labels or {}).items()]
 
 
 def index_by_node_name(obj: Resource) -> list[str]:
@@ -144,6 +156,21 @@ class Indexer(Generic[R]):
 
     def keys(self) -> builtins.list[str]:
         return builtins.list(self._items)
+
+    def select(self, namespace: str | None, selector: Selector) -> builtins.list[R]:
+        """The objects of ``namespace`` (None: of all) whose labels ``selector`` matches: in a
+        namespace, only those ``LABELS_INDEX`` files under a pair the selector requires, when
+        the indexer has that index and the selector such a requirement."""
+        requirement = selector.restricting()
+        index = self._indices.get(LABELS_INDEX)
+        if namespace is None or requirement is None or index is None:
+            candidates = self.list(namespace)
+        else:
+            keys: set[str] = set()
+            for value in requirement.values:
+                keys.update(index.get(f"{namespace}/{requirement.key}={value}", ()))
+            candidates = [self._items[key] for key in sorted(keys)]
+        return [obj for obj in candidates if selector.matches(obj.metadata.labels)]
 
     def by_index(self, index_name: str, value: str) -> builtins.list[R]:
         """The objects ``index_name`` files under ``value``; KeyError for an unknown index."""

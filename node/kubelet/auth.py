@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from dataclasses import dataclass
 
 from cryptography import x509
 
@@ -39,6 +38,7 @@ from kube.api.kinds.authorization_v1 import (
     SubjectAccessReview,
     SubjectAccessReviewSpec,
 )
+from kube.client.delegation import TTLCache
 from kube.client.interface import ApiClient
 from kube.clock import Clock
 from kube.pki import identity
@@ -110,35 +110,6 @@ def request_attributes(method: str, path: str, node_name: str) -> Attributes:
     verb = VERBS.get(method.upper(), "")
     subresources = next((s for p, s in SUBRESOURCES if _is_subpath(path, p)), ("proxy",))
     return Attributes(verb, subresources, node_name)
-
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-@dataclass
-class TTLCache(Generic[K, V]):
-    """Values kept for a time given with each; expired ones are dropped as they are met, and
-    the whole cache when it grows past ``limit`` (a flood of distinct tokens cannot grow it
-    without bound)."""
-
-    clock: Clock
-    limit: int = 4096
-    _entries: dict[K, tuple[float, V]] = field(default_factory=dict)
-
-    def get(self, key: K) -> V | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if self.clock.monotonic() >= entry[0]:
-            del self._entries[key]
-            return None
-        return entry[1]
-
-    def put(self, key: K, value: V, ttl: float) -> None:
-        if len(self._entries) >= self.limit:
-            self._entries.clear()
-        self._entries[key] = (self.clock.monotonic() + ttl, value)
 
 
 @dataclass(frozen=True)

@@ -520,3 +520,18 @@ def test_arbitrary_label_selectors_raise_only_selector_error(
 ) -> None:
     with contextlib.suppress(SelectorError):
         Selector.from_label_selector(labels, expressions)
+
+
+@given(selector_texts(), label_sets)
+def test_a_restricting_requirement_holds_wherever_the_selector_matches(
+    text: str, labels: dict[str, str]
+) -> None:
+    selector = parse_selector(text)
+    requirement = selector.restricting()
+    if requirement is None:
+        assert all(
+            r.operator not in (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN)
+            for r in selector.requirements
+        )
+    elif selector.matches(labels):
+        assert labels.get(requirement.key) in requirement.values

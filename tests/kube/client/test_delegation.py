@@ -7,8 +7,11 @@ from __future__ import annotations
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from kube.api.kinds.authorization_v1 import SubjectAccessReview, SubjectAccessReviewStatus
 from kube.client import delegation
+from kube.clock import FakeClock
 from kube.pki import CertificateAuthority
+from tests.fakeapi import Action, FakeApi
 
 FRONT_PROXY = CertificateAuthority.create("front-proxy-ca")
 OTHER = CertificateAuthority.create("kubelab-ca")
@@ -87,3 +90,52 @@ def test_configmap_round_trip() -> None:
     assert data["requestheader-username-headers"] == '["X-Remote-User"]'
     assert delegation.from_configmap(data) == config
     assert delegation.from_configmap({"client-ca-file": "x"}) is None
+
+
+async def test_the_cache_forgets_after_the_ttl() -> None:
+    clock = FakeClock()
+    cache: delegation.TTLCache[str, bool] = delegation.TTLCache(clock, limit=2)
+    cache.put("a", True, 300)
+    cache.put("b", False, 30)
+    await clock.advance(29)
+    assert (cache.get("a"), cache.get("b")) == (True, False)
+    await clock.advance(1)
+    assert (cache.get("a"), cache.get("b")) == (True, None)
+    await clock.advance(270)
+    assert cache.get("a") is None
+    cache.put("c", True, 10)
+    cache.put("d", True, 10)
+    cache.put("e", True, 10)  # past the limit: the cache starts over rather than grow
+    assert (cache.get("c"), cache.get("e")) == (None, True)
+
+
+async def test_the_authorizer_asks_each_question_once_per_ttl() -> None:
+    clock = FakeClock()
+    api = FakeApi()
+    asked: list[str] = []
+
+    def review(action: Action) -> SubjectAccessReview:
+        assert isinstance(action.obj, SubjectAccessReview) and action.obj.spec is not None
+        attributes = action.obj.spec.resource_attributes
+        assert attributes is not None
+        asked.append(f"{action.obj.spec.user} {attributes.verb} {attributes.namespace}")
+        action.obj.status = SubjectAccessReviewStatus(allowed=attributes.namespace == "mine")
+        return action.obj
+
+    api.react("create", "SubjectAccessReview", review)
+    authorizer = delegation.Authorizer(api, clock)
+    hpa = delegation.RemoteUser("system:serviceaccount:kube-system:hpa")
+    for _ in range(3):
+        mine = await authorizer.authorize(hpa, verb="list", resource="pods", namespace="mine")
+        theirs = await authorizer.authorize(hpa, verb="list", resource="pods", namespace="theirs")
+        assert (mine, theirs) == ((True, ""), (False, ""))
+    other = delegation.RemoteUser("someone")
+    assert (await authorizer.authorize(other, verb="list", resource="pods", namespace="mine"))[0]
+    await clock.advance(delegation.AUTHORIZED_TTL)
+    await authorizer.authorize(hpa, verb="list", resource="pods", namespace="mine")
+    assert asked == [
+        "system:serviceaccount:kube-system:hpa list mine",
+        "system:serviceaccount:kube-system:hpa list theirs",
+        "someone list mine",
+        "system:serviceaccount:kube-system:hpa list mine",
+    ]

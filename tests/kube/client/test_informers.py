@@ -24,9 +24,11 @@ from kube.api.keys import object_key
 from kube.api.kinds.core_v1.cluster import ConfigMap
 from kube.api.kinds.core_v1.pod import Binding, Container, Pod
 from kube.api.kinds.core_v1.volume import ObjectReference
+from kube.api.labels import parse_selector
 from kube.api.meta_v1 import ObjectMeta, OwnerReference, Resource, Status
 from kube.client.errors import ApiError, ClientError
 from kube.client.informers import (
+    LABELS_INDEX,
     NAMESPACE_INDEX,
     NODE_NAME_INDEX,
     OWNER_UID_INDEX,
@@ -35,6 +37,7 @@ from kube.client.informers import (
     IndexFunc,
     SharedInformer,
     SharedInformerFactory,
+    index_by_labels,
     wait_for_cache_sync,
 )
 from kube.client.reflector import (
@@ -680,6 +683,59 @@ def test_indexers_added_later_index_existing_objects() -> None:
         indexer.add_indexers({"app": other})
     with pytest.raises(KeyError, match="no index named"):
         indexer.by_index("missing", "x")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "app=web",
+        "app==web,tier=front",
+        "app in (web,db)",
+        "app in (web),tier!=back",
+        "tier",
+        "!tier",
+        "app notin (db)",
+        "",
+        "app=nowhere",
+    ],
+)
+@pytest.mark.parametrize("namespace", ["ns", "other", None])
+def test_select_through_the_labels_index_finds_what_a_scan_finds(
+    text: str, namespace: str | None
+) -> None:
+    labelled = [
+        ("a", "ns", {"app": "web", "tier": "front"}),
+        ("b", "ns", {"app": "web", "tier": "back"}),
+        ("c", "ns", {"app": "db"}),
+        ("d", "ns", {}),
+        ("e", "other", {"app": "web"}),
+    ]
+    pods = [pod(name, where) for name, where, _ in labelled]
+    for p, (_, _, labels) in zip(pods, labelled, strict=True):
+        p.metadata.labels = labels
+    indexed: Indexer[Pod] = Indexer({LABELS_INDEX: index_by_labels})
+    indexed.replace(pods)
+    selector = parse_selector(text)
+    plain: Indexer[Pod] = Indexer()
+    plain.replace(pods)
+    expected = [object_key(p) for p in plain.list(namespace) if selector.matches(p.metadata.labels)]
+    assert [object_key(p) for p in indexed.select(namespace, selector)] == expected
+    assert [object_key(p) for p in plain.select(namespace, selector)] == expected
+
+
+def test_the_labels_index_follows_relabelling() -> None:
+    indexer: Indexer[Pod] = Indexer({LABELS_INDEX: index_by_labels})
+    web = pod("a")
+    web.metadata.labels = {"app": "web"}
+    indexer.add(web)
+    relabelled = pod("a")
+    relabelled.metadata.labels = {"app": "db"}
+    indexer.update(relabelled)
+    assert indexer.select("ns", parse_selector("app=web")) == []
+    assert indexer.select("ns", parse_selector("app=db")) == [relabelled]
+    indexer.delete(relabelled)
+    assert indexer.select("ns", parse_selector("app=db")) == []
+    assert indexer.index_values(LABELS_INDEX) == []
 
 
 # The factory (it needs a Client, so these use the real API server's).

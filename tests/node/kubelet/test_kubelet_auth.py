@@ -18,7 +18,6 @@ from node.kubelet.auth import (
     AuthOptions,
     Forbidden,
     KubeletAuth,
-    TTLCache,
     Unauthorized,
     User,
     request_attributes,
@@ -61,23 +60,6 @@ def test_request_attributes(
         subresources,
         "node-a",
     )
-
-
-async def test_the_cache_forgets_after_the_ttl() -> None:
-    clock = FakeClock()
-    cache: TTLCache[str, bool] = TTLCache(clock, limit=2)
-    cache.put("a", True, 300)
-    cache.put("b", False, 30)
-    await clock.advance(29)
-    assert (cache.get("a"), cache.get("b")) == (True, False)
-    await clock.advance(1)
-    assert (cache.get("a"), cache.get("b")) == (True, None)
-    await clock.advance(270)
-    assert cache.get("a") is None
-    cache.put("c", True, 10)
-    cache.put("d", True, 10)
-    cache.put("e", True, 10)  # past the limit: the cache starts over rather than grow
-    assert (cache.get("c"), cache.get("e")) == (None, True)
 
 
 class Reviews:
