@@ -606,10 +606,10 @@ class RuntimeManager:
     async def record_sandbox(self, pod_uid: str) -> None:
         """Log the pod's new sandbox, if it has one not yet logged, with the CNI result the
         runtime's verbose PodSandboxStatus tells (``network``).  The kubelet calls this once
-        the pod's status is sent: the verbose answer (containerd's whole sandbox info) is the
-        dearest CRI read of a start, and nothing on the pod's way to Running needs it.  A
-        runtime that cannot answer any more (the sandbox removed behind the kubelet's back)
-        leaves a record without interfaces."""
+        the pod's status is sent: the verbose answer is containerd's whole sandbox info (its
+        OCI spec too), and nothing on the pod's way to Running needs it.  A runtime that
+        cannot answer any more (the sandbox removed behind the kubelet's back) leaves a
+        record without interfaces."""
         new = self._unrecorded.pop(pod_uid, None)
         if new is None:
             return
