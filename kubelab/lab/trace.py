@@ -307,7 +307,8 @@ class Trace:
 def probe(source: Place, destination: Place, port: int, dscp: int = kernel.DSCP) -> str:
     """Send the probe from inside ``source``; what came of it: ``answered``, ``refused``,
     ``reset`` (accepted, then reset), ``unreachable: WHY`` (the source's own routing said
-    no), ``failed: WHY``, ``sent`` (a datagram without an answer) or ``timeout``.  Blocking:
+    no, or an ICMP error came back from where the probe could go no further), ``failed:
+    WHY``, ``sent`` (a datagram without an answer) or ``timeout``.  Blocking:
     run it in a worker thread."""
     assert source.netns is not None
     kind = socket.SOCK_DGRAM if destination.protocol == "udp" else socket.SOCK_STREAM
@@ -671,13 +672,17 @@ def judge(outcome: str, hops: list[Hop], destination: Place) -> tuple[str, str, 
         return "answered", last.namespace, "reset by the destination"
     if outcome == "sent" and destination.veth and last.namespace == destination.label:
         return "delivered", last.namespace, "no answer to the datagram"
-    if outcome.startswith(("unreachable", "failed")):
+    if outcome.startswith("failed") or (outcome.startswith("unreachable") and not hops):
+        # Unreachable without a hop: the source's own routing refused to send it.
         return "dropped", hops[0].namespace if hops else "", outcome
     why = f"the probe was last seen here (route: {last.route or 'none'})"
     if "cross-device" in last.route:
         why = f"rp_filter: the source {last.saddr} is not reachable back through {last.iif}"
     elif last.route.startswith("no route"):
-        why = last.route
+        why = f"no route to {last.daddr} ({last.route.removeprefix('no route: ')})"
+    if outcome.startswith("unreachable"):
+        # An ICMP error from the namespace that could not forward it (or from past it).
+        why += f"; the source was told: {outcome.removeprefix('unreachable: ')}"
     return "dropped", last.namespace, why
 
 

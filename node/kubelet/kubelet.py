@@ -420,6 +420,7 @@ class Kubelet:
         state = await self.runtime.observe(uid)
         self.pleg.observed(state)
         await self._report(pod, state)
+        await self.runtime.record_sandbox(uid)
         self.probes.poke(uid)
         return SyncOutcome(resync_after=result.retry_after)
 

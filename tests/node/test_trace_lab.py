@@ -262,6 +262,22 @@ def test_no_endpoints_is_traced_to_the_reject(
     leaves_nothing(traced)
 
 
+@ON_IPTABLES
+def test_no_route_to_a_cluster_ip_is_the_routers(
+    traced: NodeLab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ClusterIPs are not routed outside the cluster: the client's probe dies in the router,
+    whose ICMP error fails the client's connect."""
+    service: Any = traced.kubectl.json("get", "service", "web", "-n", NAMESPACE)
+    cluster_ip = service["spec"]["clusterIP"]
+    found = trace(traced, capsys, "client", f"svc/{NAMESPACE}/web:80", code=1)
+    assert (found["verdict"], found["where"]) == ("dropped", "router")
+    assert found["why"].startswith(f"no route to {cluster_ip} (")
+    assert found["why"].endswith("; the source was told: Network is unreachable")
+    assert hops(found) == ["client", "router"]
+    leaves_nothing(traced)
+
+
 @DROPS
 def test_a_network_policy_drop_is_traced_to_the_policy(
     traced: NodeLab, capsys: pytest.CaptureFixture[str]

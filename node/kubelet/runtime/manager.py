@@ -14,13 +14,13 @@ Shaped like upstream's ``kuberuntime`` manager, whose order of actions it keeps:
   liveness/startup failed); prune dead instances and empty old sandboxes (``prune``, which
   the kubelet also runs once a pod has finished: the newest dead instance of each container
   is kept, for ``lastState`` and ``logs --previous``); create the sandbox (with the CRI
-  handler of the pod's RuntimeClass: ``runtimeclass``; a new one, with the runtime's CNI
-  result, is kept in ``sandboxes``, which the server serves: ``network``); start
-  the ephemeral
-  containers that never ran (once: they are never restarted, and may start while the pod
-  initializes; with ``targetContainerName`` in the target's PID namespace), then the next
-  init container (one per sync, each only after the one before exited 0), else every regular
-  container that should run and does not.  A start passes CrashLoopBackOff, the image
+  handler of the pod's RuntimeClass: ``runtimeclass``; a new one is kept in ``sandboxes``,
+  which the server serves, with the runtime's CNI result, once the kubelet has sent the
+  pod's status: ``record_sandbox``, ``network``); start the ephemeral containers that
+  never ran (once: they are never restarted, and may start while the pod initializes; with
+  ``targetContainerName`` in the target's PID namespace), then the next init container (one
+  per sync, each only after the one before exited 0), else every regular container that
+  should run and does not.  A start passes CrashLoopBackOff, the image
   (``images.ImagePuller``), the config (``envvars``, ``containers``), CreateContainer,
   StartContainer and the postStart hook; what failed becomes the container's
   ``StartFailure`` for the status, plus the time until a backoff ends.
@@ -263,6 +263,8 @@ class RuntimeManager:
         self._container_statuses: dict[str, RuntimeContainer] = {}
         self.sandboxes = network.SandboxLog()
         """The sandboxes this kubelet created lately, with their CNI result (``network``)."""
+        self._unrecorded: dict[str, network.SandboxRecord] = {}
+        """New sandboxes not yet in ``sandboxes``, by pod UID (``record_sandbox``)."""
 
     # -- observing ----------------------------------------------------------------------------
 
@@ -585,29 +587,38 @@ class RuntimeManager:
             except CRIError as error:
                 self._sandbox_failed(pod, grpc_message(error))
                 raise
+            status = await self.cri.pod_sandbox_status(sandbox_id)
             if self.options.sandbox_log:
-                status, info = await self.cri.pod_sandbox_info(sandbox_id)
-                self._sandbox_created(pod, sandbox_id, info)
-            else:
-                status = await self.cri.pod_sandbox_status(sandbox_id)
+                self._sandbox_created(pod, sandbox_id)
             self._sandbox_statuses[sandbox_id] = status
             ips = _ips(status)
         else:
             sandbox_id, ips = current.id, current.ips
         return sandbox_id, (self.options.node_ips if _spec(pod).host_network else ips)
 
-    def _sandbox_created(self, pod: Pod, sandbox_id: str, info: Mapping[str, str]) -> None:
+    def _sandbox_created(self, pod: Pod, sandbox_id: str) -> None:
         meta = pod.metadata
-        self.sandboxes.add(
-            network.SandboxRecord(
-                meta.namespace or "",
-                meta.name or "",
-                meta.uid or "",
-                sandbox_id,
-                self.clock.now(),
-                network.cni_interfaces(info),
-            )
+        uid = meta.uid or ""
+        self._unrecorded[uid] = network.SandboxRecord(
+            meta.namespace or "", meta.name or "", uid, sandbox_id, self.clock.now(), ()
         )
+
+    async def record_sandbox(self, pod_uid: str) -> None:
+        """Log the pod's new sandbox, if it has one not yet logged, with the CNI result the
+        runtime's verbose PodSandboxStatus tells (``network``).  The kubelet calls this once
+        the pod's status is sent: the verbose answer is containerd's whole sandbox info (its
+        OCI spec too), and nothing on the pod's way to Running needs it.  A runtime that
+        cannot answer any more (the sandbox removed behind the kubelet's back) leaves a
+        record without interfaces."""
+        new = self._unrecorded.pop(pod_uid, None)
+        if new is None:
+            return
+        try:
+            _, info = await self.cri.pod_sandbox_info(new.sandbox_id)
+        except CRIError as error:
+            LOG.warning("sandbox %s of pod %s: %s", new.sandbox_id, pod_uid, grpc_message(error))
+            info = {}
+        self.sandboxes.add(dataclasses.replace(new, interfaces=network.cni_interfaces(info)))
 
     def _runtime_handler(self, pod: Pod) -> str:
         """The CRI handler of the pod's RuntimeClass ("" without a class, or without the
@@ -885,6 +896,7 @@ class RuntimeManager:
     async def remove_pod(self, state: PodRuntimeState) -> None:
         """Remove every container and sandbox of the pod, then its cgroup.  Idempotent; the
         pod's containers must have been stopped (``kill_pod``)."""
+        await self.record_sandbox(state.uid)
         await self._remove_containers(state.containers, set())
         for current in state.sandboxes:
             await _tolerant(self.cri.remove_pod_sandbox(current.id))

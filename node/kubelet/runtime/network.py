@@ -10,7 +10,9 @@ which host links carry it), and reads it through the API server's ``nodes/NAME/p
 Why an endpoint and not Events (the first take): two more Events per pod are two more API
 writes on every pod's way to Running, competing with the status write the pod waits for;
 bench/story.py saw the p50s 10-20% apart with them on a busy 2-core machine (with noise of
-the same order), while a record in memory adds no write at all.  The log is bounded: the
+the same order), while a record in memory adds no write at all.  Nor is the verbose status
+read on that way: the sandbox's time and id are noted as it is made, and its CNI result read
+once the pod's status is sent (``RuntimeManager.record_sandbox``).  The log is bounded: the
 latest ``capacity`` sandboxes, by pod UID (a pod's new sandbox replaces its old record), so a
 story can be told for the pods a node started recently.  A runtime that says nothing (another
 runtime, a hostNetwork pod) yields a record without interfaces.

@@ -152,11 +152,18 @@ def test_the_verdicts() -> None:
     assert why == (
         "dropped: NetworkPolicy default/deny-b2 (ingress) selects the pod and allows none of it"
     )
-    lost = [trace.Hop("node1", iif="eth0", route="no route: RTNETLINK answers: No route to host")]
+    lost = [
+        trace.Hop(
+            "node1",
+            iif="eth0",
+            daddr="10.244.0.2",
+            route="no route: RTNETLINK answers: No route to host",
+        )
+    ]
     assert trace.judge("timeout", lost, to_pod) == (
         "dropped",
         "node1",
-        "no route: RTNETLINK answers: No route to host",
+        "no route to 10.244.0.2 (RTNETLINK answers: No route to host)",
     )
     rp = [
         trace.Hop(
@@ -185,6 +192,28 @@ def test_the_verdicts() -> None:
         "dropped",
         "pod default/a1",
         "failed: Permission denied",
+    )
+    refusing_source = trace.judge("unreachable: Network is unreachable", [], to_pod)
+    assert refusing_source == ("dropped", "", "unreachable: Network is unreachable")
+
+
+def test_an_icmp_error_is_judged_where_the_probe_could_go_no_further() -> None:
+    """The client's probe to a ClusterIP reaches the router, which has no route to the
+    Service range and answers with an ICMP error: the source's connect fails, but the drop
+    is the router's (issue 25: "dropped with where and why")."""
+    data = recorded("iptables-client-no-route")
+    hops = hops_of("iptables-client-no-route")
+    assert [(h.namespace, h.iif, h.oif) for h in hops] == [
+        ("client", "", "eth0"),
+        ("router", "lab0", ""),
+    ]
+    hops[1].route = "no route: RTNETLINK answers: Network is unreachable"  # as `_route` puts it
+    to_service = trace.Place("Service default/web:80/tcp", "10.105.119.106", 80)
+    assert trace.judge(data["outcome"], hops, to_service) == (
+        "dropped",
+        "router",
+        "no route to 10.105.119.106 (RTNETLINK answers: Network is unreachable); "
+        "the source was told: Network is unreachable",
     )
 
 

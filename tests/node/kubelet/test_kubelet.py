@@ -236,6 +236,15 @@ async def test_a_pod_runs_and_reports_its_status(
     assert conditions["Ready"] == "True" and conditions["ContainersReady"] == "True"
     uid = created.metadata.uid or ""
     assert len(node.sandboxes(uid)) == 1 and len(node.containers(uid)) == 1
+    assert node.kubelet is not None
+    sandboxes = node.kubelet.runtime.sandboxes
+
+    async def recorded() -> bool:  # just after the status was sent
+        return any(r.uid == uid for r in sandboxes.records())
+
+    await eventually(recorded, "the sandbox's record")
+    (record,) = sandboxes.records()
+    assert record.interfaces[0].ips == (pod.status.pod_ip,)
 
 
 async def test_a_pods_runtime_class_handler_reaches_cri(

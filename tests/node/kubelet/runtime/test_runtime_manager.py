@@ -215,6 +215,12 @@ async def test_plain_pod_starts_with_sandbox_container_and_events(node: Node) ->
     assert node.running("app").sandbox_id == sandbox.id
     assert node.events.reasons() == ["Pulled", "Created", "Started"]
     assert node.events.seen[0][2] == f'Container image "{BUSYBOX}" already present on machine'
+    # The sandbox's record waits for the kubelet (once it has sent the pod's status).
+    assert node.manager.sandboxes.records() == []
+    assert node.runtime.calls["PodSandboxStatus"] == 1
+    await node.manager.record_sandbox(UID)
+    await node.manager.record_sandbox(UID)
+    assert node.runtime.calls["PodSandboxStatus"] == 2, "the verbose status, once"
     (record,) = node.manager.sandboxes.records()
     assert (record.uid, record.sandbox_id, record.created) == (UID, sandbox.id, node.clock.now())
     assert record.interfaces == (
@@ -285,6 +291,7 @@ async def test_host_network_pod_uses_the_node_ips(node: Node) -> None:
     assert sandbox.config.linux.security_context.namespace_options.network == pb.NODE
     env = {kv.key: kv.value for kv in node.running("app").config.envs}
     assert env["IP"] == "192.168.50.2"
+    await node.manager.record_sandbox(UID)
     (record,) = node.manager.sandboxes.records()
     assert record.interfaces == ()
     node.runtime.calls.clear()
@@ -479,10 +486,12 @@ async def test_unhealthy_container_is_killed_and_restarted(
 async def test_dead_sandbox_gets_a_new_attempt(node: Node) -> None:
     pod = make_pod()
     await node.sync(pod)
+    await node.manager.record_sandbox(UID)
     (old,) = node.runtime.sandboxes.values()
     await node.cri.stop_pod_sandbox(old.id)
     node.events.clear()
     await node.sync(pod)
+    await node.manager.record_sandbox(UID)
     new = next(s for s in node.runtime.sandboxes.values() if s.id != old.id)
     assert new.config.metadata.attempt == 1
     assert node.running("app").sandbox_id == new.id
@@ -735,5 +744,23 @@ async def test_the_sandbox_log_can_be_turned_off(node: Node) -> None:
     node.options = dataclasses.replace(node.options, sandbox_log=False)
     node.manager = node.new_manager()
     await node.sync(make_pod())
+    await node.manager.record_sandbox(UID)
     assert node.manager.sandboxes.records() == []
     assert node.runtime.calls["PodSandboxStatus"] == 1
+
+
+async def test_a_sandbox_not_yet_recorded_is_recorded_before_its_removal(node: Node) -> None:
+    """A pod removed before the kubelet recorded its sandbox (its sync failed after the
+    sandbox was made) still has its record; a runtime that cannot tell leaves one without
+    interfaces."""
+    pod = make_pod()
+    await node.sync(pod)
+    await node.manager.kill_pod(pod, await node.state(), 0)
+    await node.manager.remove_pod(await node.state())
+    (record,) = node.manager.sandboxes.records()
+    assert record.interfaces[0].name == "eth0" and not node.runtime.sandboxes
+    await node.sync(pod)
+    node.runtime.fail("PodSandboxStatus", grpc.StatusCode.NOT_FOUND)
+    await node.manager.record_sandbox(UID)
+    (newer,) = node.manager.sandboxes.records()
+    assert newer.sandbox_id != record.sandbox_id and newer.interfaces == ()
