@@ -369,8 +369,14 @@ def test_autoscale_on_an_external_metric(
         "the HPA to scale the consumer to 3",
         WAIT,
     )
+    # 90 messages over one pod made it 3; over the 3 pods its next sync sees 30 a pod, at target.
+    until(
+        lambda: kubectl.json("get", "hpa", "consumer")["status"].get("currentReplicas") == 3,
+        "the HPA to count the consumer's 3 replicas",
+        WAIT,
+    )
     row = kubectl.run("get", "hpa", "consumer").stdout.splitlines()[1].split()
-    assert row[:6] == ["consumer", "Deployment/consumer", "90/30", "(avg)", "1", "10"]
+    assert row[:7] == ["consumer", "Deployment/consumer", "30/30", "(avg)", "1", "10", "3"]
     status = kubectl.json("get", "hpa", "consumer")["status"]
     assert status["currentMetrics"] == [
         {
@@ -380,7 +386,7 @@ def test_autoscale_on_an_external_metric(
                     "name": "queue_messages_ready",
                     "selector": {"matchLabels": {"queue": "worker_tasks"}},
                 },
-                "current": {"averageValue": "90"},
+                "current": {"averageValue": "30"},
             },
         }
     ]
