@@ -114,6 +114,31 @@ def test_the_documented_policy_denies_more_than_five_replicas(kubectl: Kubectl) 
     assert kubectl.json("get", "deployment/small")["spec"]["replicas"] == 3
 
 
+def test_the_documented_audit_annotation_policy_is_accepted_and_applies(kubectl: Kubectl) -> None:
+    """kubernetes.io's audit-annotations example as written: its messageExpression and
+    valueExpression compile when the policy is written, and the message is what a denial says."""
+    name, bound = unique("demo-policy"), unique("demo-binding")
+    annotation = "'Deployment spec.replicas set to ' + string(object.spec.replicas)"
+    apply(
+        kubectl,
+        policy(
+            name,
+            failurePolicy="Fail",
+            validations=[
+                {"expression": "object.spec.replicas > 50", "messageExpression": annotation}
+            ],
+            auditAnnotations=[{"key": "high-replica-count", "valueExpression": annotation}],
+        ),
+        binding(bound, name, kubectl.namespace),
+    )
+    refused = kubectl.run("create", "-f", "-", input=deployment("few", 3), check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith(
+        f"ValidatingAdmissionPolicy '{name}' with binding '{bound}' denied request: "
+        "Deployment spec.replicas set to 3"
+    )
+
+
 def test_warn_and_audit_let_the_request_through_with_a_warning(kubectl: Kubectl) -> None:
     name, bound = unique("warn-policy"), unique("warn-binding")
     apply(
