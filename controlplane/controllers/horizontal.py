@@ -10,7 +10,14 @@ period too, never sooner, so a missing metric does not hammer the API or flood e
 A sync (upstream's ``reconcileAutoscaler``):
 
 1. finds the target's resource by discovery (so custom resources work too) and reads its
-   ``scale`` subresource (condition AbleToScale: SucceededGetScale, or FailedGetScale);
+   ``scale`` subresource (condition AbleToScale: SucceededGetScale, or FailedGetScale).
+   Upstream GETs it on every sync; here the scale of a Deployment, ReplicaSet, StatefulSet or
+   ReplicationController is computed from the controller-manager's informers as the API
+   server computes it (``kube.api.scale``), since a request per HPA every 15 s was a third of
+   what 1,000 HPAs at rest cost.  The write that follows is guarded by the cached object's
+   resourceVersion, so a cache behind the server makes a Conflict, never a lost update.
+   Other kinds (custom resources), and a target the cache does not hold, are read from the
+   API server;
 2. a target at zero replicas is left alone (ScalingActive False, ScalingDisabled); one outside
    minReplicas..maxReplicas is brought inside; otherwise each metric proposes a count
    (``replicacalculator``) and the largest wins (ScalingActive True, ValidMetricFound).  A
@@ -78,10 +85,12 @@ from kube.api.kinds.autoscaling_v2 import (
 )
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.labels import Selector, SelectorError, parse_selector
+from kube.api.scale import WORKLOADS, workload_scale
 from kube.api.struct import QuantityValue, deep_copy
 from kube.client.errors import ApiError, ClientError
 from kube.client.events import NORMAL, WARNING
-from kube.client.informers import LABELS_INDEX, index_by_labels
+from kube.client.informers import LABELS_INDEX, SharedInformer, index_by_labels
+from kube.client.rest import ResourcePath
 
 log = logging.getLogger("kubelab.controllers")
 
@@ -397,6 +406,9 @@ class HorizontalController(Controller):
         self.tolerance = options.tolerance
         self.hpas = ctx.informers.informer_for(HorizontalPodAutoscaler)
         self.pods = ctx.informers.informer_for(Pod)
+        self.workloads: dict[ResourcePath, SharedInformer[Any]] = {
+            ResourcePath.of(kind.kind_info): ctx.informers.informer_for(kind) for kind in WORKLOADS
+        }
         self.mapper = RESTMapper(ctx.client)
         self.calculator = ReplicaCalculator(
             metrics or RestMetricsClient(ctx.client, self.mapper),
@@ -928,6 +940,10 @@ class HorizontalController(Controller):
     # The API.
 
     async def _get_scale(self, resource: APIResource, namespace: str, name: str) -> Scale:
+        informer = self.workloads.get(resource.path)
+        cached = informer.lister.get(f"{namespace}/{name}") if informer is not None else None
+        if cached is not None:
+            return workload_scale(cached)
         data = await self.ctx.client.request("GET", resource.path.url(namespace, name, "scale"))
         return codec.decode_json(data, Scale).obj
 

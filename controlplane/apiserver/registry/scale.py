@@ -1,9 +1,9 @@
 """The ``scale`` subresource: any kind with replicas, seen as an ``autoscaling/v1 Scale``.
 
 ``kubectl scale`` PATCHes ``.../deployments/NAME/scale`` with ``{"spec":{"replicas":N}}`` and
-reads the Scale back; autoscalers do the same.  The Scale is computed from the object (its
-``spec.replicas``, ``status.replicas`` and selector as a string), and a write to it changes
-only ``spec.replicas`` of the object, guarded by the Scale's resourceVersion when it has one.
+reads the Scale back; autoscalers do the same.  The Scale is computed from the object
+(``kube.api.scale``, or a custom resource's scale paths), and a write to it changes only
+``spec.replicas`` of the object, guarded by the Scale's resourceVersion when it has one.
 """
 
 from __future__ import annotations
@@ -15,44 +15,14 @@ from controlplane.apiserver.crd import customresources
 from controlplane.apiserver.registry.rest import Change
 from controlplane.apiserver.registry.store import RequestContext, ResourceStore
 from kube.api.errors import ROOT, ErrorList
-from kube.api.kinds.autoscaling_v1 import Scale, ScaleSpec, ScaleStatus
-from kube.api.labels import Selector
-from kube.api.meta_v1 import LabelSelector, ObjectMeta, Resource
-
-
-def _selector_text(selector: Any) -> str | None:
-    if selector is None:
-        return None
-    if isinstance(selector, LabelSelector):
-        return str(Selector.from_label_selector(selector.match_labels, selector.match_expressions))
-    if isinstance(selector, dict):
-        return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-    return None
+from kube.api.kinds.autoscaling_v1 import Scale
+from kube.api.meta_v1 import Resource
+from kube.api.scale import scale_of, workload_scale
 
 
 def to_scale(obj: Resource) -> Scale:
     custom = customresources.scale_fields(obj)
-    if custom is not None:
-        replicas, current, selector = custom
-    else:
-        spec: Any = getattr(obj, "spec", None)
-        status: Any = getattr(obj, "status", None)
-        replicas = spec.replicas if spec is not None else None
-        current = (status.replicas or 0) if status is not None else 0
-        selector = _selector_text(spec.selector if spec is not None else None)
-    meta = obj.metadata
-    scale = Scale(
-        metadata=ObjectMeta(
-            name=meta.name,
-            namespace=meta.namespace,
-            uid=meta.uid,
-            resource_version=meta.resource_version,
-            creation_timestamp=meta.creation_timestamp,
-        ),
-        spec=ScaleSpec(replicas=replicas),
-        status=ScaleStatus(replicas=current, selector=selector),
-    )
-    return scale.typed()
+    return scale_of(obj, *custom) if custom is not None else workload_scale(obj)
 
 
 class ScaleREST:

@@ -12,6 +12,9 @@ import pytest
 
 from controlplane.controllers.context import AutoscalerOptions, ControllerOptions
 from controlplane.controllers.horizontal import HorizontalController
+from kube.api import codec
+from kube.api.kinds.apps_v1 import Deployment, DeploymentSpec, DeploymentStatus
+from kube.api.kinds.autoscaling_v1 import Scale, ScaleStatus
 from kube.api.kinds.autoscaling_v2 import (
     ContainerResourceMetricSource,
     ContainerResourceMetricStatus,
@@ -36,7 +39,7 @@ from kube.api.kinds.autoscaling_v2 import (
     cpu_utilization_metric,
 )
 from kube.api.kinds.core_v1.pod import Pod
-from kube.api.meta_v1 import ObjectMeta
+from kube.api.meta_v1 import LabelSelector, ObjectMeta
 from kube.api.walk import set_defaults
 from tests.controlplane.controllers.fakes import Harness, harness, stamp
 from tests.controlplane.controllers.hpafixtures import (
@@ -467,6 +470,29 @@ async def test_a_target_at_zero_is_left_alone() -> None:
         "ScalingDisabled",
         "scaling is disabled since the replica count of the target is zero",
     )
+
+
+async def test_a_cached_deployment_is_scaled_without_reading_its_scale() -> None:
+    """The Deployment in the controller-manager's cache gives the scale (1 replica, while the
+    API's scale still says 2); the write is guarded by the cached resourceVersion."""
+    r = rig(2, autoscaler(), pod("web-1"))
+    deployment = Deployment(
+        metadata=ObjectMeta(name="web", namespace=NAMESPACE, resource_version="42"),
+        spec=DeploymentSpec(replicas=1, selector=LabelSelector(match_labels={"app": "web"})),
+        status=DeploymentStatus(replicas=1),
+    )
+    r.h.cache(deployment)
+    r.cpu(**{"web-1": 2000})
+    status = await r.sync()
+    assert (status.current_replicas, status.desired_replicas) == (1, 4)
+    scale_requests = [
+        a.obj for a in r.h.client.reads if a.verb == "request" and a.obj.path == r.target.path
+    ]
+    assert [raw.method for raw in scale_requests] == ["PUT"]
+    sent = codec.decode_json(scale_requests[0].body or b"", Scale).obj
+    assert sent.metadata.resource_version == "42"
+    assert sent.status == ScaleStatus(replicas=1, selector="app=web")
+    assert r.target.puts == [4]
 
 
 async def test_a_missing_target_fails_to_get_its_scale() -> None:
