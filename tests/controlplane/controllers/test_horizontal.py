@@ -567,6 +567,24 @@ async def test_each_sync_requeues_after_the_sync_period(monkeypatch: pytest.Monk
     assert later == [(KEY, 3), (KEY, 3)]
 
 
+@pytest.mark.parametrize(
+    ("period", "elapsed", "delay"),
+    [(15, 0.3, 14.7), (15, 0.7, 15.3), (1, 2.2, 0.8), (0.5, 0.3, 0.5)],
+)
+async def test_periodic_syncs_end_on_whole_seconds(
+    monkeypatch: pytest.MonkeyPatch, period: float, elapsed: float, delay: float
+) -> None:
+    """Syncs of many HPAs come together once a second instead of one by one; a period under
+    a second is kept as it is."""
+    r = rig(2, autoscaler(), options=AutoscalerOptions(sync_period=period))
+    later: list[float] = []
+    monkeypatch.setattr(r.controller.queue, "add_after", lambda key, s: later.append(s))
+    await r.h.clock.advance(elapsed)
+    r.metrics.error = "down"
+    await r.sync()
+    assert later == [pytest.approx(delay)]
+
+
 async def test_two_hpas_on_the_same_pods_are_refused() -> None:
     """A second HPA on the same Deployment: both find the pods under two HPAs and scale
     nothing (upstream's AmbiguousSelector)."""
