@@ -159,9 +159,9 @@ def _certificate(args: argparse.Namespace) -> KeyPair:
 
 async def run_fleet(args: argparse.Namespace, stop: asyncio.Event) -> int:
     from kube.api.kinds.core_v1.node import Node
-    from kube.client.informers import SharedInformerFactory, index_by_node_name
+    from kube.client.informers import SharedInformerFactory
     from kube.clock import RealClock
-    from node.hollow.kubelets import NODE_NAME_INDEX, kubelet_server
+    from node.hollow.kubelets import kubelet_servers
     from node.hollow.nodes import FleetSpec, NodeFleet
     from node.hollow.pods import HollowKubelet
     from node.kubelet.server import KubeletServer
@@ -190,21 +190,16 @@ async def run_fleet(args: argparse.Namespace, stop: asyncio.Event) -> int:
         kubelet = HollowKubelet(client, informers, spec, clock, workers=args.workers)
         try:
             if args.kubelet_address:
-                kubelet.pods.add_indexers({NODE_NAME_INDEX: index_by_node_name})
-                certificate = _certificate(args)
-                for index in range(spec.count):
-                    servers.append(
-                        kubelet_server(
-                            spec.name(index),
-                            kubelet.pods.lister,
-                            client,
-                            clock,
-                            address=args.kubelet_address,
-                            certificate=certificate,
-                            client_ca=args.client_ca_file,
-                            profile=profile,
-                        )
-                    )
+                servers = kubelet_servers(
+                    [spec.name(index) for index in range(spec.count)],
+                    kubelet.pods,
+                    client,
+                    clock,
+                    address=args.kubelet_address,
+                    certificate=_certificate(args),
+                    client_ca=args.client_ca_file,
+                    profile=profile,
+                )
                 ports = tuple([await server.start() for server in servers])
                 spec = dataclasses.replace(
                     spec, kubelet_address=args.kubelet_address, kubelet_ports=ports

@@ -20,13 +20,13 @@ from pathlib import Path
 import grpc
 
 from kube.api.kinds.core_v1.pod import Pod, PodStatus
-from kube.client.informers import Indexer
+from kube.client.informers import Indexer, SharedInformer, index_by_node_name
 from kube.client.interface import ApiClient
 from kube.clock import Clock
 from kube.pki import KeyPair
 from node.cri.client import CRIError
 from node.cri.pb import api_pb2 as pb
-from node.hollow.usage import HollowUsage, UsageProfile
+from node.hollow.usage import USAGE_ANNOTATION, HollowUsage, UsageProfile
 from node.kubelet.auth import AuthOptions, KubeletAuth
 from node.kubelet.server import KubeletServer
 
@@ -101,9 +101,9 @@ class HollowPods:
         return None
 
 
-def kubelet_server(
-    node_name: str,
-    pods: Indexer[Pod],
+def kubelet_servers(
+    node_names: Iterable[str],
+    pods: SharedInformer[Pod],
     client: ApiClient,
     clock: Clock,
     *,
@@ -111,22 +111,43 @@ def kubelet_server(
     certificate: KeyPair,
     client_ca: Path,
     profile: UsageProfile,
-) -> KubeletServer:
-    """The kubelet server of one hollow node, listening on ``address`` at a free port."""
-    lookup = HollowPods(node_name, pods)
-    return KubeletServer(
-        lookup,
-        NoRuntime(),
-        address=address,
-        port=0,
-        certificate=certificate,
-        client_ca=client_ca,
-        auth=KubeletAuth(
-            AuthOptions(anonymous=False, token_webhook=True, webhook_authorization=True),
-            client,
-            node_name,
-            clock,
-        ),
-        clock=clock,
-        stats_provider=HollowUsage(node_name, lookup.pods, profile, clock),
-    )
+) -> list[KubeletServer]:
+    """The kubelet server of each hollow node, listening on ``address`` at free ports, over
+    ``pods`` (indexed by ``NODE_NAME_INDEX``), each node's usage stepping the moment a pod of
+    it is told to use something else."""
+    pods.add_indexers({NODE_NAME_INDEX: index_by_node_name})
+    usages: dict[str, HollowUsage] = {}
+    servers = []
+    for node_name in node_names:
+        lookup = HollowPods(node_name, pods.lister)
+        usage = usages[node_name] = HollowUsage(node_name, lookup.pods, profile, clock)
+        servers.append(
+            KubeletServer(
+                lookup,
+                NoRuntime(),
+                address=address,
+                port=0,
+                certificate=certificate,
+                client_ca=client_ca,
+                auth=KubeletAuth(
+                    AuthOptions(anonymous=False, token_webhook=True, webhook_authorization=True),
+                    client,
+                    node_name,
+                    clock,
+                ),
+                clock=clock,
+                stats_provider=usage,
+            )
+        )
+
+    def updated(old: Pod, new: Pod) -> None:
+        usage = usages.get(new.spec.node_name or "") if new.spec else None
+        if usage is not None and _told_usage(old) != _told_usage(new):
+            usage.usage_changed()
+
+    pods.add_event_handler(on_update=updated)
+    return servers
+
+
+def _told_usage(pod: Pod) -> str | None:
+    return (pod.metadata.annotations or {}).get(USAGE_ANNOTATION)

@@ -3,10 +3,13 @@
 A hollow container runs nothing, so its usage is made up, as told: the pod annotation
 ``kubelab.io/hollow-usage`` (JSON, container name → ``{"cpu": "250m", "memory": "64Mi"}``)
 or else the fleet's ``UsageProfile`` (every container alike).  A node uses its profile's own
-share (the system's) plus its running pods'.  Changing the annotation changes the rate from
-the measurement that sees it on: CPU time is integrated, measurement after measurement, so the
-cumulative figures stay monotonic and the rate the metrics-server computes from two of them is
-exactly what was asked.
+share (the system's) plus its running pods'.  CPU time is integrated, so the cumulative
+figures stay monotonic and the rate the metrics-server computes from two of them is exactly
+what was asked.  A changed annotation changes the rate from the moment the hollow kubelet hears
+of it (``usage_changed``), as a cgroup's counter shows a step when it happens: a step between
+two scrapes then shows, in part, at the second one, not only at the one after (the
+autoscaler's reaction to a load step would otherwise take a whole scrape interval more than
+upstream's).  Without that call, the rate changes at the measurement that sees the annotation.
 A container has used its CPU since its pod started (as a cgroup's counter has), so even the
 first measurement is not zero, which the metrics-server would take for missing.  Measurements
 are taken at whole milliseconds, as /metrics/resource stamps them, so the rate holds to the
@@ -131,6 +134,18 @@ class HollowUsage:
 
     async def summary(self) -> Summary:
         now = _whole_ms(self.clock.now())
+        pods, node_total, node_cpu_ns = self._measure(now)
+        node = NodeStats(self.node_name, self.start_time, *_stats(now, node_cpu_ns, node_total))
+        return Summary(node, pods)
+
+    def usage_changed(self) -> None:
+        """A pod's told usage changed: every counter runs at the rate it had up to now and at
+        the one told from now on."""
+        self._measure(_whole_ms(self.clock.now()))
+
+    def _measure(self, now: datetime.datetime) -> tuple[list[PodStats], Usage, int]:
+        """Every counter advanced to ``now``: the running pods' stats, and the node's usage
+        and cumulative CPU."""
         node_total = self.profile.node
         pods, seen = [], set()
         for pod in self.pods():
@@ -163,9 +178,7 @@ class HollowUsage:
             )
         for gone in self._containers.keys() - seen:
             del self._containers[gone]
-        node_cpu_ns = self._node.advance(now, node_total.cpu_millis)
-        node = NodeStats(self.node_name, self.start_time, *_stats(now, node_cpu_ns, node_total))
-        return Summary(node, pods)
+        return pods, node_total, self._node.advance(now, node_total.cpu_millis)
 
 
 def _stats(at: datetime.datetime, cpu_ns: int, usage: Usage) -> tuple[CPUStats, MemoryStats]:

@@ -171,7 +171,7 @@ class KubeletServer:
     ) -> None:
         self._lookup = lookup
         self._sandboxes = sandboxes
-        self._stats = stats_provider
+        self.stats_provider = stats_provider
         self._cri = cri
         self._address = address
         self._port = port
@@ -201,10 +201,10 @@ class KubeletServer:
         app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec)
         app.router.add_route("*", "/attach/{namespace}/{pod}/{container}", self._attach)
         app.router.add_route("*", "/portForward/{namespace}/{pod}", self._port_forward)
-        if self._stats is not None:
-            app.router.add_get("/stats/summary", functools.partial(_summary, self._stats))
+        if self.stats_provider is not None:
+            app.router.add_get("/stats/summary", functools.partial(_summary, self.stats_provider))
             app.router.add_get(
-                "/metrics/resource", functools.partial(_resource_metrics, self._stats)
+                "/metrics/resource", functools.partial(_resource_metrics, self.stats_provider)
             )
         if self._sandboxes is not None:
             app.router.add_get("/debug/sandboxes", self._sandbox_records)

@@ -1,6 +1,7 @@
 """Hollow nodes' synthetic usage: the annotation or the profile, CPU integrated so that two
-measurements give exactly the rate asked for, rate changes taking effect from the measurement
-that sees them, and the node as its own share plus its running pods'."""
+measurements give exactly the rate asked for, rate changes taking effect when the kubelet hears
+of them (else from the measurement that sees them), and the node as its own share plus its
+running pods'."""
 
 from __future__ import annotations
 
@@ -81,3 +82,25 @@ async def test_rates_are_exact_and_change_from_the_next_measurement() -> None:
     third = await usage.summary()
     app = third.pods[0].containers[0]
     assert app.cpu is not None and app.cpu.usage_core_nano_seconds == 4_500_000_000
+
+
+async def test_a_told_change_steps_the_rate_when_it_is_heard_of() -> None:
+    """A change heard of between two measurements shows, in part, at the second: the counter
+    runs at the old rate up to the moment it was heard of, then at the new one."""
+    clock = FakeClock(T0)
+    pods = [_pod("web", {"app": {"cpu": "250m"}})]
+    usage = HollowUsage("hollow-node-0", lambda: pods, PROFILE, clock)
+    first = await usage.summary()
+    await clock.advance(4)
+    pods[0] = _pod("web", {"app": {"cpu": "500m"}})
+    usage.usage_changed()
+    await clock.advance(6)
+    second = await usage.summary()
+    before, after = (summary.pods[0].containers[0].cpu for summary in (first, second))
+    assert before is not None and after is not None
+    used = after.usage_core_nano_seconds - before.usage_core_nano_seconds
+    assert used == 250_000_000 * 4 + 500_000_000 * 6
+    node_before, node_after = first.node.cpu, second.node.cpu
+    assert node_before is not None and node_after is not None
+    node_used = node_after.usage_core_nano_seconds - node_before.usage_core_nano_seconds
+    assert node_used == (100 + 250 + 10) * 1_000_000 * 4 + (100 + 500 + 10) * 1_000_000 * 6
