@@ -14,8 +14,9 @@ every 15 s (upstream's ``--metric-resolution``) behind the APIService
    controller-manager's CPU time (the
    child of ``kubelab server`` that runs it) is read with psutil over ``REST_SECONDS``.
    Target: under 5% of a core.
-2. **Load step**: the pods of ``STEPS`` Deployments are annotated to use 400m (200%) at one
-   moment; measured is, for each, the time until its Deployment's replicas rise.  The floor is
+2. **Load step**: the pods of ``STEPS`` Deployments are annotated to use 400m (200%), each at
+   a moment of its own within one period; measured is, for each, the time until its
+   Deployment's replicas rise.  The floor is
    upstream's: the next scrape that sees the load (up to 15 s) plus the next sync of the HPA
    (up to 15 s), 30 s at worst.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import statistics
 import tempfile
 import time
@@ -163,26 +165,30 @@ def rest_cpu(process: psutil.Process) -> float:
 
 
 async def load_step(client: Client, names: list[str]) -> list[float]:
-    """Seconds from each Deployment's pod using 400m until its Deployment scales up."""
-    pods = (await client.list(Pod, NAMESPACE)).items
+    """Seconds from each Deployment's pod using 400m until its Deployment scales up.  Each is
+    stepped at its own moment, drawn over one period, so that the steps land at different
+    phases of the scrapes and the syncs (both every 15 s) and the median is over phases."""
+    pods = {
+        (pod.metadata.labels or {}).get("app"): pod.metadata.name or ""
+        for pod in (await client.list(Pod, NAMESPACE)).items
+    }
     loaded = json.dumps({"app": {"cpu": "400m", "memory": "16Mi"}})
     patch = {"metadata": {"annotations": {USAGE: loaded}}}
-    begin = time.perf_counter()
-    for pod in pods:
-        if (pod.metadata.labels or {}).get("app") in names:
-            await client.patch(Pod, pod.metadata.name or "", NAMESPACE, patch)
-    took: dict[str, float] = {}
 
-    async def scaled() -> bool:
-        for name in names:
-            if name not in took:
-                got = await client.get(Deployment, name, NAMESPACE)
-                if got.spec and (got.spec.replicas or 0) > 1:
-                    took[name] = time.perf_counter() - begin
-        return len(took) == len(names)
+    async def step(name: str, after: float) -> float:
+        await asyncio.sleep(after)
+        begin = time.perf_counter()
+        await client.patch(Pod, pods[name], NAMESPACE, patch)
 
-    await until("every stepped Deployment to scale up", scaled)
-    return sorted(took.values())
+        async def scaled() -> bool:
+            got = await client.get(Deployment, name, NAMESPACE)
+            return bool(got.spec and (got.spec.replicas or 0) > 1)
+
+        await until(f"{name} to scale up", scaled)
+        return time.perf_counter() - begin
+
+    moments = [random.uniform(0, SYNC_PERIOD) for _ in names]
+    return sorted(await asyncio.gather(*(step(n, m) for n, m in zip(names, moments, strict=True))))
 
 
 async def run(server: ServerProcess, work: Path) -> tuple[float, float, list[float]]:
