@@ -17,9 +17,10 @@ A sync (upstream's ``reconcileAutoscaler``):
    ``scale`` subresource (condition AbleToScale: SucceededGetScale, or FailedGetScale).
    Upstream GETs it on every sync; here the scale of a Deployment, ReplicaSet, StatefulSet or
    ReplicationController is computed from the controller-manager's informers as the API
-   server computes it (``kube.api.scale``), since a request per HPA every 15 s was a third of
-   what 1,000 HPAs at rest cost.  The write that follows is guarded by the cached object's
-   resourceVersion, so a cache behind the server makes a Conflict, never a lost update.
+   server computes it (``kube.api.scale``), since a request per HPA every 15 s was a fifth to
+   a quarter of what 1,000 HPAs at rest cost.  The write that follows is guarded by the
+   cached object's resourceVersion, so a cache behind the server makes a Conflict, never a
+   lost update.
    Other kinds (custom resources), and a target the cache does not hold, are read from the
    API server;
 2. a target at zero replicas is left alone (ScalingActive False, ScalingDisabled); one outside
