@@ -432,3 +432,48 @@ def test_autoscale_on_a_pods_metric(kubectl: Kubectl, nodes: None, metrics: Metr
     described = kubectl.run("describe", "hpa", "frontend").stdout
     assert '"packets-per-second" on pods:  2k / 1k' in described
     assert "New size: 2; reason: pods metric packets-per-second above target" in described
+
+
+def test_autoscale_with_kubectls_cpu_flag(
+    kubectl: Kubectl, nodes: None, metrics: MetricsFiles
+) -> None:
+    """kubectl 1.36 deprecates ``--cpu-percent`` for ``--cpu``, which takes a percentage
+    (Utilization) or a quantity (AverageValue, here 100m a pod): what a newcomer types after
+    reading kubectl's warning.  At 200m a pod the Deployment doubles.  Last in the module: it
+    sets every pod's use."""
+    kubectl.run("create", "deployment", "lean", "--image=nginx", "--replicas=1")
+    kubectl.run("set", "resources", "deployment", "lean", "--requests=cpu=400m")
+    planned = kubectl.json(
+        "autoscale", "deployment", "lean", "--cpu=50%", "--max=4", "--dry-run=server"
+    )
+    assert planned["spec"]["metrics"] == [
+        {
+            "type": "Resource",
+            "resource": {
+                "name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 50},
+            },
+        }
+    ]
+    metrics.set_usage("200m")
+    autoscaled = kubectl.run("autoscale", "deployment", "lean", "--cpu=100m", "--min=1", "--max=4")
+    assert autoscaled.stdout.strip() == "horizontalpodautoscaler.autoscaling/lean autoscaled"
+    assert "deprecated" not in autoscaled.stderr
+    assert kubectl.json("get", "hpa", "lean")["spec"]["metrics"] == [
+        {
+            "type": "Resource",
+            "resource": {"name": "cpu", "target": {"type": "AverageValue", "averageValue": "100m"}},
+        }
+    ]
+    until(lambda: wanted_replicas(kubectl, "lean") == 2, "the HPA to scale lean to 2", WAIT)
+    until(
+        lambda: (
+            kubectl.run("get", "hpa", "lean").stdout.splitlines()[1].split()[2:7]
+            == ["cpu:", "200m/100m", "1", "4", "2"]
+        ),
+        "the HPA's row to read cpu: 200m/100m with 2 replicas",
+        WAIT,
+    )
+    described = kubectl.run("describe", "hpa", "lean").stdout
+    assert "resource cpu on pods:  200m / 100m" in described
+    assert "New size: 2; reason: cpu resource above target" in described
