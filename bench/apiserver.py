@@ -36,7 +36,7 @@ import ssl
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -364,15 +364,16 @@ async def raw_watch(store: Store, cms: str) -> tuple[list[float], list[float]]:
     received: list[list[tuple[float, Event]]] = [[] for _ in range(WATCHERS)]
 
     async def watcher(index: int) -> None:
-        events: AsyncIterator[Event] = store.watch(cms, kv.mod_revision)
+        events = store.watch(cms, kv.mod_revision)
         got = received[index]
         try:
             async for event in events:
+                assert isinstance(event, Event)
                 got.append((time.perf_counter(), event))
                 if len(got) >= UPDATES:
                     return
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            await events.aclose()
 
     acked: dict[int, tuple[float, float]] = {}
 

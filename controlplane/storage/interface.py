@@ -18,6 +18,12 @@ Contracts every backend keeps:
 - ``watch`` yields every change under a prefix after ``from_revision``, in revision order,
   exactly once; ``Expired`` if ``from_revision`` is older than the compacted revision.  It
   ends quietly when the store is closed and raises ``Unavailable`` if the backend is lost.
+  With ``progress_after`` it also yields a ``Progress`` each time that many seconds pass
+  without anything to yield: every change under the prefix at or below its revision has been
+  yielded, and the revision is as recent as the backend can vouch for (SQLite: the newest
+  write; etcd: its newest progress notification).  So a watch on a quiet prefix moves forward
+  with the store, and whoever resumes from its revision is not sent back by a compaction
+  (upstream's watch cache and bookmarks stand on etcd's progress notifications the same way).
 - A revision, once acknowledged, survives a crash of the process (kill -9).  ``Unavailable``
   from a write means the outcome is unknown: it may or may not have been applied.
 - The empty prefix covers every key; ``start_after`` never leads a list outside its prefix.
@@ -100,6 +106,13 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class Progress:
+    """A watch's word that it has yielded every change under its prefix up to ``revision``."""
+
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
 class ListResult:
     """A page of a list: the items, the revision they were read at, and what remains."""
 
@@ -131,7 +144,9 @@ class Store(Protocol):
 
     async def delete(self, key: str, expected_revision: int = 0) -> KeyValue: ...
 
-    def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]: ...
+    def watch(
+        self, prefix: str, from_revision: int, *, progress_after: float | None = None
+    ) -> AsyncGenerator[Event | Progress, None]: ...
 
     async def current_revision(self) -> int: ...
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from controlplane.storage.interface import Event, KeyValue, ListResult, Store
+from controlplane.storage.interface import Event, KeyValue, ListResult, Progress, Store
 
 Observe = Callable[[str, float], None]
 """Receives (operation, seconds) after every timed call, failed ones included."""
@@ -58,8 +58,10 @@ class MeteredStore:
         result: KeyValue = await self._timed("delete", self.inner.delete(key, expected_revision))
         return result
 
-    def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]:
-        return self.inner.watch(prefix, from_revision)
+    def watch(
+        self, prefix: str, from_revision: int, *, progress_after: float | None = None
+    ) -> AsyncGenerator[Event | Progress, None]:
+        return self.inner.watch(prefix, from_revision, progress_after=progress_after)
 
     async def current_revision(self) -> int:
         return await self.inner.current_revision()

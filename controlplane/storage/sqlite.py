@@ -43,6 +43,7 @@ from controlplane.storage.interface import (
     KeyNotFound,
     KeyValue,
     ListResult,
+    Progress,
     prefix_end,
 )
 
@@ -103,6 +104,7 @@ class SQLiteStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._revision = 0  # the writer thread's counter, ahead of commits inside a write
         self._committed = 0
+        self._published = 0  # the newest revision handed to the watchers, on the loop's thread
         self._compacted = 0
         self._closed = False
 
@@ -111,6 +113,7 @@ class SQLiteStore:
         store = cls(path, synchronous=synchronous)
         store._loop = asyncio.get_running_loop()
         await store._write(store._init_locked)
+        store._published = store._committed
         return store
 
     # Threads.  Methods ending in _locked run on the writer thread, _read_ on the reader.
@@ -355,6 +358,7 @@ class SQLiteStore:
         self._loop.call_soon_threadsafe(self._publish, event)
 
     def _publish(self, event: Event) -> None:
+        self._published = event.revision
         for watcher in tuple(self._watchers):
             if not event.kv.key.startswith(watcher.prefix):
                 continue
@@ -364,8 +368,14 @@ class SQLiteStore:
             else:
                 watcher.queue.put_nowait(event)
 
-    async def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]:
-        """Every change under ``prefix`` after ``from_revision`` (see the module docstring)."""
+    async def watch(
+        self, prefix: str, from_revision: int, *, progress_after: float | None = None
+    ) -> AsyncGenerator[Event | Progress, None]:
+        """Every change under ``prefix`` after ``from_revision`` (see the module docstring).
+
+        Its ``Progress`` is the newest revision published to the watchers: once this watch's
+        queue is empty it has yielded every change under its prefix up to there.
+        """
         watcher = _Watcher(prefix)
         self._watchers.add(watcher)
         try:
@@ -376,7 +386,15 @@ class SQLiteStore:
                 last = event.revision
                 yield event
             while True:
-                live = await watcher.queue.get()
+                try:
+                    async with asyncio.timeout(progress_after):
+                        live = await watcher.queue.get()
+                except TimeoutError:
+                    # An event published as the wait ended is still queued: it comes first.
+                    if watcher.queue.empty():
+                        last = max(last, self._published)
+                        yield Progress(last)
+                    continue
                 if live is None:
                     return  # closed, or fell too far behind: the client watches again
                 if live.revision > last:

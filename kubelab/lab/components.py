@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Final
 
 from kubelab.lab import registry
-from kubelab.lab.etcd import EtcdCluster, EtcdMember
+from kubelab.lab.etcd import PROGRESS_NOTIFY, EtcdCluster, EtcdMember
 from kubelab.lab.images import PAUSE_IMAGE
 from kubelab.lab.topology import (
     API_PORT,
@@ -192,6 +192,7 @@ def etcd(lab: Lab, node: Node) -> Component:
             "--initial-advertise-peer-urls", ETCD_PEER_URL,
             "--initial-cluster", f"{cp.name}={ETCD_PEER_URL}",
             "--initial-cluster-state", "new",
+            PROGRESS_NOTIFY,
         ),
         cp.log("etcd"),
         netns=cp.netns_path,

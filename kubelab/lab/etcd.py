@@ -41,6 +41,9 @@ ETCD_BINARY = shutil.which("etcd") or "/usr/bin/etcd"
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 CLUSTER_TOKEN = "kubelab-etcd"
+PROGRESS_NOTIFY = "--experimental-watch-progress-notify-interval=5s"
+"""How often a quiet watch that asks for progress hears etcd's revision (10 min by default):
+the API server's watch caches and bookmarks move forward with it."""
 
 ClusterState = Literal["new", "existing"]
 
@@ -202,6 +205,7 @@ class EtcdCluster:
             # A member cut off campaigns without raising the term, so once reconnected it
             # does not depose a working leader (off by default in etcd 3.4).
             "--pre-vote",
+            PROGRESS_NOTIFY,
             "--logger=zap",
             "--log-outputs=stderr",
         ]

@@ -47,7 +47,7 @@ import aiohttp
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import ResourceStore, Selection
-from controlplane.storage.interface import Event, KeyValue, ListResult, Store
+from controlplane.storage.interface import Event, KeyValue, ListResult, Progress, Store
 from kube import pki
 from kube.api import names
 from kube.api.errors import ROOT, ErrorList
@@ -537,10 +537,15 @@ class ConvertingStore:
         # happened, and callers want only its revision.
         return await self.inner.delete(key, expected_revision)
 
-    async def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]:
-        events = self.inner.watch(prefix, from_revision)
+    async def watch(
+        self, prefix: str, from_revision: int, *, progress_after: float | None = None
+    ) -> AsyncGenerator[Event | Progress, None]:
+        events = self.inner.watch(prefix, from_revision, progress_after=progress_after)
         try:
             async for event in events:
+                if isinstance(event, Progress):
+                    yield event
+                    continue
                 pair = [event.kv] if event.prev is None else [event.kv, event.prev]
                 converted = await self._up(pair)
                 prev = converted[1] if event.prev is not None else None

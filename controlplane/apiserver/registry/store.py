@@ -19,7 +19,9 @@ One ``ResourceStore`` per served kind turns API semantics into store operations:
 - managedFields: a field tracker, when given (server-side apply's ``record_update``), records
   who changed what on every create and update, after admission and before validation;
 - list and watch with label and field selectors; a watch turns an object moving into or out of
-  the selection into ADDED / DELETED, and sends BOOKMARKs when asked.
+  the selection into ADDED / DELETED, and sends BOOKMARKs when asked: after each quiet
+  ``bookmark_interval``, at the store's progress (``storage.interface.Progress``), so a
+  client that resumes from a quiet watch's bookmark resumes from a recent revision.
 
 Everything a client can get wrong raises ``ApiError`` (a 4xx Status); nothing is written unless
 every check passed.
@@ -27,7 +29,6 @@ every check passed.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import datetime
@@ -52,6 +53,7 @@ from controlplane.storage.interface import (
     KeyExists,
     KeyNotFound,
     KeyValue,
+    Progress,
     Store,
 )
 from kube.api import walk
@@ -556,14 +558,12 @@ class ResourceStore:
                 yield WatchEvent(BOOKMARK, None, start)
         else:
             start = parse_resource_version(resource_version)
-        events = self.store.watch(prefix, start)
-        last = start
+        events = self.store.watch(prefix, start, progress_after=bookmark_interval)
         try:
-            async for event in _with_bookmarks(events, bookmark_interval):
-                if event is None:
-                    yield WatchEvent(BOOKMARK, None, last)
+            async for event in events:
+                if isinstance(event, Progress):
+                    yield WatchEvent(BOOKMARK, None, event.revision)
                     continue
-                last = event.revision
                 translated = self._translate(event, selection)
                 if translated is not None:
                     yield translated
@@ -712,35 +712,3 @@ def _decode_continue(token: str, prefix: str) -> tuple[int, str]:
             "resourceVersion (version meta.k8s.io/v1)"
         )
     return revision, prefix + start
-
-
-async def _with_bookmarks(
-    events: AsyncIterator[Event], interval: float | None
-) -> AsyncIterator[Event | None]:
-    """The events, with None whenever ``interval`` seconds pass without one."""
-    if interval is None:
-        async for event in events:
-            yield event
-        return
-    pending: asyncio.Task[Event] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
-                yield None
-                continue
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield event
-    finally:
-        if pending is not None:
-            # The pending read holds ``events`` open: let its cancellation finish, or the
-            # caller's ``aclose()`` of ``events`` finds the generator still running.
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
-                await pending

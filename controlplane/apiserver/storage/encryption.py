@@ -43,7 +43,7 @@ from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
 
 from controlplane.apiserver import errors
-from controlplane.storage.interface import Event, KeyValue, ListResult, Store
+from controlplane.storage.interface import Event, KeyValue, ListResult, Progress, Store
 from kube.api.scheme import SCHEME
 
 API_VERSION = "apiserver.config.k8s.io/v1"
@@ -362,10 +362,15 @@ class EncryptedStore:
     async def delete(self, key: str, expected_revision: int = 0) -> KeyValue:
         return self._read(await self.inner.delete(key, expected_revision))
 
-    async def watch(self, prefix: str, from_revision: int) -> AsyncGenerator[Event, None]:
-        events = self.inner.watch(prefix, from_revision)
+    async def watch(
+        self, prefix: str, from_revision: int, *, progress_after: float | None = None
+    ) -> AsyncGenerator[Event | Progress, None]:
+        events = self.inner.watch(prefix, from_revision, progress_after=progress_after)
         try:
             async for event in events:
+                if isinstance(event, Progress):
+                    yield event
+                    continue
                 prev = self._read(event.prev) if event.prev is not None else None
                 yield Event(event.type, self._read(event.kv), prev)
         finally:

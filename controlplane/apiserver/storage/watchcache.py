@@ -17,9 +17,13 @@ token and a paged list other than at "0" go to the store.  A cache that has not 
 first list sends everything to the store too.
 
 The store's watch carries only the events of this resource, so writes to other resources move
-the store's revision without the cache hearing of it.  When a reader waits for a revision the
-watch has not brought, the cache reads the store once (a consistent list) and takes that
-snapshot if it is newer: the role etcd's progress notifications play upstream.  A reader that
+the store's revision without the cache hearing of it.  Two things bring the cache forward
+anyway.  Its watch asks for the store's progress every ``PROGRESS_INTERVAL`` seconds of quiet
+(the bookmarks upstream's watch cache gets from etcd's progress notifications), so the revision
+a ``resourceVersion=0`` list answers with is recent even for a resource nobody writes: an
+informer that watches from it is not sent back with 410 Gone by a compaction of revisions it
+never needed.  And when a reader waits for a revision the cache has not reached, the cache
+reads the store once (a consistent list) and takes that snapshot if it is newer.  A reader that
 is still not served after ``wait`` seconds gets upstream's 504 "Too large resource version".
 
 A cache lags the store by the time a watch event takes to arrive.  Admission callers that
@@ -47,6 +51,9 @@ FRESH_WAIT = 3.0
 ``blockTimeout``)."""
 CATCH_UP_AFTER = 0.1
 """Seconds of waiting on the watch before the cache reads the store to catch up."""
+PROGRESS_INTERVAL = 5.0
+"""Seconds of quiet after which the cache's watch brings the store's progress (the interval
+the lab's etcd sends its progress notifications at)."""
 NOT_OLDER_THAN = "NotOlderThan"
 
 
@@ -215,11 +222,18 @@ class WatchCache:
             try:
                 if revision is None:
                     revision = await self._relist()
-                async for event in self.store.watch(resource_version=revision, send_initial=False):
+                events = self.store.watch(
+                    resource_version=revision,
+                    send_initial=False,
+                    bookmark_interval=PROGRESS_INTERVAL,
+                )
+                async for event in events:
                     revision = str(event.revision)
-                    if event.obj is None or event.revision <= (self.revision or 0):
-                        continue  # a bookmark, or a change a snapshot has already brought
-                    if event.type == DELETED:
+                    if event.revision <= (self.revision or 0):
+                        continue  # a change a snapshot has already brought
+                    if event.obj is None:
+                        pass  # the store's progress: nothing changed up to here
+                    elif event.type == DELETED:
                         self._objects.pop(_key(event.obj), None)
                     else:
                         self._objects[_key(event.obj)] = event.obj

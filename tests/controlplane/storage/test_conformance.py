@@ -17,6 +17,7 @@ from controlplane.storage.interface import (
     KeyExists,
     KeyNotFound,
     KeyValue,
+    Progress,
     Store,
     guaranteed_update,
 )
@@ -28,6 +29,7 @@ async def _collect(store: Store, prefix: str, after: int, count: int) -> list[Ev
     events: list[Event] = []
     async with asyncio.timeout(10):
         async for event in store.watch(prefix, after):
+            assert isinstance(event, Event), "no progress unless asked for"
             events.append(event)
             if len(events) == count:
                 break
@@ -228,3 +230,36 @@ async def test_watch_from_just_before_the_compacted_revision_expires(store: Stor
     assert raised.value.compacted == compacted
     later = await store.create(PODS + "b", b"1")
     assert [e.kv for e in await _collect(store, PODS, compacted, 1)] == [later]
+
+
+async def test_a_quiet_watch_asked_for_progress_moves_with_the_store(store: Store) -> None:
+    """Writes elsewhere reach a watch on a prefix nobody writes as a ``Progress``, and no
+    ``Progress`` comes before a change at or below its revision (etcd's come at the
+    interval its lab flags set: 5 s)."""
+    start = await store.current_revision()
+    seen: list[Event | Progress] = []
+
+    async def watch_until(top: asyncio.Future[int]) -> None:
+        async for item in store.watch(PODS, start, progress_after=0.05):
+            seen.append(item)
+            if isinstance(item, Progress) and top.done() and item.revision >= top.result():
+                return
+
+    top: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    async with asyncio.timeout(20):
+        watching = asyncio.create_task(watch_until(top))
+        pods = []
+        for i in range(12):
+            await store.create(f"/registry/other/{i}", b"x")
+            if i % 4 == 0:
+                pods.append((await store.create(f"{PODS}{i}", b"x")).mod_revision)
+            await asyncio.sleep(0.02)
+        top.set_result((await store.create("/registry/other/last", b"x")).mod_revision)
+        await watching
+    events = [item.revision for item in seen if isinstance(item, Event)]
+    assert events == pods
+    progress = [(i, item.revision) for i, item in enumerate(seen) if isinstance(item, Progress)]
+    assert [revision for _, revision in progress] == sorted(r for _, r in progress)
+    for position, revision in progress:
+        before = {item.revision for item in seen[:position] if isinstance(item, Event)}
+        assert {r for r in pods if r <= revision} <= before, (position, revision, seen)

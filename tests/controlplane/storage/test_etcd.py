@@ -23,6 +23,7 @@ from controlplane.storage.interface import (
     Event,
     Expired,
     KeyNotFound,
+    Progress,
     Unavailable,
 )
 from tests.controlplane.storage.etcd_server import (
@@ -45,10 +46,13 @@ def _dead_endpoint() -> str:
     return f"127.0.0.1:{free_ports(1)[0]}"
 
 
-async def _take(events: AsyncIterator[Event], count: int, seconds: float = 10) -> list[Event]:
+async def _take(
+    events: AsyncIterator[Event | Progress], count: int, seconds: float = 10
+) -> list[Event]:
     taken: list[Event] = []
     async with asyncio.timeout(seconds):
         async for event in events:
+            assert isinstance(event, Event)
             taken.append(event)
             if len(taken) == count:
                 break

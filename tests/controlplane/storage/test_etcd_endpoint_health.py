@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.storage.etcd import HEALTH_INTERVAL, HEALTH_TIMEOUT, EtcdStore
-from controlplane.storage.interface import ADDED
+from controlplane.storage.interface import ADDED, Event
 from kubelab.lab.etcd import EtcdRunner
 from tests.controlplane.storage.etcd_server import loopback_cluster
 
@@ -81,6 +81,7 @@ async def test_a_frozen_member_is_left_within_seconds(cluster: EtcdRunner) -> No
         # The watch's stream on the frozen member was abandoned too and resumed elsewhere.
         async with asyncio.timeout(5):
             event = await anext(events)
+        assert isinstance(event, Event)
         assert (event.type, event.kv) == (ADDED, after)
         await events.aclose()
     finally:
