@@ -8,10 +8,10 @@ annotation marks the class that new Ingresses without one get (the DefaultIngres
 admission plugin, in ``controlplane.apiserver.auth.admission``).  A ServiceCIDR is a range
 Services' ClusterIPs come from, and an IPAddress (named by the address) records one allocated
 address and the object it belongs to.  Nothing here enforces a policy, serves a route or
-allocates an address: the API server stores and validates these objects for the plugins,
-controllers and allocators that do (the ClusterIP allocator does not record its allocations as
-IPAddresses, nor create the default ServiceCIDR, yet).  New IP and CIDR fields are validated
-strictly and must be canonical (``names.is_canonical_ip``/``is_canonical_cidr``).
+allocates an address: these are the objects, stored and validated for the plugins, controllers
+and allocators that do (the API server's ClusterIP allocator, ``system/clusterip.py``, records
+its allocations as IPAddresses and creates the default ServiceCIDR).  New IP and CIDR fields
+are validated strictly and must be canonical (``names.is_canonical_ip``/``is_canonical_cidr``).
 
 Field names, order and protobuf numbers are k8s.io/api release-1.36's; defaults and validation
 follow pkg/apis/networking (a policy is about Ingress always and about Egress when it has
