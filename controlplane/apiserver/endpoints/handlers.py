@@ -465,8 +465,9 @@ class ResourceHandler:
             bookmark_interval=self.bookmark_interval if bookmarks else None,
         )
         response = web.StreamResponse(status=200)
+        # A stream is named by its serializer alone, as upstream's: a Table watch is JSON.
         response.headers["Content-Type"] = (
-            f"{negotiation.PROTOBUF};stream=watch" if framed else output.content_type
+            f"{negotiation.PROTOBUF};stream=watch" if framed else output.media_type
         )
         response.headers["Cache-Control"] = "no-cache, private"
         response.enable_chunked_encoding()

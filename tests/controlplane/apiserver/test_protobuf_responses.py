@@ -6,7 +6,9 @@ list, error Status and watch event must then come back as upstream's protobuf, d
 (``decode_body``) to exactly what the same request answers in JSON; a custom resource has no
 protobuf message, so the same header gets JSON, and protobuf alone a 406.  The legacy
 discovery documents (``/api``, ``/apis``, ``/apis/G``, ``/apis/G/V``) are meta/v1 messages
-too.  The objects are the kubernetes.io docs' examples (the corpus in tests/kube/api/manifests).
+too.  A watch is ``…protobuf;stream=watch`` in protobuf and plain ``application/json`` in JSON,
+Tables (``kubectl get -w``) included, as upstream names a stream by its serializer alone.  The
+objects are the kubernetes.io docs' examples (the corpus in tests/kube/api/manifests).
 """
 
 from __future__ import annotations
@@ -231,6 +233,22 @@ def test_watch_in_protobuf_framing(api_client: k8s.ApiClient, namespace: str) ->
     assert events[0][1] == created
     assert events[1][1] == changed
     assert events[2][0] == "DELETED"
+
+
+def test_a_table_watch_is_plain_json(api_client: k8s.ApiClient, namespace: str) -> None:
+    """``kubectl get -w``'s Accept: the events carry Tables, the stream says application/json."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    version = _json(api_client, "GET", path)["metadata"]["resourceVersion"]
+    created = _json(api_client, "POST", path, {"metadata": {"name": "table-watch"}})
+    kubectl_get = (
+        f"{JSON};as=Table;v=v1;g=meta.k8s.io,{JSON};as=Table;v=v1beta1;g=meta.k8s.io,{JSON}"
+    )
+    query = (("watch", "true"), ("resourceVersion", version), ("timeoutSeconds", "1"))
+    status, content_type, data = _raw(api_client, "GET", path, kubectl_get, query=query)
+    assert (status, content_type) == (200, JSON)
+    event = json.loads(data.splitlines()[0])
+    assert (event["type"], event["object"]["kind"]) == ("ADDED", "Table")
+    assert event["object"]["rows"][0]["cells"][0] == created["metadata"]["name"]
 
 
 def _crontabs(api_client: k8s.ApiClient, namespace: str) -> str:
