@@ -8,6 +8,8 @@ kubectl's printing of ``details`` (kind, name, causes) works.  Nothing a client 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kube.api.errors import ErrorList
 from kube.api.meta_v1 import Status, StatusCause, StatusDetails
 from kube.api.scheme import KindInfo
@@ -97,6 +99,36 @@ def bad_request(message: str) -> ApiError:
 
 def method_not_allowed(message: str) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
+
+
+def not_routed() -> ApiError:
+    """Upstream's answer to a path nothing serves: its router's 404, as a Status with empty
+    details (``NewGenericServerResponse``)."""
+    return ApiError(
+        404, "NotFound", "the server could not find the requested resource", StatusDetails()
+    )
+
+
+def method_not_routed() -> ApiError:
+    """Upstream's answer to a method a served path has no route for: its router's 405."""
+    return ApiError(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+        StatusDetails(),
+    )
+
+
+COLLECTION_VERBS = frozenset({"list", "watch", "create", "deletecollection"})
+OBJECT_VERBS = frozenset({"get", "update", "patch", "delete"})
+
+
+def verb_not_served(named: bool, served: Sequence[str]) -> ApiError:
+    """A verb a kind does not serve: upstream registers no route for it, so its router answers
+    405 when the path (an object's, if ``named``, else the collection's) serves other verbs,
+    and 404 when it serves none (``kubectl get tokenreviews`` is a 405, a GET of one a 404)."""
+    on_path = OBJECT_VERBS if named else COLLECTION_VERBS
+    return method_not_routed() if on_path.intersection(served) else not_routed()
 
 
 def not_acceptable(message: str) -> ApiError:

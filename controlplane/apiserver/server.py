@@ -655,9 +655,7 @@ class APIServer:
                     request.query.get("includeRequestDetails") == "1",
                 )
             except KeyError:
-                raise errors.ApiError(
-                    404, "NotFound", "the server could not find the requested resource"
-                ) from None
+                raise errors.not_routed() from None
             return web.Response(text=dump, content_type="text/plain")
         if path == "/metrics":
             return web.Response(text=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
@@ -706,7 +704,7 @@ class APIServer:
                     )
                 }
             )
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        raise errors.not_routed()
 
     def version(self) -> dict[str, str]:
         major, minor, _ = KUBERNETES_VERSION.split(".")

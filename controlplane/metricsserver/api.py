@@ -48,7 +48,6 @@ from kube.clock import Clock
 from kube.component import go_duration
 
 PREFIX = f"/apis/{GROUP}/{VERSION}"
-NOT_SERVED = "the server could not find the requested resource"
 READY_PATH = "/readyz"
 HEALTH_PATHS = ("/healthz", "/livez", READY_PATH)
 KINDS = {"nodes": NodeMetrics.kind_info, "pods": PodMetrics.kind_info}
@@ -146,13 +145,9 @@ class MetricsAPI:
         info = requestinfo.parse(request.method, request.path, request.query)
         kind = KINDS.get(info.resource) if info.group_version == f"{GROUP}/{VERSION}" else None
         if kind is None or info.subresource:
-            raise errors.ApiError(
-                404, "NotFound", "the server could not find the requested resource"
-            )
+            raise errors.not_routed()
         if info.verb not in kind.verbs:
-            raise errors.method_not_allowed(
-                f'{info.verb} is not supported on resources of kind "{kind.group_resource}"'
-            )
+            raise errors.verb_not_served(bool(info.name), kind.verbs)
         allowed, reason = await self.authorizer.authorize(
             delegation.RemoteUser(user.name, user.groups, user.uid, user.extra),
             verb=info.verb,

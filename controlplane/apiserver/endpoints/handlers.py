@@ -181,20 +181,14 @@ class ResourceHandler:
         info = req.info
         store = self.lookup(info.group, info.version, info.resource)
         if store is None:
-            raise errors.ApiError(
-                404, "NotFound", "the server could not find the requested resource"
-            )
+            raise errors.not_routed()
         sub = info.subresource
         if sub and sub not in store.info.subresources:
-            raise errors.ApiError(
-                404, "NotFound", "the server could not find the requested resource"
-            )
+            raise errors.not_routed()
         if store.info.deprecation is not None:
             req.ctx.warnings.append(store.info.deprecation)
         if not sub and info.verb not in store.info.verbs:
-            raise errors.method_not_allowed(
-                f'{info.verb} is not supported on resources of kind "{store.info.group_resource}"'
-            )
+            raise errors.verb_not_served(bool(info.name), store.info.verbs)
         if (
             store.info.namespaced
             and not info.namespace
@@ -266,7 +260,7 @@ class ResourceHandler:
             return self._answer(req, store, await subresource.update(namespace, name, obj, req.ctx))
         if info.verb == "patch" and isinstance(subresource, rest.Patcher):
             return await self._patch(req, store, subresource)
-        raise errors.method_not_allowed(f"{info.verb} is not supported on {info.subresource}")
+        raise errors.method_not_routed()
 
     # Bodies.
 

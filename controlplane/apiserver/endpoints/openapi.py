@@ -50,7 +50,7 @@ class OpenAPIDocuments:
         for group, version in {k.group_version for k in self._kinds()}:
             if openapi.group_version_path(group, version) == rest:
                 return self._v3_response(request, group, version)
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        raise errors.not_routed()
 
     def _v3_document(self, group: str, version: str) -> tuple[bytes, str]:
         if (group, version) not in self._v3:

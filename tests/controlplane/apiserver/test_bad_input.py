@@ -247,6 +247,8 @@ CASES = [
         404,
         "unknown-subresource",
     ),
+    ("GET", "/apis/authentication.k8s.io/v1/tokenreviews", b"", "", 405, "unserved-verb"),
+    ("GET", "/apis/authentication.k8s.io/v1/tokenreviews/x", b"", "", 404, "unserved-path"),
 ]
 
 
@@ -278,6 +280,44 @@ def test_bad_input_is_4xx_and_writes_nothing(
     assert answer.body.get("status") == "Failure"
     assert answer.body.get("message")
     assert _state(raw, seeded) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "code", "reason", "message"),
+    [
+        (
+            "/api/v1/nosuchthings",
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
+        ("/nosuchpath", 404, "NotFound", "the server could not find the requested resource"),
+        (
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        ),
+    ],
+)
+def test_what_no_route_serves_is_upstreams_generic_status(
+    raw: RawClient, path: str, code: int, reason: str, message: str
+) -> None:
+    """Byte for byte what upstream's router answers (``NewGenericServerResponse``)."""
+    answer = raw.request("GET", path, b"", "")
+    assert (answer.status, answer.body) == (
+        code,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "details": {},
+            "code": code,
+        },
+    )
 
 
 def test_unknown_fields_warn_by_default(raw: RawClient, namespace: str) -> None:

@@ -127,7 +127,13 @@ def test_read_only(kubectl: Kubectl) -> None:
     manifest = {"apiVersion": "v1", "kind": "ComponentStatus", "metadata": {"name": "mine"}}
     refused = kubectl.run("create", "-f", "-", input=json.dumps(manifest), check=False)
     assert refused.returncode == 1
-    assert "(MethodNotAllowed)" in refused.stderr
+    assert refused.stderr.startswith("Error from server (MethodNotAllowed): ")
+    assert "the server does not allow this method on the requested resource" in refused.stderr
+    deleted = kubectl.run("delete", "cs", "etcd-0", check=False, namespaced=False)
+    assert deleted.stderr == (
+        "Error from server (MethodNotAllowed): "
+        "the server does not allow this method on the requested resource\n"
+    )
     rows = [
         line.split()
         for line in kubectl.run("api-resources", "-o", "wide", namespaced=False).stdout.splitlines()
