@@ -399,7 +399,9 @@ async def _pump_both(
 @dataclass(frozen=True)
 class Location:
     """Where ``pods/proxy`` or ``services/proxy`` sends a request: a pod's or an endpoint's
-    address, the port (empty: the scheme's own) and the scheme (empty: http)."""
+    address, the port (empty: the scheme's own) and the scheme (empty: http).  An https
+    backend's certificate is not checked, as upstream's proxy transport does not: a pod's
+    address is named by no certificate."""
 
     scheme: str
     host: str
