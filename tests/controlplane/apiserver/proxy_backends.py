@@ -96,7 +96,13 @@ def _service(name: str, port: dict[str, object]) -> dict[str, object]:
 
 
 def _slice(
-    kubectl: Kubectl, service: str, address: str, port: dict[str, object], pod: str
+    kubectl: Kubectl,
+    service: str,
+    address: str,
+    port: dict[str, object],
+    pod: str,
+    *,
+    ready: bool = True,
 ) -> dict[str, object]:
     return {
         "apiVersion": "discovery.k8s.io/v1",
@@ -106,7 +112,7 @@ def _slice(
         "endpoints": [
             {
                 "addresses": [address],
-                "conditions": {"ready": True},
+                "conditions": {"ready": ready},
                 "targetRef": {"kind": "Pod", "namespace": kubectl.namespace, "name": pod},
             }
         ],
@@ -116,8 +122,10 @@ def _slice(
 
 def serve_web(kubectl: Kubectl, backend: Backend) -> None:
     """Pod ``web`` (its container declaring the backend's port, its IP the backend's), Service
-    ``web`` (one unnamed port 80) and ``named`` (port ``http``, 8080), both backed by it, and
-    Service ``empty`` with no endpoints; as a user would make them."""
+    ``web`` (one unnamed port 80) and ``named`` (port ``http``, 8080), both backed by it;
+    Service ``empty`` with no endpoints, ``unready`` whose one endpoint is not ready and
+    ``stray`` whose endpoint's Pod (``pending``) does not have its address; as a user would
+    make them."""
     create(
         kubectl,
         _pod_manifest("web", [backend.port]),
@@ -127,6 +135,10 @@ def serve_web(kubectl: Kubectl, backend: Backend) -> None:
         _service("empty", {"port": 80}),
         _slice(kubectl, "web", backend.address, {"port": backend.port}, "web"),
         _slice(kubectl, "named", backend.address, {"name": "http", "port": backend.port}, "web"),
+        _service("unready", {"port": 80}),
+        _slice(kubectl, "unready", backend.address, {"port": backend.port}, "web", ready=False),
+        _service("stray", {"port": 80}),
+        _slice(kubectl, "stray", backend.address, {"port": backend.port}, "pending"),
     )
     status = {"status": {"podIP": backend.address}}
     kubectl.run(

@@ -466,58 +466,52 @@ async def test_kubectl_get_raw_reaches_a_pod_and_a_service(
     assert first["query"] == "x=1"
 
 
-@pytest.mark.parametrize(
-    ("path", "stderr"),
-    [
-        ("pods/nope/proxy/", 'Error from server (NotFound): pods "nope" not found'),
-        ("pods/pending/proxy/", "Error from server (BadRequest): address not allowed"),
-        (
-            "pods/ftp:web:21/proxy/",
-            'Error from server (BadRequest): invalid pod request "ftp:web:21"',
-        ),
-        ("services/nope/proxy/", 'Error from server (NotFound): services "nope" not found'),
-        (
-            "services/empty/proxy/",
-            'Error from server (ServiceUnavailable): no endpoints available for service "empty"',
-        ),
-        (
-            "services/web:81/proxy/",
-            'Error from server (ServiceUnavailable): no service port 81 found for service "web"',
-        ),
-        (
-            "services/web:other/proxy/",
-            "Error from server (ServiceUnavailable): no endpoints available for service "
-            '"web:other"',
-        ),
-        (
-            "services/a:b:c:d/proxy/",
-            'Error from server (BadRequest): invalid service request "a:b:c:d"',
-        ),
-    ],
-    ids=[
-        "missing-pod",
-        "pod-without-ip",
-        "bad-scheme",
-        "missing-service",
-        "no-endpoints",
-        "no-such-port",
-        "no-endpoint-with-port",
-        "bad-name",
-    ],
-)
-async def test_proxy_refusals_are_upstreams_statuses(
-    backend: Backend, kubectl: Kubectl, path: str, stderr: str
-) -> None:
-    await asyncio.to_thread(serve_web, kubectl, backend)
-    out = await asyncio.to_thread(raw, kubectl, path, check=False)
-    assert out.returncode == 1
-    assert out.stderr.strip().splitlines()[-1] == stderr
+REFUSALS = [
+    ("pods/nope/proxy/", 'Error from server (NotFound): pods "nope" not found'),
+    ("pods/pending/proxy/", "Error from server (BadRequest): address not allowed"),
+    (
+        "pods/ftp:web:21/proxy/",
+        'Error from server (BadRequest): invalid pod request "ftp:web:21"',
+    ),
+    ("services/nope/proxy/", 'Error from server (NotFound): services "nope" not found'),
+    (
+        "services/empty/proxy/",
+        'Error from server (ServiceUnavailable): no endpoints available for service "empty"',
+    ),
+    (
+        "services/web:81/proxy/",
+        'Error from server (ServiceUnavailable): no service port 81 found for service "web"',
+    ),
+    (
+        "services/web:other/proxy/",
+        'Error from server (ServiceUnavailable): no endpoints available for service "web:other"',
+    ),
+    (
+        "services/unready/proxy/",
+        'Error from server (ServiceUnavailable): no endpoints available for service "unready"',
+    ),
+    (
+        "services/stray:80/proxy/",
+        'Error from server (ServiceUnavailable): no endpoints available for service "stray:80"',
+    ),
+    (
+        "services/a:b:c:d/proxy/",
+        'Error from server (BadRequest): invalid service request "a:b:c:d"',
+    ),
+]
+"""What kubectl prints for each refused proxy path: missing pod, pod without an IP, bad
+scheme, missing service, no endpoints, no such port number, no endpoint with that port name,
+an endpoint not ready, an endpoint whose Pod does not have its address, a bad name part."""
 
 
-async def test_a_backend_that_is_down_is_503(backend: Backend, kubectl: Kubectl) -> None:
+async def test_proxy_refusals_are_upstreams_statuses(backend: Backend, kubectl: Kubectl) -> None:
     await asyncio.to_thread(serve_web, kubectl, backend)
-    out = await asyncio.to_thread(raw, kubectl, "pods/web:1/proxy/", check=False)
-    assert out.stderr.strip().splitlines()[-1] == (
+    for path, stderr in REFUSALS:
+        out = await asyncio.to_thread(raw, kubectl, path, check=False)
+        assert out.returncode == 1, path
+        assert out.stderr.strip().splitlines()[-1] == stderr
+    down = await asyncio.to_thread(raw, kubectl, "pods/web:1/proxy/", check=False)
+    assert down.stderr.strip().splitlines()[-1] == (
         f"Error from server (ServiceUnavailable): error trying to reach service: "
         f"dial tcp {backend.address}:1: connect: connection refused"
     )
