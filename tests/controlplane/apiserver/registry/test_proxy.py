@@ -5,6 +5,7 @@ kubectl users reach them (``kubectl get --raw``, ``kubectl proxy``)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import ssl
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import kubernetes
 import pytest
 from aiohttp import web
 from cryptography import x509
@@ -464,6 +466,33 @@ async def test_kubectl_get_raw_reaches_a_pod_and_a_service(
     assert seen["query"] == ""
     first = json.loads((await asyncio.to_thread(raw, kubectl, "pods/web/proxy/q?x=1")).stdout)
     assert first["query"] == "x=1"
+
+
+async def test_the_python_client_reaches_a_service_and_a_pod(
+    backend: Backend, kubectl: Kubectl, api_client: kubernetes.client.ApiClient
+) -> None:
+    """The official client's ``connect_*_proxy_with_path`` calls (its path parameter quoted,
+    ``/`` as ``%2F``), read raw: the client turns a JSON answer typed ``str`` into a Python
+    repr."""
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    core = kubernetes.client.CoreV1Api(api_client)
+    ns = kubectl.namespace
+    got = await asyncio.to_thread(
+        functools.partial(
+            core.connect_get_namespaced_service_proxy_with_path,
+            "named:http",
+            ns,
+            "a/b",
+            _preload_content=False,
+        )
+    )
+    assert json.loads(got.data)["path"] == "/a/b"
+    posted = await asyncio.to_thread(
+        functools.partial(
+            core.connect_post_namespaced_pod_proxy_with_path, "web", ns, "c", _preload_content=False
+        )
+    )
+    assert json.loads(posted.data)["method"] == "POST"
 
 
 REFUSALS = [
