@@ -4,6 +4,7 @@ loopback), and the Pod, Services and EndpointSlices that lead to it, made with k
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -21,12 +22,15 @@ class Backend:
 
     address: str
     port: int
+    release: asyncio.Event
+    """``/stream`` sends its first line, then its last once this is set."""
 
 
 @contextlib.asynccontextmanager
 async def serve_backend() -> AsyncIterator[Backend]:
     """The backend, on this machine's address and a free port, while in the block."""
     address = host_address()
+    release = asyncio.Event()
 
     async def echo(request: web.Request) -> web.Response:
         return web.json_response(
@@ -47,6 +51,15 @@ async def serve_backend() -> AsyncIterator[Backend]:
     async def redirect_home(request: web.Request) -> web.Response:
         return web.Response(status=302, headers={"Location": "/home/"})
 
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b"first\n")
+        await release.wait()
+        await response.write(b"last\n")
+        await response.write_eof()
+        return response
+
     async def websocket(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(protocols=("echo.example",))
         await ws.prepare(request)
@@ -56,6 +69,7 @@ async def serve_backend() -> AsyncIterator[Backend]:
 
     app = web.Application()
     app.router.add_get("/ws", websocket)
+    app.router.add_get("/stream", stream)
     app.router.add_get("/to-home", redirect_home)
     app.router.add_get("/moved", moved)
     app.router.add_route("*", "/{tail:.*}", echo)
@@ -64,7 +78,7 @@ async def serve_backend() -> AsyncIterator[Backend]:
     site = web.TCPSite(runner, address, 0)
     await site.start()
     try:
-        yield Backend(address, int(runner.addresses[0][1]))
+        yield Backend(address, int(runner.addresses[0][1]), release)
     finally:
         await runner.cleanup()
 

@@ -586,6 +586,18 @@ async def test_every_method_through_kubectl_proxy(
             assert await response.read() == b""
 
 
+async def test_an_answer_streams_through_as_it_comes(
+    backend: Backend, kubectl: Kubectl, kubectl_proxy: str
+) -> None:
+    """The first line arrives while the backend still holds the rest back."""
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    url = f"{kubectl_proxy}/api/v1/namespaces/{kubectl.namespace}/services/web/proxy/stream"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        assert await asyncio.wait_for(response.content.readline(), 10) == b"first\n"
+        backend.release.set()
+        assert await response.content.read() == b"last\n"
+
+
 async def test_redirects_through_the_proxy(
     backend: Backend, kubectl: Kubectl, kubectl_proxy: str
 ) -> None:
