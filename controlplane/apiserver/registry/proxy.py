@@ -30,19 +30,21 @@ its token), plus ``X-Forwarded-For`` and ``X-Forwarded-Uri``.  The answer comes 
 comes (status, headers minus hop-by-hop and CORS ones, the body chunk by chunk), a
 ``Location`` on the backend rewritten to go through the API server again.  A GET or HEAD of
 ``.../proxy`` with nothing after it is redirected to ``.../proxy/`` first, and a WebSocket
-upgrade is relayed frame by frame.  Upstream also rewrites links inside ``text/html``
-answers; that is not done here.  A backend that cannot be reached is a 503 ``error trying to
-reach service: dial tcp ...``, as upstream answers.
+upgrade is relayed frame by frame.  A ``text/html`` page is read whole and its links
+rewritten the same way (``htmlrewrite``), as upstream's proxy transport does.  A backend
+that cannot be reached is a 503 ``error trying to reach service: dial tcp ...``, as upstream
+answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import os
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -54,6 +56,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from controlplane.apiserver import errors
+from controlplane.apiserver.registry import htmlrewrite
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import Pod
 from kube.pki import KeyPair, client_ssl_context
@@ -471,19 +474,50 @@ async def relay_http(request: web.Request, location: Location, path: str) -> web
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
             raise unreachable(f"error trying to reach service: {dial_reason(error)}") from None
         async with upstream:
-            response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-            dropped = HOP_BY_HOP | _CORS_HEADERS | _listed(upstream.headers)
-            for key, value in upstream.headers.items():
-                if key.lower() == "location":
-                    value = rewrite_location(value, url, request.host, prefix)
-                if key.lower() not in dropped:
-                    response.headers.add(key, value)
+            rewrite = functools.partial(
+                rewrite_url, backend=url, request_host=request.host, prefix=prefix
+            )
+            headers = _answer_headers(upstream.headers, rewrite)
+            if _is_html(upstream) and request.method != "HEAD":
+                # upstream's proxy transport rewrites a page's links: the page is read whole
+                body = await upstream.read()
+                page = htmlrewrite.rewrite_body(
+                    body, upstream.headers.get("Content-Encoding", ""), rewrite
+                )
+                headers.popall("Content-Length", None)
+                return web.Response(
+                    status=upstream.status,
+                    reason=upstream.reason,
+                    headers=headers,
+                    body=body if page is None else page,
+                )
+            response = web.StreamResponse(
+                status=upstream.status, reason=upstream.reason, headers=headers
+            )
             await response.prepare(request)
             with contextlib.suppress(aiohttp.ClientError, ConnectionError):
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                 await response.write_eof()
             return response
+
+
+def _is_html(upstream: aiohttp.ClientResponse) -> bool:
+    """Whether an answer is a page whose links are rewritten: ``text/html``, and not a
+    redirect (whose ``Location`` is rewritten instead)."""
+    media = upstream.headers.get("Content-Type", "").partition(";")[0].strip().lower()
+    return media == "text/html" and "Location" not in upstream.headers
+
+
+def _answer_headers(headers: Mapping[str, str], rewrite: Callable[[str], str]) -> CIMultiDict[str]:
+    """A backend's headers for the client: minus hop-by-hop and CORS ones, ``Location``
+    rewritten through the proxy."""
+    dropped = HOP_BY_HOP | _CORS_HEADERS | _listed(headers)
+    return CIMultiDict(
+        (k, rewrite(v) if k.lower() == "location" else v)
+        for k, v in headers.items()
+        if k.lower() not in dropped
+    )
 
 
 def _listed(headers: Mapping[str, str]) -> frozenset[str]:
@@ -507,10 +541,11 @@ def _forwarded(request: web.Request, prefix: str, path: str) -> CIMultiDict[str]
     return headers
 
 
-def rewrite_location(value: str, backend: URL, request_host: str, prefix: str) -> str:
-    """A backend's ``Location`` as the client must follow it: one on the backend itself (or
-    naming the API server's host) goes through ``prefix`` (``.../pods/NAME/proxy``), without
-    scheme and host; one elsewhere, or relative, is left as it is (upstream's rewriteURL)."""
+def rewrite_url(value: str, backend: URL, request_host: str, prefix: str) -> str:
+    """A URL a backend gave (its ``Location``, a link in its page) as the client must follow
+    it: one on the backend itself (or naming the API server's host) goes through ``prefix``
+    (``.../pods/NAME/proxy``), without scheme and host; one elsewhere, or relative, is left as
+    it is (upstream's rewriteURL)."""
     parts = urlsplit(value)
     own = (backend.raw_authority, request_host)
     if (parts.netloc and parts.netloc not in own) or not parts.path.startswith("/"):

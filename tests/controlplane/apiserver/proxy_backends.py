@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json
 import subprocess
 from collections.abc import AsyncIterator, Mapping
@@ -51,6 +52,13 @@ async def serve_backend() -> AsyncIterator[Backend]:
     async def redirect_home(request: web.Request) -> web.Response:
         return web.Response(status=302, headers={"Location": "/home/"})
 
+    async def page(request: web.Request) -> web.Response:
+        links = f'<a href="/docs/">d</a><img src="http://{request.host}/i.png">'
+        return web.Response(
+            body=gzip.compress(f"<html><body>{links}</body></html>".encode()),
+            headers={"Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip"},
+        )
+
     async def stream(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse()
         await response.prepare(request)
@@ -70,6 +78,7 @@ async def serve_backend() -> AsyncIterator[Backend]:
     app = web.Application()
     app.router.add_get("/ws", websocket)
     app.router.add_get("/stream", stream)
+    app.router.add_get("/page", page)
     app.router.add_get("/to-home", redirect_home)
     app.router.add_get("/moved", moved)
     app.router.add_route("*", "/{tail:.*}", echo)

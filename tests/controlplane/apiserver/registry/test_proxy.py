@@ -28,7 +28,7 @@ from controlplane.apiserver.registry.proxy import (
     global_unicast,
     kubelet_address,
     pod_stream_path,
-    rewrite_location,
+    rewrite_url,
     split_scheme_name_port,
 )
 from kube.api.kinds.core_v1.node import (
@@ -427,16 +427,16 @@ def test_backend_paths_are_cleaned_keeping_the_trailing_slash() -> None:
 def test_a_backend_location_is_rewritten_through_the_proxy() -> None:
     backend = URL("http://10.0.0.5:8080/x")
     prefix = "/api/v1/namespaces/ns/pods/web/proxy"
-    assert rewrite_location("http://10.0.0.5:8080/login?next=/", backend, "a:6443", prefix) == (
+    assert rewrite_url("http://10.0.0.5:8080/login?next=/", backend, "a:6443", prefix) == (
         f"{prefix}/login?next=/"
     )
-    assert rewrite_location("/docs/", backend, "a:6443", prefix) == f"{prefix}/docs/"
-    assert rewrite_location(f"{prefix}/done", backend, "a:6443", prefix) == f"{prefix}/done"
-    assert rewrite_location("https://a:6443/x", backend, "a:6443", prefix) == f"{prefix}/x"
-    assert rewrite_location("https://example.com/", backend, "a:6443", prefix) == (
+    assert rewrite_url("/docs/", backend, "a:6443", prefix) == f"{prefix}/docs/"
+    assert rewrite_url(f"{prefix}/done", backend, "a:6443", prefix) == f"{prefix}/done"
+    assert rewrite_url("https://a:6443/x", backend, "a:6443", prefix) == f"{prefix}/x"
+    assert rewrite_url("https://example.com/", backend, "a:6443", prefix) == (
         "https://example.com/"
     )
-    assert rewrite_location("relative/page", backend, "a:6443", prefix) == "relative/page"
+    assert rewrite_url("relative/page", backend, "a:6443", prefix) == "relative/page"
 
 
 # pods/proxy and services/proxy, outside in (tests.controlplane.apiserver.proxy_backends).
@@ -621,15 +621,21 @@ async def test_redirects_through_the_proxy(
             assert (await followed.json())["path"] == "/home/"
 
 
-async def test_a_websocket_through_pods_proxy(
+async def test_what_browsers_do_through_kubectl_proxy(
     backend: Backend, kubectl: Kubectl, kubectl_proxy: str
 ) -> None:
+    """A gzipped page's links to its own server come back through ``services/proxy``, and a
+    WebSocket opened through ``pods/proxy`` carries frames both ways."""
     await asyncio.to_thread(serve_web, kubectl, backend)
-    url = f"{kubectl_proxy}/api/v1/namespaces/{kubectl.namespace}/pods/web/proxy/ws"
-    async with (
-        aiohttp.ClientSession() as session,
-        session.ws_connect(url, protocols=("echo.example",)) as ws,
-    ):
-        assert ws.protocol == "echo.example"
-        await ws.send_str("hi")
-        assert await ws.receive_str() == "echo hi"
+    base = f"/api/v1/namespaces/{kubectl.namespace}"
+    path = f"{base}/services/web/proxy"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{kubectl_proxy}{path}/page") as got:
+            assert got.headers["Content-Encoding"] == "gzip"
+            page = await got.text()
+        url = f"{kubectl_proxy}{base}/pods/web/proxy/ws"
+        async with session.ws_connect(url, protocols=("echo.example",)) as ws:
+            assert ws.protocol == "echo.example"
+            await ws.send_str("hi")
+            assert await ws.receive_str() == "echo hi"
+    assert page == f'<html><body><a href="{path}/docs/">d</a><img src="{path}/i.png"></body></html>'
