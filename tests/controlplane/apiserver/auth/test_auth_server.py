@@ -478,7 +478,9 @@ def test_nobody_grants_permissions_they_do_not_hold(
     alice.run("create", "rolebinding", "bob-reads", "--role=pod-reader", "--user=bob")
 
 
-async def test_who_may_proxy_is_rbac_on_the_subresource(backend: Backend, admin: Kubectl) -> None:
+async def test_who_may_proxy_is_rbac_on_the_subresource(
+    secured: ServerProcess, backend: Backend, admin: Kubectl
+) -> None:
     """``pods/proxy`` and ``services/proxy`` are authorized as subresources with the verb of
     the method (GET: get, POST: create...), as ``kubectl auth can-i VERB services
     --subresource=proxy`` asks (``services/proxy`` there would be the Service named proxy)."""
@@ -500,7 +502,10 @@ async def test_who_may_proxy_is_rbac_on_the_subresource(backend: Backend, admin:
         "kind": "RoleBinding",
         "metadata": {"name": "proxy-get"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "proxy-get"},
-        "subjects": [{"kind": "User", "name": user.removeprefix("--as=")}],
+        "subjects": [
+            {"kind": "User", "name": user.removeprefix("--as=")},
+            {"kind": "User", "name": "alice"},
+        ],
     }
     await asyncio.to_thread(create, admin, role, binding)
     await asyncio.to_thread(
@@ -512,7 +517,13 @@ async def test_who_may_proxy_is_rbac_on_the_subresource(backend: Backend, admin:
     assert await asyncio.to_thread(can_i, "get", "pods", "--subresource=proxy") == "no"
     path = f"/api/v1/namespaces/{admin.namespace}/services/web/proxy/"
     got = await asyncio.to_thread(admin.run, "get", "--raw", path, user)
-    assert json.loads(got.stdout)["method"] == "GET"
+    seen = json.loads(got.stdout)
+    assert seen["method"] == "GET"
+    assert not [h for h in seen["headers"] if h.startswith("impersonate-")]
+    # a bearer token is the API server's to check, never passed on to the backend
+    status, seen = await asyncio.to_thread(_call, secured, "GET", path, ALICE_TOKEN)
+    assert status == 200
+    assert "authorization" not in seen["headers"]
     refused = await asyncio.to_thread(
         admin.run, "create", "--raw", path, "-f", "-", user, input="{}", check=False
     )
