@@ -192,8 +192,9 @@ class ResourceHandler:
         if store.info.deprecation is not None:
             req.ctx.warnings.append(store.info.deprecation)
         if not sub and info.verb not in store.info.verbs:
+            verb = info.verb or req.http.method  # OPTIONS has no verb
             raise errors.method_not_allowed(
-                f'{info.verb} is not supported on resources of kind "{store.info.group_resource}"'
+                f'{verb} is not supported on resources of kind "{store.info.group_resource}"'
             )
         if (
             store.info.namespaced
@@ -239,7 +240,7 @@ class ResourceHandler:
             return await self._delete(req, store)
         if verb == "deletecollection":
             return await self._delete_collection(req, store)
-        raise errors.method_not_allowed(f"{verb} is not supported")
+        raise errors.method_not_allowed(f"{verb or req.http.method} is not supported")
 
     async def _rest(
         self, req: Request, store: ResourceStore, subresource: object
@@ -266,7 +267,9 @@ class ResourceHandler:
             return self._answer(req, store, await subresource.update(namespace, name, obj, req.ctx))
         if info.verb == "patch" and isinstance(subresource, rest.Patcher):
             return await self._patch(req, store, subresource)
-        raise errors.method_not_allowed(f"{info.verb} is not supported on {info.subresource}")
+        raise errors.method_not_allowed(
+            f"{info.verb or req.http.method} is not supported on {info.subresource}"
+        )
 
     # Bodies.
 
