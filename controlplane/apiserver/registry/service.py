@@ -54,16 +54,12 @@ class ProxyLocator:
         slices = [s for s in listed.items if isinstance(s, EndpointSlice)]
         if not any(s.endpoints for s in slices):
             raise proxy.unreachable(f'no endpoints available for service "{name}"')
-        candidates = [
-            candidate
-            for s in slices
-            for candidate in _ready(s, port_name)
-            if await self._backed_by_pod(namespace, candidate.ref, candidate.address)
-        ]
-        if not candidates:
-            raise proxy.unreachable(f'no endpoints available for service "{id_}"')
-        chosen = random.choice(candidates)
-        return proxy.Location(scheme, chosen.address, str(chosen.port))
+        candidates = [candidate for s in slices for candidate in _ready(s, port_name)]
+        # in a random order, each checked only until one passes (a read of its Pod each)
+        for candidate in random.sample(candidates, len(candidates)):
+            if await self._backed_by_pod(namespace, candidate.ref, candidate.address):
+                return proxy.Location(scheme, candidate.address, str(candidate.port))
+        raise proxy.unreachable(f'no endpoints available for service "{id_}"')
 
     async def _backed_by_pod(
         self, namespace: str, ref: ObjectReference | None, address: str
