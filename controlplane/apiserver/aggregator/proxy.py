@@ -31,6 +31,13 @@ from multidict import CIMultiDict
 
 from controlplane.apiserver import auth, errors
 from controlplane.apiserver.crd import conversion
+from controlplane.apiserver.registry.proxy import (
+    CREDENTIAL_HEADERS,
+    CREDENTIAL_PREFIXES,
+    HOP_BY_HOP,
+    dial_reason,
+    unreachable,
+)
 from controlplane.apiserver.registry.store import ResourceStore
 from controlplane.apiserver.storage.watchcache import WatchCache
 from kube import pki
@@ -40,21 +47,8 @@ from kube.client.delegation import identity_headers
 
 DISCOVERY_TIMEOUT = 5.0
 """Seconds a discovery check may take (upstream gives up after 6)."""
-_DROPPED = frozenset(
-    {
-        "authorization",
-        "connection",
-        "content-length",
-        "host",
-        "keep-alive",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-_DROPPED_PREFIXES = ("impersonate-", "x-remote-")
+_DROPPED = HOP_BY_HOP | CREDENTIAL_HEADERS | {"content-length", "host"}
+_DROPPED_PREFIXES = (*CREDENTIAL_PREFIXES, "x-remote-")
 _WEBSOCKET_HEADERS = frozenset(
     {"sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions"}
 )
@@ -195,11 +189,11 @@ class Aggregator:
         available or cannot be reached)."""
         condition = available_condition(service)
         if condition is None or condition.status != "True":
-            raise _unavailable("service unavailable")
+            raise unreachable("service unavailable")
         try:
             url, server_name, context = await self._target(service, request.path_qs)
         except Unreachable as error:
-            raise _unavailable(f"error trying to reach service: {error}") from None
+            raise unreachable(f"error trying to reach service: {error}") from None
         headers = [
             (k, v)
             for k, v in request.headers.items()
@@ -219,7 +213,7 @@ class Aggregator:
                 allow_redirects=False,
             )
         except (aiohttp.ClientError, OSError) as error:
-            raise _unavailable(f"error trying to reach service: {_reason(error)}") from None
+            raise unreachable(f"error trying to reach service: {dial_reason(error)}") from None
         async with upstream:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for key, value in upstream.headers.items():
@@ -263,7 +257,7 @@ class Aggregator:
         except aiohttp.WSServerHandshakeError as error:
             raise errors.ApiError(error.status, "", error.message) from None
         except (aiohttp.ClientError, OSError) as error:
-            raise _unavailable(f"error trying to reach service: {_reason(error)}") from None
+            raise unreachable(f"error trying to reach service: {dial_reason(error)}") from None
         front = web.WebSocketResponse(protocols=[backend.protocol] if backend.protocol else ())
         await front.prepare(request)
 
@@ -307,7 +301,7 @@ class Aggregator:
         except TimeoutError:
             raise Unreachable(f'{url}: Get "{url}": timed out waiting for {url}') from None
         except (aiohttp.ClientError, OSError) as error:
-            raise Unreachable(f'{url}: Get "{url}": {_reason(error)}') from None
+            raise Unreachable(f'{url}: Get "{url}": {dial_reason(error)}') from None
         if not 200 <= status < 300:
             raise Unreachable(f"{url}: bad status from {url}: {status}")
         try:
@@ -317,19 +311,6 @@ class Aggregator:
         if not isinstance(document, dict):
             raise Unreachable(f"{url}: the answer is not an APIResourceList")
         return document
-
-
-def _unavailable(message: str) -> errors.ApiError:
-    """A 503 without Retry-After, as upstream's proxy answers (clients would retry for
-    seconds a server that is down)."""
-    return errors.ApiError(503, "ServiceUnavailable", message)
-
-
-def _reason(error: Exception) -> str:
-    """Why a connection failed, without aiohttp's repr of the TLS context."""
-    if isinstance(error, aiohttp.ClientConnectorError):
-        return f"dial tcp {error.host}:{error.port}: {error.os_error.strerror or error.os_error}"
-    return str(error)
 
 
 def _multi(pairs: list[tuple[str, str]]) -> CIMultiDict[str]:

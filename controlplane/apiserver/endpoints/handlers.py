@@ -233,7 +233,7 @@ class ResourceHandler:
             return await self._delete(req, store)
         if verb == "deletecollection":
             return await self._delete_collection(req, store)
-        raise errors.method_not_allowed(f"{verb} is not supported")
+        raise errors.method_not_allowed(f"{verb or req.http.method} is not supported")
 
     async def _rest(
         self, req: Request, store: ResourceStore, subresource: object

@@ -6,7 +6,9 @@ and, for a PATCH, verb ``patch``.  Authorization, admission, audit and routing a
 this one parse, so it follows upstream's RequestInfoFactory closely: ``list`` vs ``get`` by the
 presence of a name, ``watch`` from ``?watch=true`` (any capitalisation, as older Python clients
 send ``True``) or the legacy ``/watch/`` prefix, ``deletecollection`` for DELETE on a
-collection, and everything outside ``/api`` and ``/apis`` as a non-resource request.
+collection, no verb for a method other than GET, HEAD, POST, PUT, PATCH and DELETE (an
+OPTIONS through ``pods/proxy`` is allowed only by a rule for every verb), and everything
+outside ``/api`` and ``/apis`` as a non-resource request.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def parse(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
             return RequestInfo(path=path, verb=plain_verb, api_prefix=prefix)
         group, version, rest = "", rest[0], rest[1:]
 
-    verb = _METHOD_VERBS.get(method, plain_verb)
+    verb = _METHOD_VERBS.get(method, "")  # OPTIONS...: no verb, as upstream
     if rest and rest[0] == "watch":
         verb, rest = "watch", rest[1:]
     if not rest:

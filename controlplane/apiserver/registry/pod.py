@@ -1,7 +1,8 @@
 """The subresources of a Pod that are not the object itself: ``pods/binding`` (the scheduler
 assigns a node, once; the spec is otherwise immutable), ``pods/eviction`` (a delete only while
-no PodDisruptionBudget forbids it) and the streams a node's kubelet serves (``pods/log``,
-``exec``, ``attach``, ``portforward``, relayed by ``proxy``)."""
+no PodDisruptionBudget forbids it), the streams a node's kubelet serves (``pods/log``,
+``exec``, ``attach``, ``portforward``, relayed by ``proxy``) and ``pods/proxy``, requests
+relayed to the pod itself."""
 
 from __future__ import annotations
 
@@ -145,3 +146,29 @@ class StreamREST:
         if upgrade != "websocket":  # SPDY, kubectl's fallback: the kubelet answers it
             return await kubelets.relay_upgrade(request, node, stream)
         return await kubelets.relay_websocket(request, node, stream)
+
+
+class ProxyLocator:
+    """Where ``pods/proxy`` sends a request: the pod, as upstream's pod ``ResourceLocation``
+    finds it.  The name part of the URL is ``name``, ``name:port`` or
+    ``scheme:name:port``; without a port, the first port of the first container declaring
+    one (else the scheme's own).  The pod's first IP is dialled, and only a global unicast one
+    (400 ``address not allowed`` for none, loopback, link-local, multicast...), so a pod's
+    status cannot point the API server at its own host or a metadata service."""
+
+    def __init__(self, store: ResourceStore) -> None:
+        self.store = store
+
+    async def location(self, namespace: str, id_: str) -> proxy.Location:
+        scheme, name, port = proxy.split_scheme_name_port(id_, "pod")
+        pod = await self.store.get(namespace, name)
+        assert isinstance(pod, Pod)
+        if not port:
+            containers = pod.spec.containers if pod.spec is not None else None
+            declared = [c.ports[0].container_port for c in containers or () if c.ports]
+            port = str(declared[0]) if declared else ""
+        ips = pod.status.pod_ips if pod.status is not None else None
+        address = ips[0].ip if ips else None
+        if not address or not proxy.global_unicast(address):
+            raise errors.bad_request("address not allowed")
+        return proxy.Location(scheme, address, port)

@@ -21,20 +21,42 @@ the certificate is not checked, as upstream's default (kubelets' self-signed cer
 
 The kubelet's address is the Node's InternalIP (else ExternalIP, else Hostname) and the port
 its ``status.daemonEndpoints.kubeletEndpoint.port`` (10250 when unset).
+
+``relay_http`` is the other half, upstream's upgrade-aware proxy handler as ``pods/proxy`` and
+``services/proxy`` use it: any method goes to a ``Location`` (scheme, address, port) the
+subresource found, with the query and the body as they came, the headers minus hop-by-hop
+ones and the caller's credentials (the API server authenticated it; the backend must not see
+its token), plus ``X-Forwarded-For`` and ``X-Forwarded-Uri``.  The answer comes back as it
+comes (status, headers minus hop-by-hop and CORS ones, the body chunk by chunk), a
+``Location`` on the backend rewritten to go through the API server again.  A GET or HEAD of
+``.../proxy`` with nothing after it is redirected to ``.../proxy/`` first, and a WebSocket
+upgrade is relayed frame by frame.  A ``text/html`` page is read whole and its links
+rewritten the same way (``htmlrewrite``), as upstream's proxy transport does.  A backend
+that cannot be reached is a 503 ``error trying to reach service: dial tcp ...``, as upstream
+answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+import functools
+import ipaddress
+import os
+import posixpath
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
+from yarl import URL
 
 from controlplane.apiserver import errors
+from controlplane.apiserver.registry import htmlrewrite
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import Pod
 from kube.pki import KeyPair, client_ssl_context
@@ -64,6 +86,45 @@ _REASONS = {
     504: "Timeout",
 }
 """Upstream's reason for a kubelet's failure code (``NewGenericServerResponse``)."""
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""Headers that describe one connection, never passed on by a proxy (RFC 9110 7.6.1)."""
+CREDENTIAL_HEADERS = frozenset({"authorization"})
+CREDENTIAL_PREFIXES = ("impersonate-",)
+"""What the API server authenticated the caller with, which a backend must not see."""
+_CORS_HEADERS = frozenset(
+    {
+        "access-control-allow-credentials",
+        "access-control-allow-headers",
+        "access-control-allow-methods",
+        "access-control-allow-origin",
+    }
+)
+"""Dropped from a backend's answer, as upstream's proxy does: the API server's own CORS
+policy is the one that applies to its origin."""
+_WEBSOCKET_HEADERS = frozenset(
+    {
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+    }
+)
+SCHEMES = ("", "http", "https")
+_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30)
+"""A backend has 30 s to accept the connection (upstream's dialer); a stream then lasts as
+long as both sides keep it."""
 
 
 def kubelet_address(node: Node) -> tuple[str, int]:
@@ -84,6 +145,53 @@ def kubelet_address(node: Node) -> tuple[str, int]:
     )
     port = endpoint.port if endpoint is not None and endpoint.port else DEFAULT_KUBELET_PORT
     return host, port
+
+
+def split_scheme_name_port(id_: str, kind: str) -> tuple[str, str, str]:
+    """``name``, ``name:port`` or ``scheme:name:port`` (the name part of a ``proxy`` URL of
+    a ``kind``) as (scheme, name, port), empty where absent; 400 ``invalid KIND request
+    "ID"`` when it is none of those (upstream's ``SplitSchemeNamePort``: the scheme ``http``
+    or ``https``, the name never empty)."""
+    parts = id_.split(":")
+    scheme = parts[0] if len(parts) == 3 else ""
+    name = parts[-2] if len(parts) == 3 else parts[0]
+    port = parts[-1] if len(parts) > 1 else ""
+    if len(parts) > 3 or not name or scheme not in SCHEMES:
+        raise errors.bad_request(f'invalid {kind} request "{id_}"')
+    return scheme, name, port
+
+
+def global_unicast(address: str) -> bool:
+    """Whether ``address`` is an IP a proxy may dial: not unspecified, loopback, link-local,
+    multicast or the IPv4 broadcast address (Go's ``IP.IsGlobalUnicast``, which private
+    ranges pass)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return not (
+        ip.is_unspecified
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip == ipaddress.IPv4Address("255.255.255.255")
+    )
+
+
+def unreachable(message: str) -> errors.ApiError:
+    """A 503 without Retry-After, as upstream's proxies answer (clients would retry a
+    backend that is down for seconds)."""
+    return errors.ApiError(503, "ServiceUnavailable", message)
+
+
+def dial_reason(error: Exception) -> str:
+    """Why a connection failed, worded as Go's dialer (``dial tcp HOST:PORT: connect:
+    connection refused``), without aiohttp's repr of the TLS context."""
+    if isinstance(error, aiohttp.ClientConnectorError):
+        cause = error.os_error
+        reason = os.strerror(cause.errno).lower() if cause.errno else str(cause)
+        return f"dial tcp {error.host}:{error.port}: connect: {reason}"
+    return str(error) or type(error).__name__
 
 
 def pod_stream_path(pod: Pod, subresource: str, query: Mapping[str, str]) -> str:
@@ -289,3 +397,188 @@ async def _pump_both(
         await asyncio.gather(*tasks, return_exceptions=True)
         await upstream.close()
         await client.close()
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where ``pods/proxy`` or ``services/proxy`` sends a request: a pod's or an endpoint's
+    address, the port (empty: the scheme's own) and the scheme (empty: http).  An https
+    backend's certificate is not checked, as upstream's proxy transport does not: a pod's
+    address is named by no certificate."""
+
+    scheme: str
+    host: str
+    port: str
+
+    def url(self, path: str, raw_query: str) -> URL:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        netloc = f"{host}:{self.port}" if self.port else host
+        quoted = quote(path, safe="/:@!$&'()*+,;=~")
+        return URL(urlunsplit((self.scheme or "http", netloc, quoted, raw_query, "")), encoded=True)
+
+
+class Locator(Protocol):
+    """Finds where a ``proxy`` request goes from the name part of its URL."""
+
+    async def location(self, namespace: str, id_: str) -> Location: ...
+
+
+class ProxyREST:
+    """``pods/proxy`` and ``services/proxy``: a Connecter sending ``<path>`` after ``proxy``
+    to where its locator says."""
+
+    def __init__(self, locator: Locator) -> None:
+        self.locator = locator
+
+    async def connect(
+        self, request: web.Request, namespace: str, name: str, path: str
+    ) -> web.StreamResponse:
+        return await relay_http(request, await self.locator.location(namespace, name), path)
+
+
+def backend_path(path: str) -> str:
+    """``path`` (what follows ``proxy`` in the URL) cleaned as upstream joins it to the
+    location: no ``.`` or ``..`` segments, the trailing slash kept."""
+    cleaned = posixpath.normpath("/" + path.lstrip("/"))
+    cleaned = "/" + cleaned.lstrip("/")
+    return cleaned + "/" if path.endswith("/") and cleaned != "/" else cleaned
+
+
+async def relay_http(request: web.Request, location: Location, path: str) -> web.StreamResponse:
+    """Send ``request`` to ``location`` at ``path`` and stream the answer back (see the module
+    docstring)."""
+    raw_path = request.rel_url.raw_path
+    raw_query = request.rel_url.raw_query_string
+    if path in ("", "/") and not raw_path.endswith("/") and request.method in ("GET", "HEAD"):
+        # upstream's redirect of an empty path (issue 4958): relative links then resolve
+        # under .../proxy/, not beside it
+        target = raw_path + "/" + (f"?{raw_query}" if raw_query else "")
+        return web.Response(status=301, headers={"Location": target})
+    path = backend_path(path)
+    prefix = request.path[: -len(path)] if request.path.endswith(path) else request.path
+    prefix = prefix.rstrip("/")
+    url = location.url(path, raw_query)
+    headers = _forwarded(request, prefix, path)
+    if request.headers.get("Upgrade", "").lower() == "websocket":
+        return await _relay_websocket(request, url, headers)
+    async with aiohttp.ClientSession(auto_decompress=False, timeout=_TIMEOUT) as session:
+        try:
+            upstream = await session.request(
+                request.method,
+                url,
+                headers=headers,
+                data=request.content if request.can_read_body else None,
+                ssl=False,
+                allow_redirects=False,
+            )
+        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            raise unreachable(f"error trying to reach service: {dial_reason(error)}") from None
+        async with upstream:
+            rewrite = functools.partial(
+                rewrite_url, backend=url, request_host=request.host, prefix=prefix
+            )
+            headers = _answer_headers(upstream.headers, rewrite)
+            if _is_html(upstream) and request.method != "HEAD":
+                # upstream's proxy transport rewrites a page's links: the page is read whole
+                body = await upstream.read()
+                page = htmlrewrite.rewrite_body(
+                    body, upstream.headers.get("Content-Encoding", ""), rewrite
+                )
+                headers.popall("Content-Length", None)
+                return web.Response(
+                    status=upstream.status,
+                    reason=upstream.reason,
+                    headers=headers,
+                    body=body if page is None else page,
+                )
+            response = web.StreamResponse(
+                status=upstream.status, reason=upstream.reason, headers=headers
+            )
+            await response.prepare(request)
+            with contextlib.suppress(aiohttp.ClientError, ConnectionError):
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+            return response
+
+
+def _is_html(upstream: aiohttp.ClientResponse) -> bool:
+    """Whether an answer is a page whose links are rewritten: ``text/html``, and not a
+    redirect (whose ``Location`` is rewritten instead)."""
+    media = upstream.headers.get("Content-Type", "").partition(";")[0].strip().lower()
+    return media == "text/html" and "Location" not in upstream.headers
+
+
+def _answer_headers(headers: Mapping[str, str], rewrite: Callable[[str], str]) -> CIMultiDict[str]:
+    """A backend's headers for the client: minus hop-by-hop and CORS ones, ``Location``
+    rewritten through the proxy."""
+    dropped = HOP_BY_HOP | _CORS_HEADERS | _listed(headers)
+    return CIMultiDict(
+        (k, rewrite(v) if k.lower() == "location" else v)
+        for k, v in headers.items()
+        if k.lower() not in dropped
+    )
+
+
+def _listed(headers: Mapping[str, str]) -> frozenset[str]:
+    """The headers a ``Connection`` header names, hop-by-hop too."""
+    named = ",".join(v for k, v in headers.items() if k.lower() == "connection")
+    return frozenset(h.strip().lower() for h in named.split(",") if h.strip())
+
+
+def _forwarded(request: web.Request, prefix: str, path: str) -> CIMultiDict[str]:
+    """The caller's headers for the backend (see the module docstring)."""
+    dropped = HOP_BY_HOP | CREDENTIAL_HEADERS | _listed(request.headers) | {"content-length"}
+    headers: CIMultiDict[str] = CIMultiDict(
+        (k, v)
+        for k, v in request.headers.items()
+        if k.lower() not in dropped and not k.lower().startswith(CREDENTIAL_PREFIXES)
+    )
+    if request.remote:
+        before = headers.popall("X-Forwarded-For", [])
+        headers["X-Forwarded-For"] = ", ".join([*before, request.remote])
+    headers["X-Forwarded-Uri"] = (prefix + path).rstrip("/") or "/"
+    return headers
+
+
+def rewrite_url(value: str, backend: URL, request_host: str, prefix: str) -> str:
+    """A URL a backend gave (its ``Location``, a link in its page) as the client must follow
+    it: one on the backend itself (or naming the API server's host) goes through ``prefix``
+    (``.../pods/NAME/proxy``), without scheme and host; one elsewhere, or relative, is left as
+    it is (upstream's rewriteURL)."""
+    parts = urlsplit(value)
+    own = (backend.raw_authority, request_host)
+    if (parts.netloc and parts.netloc not in own) or not parts.path.startswith("/"):
+        return value
+    path = parts.path
+    if not path.startswith(prefix + "/") and path != prefix:
+        joined = posixpath.normpath(prefix + path)
+        path = joined + "/" if parts.path.endswith("/") and joined != "/" else joined
+    return urlunsplit(("", "", path, parts.query, parts.fragment))
+
+
+async def _relay_websocket(
+    request: web.Request, url: URL, headers: CIMultiDict[str]
+) -> web.StreamResponse:
+    """A WebSocket to the backend, offering the client's subprotocols, frames relayed both
+    ways; a backend that refuses the handshake answers the client as it refused."""
+    offered = [
+        p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()
+    ]
+    sent = CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in _WEBSOCKET_HEADERS)
+    refusal = _Refusal()
+    async with aiohttp.ClientSession(timeout=_TIMEOUT, trace_configs=[refusal.trace()]) as session:
+        try:
+            upstream = await session.ws_connect(
+                url, protocols=offered, headers=sent, ssl=False, max_msg_size=0
+            )
+        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            if refusal.answer is not None:
+                return refusal.answer
+            raise unreachable(f"error trying to reach service: {dial_reason(error)}") from None
+        client = web.WebSocketResponse(
+            protocols=[upstream.protocol] if upstream.protocol else (), max_msg_size=0
+        )
+        await client.prepare(request)
+        await _pump_both(client, upstream)
+        return client

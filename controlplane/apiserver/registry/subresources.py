@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from controlplane.apiserver.registry import namespace, node, pod, serviceaccount
+from controlplane.apiserver.registry import (
+    namespace,
+    node,
+    pod,
+    proxy,
+    service,
+    serviceaccount,
+)
 from controlplane.apiserver.registry.componentstatus import ComponentStatusREST
 from controlplane.apiserver.registry.object import ObjectREST
 from controlplane.apiserver.registry.rest import Backends
@@ -23,6 +30,7 @@ from kube.api.kinds.certificates_v1 import CertificateSigningRequest
 from kube.api.kinds.core_v1.cluster import ComponentStatus, Namespace, ServiceAccount
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import Binding, Pod
+from kube.api.kinds.core_v1.service import Service
 from kube.api.meta_v1 import Resource
 
 Factory = Callable[[ResourceStore, Backends], object]
@@ -43,7 +51,11 @@ BY_KIND: dict[tuple[type[Resource], str], Factory] = {
     (Pod, "eviction"): pod.EvictionREST,
     (Pod, "ephemeralcontainers"): lambda store, _: ObjectREST(store, "ephemeralcontainers"),
     **{(Pod, sub): _stream(sub) for sub in ("log", "exec", "attach", "portforward")},
+    (Pod, "proxy"): lambda store, _: proxy.ProxyREST(pod.ProxyLocator(store)),
     (Node, "proxy"): node.ProxyREST,
+    (Service, "proxy"): lambda store, backends: proxy.ProxyREST(
+        service.ProxyLocator(store, backends)
+    ),
     (Namespace, "finalize"): lambda store, _: namespace.FinalizeREST(store),
     (ServiceAccount, "token"): serviceaccount.TokenREST,
     # An approval writes the status's conditions; the strategy keeps the rest.

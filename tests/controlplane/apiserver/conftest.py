@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import kubernetes
 import pytest
 
 from tests.controlplane.apiserver.admission_servers import BACKENDS, serve
+from tests.controlplane.apiserver.proxy_backends import Backend, serve_backend
 from tests.servers import BARE_APISERVER, KUBECTL, Kubectl, ServerProcess
 
 
@@ -54,3 +55,10 @@ def api_client(apiserver: ServerProcess) -> Iterator[kubernetes.client.ApiClient
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[Backend]:
+    """An HTTP server for ``pods/proxy`` and ``services/proxy`` to reach (proxy_backends)."""
+    async with serve_backend() as served:
+        yield served

@@ -5,6 +5,7 @@ credentials at all."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import ssl
@@ -18,6 +19,7 @@ import pytest
 
 from kube.client import kubeconfig
 from kube.pki import CertificateAuthority
+from tests.controlplane.apiserver.proxy_backends import Backend, create, serve_web
 from tests.controlplane.storage.etcd_server import EtcdServer
 from tests.servers import BARE_APISERVER, Kubectl, ServerProcess, start_server, stop_server
 
@@ -474,3 +476,59 @@ def test_nobody_grants_permissions_they_do_not_hold(
     )  # fmt: skip
     assert "attempting to grant RBAC permissions not currently held" in escalate.stderr
     alice.run("create", "rolebinding", "bob-reads", "--role=pod-reader", "--user=bob")
+
+
+async def test_who_may_proxy_is_rbac_on_the_subresource(
+    secured: ServerProcess, backend: Backend, admin: Kubectl
+) -> None:
+    """``pods/proxy`` and ``services/proxy`` are authorized as subresources with the verb of
+    the method (GET: get, POST: create...), as ``kubectl auth can-i VERB services
+    --subresource=proxy`` asks (``services/proxy`` there would be the Service named proxy)."""
+    await asyncio.to_thread(serve_web, admin, backend)
+    user = f"--as=jane-{admin.namespace}"
+
+    def can_i(*args: str) -> str:
+        return admin.run("auth", "can-i", *args, user, check=False).stdout.strip()
+
+    assert await asyncio.to_thread(can_i, "get", "pods", "--subresource=proxy") == "no"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "proxy-get"},
+        "rules": [{"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "proxy-get"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "proxy-get"},
+        "subjects": [
+            {"kind": "User", "name": user.removeprefix("--as=")},
+            {"kind": "User", "name": "alice"},
+        ],
+    }
+    await asyncio.to_thread(create, admin, role, binding)
+    await asyncio.to_thread(
+        _eventually,
+        lambda: can_i("get", "services", "--subresource=proxy") == "yes",
+        "jane may proxy",
+    )
+    assert await asyncio.to_thread(can_i, "create", "services", "--subresource=proxy") == "no"
+    assert await asyncio.to_thread(can_i, "get", "pods", "--subresource=proxy") == "no"
+    path = f"/api/v1/namespaces/{admin.namespace}/services/web/proxy/"
+    got = await asyncio.to_thread(admin.run, "get", "--raw", path, user)
+    seen = json.loads(got.stdout)
+    assert seen["method"] == "GET"
+    assert not [h for h in seen["headers"] if h.startswith("impersonate-")]
+    # a bearer token is the API server's to check, never passed on to the backend
+    status, seen = await asyncio.to_thread(_call, secured, "GET", path, ALICE_TOKEN)
+    assert status == 200
+    assert "authorization" not in seen["headers"]
+    refused = await asyncio.to_thread(
+        admin.run, "create", "--raw", path, "-f", "-", user, input="{}", check=False
+    )
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f'Error from server (Forbidden): services "web" is forbidden: User '
+        f'"{user.removeprefix("--as=")}" cannot create resource "services/proxy" in API group '
+        f'"" in the namespace "{admin.namespace}"'
+    )

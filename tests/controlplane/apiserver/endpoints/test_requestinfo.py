@@ -65,6 +65,19 @@ CASES = [
         ("get", "", "v1", "", "nodes", "node1", "proxy"),
     ),
     (
+        "POST",
+        "/api/v1/namespaces/ns/services/http:web:8080/proxy/a/b",
+        {},
+        ("create", "", "v1", "ns", "services", "http:web:8080", "proxy"),
+    ),
+    # upstream knows no verb for other methods: only a rule for "*" allows them
+    (
+        "OPTIONS",
+        "/api/v1/namespaces/ns/pods/web/proxy/",
+        {},
+        ("", "", "v1", "ns", "pods", "web", "proxy"),
+    ),
+    (
         "GET",
         "/apis/coordination.k8s.io/v1/leases",
         {"watch": "1"},

@@ -1,24 +1,35 @@
-"""Relaying pod streams to a kubelet, against a fake kubelet that checks who connects."""
+"""Relaying pod streams to a kubelet, against a fake kubelet that checks who connects; and
+``pods/proxy`` and ``services/proxy``, against a backend on this machine's own address, as
+kubectl users reach them (``kubectl get --raw``, ``kubectl proxy``)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import re
 import ssl
-from collections.abc import AsyncIterator
+import subprocess
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import kubernetes
 import pytest
 from aiohttp import web
 from cryptography import x509
+from yarl import URL
 
 from controlplane.apiserver import errors
 from controlplane.apiserver.registry.proxy import (
     KubeletConnector,
+    backend_path,
+    global_unicast,
     kubelet_address,
     pod_stream_path,
+    rewrite_url,
+    split_scheme_name_port,
 )
 from kube.api.kinds.core_v1.node import (
     DaemonEndpoint,
@@ -30,6 +41,7 @@ from kube.api.kinds.core_v1.node import (
 from kube.api.kinds.core_v1.pod import Container, Pod, PodSpec
 from kube.api.meta_v1 import ObjectMeta
 from kube.pki import CertificateAuthority, KeyPair, identity
+from tests.controlplane.apiserver.proxy_backends import Backend, raw, serve_web
 from tests.servers import Kubectl, ServerProcess
 
 
@@ -356,3 +368,274 @@ async def test_a_kubelet_refusing_an_attach_is_what_kubectl_shows(
         f"error: unable to upgrade connection: container app not found in pod "
         f"web_{kubectl.namespace}"
     )
+
+
+# pods/proxy and services/proxy: the pieces.
+
+
+@pytest.mark.parametrize(
+    ("id_", "split"),
+    [
+        ("web", ("", "web", "")),
+        ("web:8080", ("", "web", "8080")),
+        ("web:http", ("", "web", "http")),
+        ("https:web:443", ("https", "web", "443")),
+        ("http:web:", ("http", "web", "")),
+        ("ftp:web:21", None),
+        (":80", None),
+        ("a:b:c:d", None),
+    ],
+    ids=["name", "port", "port-name", "scheme", "scheme-no-port", "bad-scheme", "no-name", "four"],
+)
+def test_split_scheme_name_port(id_: str, split: tuple[str, str, str] | None) -> None:
+    if split is not None:
+        assert split_scheme_name_port(id_, "pod") == split
+        return
+    with pytest.raises(errors.ApiError) as raised:
+        split_scheme_name_port(id_, "pod")
+    assert (raised.value.code, raised.value.message) == (400, f'invalid pod request "{id_}"')
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("10.244.1.5", True),
+        ("192.0.2.2", True),
+        ("fd00::2", True),
+        ("127.0.0.1", False),
+        ("::1", False),
+        ("169.254.169.254", False),
+        ("fe80::1", False),
+        ("0.0.0.0", False),
+        ("224.0.0.1", False),
+        ("255.255.255.255", False),
+        ("not-an-ip", False),
+    ],
+    ids=lambda v: str(v),
+)
+def test_only_global_unicast_addresses_are_dialled(address: str, allowed: bool) -> None:
+    assert global_unicast(address) is allowed
+
+
+def test_backend_paths_are_cleaned_keeping_the_trailing_slash() -> None:
+    assert backend_path("/") == "/"
+    assert backend_path("/a/b/") == "/a/b/"
+    assert backend_path("/a/../../etc/passwd") == "/etc/passwd"
+    assert backend_path("/a/./b") == "/a/b"
+
+
+def test_a_backend_location_is_rewritten_through_the_proxy() -> None:
+    backend = URL("http://10.0.0.5:8080/x")
+    prefix = "/api/v1/namespaces/ns/pods/web/proxy"
+    assert rewrite_url("http://10.0.0.5:8080/login?next=/", backend, "a:6443", prefix) == (
+        f"{prefix}/login?next=/"
+    )
+    assert rewrite_url("/docs/", backend, "a:6443", prefix) == f"{prefix}/docs/"
+    assert rewrite_url(f"{prefix}/done", backend, "a:6443", prefix) == f"{prefix}/done"
+    assert rewrite_url("https://a:6443/x", backend, "a:6443", prefix) == f"{prefix}/x"
+    assert rewrite_url("https://example.com/", backend, "a:6443", prefix) == (
+        "https://example.com/"
+    )
+    assert rewrite_url("relative/page", backend, "a:6443", prefix) == "relative/page"
+
+
+# pods/proxy and services/proxy, outside in (tests.controlplane.apiserver.proxy_backends).
+
+
+async def test_kubectl_get_raw_reaches_a_pod_and_a_service(
+    backend: Backend, kubectl: Kubectl
+) -> None:
+    """As kubernetes.io's "Access Services Running on Clusters" has users type it."""
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    ns = kubectl.namespace
+    for path, upstream_path in [
+        ("pods/web/proxy/hello?x=1&y=a%20b", "/hello"),
+        (f"pods/web:{backend.port}/proxy/a/b/", "/a/b/"),
+        (f"pods/http:web:{backend.port}/proxy/", "/"),
+        ("services/web/proxy/hello?x=1&y=a%20b", "/hello"),
+        ("services/web:80/proxy/", "/"),
+        ("services/named:http/proxy/n", "/n"),
+        ("services/named:8080/proxy/n", "/n"),
+        ("services/http:named:http/proxy/n", "/n"),
+    ]:
+        seen = json.loads((await asyncio.to_thread(raw, kubectl, path)).stdout)
+        assert (seen["method"], seen["path"]) == ("GET", upstream_path), path
+        assert "authorization" not in seen["headers"]
+        request_path = f"/api/v1/namespaces/{ns}/{path.partition('?')[0]}"
+        assert seen["headers"]["x-forwarded-uri"] == request_path.rstrip("/")
+    assert seen["query"] == ""
+    first = json.loads((await asyncio.to_thread(raw, kubectl, "pods/web/proxy/q?x=1")).stdout)
+    assert first["query"] == "x=1"
+
+
+async def test_the_python_client_reaches_a_service_and_a_pod(
+    backend: Backend, kubectl: Kubectl, api_client: kubernetes.client.ApiClient
+) -> None:
+    """The official client's ``connect_*_proxy_with_path`` calls (its path parameter quoted,
+    ``/`` as ``%2F``), read raw: the client turns a JSON answer typed ``str`` into a Python
+    repr."""
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    core = kubernetes.client.CoreV1Api(api_client)
+    ns = kubectl.namespace
+    got = await asyncio.to_thread(
+        functools.partial(
+            core.connect_get_namespaced_service_proxy_with_path,
+            "named:http",
+            ns,
+            "a/b",
+            _preload_content=False,
+        )
+    )
+    assert json.loads(got.data)["path"] == "/a/b"
+    posted = await asyncio.to_thread(
+        functools.partial(
+            core.connect_post_namespaced_pod_proxy_with_path, "web", ns, "c", _preload_content=False
+        )
+    )
+    assert json.loads(posted.data)["method"] == "POST"
+
+
+REFUSALS = [
+    ("pods/nope/proxy/", 'Error from server (NotFound): pods "nope" not found'),
+    ("pods/pending/proxy/", "Error from server (BadRequest): address not allowed"),
+    (
+        "pods/ftp:web:21/proxy/",
+        'Error from server (BadRequest): invalid pod request "ftp:web:21"',
+    ),
+    ("services/nope/proxy/", 'Error from server (NotFound): services "nope" not found'),
+    (
+        "services/empty/proxy/",
+        'Error from server (ServiceUnavailable): no endpoints available for service "empty"',
+    ),
+    (
+        "services/web:81/proxy/",
+        'Error from server (ServiceUnavailable): no service port 81 found for service "web"',
+    ),
+    (
+        "services/web:other/proxy/",
+        'Error from server (ServiceUnavailable): no endpoints available for service "web:other"',
+    ),
+    (
+        "services/unready/proxy/",
+        'Error from server (ServiceUnavailable): no endpoints available for service "unready"',
+    ),
+    (
+        "services/stray:80/proxy/",
+        'Error from server (ServiceUnavailable): no endpoints available for service "stray:80"',
+    ),
+    (
+        "services/a:b:c:d/proxy/",
+        'Error from server (BadRequest): invalid service request "a:b:c:d"',
+    ),
+]
+"""What kubectl prints for each refused proxy path: missing pod, pod without an IP, bad
+scheme, missing service, no endpoints, no such port number, no endpoint with that port name,
+an endpoint not ready, an endpoint whose Pod does not have its address, a bad name part."""
+
+
+async def test_proxy_refusals_are_upstreams_statuses(backend: Backend, kubectl: Kubectl) -> None:
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    for path, stderr in REFUSALS:
+        out = await asyncio.to_thread(raw, kubectl, path, check=False)
+        assert out.returncode == 1, path
+        assert out.stderr.strip().splitlines()[-1] == stderr
+    down = await asyncio.to_thread(raw, kubectl, "pods/web:1/proxy/", check=False)
+    assert down.stderr.strip().splitlines()[-1] == (
+        f"Error from server (ServiceUnavailable): error trying to reach service: "
+        f"dial tcp {backend.address}:1: connect: connection refused"
+    )
+
+
+@pytest.fixture
+def kubectl_proxy(kubectl: Kubectl) -> Iterator[str]:
+    """``kubectl proxy --port=0``, as a user runs it; its URL."""
+    process = subprocess.Popen(kubectl.argv("proxy", "--port=0"), stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert match, line
+        yield f"http://127.0.0.1:{match.group(1)}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+async def test_every_method_through_kubectl_proxy(
+    backend: Backend, kubectl: Kubectl, kubectl_proxy: str
+) -> None:
+    """``kubectl proxy``, then plain HTTP, as "Use a Service to access an application"
+    shows: bodies, methods, status and headers pass both ways."""
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    base = f"{kubectl_proxy}/api/v1/namespaces/{kubectl.namespace}"
+    async with aiohttp.ClientSession() as session:
+        for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+            async with session.request(
+                method, f"{base}/services/web/proxy/items?dry=1", data=b'{"a": 1}'
+            ) as response:
+                assert response.status == 200, await response.text()
+                assert response.headers["X-Backend"] == "yes"
+                assert "Access-Control-Allow-Origin" not in response.headers
+                seen = await response.json()
+            assert (seen["method"], seen["path"], seen["query"]) == (method, "/items", "dry=1")
+            assert seen["body"] == '{"a": 1}'
+        async with session.head(f"{base}/pods/web/proxy/") as response:
+            assert response.status == 200
+            assert await response.read() == b""
+
+
+async def test_an_answer_streams_through_as_it_comes(
+    backend: Backend, kubectl: Kubectl, kubectl_proxy: str
+) -> None:
+    """The first line arrives while the backend still holds the rest back."""
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    url = f"{kubectl_proxy}/api/v1/namespaces/{kubectl.namespace}/services/web/proxy/stream"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        assert await asyncio.wait_for(response.content.readline(), 10) == b"first\n"
+        backend.release.set()
+        assert await response.content.read() == b"last\n"
+
+
+async def test_redirects_through_the_proxy(
+    backend: Backend, kubectl: Kubectl, kubectl_proxy: str
+) -> None:
+    """``.../proxy`` with nothing after it is sent to ``.../proxy/`` (upstream's redirect),
+    and a backend's own redirects come back pointing through the proxy."""
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    path = f"/api/v1/namespaces/{kubectl.namespace}/pods/web/proxy"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{kubectl_proxy}{path}?a=b", allow_redirects=False) as response:
+            assert response.status == 301
+            assert response.headers["Location"] == f"{path}/?a=b"
+        async with session.post(f"{kubectl_proxy}{path}", allow_redirects=False) as response:
+            assert response.status == 200
+            assert (await response.json())["path"] == "/"
+        async with session.get(f"{kubectl_proxy}{path}/to-home", allow_redirects=False) as response:
+            assert response.status == 302
+            assert response.headers["Location"] == f"{path}/home/"
+        async with session.get(f"{kubectl_proxy}{path}/moved", allow_redirects=False) as response:
+            assert response.headers["Location"] == f"{path}/elsewhere"
+        async with session.get(f"{kubectl_proxy}{path}/to-home") as followed:
+            assert (await followed.json())["path"] == "/home/"
+
+
+async def test_what_browsers_do_through_kubectl_proxy(
+    backend: Backend, kubectl: Kubectl, kubectl_proxy: str
+) -> None:
+    """A gzipped page's links to its own server come back through ``services/proxy``, and a
+    WebSocket opened through ``pods/proxy`` carries frames both ways."""
+    await asyncio.to_thread(serve_web, kubectl, backend)
+    base = f"/api/v1/namespaces/{kubectl.namespace}"
+    path = f"{base}/services/web/proxy"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{kubectl_proxy}{path}/page") as got:
+            assert got.headers["Content-Encoding"] == "gzip"
+            page = await got.text()
+        url = f"{kubectl_proxy}{base}/pods/web/proxy/ws"
+        async with session.ws_connect(url, protocols=("echo.example",)) as ws:
+            assert ws.protocol == "echo.example"
+            await ws.send_str("hi")
+            assert await ws.receive_str() == "echo hi"
+    assert page == f'<html><body><a href="{path}/docs/">d</a><img src="{path}/i.png"></body></html>'
