@@ -173,12 +173,16 @@ def proxier_worker(mode: str, others: int, backend: str) -> None:
     """Inside the node netns: program the Services, say "ready", keep the proxier's event
     loop running (userspace mode relays in it) until stdin closes."""
     from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-    from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+    from kube.api.kinds.discovery_v1 import (
+        SERVICE_NAME_LABEL,
+        Endpoint,
+        EndpointPort,
+        EndpointSlice,
+    )
     from kube.api.meta_v1 import ObjectMeta
     from kube.clock import RealClock
     from node.iptables import RestoreIptables
     from node.proxy.base import Proxier
-    from node.proxy.model import SERVICE_NAME_LABEL
     from node.proxy.proxier import IptablesProxier
     from node.proxy.userspace import UserspaceProxier
 

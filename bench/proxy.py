@@ -39,10 +39,9 @@ from typing import TypeVar
 
 from bench.netns import run_in, temporary_netns
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, Endpoint, EndpointPort, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
 from node.proxy.base import Proxier
-from node.proxy.model import SERVICE_NAME_LABEL
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (1_000, 5_000, 10_000)

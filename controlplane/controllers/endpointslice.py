@@ -58,6 +58,7 @@ from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.discovery_v1 import (
+    SERVICE_NAME_LABEL,
     Endpoint,
     EndpointConditions,
     EndpointPort,
@@ -68,7 +69,6 @@ from kube.client.errors import ApiError
 
 NAME = "endpointslice"
 CONTROLLER_NAME = "endpointslice-controller.k8s.io"
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 MAX_ENDPOINTS_PER_SLICE = 100

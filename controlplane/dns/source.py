@@ -20,10 +20,9 @@ from typing import Protocol
 
 from kube.api.kinds.core_v1.cluster import Namespace
 from kube.api.kinds.core_v1.service import Service
-from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 from kube.client.informers import SharedInformer, SharedInformerFactory
 
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 CLUSTER_IP_INDEX = "clusterIP"
 SERVICE_INDEX = "service"
 ADDRESS_INDEX = "address"

@@ -49,9 +49,9 @@ import dns.reversename
 import dns.rrset
 from dns.rdatatype import AAAA, ANY, CNAME, NS, PTR, SOA, SRV, TXT, A, RdataType
 
-from controlplane.dns.source import SERVICE_NAME_LABEL, ClusterState, canonical_ips, cluster_ips
+from controlplane.dns.source import ClusterState, canonical_ips, cluster_ips
 from kube.api.kinds.core_v1.service import Service
-from kube.api.kinds.discovery_v1 import Endpoint, EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, Endpoint, EndpointSlice
 
 SCHEMA_VERSION = "1.1.0"
 DNS_SERVICE = ("kube-system", "kube-dns")

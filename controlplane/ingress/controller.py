@@ -27,7 +27,7 @@ from typing import Any
 from controlplane.ingress import routing
 from kube.api.kinds.core_v1.cluster import Secret
 from kube.api.kinds.core_v1.service import Service
-from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 from kube.api.kinds.networking_v1 import (
     INGRESS_CLASS_ANNOTATION,
     Ingress,
@@ -41,7 +41,6 @@ from kube.client.interface import ApiClient
 log = logging.getLogger("kubelab.ingress")
 
 CONTROLLER = "kubelab.io/ingress"
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 SERVICE_INDEX = "service"
 RETRY = 5.0
 """Seconds before a failed status write is tried again."""

@@ -29,10 +29,8 @@ from kube.api.kinds.apps_v1 import Deployment, ReplicaSet
 from kube.api.kinds.core_v1.cluster import Event
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.core_v1.service import Service
-from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta, Resource
-
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 CHAIN: Mapping[str, int] = {
     step: rank

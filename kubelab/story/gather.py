@@ -36,11 +36,11 @@ from kube.api.kinds.apps_v1 import Deployment, ReplicaSet
 from kube.api.kinds.core_v1.cluster import Event
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.core_v1.service import Service
-from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 from kube.api.meta_v1 import Resource
 from kube.client.errors import ApiError, ClientError
 from kube.client.rest import Client
-from kubelab.story.chain import SERVICE_NAME_LABEL, Evidence
+from kubelab.story.chain import Evidence
 
 KINDS: dict[str, type[Resource]] = {
     **dict.fromkeys(("deployment", "deployments", "deploy"), Deployment),

@@ -21,10 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kube.api.kinds.core_v1.service import DEFAULT_CLIENT_IP_TIMEOUT, Service
-from kube.api.kinds.discovery_v1 import EndpointSlice
-
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-"""The label that ties an EndpointSlice to its Service."""
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 
 
 class ServicePortName(NamedTuple):

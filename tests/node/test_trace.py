@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, Endpoint, EndpointPort, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
 from node import trace
 from node.proxy import names
-from node.proxy.model import SERVICE_NAME_LABEL
 
 TRACES = Path(__file__).parent / "traces"
 WEB_IP = "10.108.189.33"

@@ -53,13 +53,12 @@ from kube.api import names
 from kube.api.errors import ROOT, ErrorList
 from kube.api.kinds.apiextensions_v1 import CustomResourceDefinition, WebhookConversion
 from kube.api.kinds.core_v1.service import Endpoints, Service
-from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 
 REVIEW_API_VERSION = "apiextensions.k8s.io/v1"
 REVIEW_KIND = "ConversionReview"
 TIMEOUT = 10.0
 """Seconds a conversion webhook has to answer."""
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 SERVICES = ("", "v1", "services")
 ENDPOINTS = ("", "v1", "endpoints")
 ENDPOINT_SLICES = ("discovery.k8s.io", "v1", "endpointslices")

@@ -26,7 +26,7 @@ from controlplane.apiserver.registry.store import ResourceStore, Selection
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.core_v1.volume import ObjectReference
-from kube.api.kinds.discovery_v1 import LABEL_SERVICE_NAME, EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 
 
 class ProxyLocator:
@@ -49,7 +49,7 @@ class ProxyLocator:
             if found is None:
                 raise proxy.unreachable(f'no service port {number} found for service "{name}"')
             port_name = found.name or ""
-        selection = Selection.parse(self.slices.info, f"{LABEL_SERVICE_NAME}={name}", None)
+        selection = Selection.parse(self.slices.info, f"{SERVICE_NAME_LABEL}={name}", None)
         listed = await self.slices.list(namespace, selection)
         slices = [s for s in listed.items if isinstance(s, EndpointSlice)]
         if not any(s.endpoints for s in slices):

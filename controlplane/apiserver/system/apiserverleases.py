@@ -53,7 +53,12 @@ from kube.api.kinds.core_v1.service import (
     Endpoints,
     EndpointSubset,
 )
-from kube.api.kinds.discovery_v1 import Endpoint, EndpointConditions, EndpointSlice
+from kube.api.kinds.discovery_v1 import (
+    SERVICE_NAME_LABEL,
+    Endpoint,
+    EndpointConditions,
+    EndpointSlice,
+)
 from kube.api.kinds.discovery_v1 import EndpointPort as SlicePort
 from kube.api.meta_v1 import DeleteOptions, ObjectMeta, Preconditions, Resource
 from kube.api.struct import micro_time, parse_micro_time
@@ -268,7 +273,7 @@ class ApiServerLeases:
                 name=SERVICE,
                 namespace="default",
                 labels={
-                    "kubernetes.io/service-name": SERVICE,
+                    SERVICE_NAME_LABEL: SERVICE,
                     "endpointslice.kubernetes.io/managed-by": "kube-apiserver",
                 },
             ),

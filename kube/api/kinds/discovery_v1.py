@@ -30,7 +30,7 @@ from kube.api.struct import (
 )
 
 ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
-LABEL_SERVICE_NAME = "kubernetes.io/service-name"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 """The label naming the Service a slice belongs to (upstream's ``discoveryv1.LabelServiceName``)."""
 MAX_ENDPOINTS = 1000
 MAX_PORTS = 100

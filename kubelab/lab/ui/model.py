@@ -28,10 +28,8 @@ from typing import Any
 from kube.api.kinds.core_v1.node import Node as NodeObject
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.core_v1.service import Service
-from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 from kubelab.lab.topology import API_PORT, CONTROLPLANE_IP, Lab, Node, Role
-
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
 @dataclass(frozen=True)

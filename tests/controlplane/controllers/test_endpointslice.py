@@ -10,12 +10,11 @@ from controlplane.controllers import endpointslice
 from controlplane.controllers.endpointslice import (
     CONTROLLER_NAME,
     MANAGED_BY_LABEL,
-    SERVICE_NAME_LABEL,
     StaleInformerCache,
 )
 from kube.api.kinds.core_v1.pod import ContainerPort, Pod
 from kube.api.kinds.core_v1.service import Service, ServicePort
-from kube.api.kinds.discovery_v1 import Endpoint, EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, Endpoint, EndpointSlice
 from kube.api.meta_v1 import Status
 from kube.client.errors import ApiError
 from tests.controlplane.controllers.endpointfixtures import NAMESPACE, node, pod, service

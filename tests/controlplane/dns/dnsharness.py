@@ -15,9 +15,9 @@ import dns.rdatatype
 import dns.rrset
 
 from controlplane.dns.server import DNSServer
-from controlplane.dns.source import SERVICE_NAME_LABEL
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
 from kube.api.kinds.discovery_v1 import (
+    SERVICE_NAME_LABEL,
     Endpoint,
     EndpointConditions,
     EndpointPort,

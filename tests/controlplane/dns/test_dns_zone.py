@@ -9,10 +9,10 @@ import dns.rdatatype
 import dns.reversename
 import pytest
 
-from controlplane.dns.source import SERVICE_NAME_LABEL, canonical_ips, cluster_ips
+from controlplane.dns.source import canonical_ips, cluster_ips
 from controlplane.dns.zone import Answer, ClusterZone
 from kube.api.kinds.core_v1.service import Service, ServiceSpec
-from kube.api.kinds.discovery_v1 import EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
 from tests.controlplane.dns.dnsharness import endpoint_slice, service
 

@@ -32,7 +32,7 @@ from kube.clock import RealClock
 from node.iptables import RestoreIptables
 from node.nftables import SubprocessNftables
 from node.proxy.cleanup import cleanup_iptables, cleanup_nftables
-from node.proxy.model import SERVICE_NAME_LABEL
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL
 from node.proxy.nftproxier import NftablesProxier
 from node.proxy.proxier import IptablesProxier
 

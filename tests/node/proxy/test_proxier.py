@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 import pytest
 
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, Endpoint, EndpointPort, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
 from kube.client.informers import SharedInformerFactory
 from kube.client.rest import Client
@@ -19,7 +19,6 @@ from kube.clock import FakeClock
 from node.iptables import FakeIptables
 from node.proxy import names
 from node.proxy.health import ServiceHealth, ServiceHealthServer
-from node.proxy.model import SERVICE_NAME_LABEL
 from node.proxy.proxier import IptablesProxier
 from node.proxy.ruleset import JUMPS
 from tests.eventsinks import Told

@@ -10,13 +10,13 @@ import pytest
 
 from kube.api.kinds.core_v1.node import Node
 from kube.api.kinds.core_v1.service import Service, ServicePort, ServiceSpec
-from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, Endpoint, EndpointPort, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
 from kube.clock import FakeClock
 from node.iptables import IptablesError
 from node.proxy.base import Applied, Proxier
 from node.proxy.health import ServiceHealth
-from node.proxy.model import SERVICE_NAME_LABEL, Changes, ServicePortName
+from node.proxy.model import Changes, ServicePortName
 
 NODE = "node-a"
 

@@ -18,6 +18,7 @@ from kube.api.kinds.core_v1.service import (
     SessionAffinityConfig,
 )
 from kube.api.kinds.discovery_v1 import (
+    SERVICE_NAME_LABEL,
     Endpoint,
     EndpointConditions,
     EndpointPort,
@@ -25,7 +26,6 @@ from kube.api.kinds.discovery_v1 import (
 )
 from kube.api.meta_v1 import ObjectMeta
 from node.proxy.model import (
-    SERVICE_NAME_LABEL,
     ChangeTracker,
     EndpointInfo,
     ServicePortName,

@@ -28,7 +28,7 @@ from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
 from kube.clock import RealClock
 from node.iptables import RestoreIptables
-from node.proxy.model import SERVICE_NAME_LABEL
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL
 from node.proxy.proxier import IptablesProxier
 
 pod_ip = sys.argv[1]

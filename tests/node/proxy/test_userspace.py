@@ -19,12 +19,12 @@ from kube.api.kinds.core_v1.service import (
     ServiceSpec,
     SessionAffinityConfig,
 )
-from kube.api.kinds.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
+from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, Endpoint, EndpointPort, EndpointSlice
 from kube.api.meta_v1 import ObjectMeta
 from kube.clock import FakeClock
 from node.iptables import FakeIptables
 from node.proxy import userspace
-from node.proxy.model import SERVICE_NAME_LABEL, EndpointInfo, ServicePortInfo, ServicePortName
+from node.proxy.model import EndpointInfo, ServicePortInfo, ServicePortName
 from node.proxy.userspace import (
     CHAINS,
     NODEPORT_CONTAINER,
