@@ -182,8 +182,11 @@ def test_pod_to_a_cluster_ip(traced: NodeLab, capsys: pytest.CaptureFixture[str]
 
     def names_the_endpoint(found: dict[str, Any]) -> bool:
         """The chosen endpoint is known (from conntrack) and, where rules are traced, the
-        endpoint's rule was seen: right after the pods come up either may come late."""
-        if mode.proxy_mode != "userspace" and not found["endpoint"]:
+        endpoint's rule was seen; in userspace mode, the proxy's REDIRECT was: right after the
+        pods come up any of these may come late."""
+        if mode.proxy_mode == "userspace":
+            return any(n.startswith("relayed by kube-proxy (userspace)") for n in found["notes"])
+        if not found["endpoint"]:
             return False
         return not traced_rules or any(o.startswith("endpoint ") for o in origins(found))
 
