@@ -3,7 +3,7 @@ user runs it (``kubelab lab trace ... -o json``), its JSON checked hop by hop.
 
 The workload, in a namespace of its own (``trace``, so the proxy suite's ``default`` and the
 truth tables' ``x``, ``y``, ``z`` are left alone): busybox web servers ``a`` and ``b`` on node1
-and ``c`` and ``guarded`` on node2; ``web``, a LoadBalancer Service (NodePort 30290, its
+and ``c`` and ``guarded`` on node2; ``web``, a LoadBalancer Service (NodePort 30029, its
 load-balancer address routed by the router to node1, a ``loadBalancerClass`` of its own so
 the lab cloud leaves it alone) whose one endpoint is ``c``, so the endpoint every mode picks
 is known; ``empty``, a Service without endpoints; ``guard``, a NetworkPolicy letting nothing
@@ -44,7 +44,7 @@ DROPS = pytest.mark.parametrize("node_lab", [IPTABLES, NFTABLES], indirect=True)
 
 NAMESPACE = "trace"
 PORT = 8080
-NODE_PORT = 30290
+NODE_PORT = 30029  # in the static band (30000-30085): no port chosen for a Service takes it
 LB_IP = "192.0.2.30"
 PODS = {"a": "node1", "b": "node1", "c": "node2", "guarded": "node2"}
 

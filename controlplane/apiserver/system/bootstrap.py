@@ -9,7 +9,9 @@ and namespace lifecycle.
   before a Service is written (a requested address or port is checked, a missing one chosen),
   given back if the write fails or once the Service is gone. Addresses are IPAddress objects
   (``clusterip``); ports a range in memory rebuilt from the stored Services at start, so none is
-  ever handed out twice.
+  ever handed out twice. Both keep upstream's static band: a value chosen for a Service comes
+  from above the lowest few first (``clusterip.banded``), so a Service that asks for one of
+  those (a NodePort from 30000 to 30085 by default) finds it free.
 - The PriorityClasses ``system-cluster-critical`` and ``system-node-critical``.
 """
 
@@ -38,11 +40,21 @@ NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
 
 
 class PortAllocator:
-    """Ports of a range, each handed out at most once."""
+    """Ports of a range, each handed out at most once; a port chosen for a Service comes from
+    the upper band first, so the lowest ``offset`` stay free for Services that ask for a
+    given one (upstream's NodePort static subrange, KEP-3668)."""
 
-    def __init__(self, low: int, high: int) -> None:
+    def __init__(self, low: int, high: int, rand: random.Random | None = None) -> None:
         self.low, self.high = low, high
+        self.rand = rand or random.Random()
         self.used: set[int] = set()
+
+    @property
+    def offset(self) -> int:
+        """upstream's calculateRangeOffset for ports: min(max(16, size/32), 128), none for 16
+        ports and fewer (30000-32767: the 86 from 30000 to 30085)."""
+        size = self.high - self.low + 1
+        return 0 if size <= 16 else min(max(16, size // 32), 128)
 
     def allocate(self, requested: int | None = None) -> int:
         if requested:
@@ -55,12 +67,7 @@ class PortAllocator:
                 raise AllocationError("provided port is already allocated")
             self.used.add(requested)
             return requested
-        free = self.high - self.low + 1 - len(self.used)
-        if free <= 0:
-            raise AllocationError("range is full")
-        start = random.randrange(self.high - self.low + 1)
-        for offset in range(self.high - self.low + 1):
-            candidate = self.low + (start + offset) % (self.high - self.low + 1)
+        for candidate in clusterip.banded(self.low, self.high, self.offset, self.rand):
             if candidate not in self.used:
                 self.used.add(candidate)
                 return candidate

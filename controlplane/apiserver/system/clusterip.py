@@ -97,16 +97,23 @@ class Range:
         return self.first <= int(address) <= self.last
 
     def candidates(self, rand: random.Random) -> Iterator[str]:
-        """Every address once: the upper band from a random start, wrapping, then the lower
-        band likewise."""
-        upper = self.first + self.offset
-        for low, high in ((upper, self.last), (self.first, upper - 1)):
-            count = high - low + 1
-            if count <= 0:
-                continue
-            start = rand.randrange(count)
-            for step in range(count):
-                yield str(ipaddress.ip_address(low + (start + step) % count))
+        """Every address once, in the order a dynamic allocation tries them (``banded``)."""
+        for value in banded(self.first, self.last, self.offset, rand):
+            yield str(ipaddress.ip_address(value))
+
+
+def banded(first: int, last: int, offset: int, rand: random.Random) -> Iterator[int]:
+    """Every value of ``first..last`` once, as upstream's allocators try them for a dynamic
+    allocation: the upper band (all but the ``offset`` lowest, which are kept for requests of
+    a given value) from a random start, wrapping, then the lower band likewise."""
+    upper = first + offset
+    for low, high in ((upper, last), (first, upper - 1)):
+        count = high - low + 1
+        if count <= 0:
+            continue
+        start = rand.randrange(count)
+        for step in range(count):
+            yield low + (start + step) % count
 
 
 def is_ready(cidr: ServiceCIDR) -> bool:

@@ -65,8 +65,8 @@ LB_CLASS = "kubelab.test/proxy"
 """Not the cloud's: its service controller ignores Services with a loadBalancerClass."""
 EXTERNAL_IP = "192.0.2.20"
 """spec.externalIPs of ``echo``; the router sends it to node2."""
-NODE_PORT = 30180
-LOCAL_NODE_PORT = 30181
+NODE_PORT = 30018  # in the static band (30000-30085): no port chosen for a Service takes it
+LOCAL_NODE_PORT = 30019
 REQUESTS = 40
 """Random spreading over 4 endpoints misses one in 40 requests with probability 4e-5."""
 UPDATE_WITHIN = 5.0
