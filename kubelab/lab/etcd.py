@@ -21,7 +21,6 @@ mid-run leaves nothing listening; start members from a thread that outlives them
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -237,13 +236,10 @@ class EtcdCluster:
         pair.write(self.pki_dir, member.name)
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the parent thread dies (Linux only)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL", "--")
+"""The member gets SIGKILL when the thread that started it dies.  util-linux's setpriv sets
+it and execs, rather than a ``preexec_fn`` running Python between fork and exec: in a parent
+with gRPC's threads (the tests' etcd clients) that child once aborted before it ran etcd."""
 
 
 class EtcdProcess:
@@ -290,13 +286,12 @@ class EtcdProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")}
         with log_path.open("ab") as log:
             self._process = subprocess.Popen(
-                self.command(state=state, initial=initial),
+                [*DIE_WITH_PARENT, *self.command(state=state, initial=initial)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         if wait:
             self.wait_healthy(timeout)
