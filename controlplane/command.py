@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import functools
 import logging
+import random
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -188,11 +189,25 @@ async def supervise(args: argparse.Namespace, argv: Sequence[str], stop: asyncio
     return 0
 
 
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def _free_port() -> int:
+    """A loopback port nothing listens on, from below the kernel's ephemeral range.  The child
+    binds it seconds later, and a port of that range may meanwhile become the local end of any
+    process's outgoing connection (once, in CI, the scheduler's did)."""
+    ephemeral = int(EPHEMERAL_PORTS.read_text().split()[0])
+    for port in random.sample(range(ephemeral // 2, ephemeral), 100):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        chosen: int = probe.getsockname()[1]
+        return chosen
 
 
 async def run_component(args: argparse.Namespace, name: str, stop: asyncio.Event) -> int:
