@@ -32,8 +32,10 @@
 9. ``WaitNodesReady``: every Node Ready with a podCIDR, initialized by the cloud node
    controller (providerID, no uninitialized taint) and its pod CIDR routed in the router by
    the route controller (NetworkUnavailable False); ``MarkControlPlane`` labels the control
-   plane's Node ``node-role.kubernetes.io/control-plane`` through the API (as kubeadm does:
-   a kubelet may not set ``node-role`` labels on itself), which lets kube-dns schedule;
+   plane's Node ``node-role.kubernetes.io/control-plane`` and
+   ``node.kubernetes.io/exclude-from-external-load-balancers`` through the API (as kubeadm
+   does: a kubelet may not set ``node-role`` labels on itself), which lets kube-dns schedule
+   and keeps the control plane out of the lab cloud's load balancers;
 10. ``StartSupervisor``: from now on crashed components are restarted
     (``kubelab.lab.supervisor``); ``WaitAddons``: kube-dns and kubelab-ingress available (not
     the metrics-server, which is ready only after two scrapes, as upstream's: ``kubectl top``
@@ -90,6 +92,7 @@ from typing import Final, Protocol
 from controlplane import bootstraptoken
 from controlplane.apiserver.auth.tokens import TokenIssuer
 from controlplane.apiserver.certs import serving
+from controlplane.cloud.service import LABEL_EXCLUDE_LB
 from kube.api.kinds.apps_v1 import Deployment
 from kube.api.kinds.core_v1.node import Node as NodeObject
 from kube.api.meta_v1 import Resource
@@ -619,7 +622,8 @@ class MarkControlPlane:
 
     async def execute(self, ctx: Context) -> None:
         lab = ctx.lab
-        patch = {"metadata": {"labels": {components.CONTROL_PLANE_ROLE: ""}}}
+        labels = {components.CONTROL_PLANE_ROLE: "", LABEL_EXCLUDE_LB: ""}
+        patch = {"metadata": {"labels": labels}}
         async with _admin(lab) as c:
             for cp in lab.controlplanes:
                 await c.patch(NodeObject, cp.name, None, patch)

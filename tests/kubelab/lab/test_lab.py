@@ -360,7 +360,10 @@ def test_the_control_plane_is_a_tainted_labelled_node_that_gets_no_demo_pod(
     assert node["spec"]["taints"] == [
         {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
     ]
-    assert node["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == ""
+    labels = node["metadata"]["labels"]
+    assert labels["node-role.kubernetes.io/control-plane"] == ""
+    # As kubeadm marks it: load balancers send to the workers only.
+    assert labels["node.kubernetes.io/exclude-from-external-load-balancers"] == ""
     assert "controlplane" not in web.pods
     listed = lab_command("nodes", "--name", LAB_NAME)
     assert listed.returncode == 0, listed.stderr
@@ -528,8 +531,10 @@ def test_a_load_balancer_ip_answers_the_client_and_goes_with_its_service(
     )
     external = external_ip(lab.kubectl, "web-lb2")
     assert external.startswith("10.240.0.2")
+    workers = {w.ip for w in lab.lab.workers}
+    assert RouterNat().targets(external) == workers
     node_port = lab.kubectl.json("get", "service", "web-lb2")["spec"]["ports"][0]["nodePort"]
-    served_by_every_worker({w.ip for w in lab.lab.workers}, node_port)
+    served_by_every_worker(workers, node_port)
     assert answering_nodes(answers(12, "client", f"http://{external}/", None, lab.kubectl)) == {
         "node1",
         "node2",
@@ -777,7 +782,7 @@ def test_the_cloud_controllers_resume_after_a_server_crash_and_create_nothing_tw
     ports = service_ports(lab.kubectl)  # the Ingress add-on's has two: 80 and 443
     for service, ip in ips.items():
         assert len(nat.dispatch(ip)) == ports[service], (service, nat.dispatch(ip))
-        assert {w.ip for w in lab.lab.workers} <= nat.targets(ip), service
+        assert {w.ip for w in lab.lab.workers} == nat.targets(ip), service
     chains = [r for r in nat.rules if r.startswith("-N KLB-")]
     assert len(chains) == sum(ports[s] for s in ips), chains  # one per port
     lab.kubectl.run("delete", "service", "web-lb3")
@@ -908,7 +913,7 @@ def test_a_load_balancer_spreads_over_the_nodes_and_refuses_without_endpoints(
     url = f"http://{(ip := external_ip(lab.kubectl, SPREAD_LB))}/"
     workers = {w.ip for w in Lab(running_spec(LAB_NAME, set())).workers}
     assert "10.240.0.13" in workers
-    assert workers <= RouterNat().targets(ip)
+    assert workers == RouterNat().targets(ip)
     node_port = lab.kubectl.json("get", "service", SPREAD_LB)["spec"]["ports"][0]["nodePort"]
     served_by_every_worker(workers, node_port)
     assert len(answering_nodes(answers(12, "client", url, None, lab.kubectl))) > 1
