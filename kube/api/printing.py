@@ -4,8 +4,8 @@ kubectl asks the API server for a ``meta.k8s.io/v1 Table`` and prints the cells 
 the familiar tables (``NAME READY STATUS RESTARTS AGE`` for pods) are rendered here, on the
 server.  Each kind declares its columns next to its type; a column is a name, a type and a
 function from (object, now) to the cell.  Columns with priority above 0 appear only with
-``-o wide``.  Ages use upstream's ``HumanDuration`` rounding so they read the same as on a real
-cluster.
+``-o wide``; an undefined column is a cell without a definition.  Ages use upstream's
+``HumanDuration`` rounding so they read the same as on a real cluster.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ class Column:
     format: str = ""
     priority: int = 0
     description: str = ""
+    defined: bool = True
+    """False for a cell a row carries past the column definitions, as some upstream printers
+    append one (IPAddress's age): kubectl prints only the defined columns."""
 
 
 def human_duration(d: datetime.timedelta) -> str:

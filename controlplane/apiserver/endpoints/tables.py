@@ -44,6 +44,7 @@ def columns(info: KindInfo) -> list[TableColumnDefinition]:
             priority=c.priority,
         )
         for c in info.columns
+        if c.defined
     ]
 
 

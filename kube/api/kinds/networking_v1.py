@@ -22,6 +22,7 @@ messages are upstream's.  As on the Go value fields, a missing ``spec`` (and a p
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from typing import Annotated, Any, Self
@@ -876,7 +877,7 @@ def _parent_cell(spec: IPAddressSpec) -> str:
             description="ParentRef references the resource that an IPAddress is attached to. "
             "An IPAddress must reference a parent object.",
         ),
-        AGE_COLUMN,
+        dataclasses.replace(AGE_COLUMN, defined=False),
     ),
 )
 class IPAddress(Resource):

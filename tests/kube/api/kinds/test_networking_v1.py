@@ -538,6 +538,8 @@ def test_service_cidr_and_ip_address_cells() -> None:
         info = cls.kind_info
         assert (info.plural, info.namespaced, info.short_names) == (plural, False, ())
         assert [c.name for c in info.columns] == ["Name", column, "Age"]
+    # Upstream's IPAddress printer defines two columns and appends the age as a third cell.
+    assert [c.defined for c in IPAddress.kind_info.columns] == [True, True, False]
     assert ServiceCIDR.kind_info.subresources == ("status",)
 
 
