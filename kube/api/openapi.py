@@ -161,6 +161,27 @@ _WRITE_PARAMETERS = [
 ]
 
 
+PATCH_SCHEMA_NAME = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+PATCH_SCHEMA: Schema = {
+    "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH "
+    "request body.",
+    "type": "object",
+}
+PATCH_TYPES = (
+    "application/apply-patch+yaml",
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+)
+"""What a PATCH body may be; custom resources take all but the strategic merge patch."""
+
+
+def _patch_body(strategic: bool) -> Schema:
+    schema = {"$ref": f"#/components/schemas/{PATCH_SCHEMA_NAME}"}
+    types = PATCH_TYPES if strategic else PATCH_TYPES[:-1]
+    return {"content": {media: {"schema": schema} for media in types}, "required": True}
+
+
 def _operation(info: KindInfo, action: str, ref: Schema, body: bool, write: bool) -> Schema:
     op: Schema = {
         "operationId": f"{action}{info.kind}",
@@ -175,11 +196,11 @@ def _operation(info: KindInfo, action: str, ref: Schema, body: bool, write: bool
     if write:
         op["parameters"] = list(_WRITE_PARAMETERS)
     if body:
-        op["requestBody"] = {"content": {"application/json": {"schema": ref}}}
+        op["requestBody"] = {"content": {"*/*": {"schema": ref}}, "required": True}
     return op
 
 
-def _paths(info: KindInfo, ref: Schema) -> dict[str, Schema]:
+def _paths(info: KindInfo, ref: Schema, *, strategic: bool) -> dict[str, Schema]:
     base = f"/api/{info.version}" if not info.group else f"/apis/{info.api_version}"
     collection = (
         f"{base}/namespaces/{{namespace}}/{info.plural}"
@@ -201,7 +222,8 @@ def _paths(info: KindInfo, ref: Schema) -> dict[str, Schema]:
     if "update" in verbs:
         one["put"] = _operation(info, "put", ref, body=True, write=True)
     if "patch" in verbs:
-        one["patch"] = _operation(info, "patch", ref, body=True, write=True)
+        one["patch"] = _operation(info, "patch", ref, body=False, write=True)
+        one["patch"]["requestBody"] = _patch_body(strategic)
     if "delete" in verbs:
         one["delete"] = _operation(info, "delete", ref, body=False, write=False)
     return {path: ops for path, ops in ((collection, coll), (item, one)) if ops}
@@ -225,7 +247,9 @@ def document(group: str, version: str, kinds: Iterable[KindInfo] | None = None) 
             continue
         custom = getattr(info.cls, CUSTOM_SCHEMA, None)
         ref = builder.custom(info, custom) if custom is not None else builder.struct(info.cls)
-        paths.update(_paths(info, ref))
+        paths.update(_paths(info, ref, strategic=custom is None))
+        if "patch" in info.verbs:
+            builder.schemas[PATCH_SCHEMA_NAME] = PATCH_SCHEMA
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": f"v{KUBERNETES_VERSION}"},

@@ -64,3 +64,25 @@ def test_root_lists_every_group_version_with_a_content_hash() -> None:
     url = root["paths"]["api/v1"]["serverRelativeURL"]
     assert url.startswith("/openapi/v3/api/v1?hash=")
     assert openapi.root(hashes()) == root, "hashes are stable"
+
+
+def test_write_operations_take_the_bodies_upstream_lists() -> None:
+    paths = openapi.document("apps", "v1")["paths"]
+    one = paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]
+    patch_ref = {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"}
+    assert one["patch"]["requestBody"] == {
+        "content": {
+            "application/apply-patch+yaml": {"schema": patch_ref},
+            "application/json-patch+json": {"schema": patch_ref},
+            "application/merge-patch+json": {"schema": patch_ref},
+            "application/strategic-merge-patch+json": {"schema": patch_ref},
+        },
+        "required": True,
+    }
+    deployment_ref = {"$ref": "#/components/schemas/io.k8s.api.apps.v1.Deployment"}
+    assert one["put"]["requestBody"] == {
+        "content": {"*/*": {"schema": deployment_ref}},
+        "required": True,
+    }
+    collection = paths["/apis/apps/v1/namespaces/{namespace}/deployments"]
+    assert collection["post"]["requestBody"] == one["put"]["requestBody"]
