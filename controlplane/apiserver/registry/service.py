@@ -4,8 +4,10 @@ service storage finds it (``ResourceLocation``) and its upgrade-aware proxy rela
 The name part of ``/api/v1/namespaces/NS/services/NAME/proxy/PATH`` is ``name``,
 ``name:port`` or ``scheme:name:port``.  The port is a service port's name, or its number,
 which stands for that port's name (503 ``no service port N found for service "NAME"`` when the
-Service has none); none at all means the unnamed port.  The endpoints are those of the
-Service's EndpointSlices (label ``kubernetes.io/service-name``): ready (or not saying), with
+Service has none); none at all means the unnamed port, and the Service is not read.  The
+endpoints are those of the Service's EndpointSlices (label ``kubernetes.io/service-name``;
+none at all answers as upstream's missing Endpoints object, 404 ``endpoints "NAME" not
+found``): ready (or not saying), with
 the port of that name, and whose ``targetRef`` is a Pod of the namespace that has the address
 among its IPs (upstream's check, so a hand-made slice cannot turn the API server into a proxy
 to any address).  One is picked at random; its address is dialled at the slice's port number
@@ -24,7 +26,7 @@ from controlplane.apiserver.registry import proxy
 from controlplane.apiserver.registry.rest import Backends
 from controlplane.apiserver.registry.store import ResourceStore, Selection
 from kube.api.kinds.core_v1.pod import Pod
-from kube.api.kinds.core_v1.service import Service
+from kube.api.kinds.core_v1.service import Endpoints, Service
 from kube.api.kinds.core_v1.volume import ObjectReference
 from kube.api.kinds.discovery_v1 import SERVICE_NAME_LABEL, EndpointSlice
 
@@ -40,9 +42,9 @@ class ProxyLocator:
     async def location(self, namespace: str, id_: str) -> proxy.Location:
         """Where a request for ``id_`` (the name part of the URL) goes."""
         scheme, name, port_name = proxy.split_scheme_name_port(id_, "service")
-        service = await self.store.get(namespace, name)
-        assert isinstance(service, Service)
         if port_name.isdigit():
+            service = await self.store.get(namespace, name)
+            assert isinstance(service, Service)
             number = int(port_name)
             ports = service.spec.ports if service.spec is not None else None
             found = next((p for p in ports or () if p.port == number), None)
@@ -52,6 +54,8 @@ class ProxyLocator:
         selection = Selection.parse(self.slices.info, f"{SERVICE_NAME_LABEL}={name}", None)
         listed = await self.slices.list(namespace, selection)
         slices = [s for s in listed.items if isinstance(s, EndpointSlice)]
+        if not slices:
+            raise errors.not_found(Endpoints.kind_info, name)
         if not any(s.endpoints for s in slices):
             raise proxy.unreachable(f'no endpoints available for service "{name}"')
         candidates = [candidate for s in slices for candidate in _ready(s, port_name)]

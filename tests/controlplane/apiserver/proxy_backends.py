@@ -146,7 +146,7 @@ def _slice(
 def serve_web(kubectl: Kubectl, backend: Backend) -> None:
     """Pod ``web`` (its container declaring the backend's port, its IP the backend's), Service
     ``web`` (one unnamed port 80) and ``named`` (port ``http``, 8080), both backed by it;
-    Service ``empty`` with no endpoints, ``unready`` whose one endpoint is not ready and
+    Service ``empty`` whose slice has no endpoints, ``unready`` whose one endpoint is not ready and
     ``stray`` whose endpoint's Pod (``pending``) does not have its address; as a user would
     make them."""
     create(
@@ -156,6 +156,7 @@ def serve_web(kubectl: Kubectl, backend: Backend) -> None:
         _service("web", {"port": 80, "targetPort": backend.port}),
         _service("named", {"name": "http", "port": 8080, "targetPort": backend.port}),
         _service("empty", {"port": 80}),
+        {**_slice(kubectl, "empty", backend.address, {"port": 80}, "web"), "endpoints": []},
         _slice(kubectl, "web", backend.address, {"port": backend.port}, "web"),
         _slice(kubectl, "named", backend.address, {"name": "http", "port": backend.port}, "web"),
         _service("unready", {"port": 80}),

@@ -502,7 +502,8 @@ REFUSALS = [
         "pods/ftp:web:21/proxy/",
         'Error from server (BadRequest): invalid pod request "ftp:web:21"',
     ),
-    ("services/nope/proxy/", 'Error from server (NotFound): services "nope" not found'),
+    ("services/nope/proxy/", 'Error from server (NotFound): endpoints "nope" not found'),
+    ("services/nope:80/proxy/", 'Error from server (NotFound): services "nope" not found'),
     (
         "services/empty/proxy/",
         'Error from server (ServiceUnavailable): no endpoints available for service "empty"',
@@ -529,8 +530,9 @@ REFUSALS = [
     ),
 ]
 """What kubectl prints for each refused proxy path: missing pod, pod without an IP, bad
-scheme, missing service, no endpoints, no such port number, no endpoint with that port name,
-an endpoint not ready, an endpoint whose Pod does not have its address, a bad name part."""
+scheme, missing service (without a port number its endpoints are looked up, not the Service),
+no endpoints, no such port number, no endpoint with that port name, an endpoint not ready, an
+endpoint whose Pod does not have its address, a bad name part."""
 
 
 async def test_proxy_refusals_are_upstreams_statuses(backend: Backend, kubectl: Kubectl) -> None:
