@@ -17,7 +17,10 @@ the certificate is not checked, as upstream's default (kubelets' self-signed cer
   (status and body) is the client's, as upstream's upgrade-aware proxy passes it through:
   kubectl shows it (``unable to upgrade connection: container c not found in pod p_ns``),
   and ``kubectl run -i`` falls back to the logs on it;
-- ``nodes/proxy/<path>`` → ``<path>`` on the kubelet.
+- ``nodes/proxy/<path>`` → ``<path>`` on the kubelet, any method, through ``relay_http``
+  below with the kubelet client's TLS; ``nodes/NAME:PORT/proxy/<path>`` (or
+  ``https:NAME:PORT``) another port of the node's address, as any backend (kube-proxy's
+  ``:10256/healthz``), as upstream's node ``ResourceLocation`` does.
 
 The kubelet's address is the Node's InternalIP (else ExternalIP, else Hostname) and the port
 its ``status.daemonEndpoints.kubeletEndpoint.port`` (10250 when unset).
@@ -44,6 +47,7 @@ import functools
 import ipaddress
 import os
 import posixpath
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -186,7 +190,12 @@ def unreachable(message: str) -> errors.ApiError:
 
 def dial_reason(error: Exception) -> str:
     """Why a connection failed, worded as Go's dialer (``dial tcp HOST:PORT: connect:
-    connection refused``), without aiohttp's repr of the TLS context."""
+    connection refused``, ``tls: failed to verify certificate: ...``), without aiohttp's repr
+    of the TLS context."""
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        cause = error.certificate_error
+        reason = getattr(cause, "verify_message", None) or str(cause)
+        return f"tls: failed to verify certificate: {reason}"
     if isinstance(error, aiohttp.ClientConnectorError):
         cause = error.os_error
         reason = os.strerror(cause.errno).lower() if cause.errno else str(cause)
@@ -401,14 +410,16 @@ async def _pump_both(
 
 @dataclass(frozen=True)
 class Location:
-    """Where ``pods/proxy`` or ``services/proxy`` sends a request: a pod's or an endpoint's
+    """Where a ``proxy`` subresource sends a request: a pod's, an endpoint's or a node's
     address, the port (empty: the scheme's own) and the scheme (empty: http).  An https
-    backend's certificate is not checked, as upstream's proxy transport does not: a pod's
-    address is named by no certificate."""
+    backend's certificate is not checked, as upstream's proxy transport does not (a pod's
+    address is named by no certificate), unless ``tls`` is given: the kubelet client's
+    context, for a node's kubelet."""
 
     scheme: str
     host: str
     port: str
+    tls: ssl.SSLContext | None = None
 
     def url(self, path: str, raw_query: str) -> URL:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -460,7 +471,7 @@ async def relay_http(request: web.Request, location: Location, path: str) -> web
     url = location.url(path, raw_query)
     headers = _forwarded(request, prefix, path)
     if request.headers.get("Upgrade", "").lower() == "websocket":
-        return await _relay_websocket(request, url, headers)
+        return await _relay_websocket(request, url, headers, location.tls or False)
     async with aiohttp.ClientSession(auto_decompress=False, timeout=_TIMEOUT) as session:
         try:
             upstream = await session.request(
@@ -468,7 +479,7 @@ async def relay_http(request: web.Request, location: Location, path: str) -> web
                 url,
                 headers=headers,
                 data=request.content if request.can_read_body else None,
-                ssl=False,
+                ssl=location.tls or False,
                 allow_redirects=False,
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
@@ -558,7 +569,7 @@ def rewrite_url(value: str, backend: URL, request_host: str, prefix: str) -> str
 
 
 async def _relay_websocket(
-    request: web.Request, url: URL, headers: CIMultiDict[str]
+    request: web.Request, url: URL, headers: CIMultiDict[str], tls: ssl.SSLContext | bool
 ) -> web.StreamResponse:
     """A WebSocket to the backend, offering the client's subprotocols, frames relayed both
     ways; a backend that refuses the handshake answers the client as it refused."""
@@ -570,7 +581,7 @@ async def _relay_websocket(
     async with aiohttp.ClientSession(timeout=_TIMEOUT, trace_configs=[refusal.trace()]) as session:
         try:
             upstream = await session.ws_connect(
-                url, protocols=offered, headers=sent, ssl=False, max_msg_size=0
+                url, protocols=offered, headers=sent, ssl=tls, max_msg_size=0
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
             if refusal.answer is not None:

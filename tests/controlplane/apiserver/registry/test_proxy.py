@@ -103,7 +103,7 @@ def identities() -> Identities:
     return Identities(ca, KubeletConnector(ca.cert_pem, client))
 
 
-async def _serve(app: web.Application, context: ssl.SSLContext) -> tuple[web.AppRunner, int]:
+async def _serve(app: web.Application, context: ssl.SSLContext | None) -> tuple[web.AppRunner, int]:
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
@@ -292,6 +292,9 @@ async def cluster_kubelet(apiserver: ServerProcess, tmp_path: Path) -> AsyncIter
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(text="kubelet_up 1\n")
 
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(text=f"{request.method} {await request.text()}")
+
     async def attach(request: web.Request) -> web.Response:
         """As a kubelet whose container already exited answers, whatever the upgrade."""
         info = request.match_info
@@ -305,6 +308,7 @@ async def cluster_kubelet(apiserver: ServerProcess, tmp_path: Path) -> AsyncIter
     app.router.add_get("/exec/{ns}/{pod}/{container}", exec_)
     app.router.add_route("*", "/attach/{ns}/{pod}/{container}", attach)
     app.router.add_get("/metrics", metrics)
+    app.router.add_route("*", "/echo", echo)
     runner, port = await _serve(app, context)
     try:
         yield port
@@ -338,6 +342,12 @@ async def _node_running_web(kubectl: Kubectl, kubelet_port: int) -> str:
     return name
 
 
+async def _kubectl(kubectl: Kubectl, *args: str, check: bool = True) -> str:
+    """What a cluster-scoped kubectl command prints: its output, or its error when refused."""
+    done = await asyncio.to_thread(kubectl.run, *args, namespaced=False, check=check)
+    return done.stdout if done.returncode == 0 else done.stderr.strip()
+
+
 async def test_kubectl_logs_exec_and_node_proxy_reach_the_kubelet(
     cluster_kubelet: int, kubectl: Kubectl
 ) -> None:
@@ -346,14 +356,37 @@ async def test_kubectl_logs_exec_and_node_proxy_reach_the_kubelet(
     assert logs.stdout == "hello from app\n"
     out = await asyncio.to_thread(kubectl.run, "exec", "web", "--", "echo", "hi")
     assert out.stdout == "echo hi\n"
-    raw = await asyncio.to_thread(
-        kubectl.run,
-        "get",
-        "--raw",
-        f"/api/v1/nodes/{node_name}/proxy/metrics",
-        namespaced=False,
+    metrics = f"/api/v1/nodes/{node_name}/proxy/metrics"
+    assert await _kubectl(kubectl, "get", "--raw", metrics) == "kubelet_up 1\n"
+
+
+async def test_node_proxy_relays_any_method_and_other_ports_of_the_node(
+    cluster_kubelet: int, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """Any verb reaches the kubelet (``kubectl create --raw`` POSTs); ``NAME:PORT`` is another
+    port of the node's address, over plain HTTP (kube-proxy's health port, for one)."""
+    node_name = await _node_running_web(kubectl, cluster_kubelet)
+    body = tmp_path / "body.json"
+    body.write_text('{"hello": "kubelet"}')
+    echo = f"/api/v1/nodes/{node_name}/proxy/echo"
+    posted = await _kubectl(kubectl, "create", "--raw", echo, "-f", str(body))
+    assert posted == 'POST {"hello": "kubelet"}'
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.Response(text=f"healthy at {request.path}")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    runner, port = await _serve(app, None)
+    other_port = f"/api/v1/nodes/{node_name}:{port}/proxy/healthz"
+    try:
+        assert await _kubectl(kubectl, "get", "--raw", other_port) == "healthy at /healthz"
+    finally:
+        await runner.cleanup()
+    assert await _kubectl(kubectl, "get", "--raw", other_port, check=False) == (
+        "Error from server (ServiceUnavailable): error trying to reach service: "
+        f"dial tcp 127.0.0.1:{port}: connect: connection refused"
     )
-    assert raw.stdout == "kubelet_up 1\n"
 
 
 async def test_a_kubelet_refusing_an_attach_is_what_kubectl_shows(
