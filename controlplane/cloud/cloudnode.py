@@ -35,17 +35,20 @@ from controlplane.cloud.provider import InstanceMetadata, InstanceNotFound
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.nodeutil import node_taints
 from kube.api import codec
-from kube.api.kinds.core_v1.node import Node, NodeSpec
+from kube.api.kinds.core_v1.node import (
+    LABEL_FAILURE_DOMAIN_BETA_REGION,
+    LABEL_FAILURE_DOMAIN_BETA_ZONE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_INSTANCE_TYPE_STABLE,
+    LABEL_TOPOLOGY_REGION,
+    LABEL_TOPOLOGY_ZONE,
+    Node,
+    NodeSpec,
+)
 from kube.api.meta_v1 import ObjectMeta
 
 NAME = "cloud-node"
 
-LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-LABEL_ZONE = "topology.kubernetes.io/zone"
-LABEL_REGION = "topology.kubernetes.io/region"
-LABEL_BETA_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
-LABEL_BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
-LABEL_BETA_REGION = "failure-domain.beta.kubernetes.io/region"
 
 log = logging.getLogger("kubelab.cloud")
 
@@ -54,9 +57,9 @@ def cloud_labels(metadata: InstanceMetadata) -> dict[str, str]:
     """The labels a Node gets from its instance's metadata (empty values are left out)."""
     labels: dict[str, str] = {}
     for value, keys in (
-        (metadata.instance_type, (LABEL_INSTANCE_TYPE, LABEL_BETA_INSTANCE_TYPE)),
-        (metadata.zone, (LABEL_ZONE, LABEL_BETA_ZONE)),
-        (metadata.region, (LABEL_REGION, LABEL_BETA_REGION)),
+        (metadata.instance_type, (LABEL_INSTANCE_TYPE_STABLE, LABEL_INSTANCE_TYPE)),
+        (metadata.zone, (LABEL_TOPOLOGY_ZONE, LABEL_FAILURE_DOMAIN_BETA_ZONE)),
+        (metadata.region, (LABEL_TOPOLOGY_REGION, LABEL_FAILURE_DOMAIN_BETA_REGION)),
     ):
         if value:
             labels.update(dict.fromkeys(keys, value))

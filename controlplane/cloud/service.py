@@ -40,14 +40,13 @@ from controlplane.cloud.provider import LoadBalancer
 from controlplane.controllers.context import ControllerContext
 from controlplane.controllers.nodeutil import is_ready
 from kube.api import codec
-from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import LABEL_NODE_EXCLUDE_BALANCERS, Node
 from kube.api.kinds.core_v1.service import LoadBalancerStatus, Service
 from kube.client.errors import ApiError
 
 NAME = "service"
 NODES_KEY = ":nodes"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
-LABEL_EXCLUDE_LB = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 log = logging.getLogger("kubelab.cloud")
 
@@ -86,7 +85,7 @@ def _lb_fields(service: Service) -> Any:
 
 def lb_node(node: Node) -> bool:
     """Whether a load balancer should send traffic to the Node."""
-    return is_ready(node) and LABEL_EXCLUDE_LB not in (node.metadata.labels or {})
+    return is_ready(node) and LABEL_NODE_EXCLUDE_BALANCERS not in (node.metadata.labels or {})
 
 
 def _lb_relevant(node: Node) -> Any:

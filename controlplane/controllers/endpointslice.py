@@ -54,7 +54,7 @@ from controlplane.controllers.endpointutil import (
     should_pod_be_in_endpoints,
     should_set_hostname,
 )
-from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import LABEL_TOPOLOGY_ZONE, Node
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.core_v1.service import Service
 from kube.api.kinds.discovery_v1 import (
@@ -70,7 +70,6 @@ from kube.client.errors import ApiError
 NAME = "endpointslice"
 CONTROLLER_NAME = "endpointslice-controller.k8s.io"
 MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
-ZONE_LABEL = "topology.kubernetes.io/zone"
 MAX_ENDPOINTS_PER_SLICE = 100
 
 PortKey = tuple[tuple[str, str, int, str], ...]
@@ -148,7 +147,7 @@ def pod_to_endpoint(pod: Pod, node: Node | None, service: Service, address_type:
     serving = is_pod_ready(pod)
     terminating = pod.metadata.deletion_timestamp is not None
     publish = bool(service.spec and service.spec.publish_not_ready_addresses)
-    zone = (node.metadata.labels or {}).get(ZONE_LABEL) if node else None
+    zone = (node.metadata.labels or {}).get(LABEL_TOPOLOGY_ZONE) if node else None
     return Endpoint(
         addresses=[ip for ip in pod_ips(pod) if is_ipv6(ip) == (address_type == "IPv6")],
         conditions=EndpointConditions(

@@ -46,6 +46,7 @@ from controlplane.controllers.volumeutil import (
     ANN_SELECTED_NODE,
     ANN_STORAGE_PROVISIONER,
 )
+from kube.api.kinds.core_v1.node import LABEL_HOSTNAME
 from kube.api.kinds.core_v1.volume import (
     HostPathVolumeSource,
     NodeSelector,
@@ -70,7 +71,6 @@ from kube.client.errors import ApiError
 NAME = "persistentvolume-binder"
 HOSTPATH_PROVISIONER = "kubelab.io/hostpath"
 VOLUMES_DIR = "/var/lib/kubelab/volumes"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 YES = "yes"
 
 
@@ -384,7 +384,7 @@ class PersistentVolumeController(Controller):
         affinity = None
         if selected_node:
             requirement = NodeSelectorRequirement(
-                key=HOSTNAME_LABEL, operator="In", values=[selected_node]
+                key=LABEL_HOSTNAME, operator="In", values=[selected_node]
             )
             affinity = VolumeNodeAffinity(
                 required=NodeSelector(

@@ -46,7 +46,13 @@ from controlplane.scheduler.framework.types import (
     PodInfo,
     next_generation,
 )
-from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import (
+    LABEL_FAILURE_DOMAIN_BETA_REGION,
+    LABEL_FAILURE_DOMAIN_BETA_ZONE,
+    LABEL_TOPOLOGY_REGION,
+    LABEL_TOPOLOGY_ZONE,
+    Node,
+)
 from kube.api.kinds.core_v1.pod import Pod
 from kube.clock import Clock
 
@@ -55,11 +61,6 @@ MIN_CHANGES = 4096
 
 CLEAN_ASSUMED_PERIOD = 1.0
 """How often ``run`` looks for expired assumed pods (upstream ``cleanAssumedPeriod``)."""
-
-ZONE_LABEL = "topology.kubernetes.io/zone"
-REGION_LABEL = "topology.kubernetes.io/region"
-_LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
-_LEGACY_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
 
 
 class CacheError(Exception):
@@ -147,8 +148,8 @@ class _Image:
 def zone_key(node: Node) -> str:
     """The node's region and zone as one key ("" when it has neither)."""
     labels = node.metadata.labels or {}
-    region = labels.get(REGION_LABEL) or labels.get(_LEGACY_REGION_LABEL, "")
-    zone = labels.get(ZONE_LABEL) or labels.get(_LEGACY_ZONE_LABEL, "")
+    region = labels.get(LABEL_TOPOLOGY_REGION) or labels.get(LABEL_FAILURE_DOMAIN_BETA_REGION, "")
+    zone = labels.get(LABEL_TOPOLOGY_ZONE) or labels.get(LABEL_FAILURE_DOMAIN_BETA_ZONE, "")
     return f"{region}:\x00:{zone}" if region or zone else ""
 
 

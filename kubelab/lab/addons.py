@@ -59,6 +59,7 @@ from controlplane.ingress.controller import CONTROLLER as INGRESS_CONTROLLER
 from kube.api.kinds.apiregistration_v1 import APIService, APIServiceSpec, ServiceReference
 from kube.api.kinds.apps_v1 import Deployment, DeploymentSpec
 from kube.api.kinds.core_v1.cluster import ServiceAccount
+from kube.api.kinds.core_v1.node import LABEL_NODE_ROLE_CONTROL_PLANE
 from kube.api.kinds.core_v1.pod import (
     Container,
     ContainerPort,
@@ -103,7 +104,6 @@ INGRESS_HEALTH_PORT = 10254
 METRICS_NAME = "metrics-server"
 METRICS_ROLE = "system:metrics-server"
 METRICS_PORT_SECURE = 4443
-CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 NETWORK_POLICY_USER = "system:kubelab-network-policy"
 READ = ["get", "list", "watch"]
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -177,9 +177,13 @@ def _control_plane_deployment(
                     dns_policy=dns_policy,
                     host_network=host_network or None,
                     priority_class_name="system-cluster-critical",
-                    node_selector={CONTROL_PLANE_TAINT: ""},
+                    node_selector={LABEL_NODE_ROLE_CONTROL_PLANE: ""},
                     tolerations=[
-                        Toleration(key=CONTROL_PLANE_TAINT, operator="Exists", effect="NoSchedule")
+                        Toleration(
+                            key=LABEL_NODE_ROLE_CONTROL_PLANE,
+                            operator="Exists",
+                            effect="NoSchedule",
+                        )
                     ],
                 ),
             ),

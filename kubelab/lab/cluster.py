@@ -92,8 +92,11 @@ from typing import Final, Protocol
 from controlplane import bootstraptoken
 from controlplane.apiserver.auth.tokens import TokenIssuer
 from controlplane.apiserver.certs import serving
-from controlplane.cloud.service import LABEL_EXCLUDE_LB
 from kube.api.kinds.apps_v1 import Deployment
+from kube.api.kinds.core_v1.node import (
+    LABEL_NODE_EXCLUDE_BALANCERS,
+    LABEL_NODE_ROLE_CONTROL_PLANE,
+)
 from kube.api.kinds.core_v1.node import Node as NodeObject
 from kube.api.meta_v1 import Resource
 from kube.client import kubeconfig
@@ -618,11 +621,11 @@ class WaitNodesReady:
 
 @dataclass
 class MarkControlPlane:
-    name: str = f"control planes: Nodes labelled {components.CONTROL_PLANE_ROLE}"
+    name: str = f"control planes: Nodes labelled {LABEL_NODE_ROLE_CONTROL_PLANE}"
 
     async def execute(self, ctx: Context) -> None:
         lab = ctx.lab
-        labels = {components.CONTROL_PLANE_ROLE: "", LABEL_EXCLUDE_LB: ""}
+        labels = {LABEL_NODE_ROLE_CONTROL_PLANE: "", LABEL_NODE_EXCLUDE_BALANCERS: ""}
         patch = {"metadata": {"labels": labels}}
         async with _admin(lab) as c:
             for cp in lab.controlplanes:

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from kube.api.kinds.core_v1.node import LABEL_NODE_ROLE_CONTROL_PLANE
 from kubelab.lab import registry
 from kubelab.lab.etcd import PROGRESS_NOTIFY, EtcdCluster, EtcdMember
 from kubelab.lab.images import PAUSE_IMAGE
@@ -84,8 +85,7 @@ ETCD_CLIENT_URL: Final = "http://127.0.0.1:2379"
 ETCD_PEER_URL: Final = "http://127.0.0.1:2380"
 PROXY_HEALTHZ_PORT: Final = 10256
 NETWORK_POLICY_HEALTHZ_PORT: Final = 9080
-CONTROL_PLANE_ROLE: Final = "node-role.kubernetes.io/control-plane"
-CONTROL_PLANE_TAINT: Final = f"{CONTROL_PLANE_ROLE}:NoSchedule"
+CONTROL_PLANE_TAINT: Final = f"{LABEL_NODE_ROLE_CONTROL_PLANE}:NoSchedule"
 NODE_MONITOR_GRACE_PERIOD: Final = "20s"
 """How long a silent node stays Ready (upstream 40 s): a removed node is gone sooner."""
 NETNS_SERVER_FLAGS: Final = ("--node-monitor-grace-period", NODE_MONITOR_GRACE_PERIOD)

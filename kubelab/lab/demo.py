@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kube.api.kinds.core_v1.node import LABEL_HOSTNAME
 from kubelab.lab.processes import CommandError, run
 from kubelab.lab.topology import Lab
 
@@ -71,7 +72,7 @@ def manifests() -> list[dict[str, Any]]:
                     "topologySpreadConstraints": [
                         {
                             "maxSkew": 1,
-                            "topologyKey": "kubernetes.io/hostname",
+                            "topologyKey": LABEL_HOSTNAME,
                             "whenUnsatisfiable": "DoNotSchedule",
                             "labelSelector": {"matchLabels": labels},
                             # The control plane's NoSchedule taint keeps pods off it; with

@@ -18,6 +18,12 @@ from dataclasses import dataclass, field
 from kube.api import codec
 from kube.api.kinds.coordination_v1 import Lease, LeaseSpec
 from kube.api.kinds.core_v1.node import (
+    LABEL_ARCH_STABLE,
+    LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE_STABLE,
+    LABEL_OS_STABLE,
+    LABEL_TOPOLOGY_REGION,
+    LABEL_TOPOLOGY_ZONE,
     ContainerImage,
     DaemonEndpoint,
     Node,
@@ -108,14 +114,12 @@ class FleetSpec:
     def node(self, index: int) -> Node:
         name = self.name(index)
         labels = {
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "topology.kubernetes.io/zone": self.zones[index % len(self.zones)],
-            "topology.kubernetes.io/region": self.region,
-            "node.kubernetes.io/instance-type": self.instance_types[
-                index % len(self.instance_types)
-            ],
+            LABEL_HOSTNAME: name,
+            LABEL_OS_STABLE: "linux",
+            LABEL_ARCH_STABLE: "amd64",
+            LABEL_TOPOLOGY_ZONE: self.zones[index % len(self.zones)],
+            LABEL_TOPOLOGY_REGION: self.region,
+            LABEL_INSTANCE_TYPE_STABLE: self.instance_types[index % len(self.instance_types)],
             HOLLOW_LABEL: "true",
             **self.labels,
         }

@@ -56,6 +56,11 @@ import psutil
 from kube import KUBERNETES_VERSION
 from kube.api.kinds.coordination_v1 import Lease, LeaseSpec
 from kube.api.kinds.core_v1.node import (
+    LABEL_ARCH_BETA,
+    LABEL_ARCH_STABLE,
+    LABEL_HOSTNAME,
+    LABEL_OS_BETA,
+    LABEL_OS_STABLE,
     ContainerImage,
     DaemonEndpoint,
     Node,
@@ -66,6 +71,7 @@ from kube.api.kinds.core_v1.node import (
     NodeStatus,
     NodeSystemInfo,
     Taint,
+    is_kubelet_label,
 )
 from kube.api.meta_v1 import ObjectMeta, OwnerReference
 from kube.api.quantity import Format, Quantity, QuantityError
@@ -78,25 +84,13 @@ from node.cri.pb import api_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
-LABEL_OS: Final = "kubernetes.io/os"
-LABEL_ARCH: Final = "kubernetes.io/arch"
-LABEL_BETA_OS: Final = "beta.kubernetes.io/os"
-LABEL_BETA_ARCH: Final = "beta.kubernetes.io/arch"
-DEFAULT_LABELS: Final = (LABEL_HOSTNAME, LABEL_OS, LABEL_ARCH, LABEL_BETA_OS, LABEL_BETA_ARCH)
-# The kubernetes.io / k8s.io labels a kubelet may set on itself (upstream kubeletapis).
-KUBELET_LABELS: Final = frozenset(
-    {
-        *DEFAULT_LABELS,
-        "beta.kubernetes.io/instance-type",
-        "node.kubernetes.io/instance-type",
-        "failure-domain.beta.kubernetes.io/zone",
-        "failure-domain.beta.kubernetes.io/region",
-        "topology.kubernetes.io/zone",
-        "topology.kubernetes.io/region",
-    }
+DEFAULT_LABELS: Final = (
+    LABEL_HOSTNAME,
+    LABEL_OS_STABLE,
+    LABEL_ARCH_STABLE,
+    LABEL_OS_BETA,
+    LABEL_ARCH_BETA,
 )
-KUBELET_LABEL_NAMESPACES: Final = ("kubelet.kubernetes.io", "node.kubernetes.io")
 CMAD_ANNOTATION: Final = "volumes.kubernetes.io/controller-managed-attach-detach"
 TAINT_UNINITIALIZED: Final = "node.cloudprovider.kubernetes.io/uninitialized"
 NODE_LEASE_NAMESPACE: Final = "kube-node-lease"
@@ -464,7 +458,7 @@ def _quantity(flag: str, key: str, text: str) -> Quantity:
 def check_node_labels(labels: Mapping[str, str]) -> None:
     """Refuse ``--node-labels`` in the kubernetes.io / k8s.io namespaces that a kubelet may
     not set on its Node (upstream ``validateNodeLabels``: NodeRestriction would refuse them)."""
-    refused = [key for key in labels if _reserved_label(key) and not _kubelet_label(key)]
+    refused = [key for key in labels if _reserved_label(key) and not is_kubelet_label(key)]
     if refused:
         raise NodeOptionsError(
             "--node-labels: unknown 'kubernetes.io' or 'k8s.io' labels: " + ", ".join(refused)
@@ -478,11 +472,6 @@ def _in_namespace(prefix: str, namespace: str) -> bool:
 def _reserved_label(key: str) -> bool:
     prefix = key.rpartition("/")[0]
     return _in_namespace(prefix, "kubernetes.io") or _in_namespace(prefix, "k8s.io")
-
-
-def _kubelet_label(key: str) -> bool:
-    prefix = key.rpartition("/")[0]
-    return key in KUBELET_LABELS or any(_in_namespace(prefix, n) for n in KUBELET_LABEL_NAMESPACES)
 
 
 def _cpu(millis: int) -> str:
@@ -650,10 +639,10 @@ class NodeStatusManager:
         identity = self._machine.read_identity()
         labels = {
             LABEL_HOSTNAME: self.options.hostname,
-            LABEL_OS: OPERATING_SYSTEM,
-            LABEL_ARCH: identity.architecture,
-            LABEL_BETA_OS: OPERATING_SYSTEM,
-            LABEL_BETA_ARCH: identity.architecture,
+            LABEL_OS_STABLE: OPERATING_SYSTEM,
+            LABEL_ARCH_STABLE: identity.architecture,
+            LABEL_OS_BETA: OPERATING_SYSTEM,
+            LABEL_ARCH_BETA: identity.architecture,
             **self.options.labels,
         }
         taints = [copy.deepcopy(t) for t in self.options.taints]

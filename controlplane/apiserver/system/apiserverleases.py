@@ -47,6 +47,7 @@ from controlplane.storage.interface import (
     guaranteed_update,
 )
 from kube.api.kinds.coordination_v1 import Lease, LeaseSpec
+from kube.api.kinds.core_v1.node import LABEL_HOSTNAME
 from kube.api.kinds.core_v1.service import (
     EndpointAddress,
     EndpointPort,
@@ -180,7 +181,7 @@ class ApiServerLeases:
         )
         lease = await _get(leases, IDENTITY_NAMESPACE, self.name)
         if lease is None:
-            labels = {IDENTITY_LABEL: IDENTITY_VALUE, "kubernetes.io/hostname": self.hostname}
+            labels = {IDENTITY_LABEL: IDENTITY_VALUE, LABEL_HOSTNAME: self.hostname}
             meta = ObjectMeta(name=self.name, namespace=IDENTITY_NAMESPACE, labels=labels)
             try:
                 await leases.create(IDENTITY_NAMESPACE, Lease(metadata=meta, spec=spec), SYSTEM)

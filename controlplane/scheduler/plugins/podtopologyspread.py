@@ -64,7 +64,7 @@ from controlplane.scheduler.framework.parts import NodeParts, Recent
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo, node_labels
 from controlplane.scheduler.plugins.helper import do_not_schedule_taints
 from kube.api.kinds.apps_v1 import ReplicaSet, StatefulSet
-from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE, Node
 from kube.api.kinds.core_v1.pod import Pod, ReplicationController, TopologySpreadConstraint
 from kube.api.kinds.core_v1.service import Service
 from kube.api.labels import Operator, Requirement, Selector, SelectorError, selector_of
@@ -80,8 +80,6 @@ ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 
-LABEL_HOSTNAME = "kubernetes.io/hostname"
-LABEL_TOPOLOGY_ZONE = "topology.kubernetes.io/zone"
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"

@@ -7,7 +7,13 @@ import pytest
 from controlplane.cloud import cloudnode
 from controlplane.cloud.context import TAINT_UNINITIALIZED, CapabilityUnsupported
 from controlplane.cloud.provider import InstanceNotFound
-from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import (
+    LABEL_FAILURE_DOMAIN_BETA_ZONE,
+    LABEL_INSTANCE_TYPE_STABLE,
+    LABEL_TOPOLOGY_REGION,
+    LABEL_TOPOLOGY_ZONE,
+    Node,
+)
 from tests.controlplane.cloud.cloudfixtures import cloud_harness, node
 
 
@@ -30,10 +36,10 @@ async def test_uninitialized_node_gets_provider_id_labels_addresses_and_loses_th
     assert written.spec.provider_id == "fake://node1"
     assert written.spec.taints is None
     labels = written.metadata.labels or {}
-    assert labels[cloudnode.LABEL_INSTANCE_TYPE] == "big"
-    assert labels[cloudnode.LABEL_ZONE] == "zone-b"
-    assert labels[cloudnode.LABEL_REGION] == "region-1"
-    assert labels[cloudnode.LABEL_BETA_ZONE] == "zone-b"
+    assert labels[LABEL_INSTANCE_TYPE_STABLE] == "big"
+    assert labels[LABEL_TOPOLOGY_ZONE] == "zone-b"
+    assert labels[LABEL_TOPOLOGY_REGION] == "region-1"
+    assert labels[LABEL_FAILURE_DOMAIN_BETA_ZONE] == "zone-b"
 
 
 async def test_other_taints_and_an_existing_provider_id_are_kept() -> None:
@@ -98,5 +104,5 @@ async def test_instances_v1_with_zones_gives_the_same_metadata() -> None:
     await cloudnode.new(h.ctx, cloud_ctx).sync("node1")
     [update] = h.client.writes("update", "Node")
     assert update.obj.spec.provider_id == "fake://node1"
-    assert update.obj.metadata.labels[cloudnode.LABEL_ZONE] == "zone-c"
+    assert update.obj.metadata.labels[LABEL_TOPOLOGY_ZONE] == "zone-c"
     assert TAINT_UNINITIALIZED not in [t.key for t in update.obj.spec.taints or ()]

@@ -7,6 +7,7 @@ import datetime
 import pytest
 
 from controlplane.cloud import service
+from kube.api.kinds.core_v1.node import LABEL_NODE_EXCLUDE_BALANCERS
 from kube.api.kinds.core_v1.service import Service
 from tests.controlplane.cloud.cloudfixtures import cloud_harness, lb_service, node
 from tests.controlplane.controllers.fakes import Harness
@@ -20,7 +21,7 @@ async def current(h: Harness, name: str = "web") -> Service:
 
 async def test_load_balancer_is_ensured_over_ready_nodes_with_finalizer_status_events() -> None:
     h, cloud, cloud_ctx = cloud_harness()
-    excluded = node("node3", labels={service.LABEL_EXCLUDE_LB: ""})
+    excluded = node("node3", labels={LABEL_NODE_EXCLUDE_BALANCERS: ""})
     h.store(node("node1"), node("node2", ready=False), excluded, lb_service())
     await service.new(h.ctx, cloud_ctx).sync("default/web")
 

@@ -27,7 +27,7 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import Admission, RequestContext
 from controlplane.apiserver.storage.watchcache import WatchCache
 from kube.api.kinds.authentication_v1 import TokenRequest
-from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import Node, is_kubelet_label
 from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Pod
 from kube.api.kinds.storage_v1 import CSINode
 from kube.api.meta_v1 import Resource
@@ -36,25 +36,6 @@ from kube.api.scheme import KindInfo
 NODE_USER_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
 RESTRICTED_PREFIX = "node-restriction.kubernetes.io"
-KUBELET_LABELS = frozenset(
-    {
-        "kubernetes.io/hostname",
-        "kubernetes.io/instance-type",
-        "kubernetes.io/os",
-        "kubernetes.io/arch",
-        "beta.kubernetes.io/instance-type",
-        "beta.kubernetes.io/os",
-        "beta.kubernetes.io/arch",
-        "failure-domain.beta.kubernetes.io/zone",
-        "failure-domain.beta.kubernetes.io/region",
-        "failure-domain.kubernetes.io/zone",
-        "failure-domain.kubernetes.io/region",
-        "topology.kubernetes.io/zone",
-        "topology.kubernetes.io/region",
-    }
-)
-"""Labels in the reserved namespaces a kubelet may set on its Node (upstream ``kubeletapis``)."""
-KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 
 _Refuse = Callable[[str], errors.ApiError]
 
@@ -132,10 +113,7 @@ def _forbidden_labels(keys: set[str]) -> list[str]:
         reserved = prefix in ("kubernetes.io", "k8s.io") or prefix.endswith(
             (".kubernetes.io", ".k8s.io")
         )
-        allowed = key in KUBELET_LABELS or any(
-            prefix == ns or prefix.endswith("." + ns) for ns in KUBELET_LABEL_NAMESPACES
-        )
-        if reserved and not allowed:
+        if reserved and not is_kubelet_label(key):
             forbidden.append(key)
     return sorted(forbidden)
 

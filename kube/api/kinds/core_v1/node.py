@@ -6,6 +6,11 @@ allocatable resources, conditions (``Ready`` above all), addresses, versions, im
 
 The singular ``podCIDR`` and the plural ``podCIDRs`` are kept in step, as upstream's conversion
 does, so clients of either see the same ranges.
+
+The module also declares upstream's well-known Node labels (hostname, zone and region, instance
+type, os and arch, exclusion from external load balancers, the roles) and the labels a kubelet
+may set on its own Node (``is_kubelet_label``, which the kubelet and the NodeRestriction
+admission plugin share).
 """
 
 from __future__ import annotations
@@ -28,6 +33,52 @@ ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
 ROLE_LABEL = "kubernetes.io/role"
 POD_CIDR_CHANGED = 'node updates may not change podCIDR except from "" to valid'
 PROVIDER_ID_CHANGED = 'node updates may not change providerID except from "" to valid'
+
+# Upstream's well-known Node labels (k8s.io/api/core/v1/well_known_labels.go) and the ones a
+# kubelet may set on its own Node (k8s.io/kubelet/pkg/apis/well_known_labels.go).
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_TOPOLOGY_ZONE = "topology.kubernetes.io/zone"
+LABEL_TOPOLOGY_REGION = "topology.kubernetes.io/region"
+LABEL_FAILURE_DOMAIN_BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+LABEL_FAILURE_DOMAIN_BETA_REGION = "failure-domain.beta.kubernetes.io/region"
+LABEL_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
+LABEL_INSTANCE_TYPE_STABLE = "node.kubernetes.io/instance-type"
+LABEL_OS_STABLE = "kubernetes.io/os"
+LABEL_ARCH_STABLE = "kubernetes.io/arch"
+LABEL_OS_BETA = "beta.kubernetes.io/os"
+LABEL_ARCH_BETA = "beta.kubernetes.io/arch"
+LABEL_NODE_EXCLUDE_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
+LABEL_NODE_ROLE_CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+"""kubeadm's control-plane role, used both as a label and as a taint key."""
+KUBELET_LABELS = frozenset(
+    {
+        LABEL_HOSTNAME,
+        LABEL_TOPOLOGY_ZONE,
+        LABEL_TOPOLOGY_REGION,
+        LABEL_FAILURE_DOMAIN_BETA_ZONE,
+        LABEL_FAILURE_DOMAIN_BETA_REGION,
+        LABEL_INSTANCE_TYPE,
+        LABEL_INSTANCE_TYPE_STABLE,
+        LABEL_OS_STABLE,
+        LABEL_ARCH_STABLE,
+        LABEL_OS_BETA,
+        LABEL_ARCH_BETA,
+    }
+)
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def is_kubelet_label(key: str) -> bool:
+    """Whether ``key`` is a label the kubelet sets on its own Node: one of ``KUBELET_LABELS``,
+    or a key whose namespace (the part before ``/``) is one of ``KUBELET_LABEL_NAMESPACES`` or
+    a subdomain of one (upstream ``IsKubeletLabel``)."""
+    namespace, slash, _ = key.partition("/")
+    if not slash:
+        namespace = ""
+    return key in KUBELET_LABELS or any(
+        namespace == allowed or namespace.endswith("." + allowed)
+        for allowed in KUBELET_LABEL_NAMESPACES
+    )
 
 
 class Taint(Struct):

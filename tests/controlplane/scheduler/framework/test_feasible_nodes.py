@@ -17,7 +17,7 @@ from controlplane.scheduler.framework.interface import SUCCESS, Code, CycleState
 from controlplane.scheduler.framework.runtime import Framework
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.registry import REGISTRY
-from kube.api.kinds.core_v1.node import Node, Taint
+from kube.api.kinds.core_v1.node import LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE, Node, Taint
 from kube.api.kinds.core_v1.pod import (
     Affinity,
     Pod,
@@ -32,8 +32,6 @@ from kube.api.meta_v1 import LabelSelector
 from kube.clock import FakeClock
 from tests.controlplane.scheduler.builders import SnapshotHandle, make_node, make_pod
 
-ZONE = "topology.kubernetes.io/zone"
-HOSTNAME = "kubernetes.io/hostname"
 TAINTS = (
     Taint(key="gpu", effect="NoSchedule"),
     Taint(key="spot", value="yes", effect="NoExecute"),
@@ -49,9 +47,9 @@ TOLERATIONS = (
 
 
 def random_node(rng: random.Random, name: str) -> Node:
-    labels = {HOSTNAME: name, "disk": rng.choice(["ssd", "hdd"])}
+    labels = {LABEL_HOSTNAME: name, "disk": rng.choice(["ssd", "hdd"])}
     if rng.random() < 0.9:
-        labels[ZONE] = rng.choice("abc")
+        labels[LABEL_TOPOLOGY_ZONE] = rng.choice("abc")
     return make_node(
         name,
         labels=labels,
@@ -71,7 +69,7 @@ def random_pod(rng: random.Random, name: str) -> Pod:
             when_unsatisfiable="DoNotSchedule",
             label_selector=LabelSelector(match_labels={"app": app}),
         )
-        for key in (ZONE, HOSTNAME)
+        for key in (LABEL_TOPOLOGY_ZONE, LABEL_HOSTNAME)
         if rng.random() < 0.5
     ]
     selector = LabelSelector(match_labels={"app": app})
@@ -80,7 +78,7 @@ def random_pod(rng: random.Random, name: str) -> Pod:
             weight=rng.choice([1, 50, 100]),
             pod_affinity_term=PodAffinityTerm(label_selector=selector, topology_key=key),
         )
-        for key in (ZONE, HOSTNAME)
+        for key in (LABEL_TOPOLOGY_ZONE, LABEL_HOSTNAME)
         if rng.random() < 0.4
     ]
     cut = rng.randrange(len(preferred) + 1)

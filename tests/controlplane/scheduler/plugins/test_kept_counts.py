@@ -15,7 +15,7 @@ from controlplane.scheduler.cache import SchedulerCache, Snapshot
 from controlplane.scheduler.framework.interface import CycleState
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import interpodaffinity, podtopologyspread
-from kube.api.kinds.core_v1.node import Node
+from kube.api.kinds.core_v1.node import LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE, Node
 from kube.api.kinds.core_v1.pod import (
     Affinity,
     Pod,
@@ -29,8 +29,6 @@ from kube.api.meta_v1 import LabelSelector
 from kube.clock import FakeClock
 from tests.controlplane.scheduler.builders import SnapshotHandle, make_node, make_pod
 
-HOSTNAME = podtopologyspread.LABEL_HOSTNAME
-ZONE = podtopologyspread.LABEL_TOPOLOGY_ZONE
 ZONES = ("a", "b", "c")
 
 
@@ -47,10 +45,10 @@ INCOMING = {
     "zone and hostname, app=web": make_pod(
         "in-web",
         labels={"app": "web"},
-        topology_spread=[constraint(ZONE, "web"), constraint(HOSTNAME, "web")],
+        topology_spread=[constraint(LABEL_TOPOLOGY_ZONE, "web"), constraint(LABEL_HOSTNAME, "web")],
     ),
     "zone, app=api": make_pod(
-        "in-api", labels={"app": "api"}, topology_spread=[constraint(ZONE, "api")]
+        "in-api", labels={"app": "api"}, topology_spread=[constraint(LABEL_TOPOLOGY_ZONE, "api")]
     ),
 }
 
@@ -91,9 +89,9 @@ class World:
         self.serial = 0
 
     def node(self, name: str) -> Node:
-        labels = {HOSTNAME: name}
+        labels = {LABEL_HOSTNAME: name}
         if self.rng.random() < 0.85:
-            labels[ZONE] = self.rng.choice(ZONES)
+            labels[LABEL_TOPOLOGY_ZONE] = self.rng.choice(ZONES)
         return make_node(name, labels=labels)
 
     def pod(self, node_name: str | None) -> Pod:
@@ -232,12 +230,14 @@ PREFERRING = make_pod(
     labels={"app": "web"},
     affinity=Affinity(
         pod_affinity=PodAffinity(
-            preferred_during_scheduling_ignored_during_execution=[preferred(50, ZONE, "api")]
+            preferred_during_scheduling_ignored_during_execution=[
+                preferred(50, LABEL_TOPOLOGY_ZONE, "api")
+            ]
         ),
         pod_anti_affinity=PodAntiAffinity(
             preferred_during_scheduling_ignored_during_execution=[
-                preferred(100, HOSTNAME, "web"),
-                preferred(30, ZONE, "web"),
+                preferred(100, LABEL_HOSTNAME, "web"),
+                preferred(30, LABEL_TOPOLOGY_ZONE, "web"),
             ]
         ),
     ),
@@ -277,7 +277,7 @@ def test_preemption_changes_its_own_copy_of_the_kept_counts() -> None:
     cache = SchedulerCache(FakeClock())
     snapshot = Snapshot()
     for name, zone in (("n1", "a"), ("n2", "b")):
-        cache.add_node(make_node(name, labels={HOSTNAME: name, ZONE: zone}))
+        cache.add_node(make_node(name, labels={LABEL_HOSTNAME: name, LABEL_TOPOLOGY_ZONE: zone}))
     cache.add_pod(make_pod("w", labels={"app": "web"}, node_name="n1"))
     cache.update_snapshot(snapshot)
     plugin = podtopologyspread.new(None, SnapshotHandle(snapshot))

@@ -26,7 +26,7 @@ from controlplane.scheduler.framework.interface import (
 from controlplane.scheduler.framework.types import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import podtopologyspread
 from kube.api.kinds.apps_v1 import ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec
-from kube.api.kinds.core_v1.node import Node, Taint
+from kube.api.kinds.core_v1.node import LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE, Node, Taint
 from kube.api.kinds.core_v1.pod import (
     Pod,
     ReplicationController,
@@ -43,8 +43,6 @@ from kube.api.meta_v1 import (
 )
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
-HOSTNAME = podtopologyspread.LABEL_HOSTNAME
-TOPOLOGY_ZONE = podtopologyspread.LABEL_TOPOLOGY_ZONE
 ZONE = "zone"
 NOT_MATCH = Status.unschedulable(podtopologyspread.ERR_REASON_CONSTRAINTS_NOT_MATCH)
 MISSING_LABEL = Status.unresolvable(podtopologyspread.ERR_REASON_NODE_LABEL_NOT_MATCH)
@@ -89,10 +87,10 @@ def pods_on(**counts: int) -> list[Pod]:
 
 
 NODES = {
-    "a": {ZONE: "z1", HOSTNAME: "a"},
-    "b": {ZONE: "z1", HOSTNAME: "b"},
-    "x": {ZONE: "z2", HOSTNAME: "x"},
-    "y": {ZONE: "z2", HOSTNAME: "y"},
+    "a": {ZONE: "z1", LABEL_HOSTNAME: "a"},
+    "b": {ZONE: "z1", LABEL_HOSTNAME: "b"},
+    "x": {ZONE: "z2", LABEL_HOSTNAME: "x"},
+    "y": {ZONE: "z2", LABEL_HOSTNAME: "y"},
 }
 
 
@@ -172,32 +170,32 @@ def terminating(p: Pod) -> Pod:
             id="zone-skew-within-max-skew",
         ),
         pytest.param(
-            pod(constraints=[spread(HOSTNAME)]),
+            pod(constraints=[spread(LABEL_HOSTNAME)]),
             cluster(pods_on(a=1, b=1, x=1)),
             expect("a", "b", "x"),
             id="hostname-skew",
         ),
         pytest.param(
-            pod(labels={"bar": ""}, constraints=[spread(HOSTNAME)]),
+            pod(labels={"bar": ""}, constraints=[spread(LABEL_HOSTNAME)]),
             cluster(pods_on(a=1, b=1, x=1)),
             expect(),
             id="incoming-pod-does-not-match-itself",
         ),
         pytest.param(
-            pod(constraints=[spread(HOSTNAME, selector=LabelSelector())]),
+            pod(constraints=[spread(LABEL_HOSTNAME, selector=LabelSelector())]),
             cluster(pods_on(a=3)),
             expect(),
             id="empty-selector-counts-no-pods",
         ),
         pytest.param(
-            pod(constraints=[spread(HOSTNAME, selector=None)]),
+            pod(constraints=[spread(LABEL_HOSTNAME, selector=None)]),
             cluster(pods_on(a=3)),
             expect(),
             id="missing-selector-matches-nothing",
         ),
         pytest.param(
             pod(constraints=[spread()]),
-            cluster([], nodes={**NODES, "n": {HOSTNAME: "n"}}),
+            cluster([], nodes={**NODES, "n": {LABEL_HOSTNAME: "n"}}),
             expect(n=MISSING_LABEL),
             id="node-without-the-topology-key",
         ),
@@ -214,7 +212,7 @@ def terminating(p: Pod) -> Pod:
             id="enough-domains-for-min-domains",
         ),
         pytest.param(
-            pod(constraints=[spread(), spread(HOSTNAME)]),
+            pod(constraints=[spread(), spread(LABEL_HOSTNAME)]),
             cluster(pods_on(a=1, b=1, x=1)),
             expect("a", "b", "x"),
             id="zone-and-hostname",
@@ -247,13 +245,13 @@ def terminating(p: Pod) -> Pod:
             id="node-affinity-policy-ignore-counts-all-zones",
         ),
         pytest.param(
-            pod(constraints=[spread(HOSTNAME)]),
+            pod(constraints=[spread(LABEL_HOSTNAME)]),
             cluster(pods_on(a=1, b=1, y=1), taints={"x": [Taint(key="k", effect="NoSchedule")]}),
             expect("a", "b", "y"),
             id="node-taints-policy-ignore-by-default",
         ),
         pytest.param(
-            pod(constraints=[spread(HOSTNAME, node_taints_policy="Honor")]),
+            pod(constraints=[spread(LABEL_HOSTNAME, node_taints_policy="Honor")]),
             cluster(pods_on(a=1, b=1, y=1), taints={"x": [Taint(key="k", effect="NoSchedule")]}),
             expect(),
             id="node-taints-policy-honor-drops-tainted-domains",
@@ -261,7 +259,7 @@ def terminating(p: Pod) -> Pod:
         pytest.param(
             pod(
                 tolerations=[Toleration(key="k", operator="Exists")],
-                constraints=[spread(HOSTNAME, node_taints_policy="Honor")],
+                constraints=[spread(LABEL_HOSTNAME, node_taints_policy="Honor")],
             ),
             cluster(pods_on(a=1, b=1, y=1), taints={"x": [Taint(key="k", effect="NoSchedule")]}),
             expect("a", "b", "y"),
@@ -269,7 +267,7 @@ def terminating(p: Pod) -> Pod:
         ),
         pytest.param(
             pod(
-                constraints=[spread(HOSTNAME, node_taints_policy="Honor")],
+                constraints=[spread(LABEL_HOSTNAME, node_taints_policy="Honor")],
             ),
             cluster(
                 pods_on(a=1, b=1, y=1), taints={"x": [Taint(key="k", effect="PreferNoSchedule")]}
@@ -323,21 +321,21 @@ def test_pre_filter_reports_a_selector_that_does_not_parse() -> None:
             id="removing-from-the-minimum-lowers-it",
         ),
         pytest.param(
-            [spread(HOSTNAME)],
+            [spread(LABEL_HOSTNAME)],
             pods_on(a=1, b=1, x=1),
             [("add", "y")],
             expect(),
             id="adding-to-the-only-minimum-raises-it",
         ),
         pytest.param(
-            [spread(HOSTNAME)],
+            [spread(LABEL_HOSTNAME)],
             pods_on(b=1, x=1),
             [("add", "a"), ("add", "y"), ("remove", "a")],
             expect("b", "x", "y"),
             id="several-updates-keep-the-minimum-exact",
         ),
         pytest.param(
-            [spread(HOSTNAME)],
+            [spread(LABEL_HOSTNAME)],
             pods_on(a=1, b=1, x=1),
             [("add-other-namespace", "y")],
             expect("a", "b", "x"),
@@ -404,7 +402,7 @@ def web(name: str, node: str | None = None) -> Pod:
         pytest.param(pod(), cluster(pods_on(a=2)), [], None, id="no-constraints"),
         pytest.param(pod(constraints=[spread()]), cluster(pods_on(a=2)), [], None, id="only-hard"),
         pytest.param(
-            pod(constraints=[spread(HOSTNAME, hard=False)]),
+            pod(constraints=[spread(LABEL_HOSTNAME, hard=False)]),
             cluster(pods_on(a=2, b=1)),
             [],
             # weight log(4 + 2): a 3.58 -> 4, b 1.79 -> 2, x and y 0.
@@ -412,7 +410,7 @@ def web(name: str, node: str | None = None) -> Pod:
             id="hostname",
         ),
         pytest.param(
-            pod(constraints=[spread(HOSTNAME, max_skew=2, hard=False)]),
+            pod(constraints=[spread(LABEL_HOSTNAME, max_skew=2, hard=False)]),
             cluster(pods_on(a=2, b=1)),
             [],
             # maxSkew - 1 added: a 5, b 3, x and y 1.
@@ -429,7 +427,7 @@ def web(name: str, node: str | None = None) -> Pod:
         ),
         pytest.param(
             pod(constraints=[spread(hard=False)]),
-            cluster(pods_on(a=2, b=1), nodes={**NODES, "n": {HOSTNAME: "n"}}),
+            cluster(pods_on(a=2, b=1), nodes={**NODES, "n": {LABEL_HOSTNAME: "n"}}),
             [],
             {"a": 0, "b": 0, "x": 100, "y": 100, "n": 0},
             id="node-without-the-key-is-ignored",
@@ -446,10 +444,10 @@ def web(name: str, node: str | None = None) -> Pod:
             cluster(
                 [web("a0", "a"), web("a1", "a"), web("x0", "x")],
                 nodes={
-                    "a": {TOPOLOGY_ZONE: "z1", HOSTNAME: "a"},
-                    "b": {TOPOLOGY_ZONE: "z1", HOSTNAME: "b"},
-                    "x": {TOPOLOGY_ZONE: "z2", HOSTNAME: "x"},
-                    "n": {HOSTNAME: "n"},
+                    "a": {LABEL_TOPOLOGY_ZONE: "z1", LABEL_HOSTNAME: "a"},
+                    "b": {LABEL_TOPOLOGY_ZONE: "z1", LABEL_HOSTNAME: "b"},
+                    "x": {LABEL_TOPOLOGY_ZONE: "z2", LABEL_HOSTNAME: "x"},
+                    "n": {LABEL_HOSTNAME: "n"},
                 },
             ),
             [
@@ -767,7 +765,7 @@ def test_counts_follow_nodes_that_change_between_cycles() -> None:
 def batch_cluster() -> list[NodeInfo]:
     """NODES with matching pods, a node lacking the zone label and one with no Node at all."""
     return [
-        *cluster(pods_on(a=2, x=1, b=1), nodes={**NODES, "bare": {HOSTNAME: "bare"}}),
+        *cluster(pods_on(a=2, x=1, b=1), nodes={**NODES, "bare": {LABEL_HOSTNAME: "bare"}}),
         NodeInfo(),
     ]
 
@@ -777,11 +775,13 @@ def batch_cluster() -> list[NodeInfo]:
     [
         pytest.param(pod(constraints=[spread()]), None, id="zone-every-node"),
         pytest.param(
-            pod(constraints=[spread(), spread(HOSTNAME)]), [5, 3, 0], id="zone-and-hostname-subset"
+            pod(constraints=[spread(), spread(LABEL_HOSTNAME)]),
+            [5, 3, 0],
+            id="zone-and-hostname-subset",
         ),
         pytest.param(pod(constraints=[spread(max_skew=3)]), [1, 2], id="loose-skew"),
         pytest.param(
-            pod(labels={"bar": ""}, constraints=[spread(HOSTNAME)]), None, id="no-self-match"
+            pod(labels={"bar": ""}, constraints=[spread(LABEL_HOSTNAME)]), None, id="no-self-match"
         ),
         pytest.param(pod(constraints=[spread()]), [], id="no-nodes"),
     ],
@@ -810,11 +810,11 @@ def test_filter_nodes_without_pre_filter_state_fails_every_node() -> None:
     [
         pytest.param(pod(constraints=[spread(hard=False)]), None, id="zone-every-node"),
         pytest.param(
-            pod(constraints=[spread(hard=False), spread(HOSTNAME, max_skew=2, hard=False)]),
+            pod(constraints=[spread(hard=False), spread(LABEL_HOSTNAME, max_skew=2, hard=False)]),
             [4, 0, 2],
             id="zone-and-hostname-subset",
         ),
-        pytest.param(pod(constraints=[spread(HOSTNAME, hard=False)]), [], id="no-nodes"),
+        pytest.param(pod(constraints=[spread(LABEL_HOSTNAME, hard=False)]), [], id="no-nodes"),
     ],
 )
 def test_score_nodes_matches_score(incoming: Pod, picked: list[int] | None) -> None:
@@ -842,7 +842,7 @@ def test_score_nodes_without_pre_score_state_fails() -> None:
         pytest.param(pod(constraints=[spread()]), False, True, id="only-do-not-schedule"),
         pytest.param(pod(constraints=[spread(hard=False)]), True, False, id="only-schedule-anyway"),
         pytest.param(
-            pod(constraints=[spread(), spread(HOSTNAME, hard=False)]), False, False, id="both"
+            pod(constraints=[spread(), spread(LABEL_HOSTNAME, hard=False)]), False, False, id="both"
         ),
         pytest.param(pod(), True, True, id="none-and-no-selecting-workload"),
     ],
@@ -864,14 +864,14 @@ def test_skips_without_constraints_of_the_kind(
         pytest.param([spread()], NODES, ((ZONE, frozenset({"z1"})),), id="the-crowded-zone"),
         pytest.param([spread(max_skew=3)], NODES, ((ZONE, frozenset()),), id="none-rejected"),
         pytest.param(
-            [spread(), spread(HOSTNAME)],
+            [spread(), spread(LABEL_HOSTNAME)],
             NODES,
-            ((ZONE, frozenset({"z1"})), (HOSTNAME, frozenset({"a", "b", "x"}))),
+            ((ZONE, frozenset({"z1"})), (LABEL_HOSTNAME, frozenset({"a", "b", "x"}))),
             id="each-constraint",
         ),
         pytest.param(
-            [spread(HOSTNAME)],
-            {f"n{i}": {ZONE: "z1", HOSTNAME: f"n{i}"} for i in range(17)},
+            [spread(LABEL_HOSTNAME)],
+            {f"n{i}": {ZONE: "z1", LABEL_HOSTNAME: f"n{i}"} for i in range(17)},
             None,
             id="too-many-domains",
         ),

@@ -21,6 +21,7 @@ from controlplane.scheduler.plugins.volumebinding import (
     ERR_REASON_UNBOUND_IMMEDIATE,
     SELECTED_NODE_ANNOTATION,
 )
+from kube.api.kinds.core_v1.node import LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE
 from kube.api.kinds.core_v1.pod import Pod
 from kube.api.kinds.core_v1.volume import (
     EphemeralVolumeSource,
@@ -49,8 +50,6 @@ from kube.api.meta_v1 import Status as ApiStatus
 from kube.client.errors import ApiError
 from tests.controlplane.scheduler.builders import FakeHandle, make_node, make_node_info, make_pod
 
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 DELETED = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -63,7 +62,9 @@ def storage_class(
     topologies = (
         [
             TopologySelectorTerm(
-                match_label_expressions=[TopologySelectorLabelRequirement(key=ZONE, values=zones)]
+                match_label_expressions=[
+                    TopologySelectorLabelRequirement(key=LABEL_TOPOLOGY_ZONE, values=zones)
+                ]
             )
         ]
         if zones
@@ -130,7 +131,9 @@ def pv(
                 node_selector_terms=[
                     NodeSelectorTerm(
                         match_expressions=[
-                            NodeSelectorRequirement(key=HOSTNAME, operator="In", values=[node])
+                            NodeSelectorRequirement(
+                                key=LABEL_HOSTNAME, operator="In", values=[node]
+                            )
                         ]
                     )
                 ]
@@ -160,7 +163,7 @@ def claim_volume(name: str = "data") -> Volume:
 
 def nodes() -> list[NodeInfo]:
     return [
-        make_node_info(make_node(name, labels={HOSTNAME: name, ZONE: zone}))
+        make_node_info(make_node(name, labels={LABEL_HOSTNAME: name, LABEL_TOPOLOGY_ZONE: zone}))
         for name, zone in (("n1", "a"), ("n2", "b"))
     ]
 
