@@ -72,6 +72,7 @@ from kube.api.kinds.core_v1.node import (
     NodeSystemInfo,
     Taint,
     is_kubelet_label,
+    is_reserved_label,
 )
 from kube.api.meta_v1 import ObjectMeta, OwnerReference
 from kube.api.quantity import Format, Quantity, QuantityError
@@ -458,20 +459,11 @@ def _quantity(flag: str, key: str, text: str) -> Quantity:
 def check_node_labels(labels: Mapping[str, str]) -> None:
     """Refuse ``--node-labels`` in the kubernetes.io / k8s.io namespaces that a kubelet may
     not set on its Node (upstream ``validateNodeLabels``: NodeRestriction would refuse them)."""
-    refused = [key for key in labels if _reserved_label(key) and not is_kubelet_label(key)]
+    refused = [key for key in labels if is_reserved_label(key) and not is_kubelet_label(key)]
     if refused:
         raise NodeOptionsError(
             "--node-labels: unknown 'kubernetes.io' or 'k8s.io' labels: " + ", ".join(refused)
         )
-
-
-def _in_namespace(prefix: str, namespace: str) -> bool:
-    return prefix == namespace or prefix.endswith("." + namespace)
-
-
-def _reserved_label(key: str) -> bool:
-    prefix = key.rpartition("/")[0]
-    return _in_namespace(prefix, "kubernetes.io") or _in_namespace(prefix, "k8s.io")
 
 
 def _cpu(millis: int) -> str:

@@ -27,7 +27,12 @@ from controlplane.apiserver import errors
 from controlplane.apiserver.registry.store import Admission, RequestContext
 from controlplane.apiserver.storage.watchcache import WatchCache
 from kube.api.kinds.authentication_v1 import TokenRequest
-from kube.api.kinds.core_v1.node import Node, is_kubelet_label
+from kube.api.kinds.core_v1.node import (
+    Node,
+    in_label_namespace,
+    is_kubelet_label,
+    is_reserved_label,
+)
 from kube.api.kinds.core_v1.pod import MIRROR_POD_ANNOTATION, Pod
 from kube.api.kinds.storage_v1 import CSINode
 from kube.api.meta_v1 import Resource
@@ -104,18 +109,12 @@ def _modified_labels(new: dict[str, str] | None, old: dict[str, str] | None) -> 
 
 
 def _forbidden_labels(keys: set[str]) -> list[str]:
-    forbidden = []
-    for key in keys:
-        prefix = key.partition("/")[0] if "/" in key else ""
-        if prefix == RESTRICTED_PREFIX or prefix.endswith("." + RESTRICTED_PREFIX):
-            forbidden.append(key)
-            continue
-        reserved = prefix in ("kubernetes.io", "k8s.io") or prefix.endswith(
-            (".kubernetes.io", ".k8s.io")
-        )
-        if reserved and not is_kubelet_label(key):
-            forbidden.append(key)
-    return sorted(forbidden)
+    return sorted(
+        key
+        for key in keys
+        if in_label_namespace(key, RESTRICTED_PREFIX)
+        or (is_reserved_label(key) and not is_kubelet_label(key))
+    )
 
 
 def _check_pod(node: str, operation: str, subresource: str, pod: Pod, refuse: _Refuse) -> None:

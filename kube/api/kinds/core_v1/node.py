@@ -68,16 +68,24 @@ KUBELET_LABELS = frozenset(
 KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 
 
+def in_label_namespace(key: str, domain: str) -> bool:
+    """Whether the namespace of label ``key`` (the part before ``/``) is ``domain`` or one of
+    its subdomains."""
+    namespace = key.partition("/")[0] if "/" in key else ""
+    return namespace == domain or namespace.endswith("." + domain)
+
+
+def is_reserved_label(key: str) -> bool:
+    """Whether ``key`` is in the namespaces Kubernetes reserves (``kubernetes.io``,
+    ``k8s.io`` and their subdomains)."""
+    return in_label_namespace(key, "kubernetes.io") or in_label_namespace(key, "k8s.io")
+
+
 def is_kubelet_label(key: str) -> bool:
     """Whether ``key`` is a label the kubelet sets on its own Node: one of ``KUBELET_LABELS``,
-    or a key whose namespace (the part before ``/``) is one of ``KUBELET_LABEL_NAMESPACES`` or
-    a subdomain of one (upstream ``IsKubeletLabel``)."""
-    namespace, slash, _ = key.partition("/")
-    if not slash:
-        namespace = ""
+    or in one of ``KUBELET_LABEL_NAMESPACES`` (upstream ``IsKubeletLabel``)."""
     return key in KUBELET_LABELS or any(
-        namespace == allowed or namespace.endswith("." + allowed)
-        for allowed in KUBELET_LABEL_NAMESPACES
+        in_label_namespace(key, allowed) for allowed in KUBELET_LABEL_NAMESPACES
     )
 
 
