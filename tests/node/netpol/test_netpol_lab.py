@@ -16,6 +16,7 @@ go through the pinned kubectl. A relabelled pod or namespace must be in the node
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 import sys
@@ -104,9 +105,10 @@ class Model:
 
     def seconds_until_peer(self, peers: str, key: str) -> float:
         """Seconds until pod ``key`` is in the set ``peers`` of the table on every node that
-        runs a pod of ``x`` (``nft list set`` in the node's namespace, polled)."""
+        runs a pod of ``x`` (``nft --json list set`` in the node's namespace, polled)."""
         nodes = {self.lab.node(self.nodes[k]).netns_path for k in KEYS if ns_of(k) == "x"}
-        argv = ["nft", "list", "set", FAMILY, TABLE, peers]
+        argv = ["nft", "--json", "list", "set", FAMILY, TABLE, peers]
+        address = ipaddress.IPv4Address(self.ips[key])
         start = time.monotonic()
         while True:
             listed = [
@@ -114,7 +116,7 @@ class Model:
                                text=True, check=False).stdout
                 for netns in nodes
             ]  # fmt: skip
-            if all(self.ips[key] in text for text in listed):
+            if all(any(address in n for n in set_elements(text)) for text in listed):
                 return time.monotonic() - start
             assert time.monotonic() - start < ENFORCED_WITHIN, f"{key} not in {peers}"
 
@@ -129,6 +131,23 @@ class Model:
             if got == want or time.monotonic() > deadline:
                 break
         assert got == want, f"{proto}/{port}:\n{render(want, got)}"
+
+
+def set_elements(listing: str) -> list[ipaddress.IPv4Network]:
+    """The networks in ``nft --json list set`` output (none when it is not a listing).  The
+    agent collapses peers, so two adjacent pod IPs are one ``/31`` element, not two addresses."""
+    networks = []
+    for item in json.loads(listing or "{}").get("nftables", []):
+        for element in item.get("set", {}).get("elem", []):
+            if isinstance(element, str):
+                networks.append(ipaddress.IPv4Network(element))
+            elif "prefix" in element:
+                prefix = element["prefix"]
+                networks.append(ipaddress.IPv4Network(f"{prefix['addr']}/{prefix['len']}"))
+            else:
+                low, high = (ipaddress.IPv4Address(a) for a in element["range"])
+                networks.extend(ipaddress.summarize_address_range(low, high))
+    return networks
 
 
 def render(want: dict[str, dict[str, bool]], got: dict[str, dict[str, bool]]) -> str:
