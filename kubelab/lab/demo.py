@@ -198,7 +198,7 @@ class Demo:
                 print(f"  client -> {node.ip}:{NODE_PORT}: {answer}")
         external = self.load_balancer_ip("web-lb")
         step(f"the LoadBalancer's external IP {external} from the client namespace (outside)")
-        for _ in range(REQUESTS):
+        for _ in range(REQUESTS * len(self.lab.workers)):  # as many as the NodePorts got
             answer = self.fetch(self.lab.client.netns_path, f"http://{external}/")
             print(f"  client -> {external}: {answer}")
         step("http://web by name from a pod (the cluster DNS at 10.96.0.10)")
