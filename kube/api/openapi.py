@@ -182,7 +182,11 @@ def _patch_body(strategic: bool) -> Schema:
     return {"content": {media: {"schema": schema} for media in types}, "required": True}
 
 
-def _operation(info: KindInfo, action: str, ref: Schema, body: bool, write: bool) -> Schema:
+def _operation(
+    info: KindInfo, action: str, ref: Schema, body: Schema | None = None, write: bool = False
+) -> Schema:
+    """An operation on the kind (``ref`` its schema); ``body`` its request body, if any;
+    ``write``: it takes the write parameters."""
     op: Schema = {
         "operationId": f"{action}{info.kind}",
         "x-kubernetes-action": action,
@@ -195,8 +199,8 @@ def _operation(info: KindInfo, action: str, ref: Schema, body: bool, write: bool
     }
     if write:
         op["parameters"] = list(_WRITE_PARAMETERS)
-    if body:
-        op["requestBody"] = {"content": {"*/*": {"schema": ref}}, "required": True}
+    if body is not None:
+        op["requestBody"] = body
     return op
 
 
@@ -209,23 +213,23 @@ def _paths(info: KindInfo, ref: Schema, *, strategic: bool) -> dict[str, Schema]
     )
     item = collection + "/{name}"
     verbs = set(info.verbs)
+    whole = {"content": {"*/*": {"schema": ref}}, "required": True}
     coll: Schema = {}
     one: Schema = {}
     if "list" in verbs:
-        coll["get"] = _operation(info, "list", ref, body=False, write=False)
+        coll["get"] = _operation(info, "list", ref)
     if "create" in verbs:
-        coll["post"] = _operation(info, "post", ref, body=True, write=True)
+        coll["post"] = _operation(info, "post", ref, whole, write=True)
     if "deletecollection" in verbs:
-        coll["delete"] = _operation(info, "deletecollection", ref, body=False, write=False)
+        coll["delete"] = _operation(info, "deletecollection", ref)
     if "get" in verbs:
-        one["get"] = _operation(info, "get", ref, body=False, write=False)
+        one["get"] = _operation(info, "get", ref)
     if "update" in verbs:
-        one["put"] = _operation(info, "put", ref, body=True, write=True)
+        one["put"] = _operation(info, "put", ref, whole, write=True)
     if "patch" in verbs:
-        one["patch"] = _operation(info, "patch", ref, body=False, write=True)
-        one["patch"]["requestBody"] = _patch_body(strategic)
+        one["patch"] = _operation(info, "patch", ref, _patch_body(strategic), write=True)
     if "delete" in verbs:
-        one["delete"] = _operation(info, "delete", ref, body=False, write=False)
+        one["delete"] = _operation(info, "delete", ref)
     return {path: ops for path, ops in ((collection, coll), (item, one)) if ops}
 
 
